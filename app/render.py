@@ -1,0 +1,68 @@
+"""Terminal renderings of store records: the runs table and an episode transcript."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Group
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+from rich.text import Text
+
+from storage.read_models import EpisodeDetail, RunSummary
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def runs_table(runs: Sequence[RunSummary]) -> Table:
+    """One row per run with its metrics."""
+    table = Table(title="runs", title_justify="left")
+    for col in ("id", "name", "policy", "dataset", "status", "episodes", "accuracy",
+                "reward", "steps", "unparsed"):
+        table.add_column(col, justify="right" if col in ("id", "episodes") else "left")
+    for r in runs:
+        table.add_row(
+            str(r.id),
+            Text(r.name),
+            Text(r.policy),
+            Text(r.dataset),
+            r.status,
+            f"{r.episodes_finished}/{r.episodes_planned}",
+            _pct(r.accuracy),
+            _num(r.mean_reward, 3),
+            _num(r.mean_steps, 1),
+            _pct(r.parse_failure_rate),
+        )
+    return table
+
+
+def episode_transcript(detail: EpisodeDetail) -> Group:
+    """The question, each step (output, parsed action, observation, reward) and the outcome."""
+    s = detail.summary
+    head = Text()
+    head.append(f"episode {s.id}", style="bold")
+    head.append(f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}  db {s.db_id}\n")
+    head.append(s.question)  # model- and dataset-written text is always plain Text, never markup
+    parts: list[Panel | Text | Syntax] = [head, Syntax(detail.gold_sql, "sql", word_wrap=True)]
+    for step in detail.steps:
+        body = Text()
+        body.append("output: ", style="bold")
+        body.append(step.raw_output + "\n")
+        flag = "" if step.parsed else "  (unparsed: fell back to QUERY)"
+        body.append(f"action: {step.action}{flag}\n", style="bold yellow" if flag else "bold")
+        body.append(step.observation, style="red" if step.error else "")
+        title = f"step {step.step_no}  reward {step.reward:+.3f}"
+        parts.append(Panel(body, title=title, title_align="left"))
+    outcome = Text(
+        f"outcome: {s.outcome or 'unfinished'}  reward {_num(s.reward, 3)}  steps {s.steps}",
+        style="bold green" if s.outcome == "correct" else "bold",
+    )
+    parts.append(outcome)
+    return Group(*parts)

@@ -1,0 +1,145 @@
+"""The training code's entry points, `play_episode` and `rollout_func`, on the batched runner.
+
+Training scripts written against the original loop keep working: same names, same result
+shape (`prompt, completion, content, metadata{...}, correct, progress, operational`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rollout_core.environment import SQLEnvironment
+from rollout_core.policies.base import Policy
+from rollout_core.records import EpisodeRecord, ListSink, Question, StepRecord
+from rollout_core.runner import EpisodeTask, episode_seed, run_episodes
+
+
+def _as_policy(model: Any, tokenizer: Any, config: Mapping[str, Any]) -> Policy:
+    """A Policy as given, or a transformers model and tokenizer wrapped in one."""
+    if tokenizer is None:
+        return model  # type: ignore[no-any-return]
+    from rollout_core.policies.hf import HFPolicy  # torch only when a model is given
+
+    return HFPolicy.from_model(
+        model,
+        tokenizer,
+        max_new_tokens=int(config.get("max_new_tokens", 64)),
+        temperature=float(config.get("temperature", 0.0)),
+        top_p=float(config.get("top_p", 1.0)),
+        seed=int(config.get("seed", 0)),
+    )
+
+
+def _result(
+    env: SQLEnvironment, task: EpisodeTask, steps: list[StepRecord], episode: EpisodeRecord
+) -> dict[str, Any]:
+    first_prompt = json.loads(steps[0].prompt) if steps else []
+    last = steps[-1] if steps else None
+    conversation = [*(json.loads(last.prompt) if last else first_prompt)]
+    if last is not None:
+        conversation.append({"role": "assistant", "content": last.raw_output})
+        conversation.append({"role": "user", "content": last.observation})
+    successful = sum(1 for s in steps if s.error is None)
+    return {
+        "prompt": _render(first_prompt),
+        "completion": "\n".join(s.raw_output for s in steps),
+        "content": _render(conversation),
+        "metadata": {
+            "episode_id": f"{task.question.id}#{task.sample_index}",
+            "question_id": task.question.id,
+            "step_count": episode.steps,
+            "done": True,
+            "answer_correct": episode.outcome == "correct"
+            if episode.outcome in ("correct", "wrong")
+            else None,
+            "cumulative_progress": episode.progress,
+            "operational_signals": {
+                "successful_steps": successful,
+                "repeated_actions": successful - int(episode.operational),
+                "errors": len(steps) - successful,
+                "unparsed": sum(1 for s in steps if not s.parsed),
+            },
+        },
+        "correct": episode.outcome == "correct",
+        "progress": episode.progress,
+        "operational": episode.operational,
+    }
+
+
+def _render(messages: Sequence[Mapping[str, str]]) -> str:
+    return "\n\n".join(f"[{m['role']}]\n{m['content']}" for m in messages)
+
+
+def _play(
+    env: SQLEnvironment, tasks: list[EpisodeTask], policy: Policy, batch_size: int
+) -> list[dict[str, Any]]:
+    sink = ListSink()
+    run_episodes(
+        env.dataset,
+        tasks,
+        policy,
+        sink,
+        batch_size=batch_size,
+        step_budget=env.step_budget,
+        tokenizer=env.tokenizer,
+    )
+    episodes = {(e.question_id, e.sample_index): e for e in sink.episodes}
+    results = []
+    for task in tasks:
+        key = (task.question.id, task.sample_index)
+        steps = [s for s in sink.steps if (s.question_id, s.sample_index) == key]
+        results.append(_result(env, task, steps, episodes[key]))
+    return results
+
+
+def play_episode(
+    env: SQLEnvironment,
+    model: Any,
+    tokenizer: Any = None,
+    *,
+    question_id: str | None = None,
+    seed: int | None = None,
+    config: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Play one episode (a question by id, or one drawn with `seed`) and return its result."""
+    config = config or {}
+    if question_id is None:
+        env.reset(seed=seed)
+        question_id = env.state.question.id
+    question = next(q for q in env.questions if q.id == question_id)
+    task = EpisodeTask(question, 0, seed if seed is not None else episode_seed(0, question.id, 0))
+    return _play(env, [task], _as_policy(model, tokenizer, config), batch_size=1)[0]
+
+
+def rollout_func(
+    prompts: Sequence[str], model: Any, tokenizer: Any, config: Mapping[str, Any]
+) -> list[dict[str, Any]]:
+    """Roll out one episode per prompt (a question id or a question's exact text), batched.
+
+    `config` holds `questions_path`, `db_dir` (or `env`, a ready SQLEnvironment), and optionally
+    `step_budget`, `batch_size`, `max_new_tokens`, `temperature`, `top_p`, `seed`.
+    """
+    env = config.get("env")
+    if env is None:
+        env = SQLEnvironment(
+            config["questions_path"],
+            config.get("db_dir"),
+            tokenizer=tokenizer,
+            step_budget=int(config.get("step_budget", 10)),
+        )
+    by_id = {q.id: q for q in env.questions}
+    by_text = {q.question: q for q in env.questions}
+    seed = int(config.get("seed", 0))
+    tasks: list[EpisodeTask] = []
+    counts: dict[str, int] = {}
+    for prompt in prompts:
+        question: Question | None = by_id.get(prompt) or by_text.get(prompt)
+        if question is None:
+            raise KeyError(f"prompt matches no question id or text: {prompt[:80]!r}")
+        sample = counts.get(question.id, 0)  # repeated prompts are a GRPO group: new samples
+        counts[question.id] = sample + 1
+        tasks.append(EpisodeTask(question, sample, episode_seed(seed, question.id, sample)))
+    policy = _as_policy(model, tokenizer, config)
+    return _play(env, tasks, policy, batch_size=int(config.get("batch_size", 32)))

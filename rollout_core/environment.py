@@ -1,0 +1,267 @@
+"""The SQL environment: one episode at a time over a question set and its SQLite databases."""
+
+from __future__ import annotations
+
+import random
+import threading
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from rollout_core import rewards
+from rollout_core.actions import SQLAction
+from rollout_core.datasets import Dataset, load_dataset
+from rollout_core.grading import GoldResult, gold_is_ordered, grade_answer
+from rollout_core.prompts import DEFAULT_STEP_BUDGET
+from rollout_core.records import Outcome, Question
+from rollout_core.sandbox import SandboxLimits, connection_for, format_rows, run_select
+from rollout_core.schema import (
+    describe_table,
+    list_tables,
+    resolve_table,
+    sample_table,
+    unknown_table_message,
+)
+
+# Gold queries are trusted and may return many rows; fetch enough to grade them exactly.
+_GOLD_LIMITS = SandboxLimits(deadline_seconds=30.0, fetch_rows=100_000)
+_gold_cache: dict[tuple[str, str], GoldResult] = {}
+_gold_lock = threading.Lock()
+
+
+class GoldQueryError(RuntimeError):
+    """The gold query of a question failed, so its episodes cannot be graded."""
+
+
+class TokenCounter(Protocol):
+    """The part of a tokenizer the environment uses to cap observations."""
+
+    def encode(self, text: str, add_special_tokens: bool = ...) -> list[int]: ...
+
+    def decode(self, ids: list[int]) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class SQLObservation:
+    """What the environment answers after a reset or a step."""
+
+    question: str
+    result: str
+    """Text of the answer to the last action (empty after reset)."""
+    error: str | None
+    reward: float
+    done: bool
+    step: int = 0
+    """Steps taken so far; 0 right after reset."""
+    tables: list[str] = field(default_factory=list)
+    db_id: str = ""
+    evidence: str | None = None
+    steps_left: int = 0
+
+
+@dataclass
+class EpisodeState:
+    """Mutable state of the current episode."""
+
+    episode_id: str
+    question: Question
+    step_count: int = 0
+    done: bool = False
+    answer: str | None = None
+    answer_correct: bool | None = None
+    total_reward: float = 0.0
+    cumulative_progress: float = 0.0
+    best_overlap: float = 0.0
+    successful_steps: int = 0
+    repeated_actions: int = 0
+    errors: int = 0
+    seen_actions: set[tuple[str, str]] = field(default_factory=set)
+
+    @property
+    def operational(self) -> int:
+        """The original's operational signal: successful steps minus repeated actions."""
+        return self.successful_steps - self.repeated_actions
+
+    @property
+    def outcome(self) -> Outcome | None:
+        if not self.done:
+            return None
+        if self.answer_correct is None:
+            return "budget_exhausted"
+        return "correct" if self.answer_correct else "wrong"
+
+
+class SQLEnvironment:
+    """A text-to-SQL episode environment over a Spider-layout question set."""
+
+    def __init__(
+        self,
+        questions_path: str | Path | None = None,
+        db_dir: str | Path | None = None,
+        tokenizer: TokenCounter | None = None,
+        step_budget: int = DEFAULT_STEP_BUDGET,
+        *,
+        dataset: Dataset | None = None,
+        limits: SandboxLimits | None = None,
+        sample_rows: int = 5,
+        max_observation_tokens: int = 256,
+    ) -> None:
+        if step_budget < 1:
+            raise ValueError(f"step_budget must be at least 1, got {step_budget}")
+        if dataset is None:
+            if questions_path is None:
+                raise ValueError("give questions_path (and db_dir) or a loaded dataset")
+            dataset = load_dataset(questions_path, db_dir)
+        self.dataset = dataset
+        self.questions: list[Question] = list(dataset.questions)
+        self._by_id = {q.id: q for q in self.questions}
+        self.tokenizer = tokenizer
+        self.step_budget = step_budget
+        self.limits = limits or SandboxLimits()
+        self.sample_rows = sample_rows
+        self.max_observation_tokens = max_observation_tokens
+        self._state: EpisodeState | None = None
+        self._tables: list[str] = []
+
+    @property
+    def tables(self) -> list[str]:
+        """Table names of the current episode's database."""
+        return self._tables
+
+    @property
+    def state(self) -> EpisodeState:
+        if self._state is None:
+            raise RuntimeError("call reset() before using the environment")
+        return self._state
+
+    def reset(self, seed: int | None = None, question_id: str | None = None) -> SQLObservation:
+        """Start an episode on `question_id`, or on a question drawn with `seed`."""
+        if question_id is not None:
+            if question_id not in self._by_id:
+                raise KeyError(f"unknown question id {question_id!r}")
+            question = self._by_id[question_id]
+        else:
+            question = random.Random(seed).choice(self.questions)
+        conn = self._conn(question)
+        self._tables = list_tables(conn)
+        self._gold(question)  # fail at reset, not at ANSWER, when the gold query is broken
+        self._state = EpisodeState(episode_id=uuid.uuid4().hex[:12], question=question)
+        return self._observation(result="", error=None, reward=0.0)
+
+    def step(self, action: SQLAction) -> SQLObservation:
+        """Apply one action and return what the agent sees next."""
+        state = self.state
+        if state.done:
+            raise RuntimeError("the episode is over; call reset() to start another")
+        state.step_count += 1
+        key = (action.action_type, " ".join(action.argument.split()).lower())
+        if key in state.seen_actions:
+            state.repeated_actions += 1
+        state.seen_actions.add(key)
+
+        result, error, reward = self._apply(action)
+        if error is None:
+            state.successful_steps += 1
+        else:
+            state.errors += 1
+            reward += rewards.ERROR_PENALTY
+        state.total_reward += reward
+        if state.step_count >= self.step_budget:
+            state.done = True
+        return self._observation(result=result, error=error, reward=reward)
+
+    # -- actions ------------------------------------------------------------------------------
+
+    def _apply(self, action: SQLAction) -> tuple[str, str | None, float]:
+        state = self.state
+        conn = self._conn(state.question)
+        kind, arg = action.action_type, action.argument
+        if kind in ("DESCRIBE", "SAMPLE"):
+            table = resolve_table(conn, arg)
+            if table is None:
+                return "", unknown_table_message(arg, self._tables), 0.0
+            if kind == "DESCRIBE":
+                return self._cap(describe_table(conn, table)), None, 0.0
+            sample = sample_table(conn, table, self.sample_rows)
+            if sample.error is not None:
+                return "", sample.error, 0.0
+            return self._cap(format_rows(sample, self.limits)), None, 0.0
+        if kind == "QUERY":
+            res = run_select(conn, arg, self.limits)
+            if res.error is not None:
+                return "", self._cap(res.error), 0.0
+            gold = self._gold(state.question)
+            new = rewards.overlap(res.rows, gold.rows) if not res.truncated else 0.0
+            reward = rewards.progress_reward(new, state.best_overlap)
+            state.best_overlap = max(state.best_overlap, new)
+            state.cumulative_progress += reward
+            return self._cap(format_rows(res, self.limits)), None, reward
+        # ANSWER
+        correct = grade_answer(arg, self._gold(state.question))
+        state.answer, state.answer_correct, state.done = arg, correct, True
+        text = "Answer submitted: correct." if correct else "Answer submitted: incorrect."
+        return text, None, rewards.ANSWER_CORRECT if correct else rewards.ANSWER_WRONG
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _observation(self, *, result: str, error: str | None, reward: float) -> SQLObservation:
+        state = self.state
+        q = state.question
+        return SQLObservation(
+            question=q.question,
+            result=result,
+            error=error,
+            reward=reward,
+            done=state.done,
+            step=state.step_count,
+            tables=self._tables,
+            db_id=q.db_id,
+            evidence=q.evidence,
+            steps_left=self.step_budget - state.step_count,
+        )
+
+    def _conn(self, question: Question) -> Any:
+        return connection_for(self.dataset.db_path(question.db_id))
+
+    def _gold(self, question: Question) -> GoldResult:
+        path = str(self.dataset.db_path(question.db_id))
+        key = (path, question.gold_sql)
+        with _gold_lock:
+            cached = _gold_cache.get(key)
+        if cached is not None:
+            return cached
+        res = run_select(connection_for(path), question.gold_sql, _GOLD_LIMITS)
+        if res.error is not None:
+            raise GoldQueryError(f"gold query of question {question.id!r} failed: {res.error}")
+        gold = GoldResult(
+            columns=res.columns, rows=res.rows, ordered=gold_is_ordered(question.gold_sql)
+        )
+        with _gold_lock:
+            _gold_cache[key] = gold
+        return gold
+
+    def gold_result(self, question: Question) -> GoldResult:
+        """The gold query's result for `question` (cached per database and SQL)."""
+        return self._gold(question)
+
+    def _cap(self, text: str) -> str:
+        """Cut an observation to `max_observation_tokens` tokens when a tokenizer is given."""
+        if self.tokenizer is None:
+            return text
+        ids = self.tokenizer.encode(text, add_special_tokens=False)
+        if len(ids) <= self.max_observation_tokens:
+            return text
+        kept = self.tokenizer.decode(ids[: self.max_observation_tokens])
+        return f"{kept}\n... (cut at {self.max_observation_tokens} tokens)"
+
+
+def make_environments(
+    dataset: Dataset, count: int, *, step_budget: int, tokenizer: TokenCounter | None = None
+) -> Sequence[SQLEnvironment]:
+    """`count` environments sharing one loaded dataset (one per batch slot)."""
+    return [
+        SQLEnvironment(dataset=dataset, step_budget=step_budget, tokenizer=tokenizer)
+        for _ in range(count)
+    ]

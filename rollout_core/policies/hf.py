@@ -1,0 +1,186 @@
+"""A local transformers checkpoint as a policy: one left-padded batched `generate` per call."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+
+from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
+
+# Local directories only: never reach for a model hub at run time.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """`auto` means CUDA when present, else CPU."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
+    """`auto` means bf16 on CUDA (where it is fast and safe for inference), else fp32."""
+    if dtype == "auto":
+        return torch.bfloat16 if device.type == "cuda" else torch.float32
+    try:
+        return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
+    except KeyError:
+        raise PolicyError(f"unknown dtype {dtype!r} (choose auto, bf16, fp16 or fp32)") from None
+
+
+def check_checkpoint_dir(path: Path) -> None:
+    """Fail early, in one line, when `path` is not a transformers checkpoint directory."""
+    if not path.is_dir():
+        raise PolicyError(f"checkpoint not found: {path} (pass --policy hf:DIR with a model dir)")
+    if not (path / "config.json").is_file():
+        raise PolicyError(f"{path} is not a transformers checkpoint: it has no config.json")
+    weights = [
+        *path.glob("*.safetensors"),
+        *path.glob("*.bin"),
+        *path.glob("*.safetensors.index.json"),
+    ]
+    if not weights:
+        raise PolicyError(f"{path} has no weights (*.safetensors or *.bin); was it fully saved?")
+
+
+class HFPolicy:
+    """Batched generation with a local causal LM and its chat template."""
+
+    name = "hf"
+
+    def __init__(
+        self,
+        checkpoint: str | Path,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        max_new_tokens: int = 64,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int = 0,
+        threads: int | None = None,
+        model: Any = None,
+        tokenizer: PreTrainedTokenizerBase | None = None,
+    ) -> None:
+        if max_new_tokens < 1:
+            raise PolicyError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        if temperature < 0:
+            raise PolicyError(f"temperature must be >= 0, got {temperature}")
+        if threads:
+            torch.set_num_threads(threads)
+        self.checkpoint = str(checkpoint)
+        self.device = pick_device(device)
+        self.dtype = pick_dtype(dtype, self.device)
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self._calls = 0
+        if model is None or tokenizer is None:
+            model, tokenizer = self._load(Path(checkpoint))
+        self.model = model
+        self.tokenizer = tokenizer
+        self.tokenizer.padding_side = "left"  # generation continues at the right edge
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.max_prompt_tokens = self._context_length() - max_new_tokens
+
+    @classmethod
+    def from_model(cls, model: Any, tokenizer: PreTrainedTokenizerBase, **kw: Any) -> HFPolicy:
+        """Wrap an already loaded model (e.g. inside a training loop)."""
+        device = str(next(model.parameters()).device)
+        return cls(
+            getattr(model, "name_or_path", "model"),
+            model=model,
+            tokenizer=tokenizer,
+            device=device,
+            **kw,
+        )
+
+    def _load(self, path: Path) -> tuple[Any, PreTrainedTokenizerBase]:
+        check_checkpoint_dir(path)
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
+        except (OSError, ValueError) as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise PolicyError(f"cannot load checkpoint {path}: {first}") from exc
+        if tokenizer.chat_template is None:
+            raise PolicyError(f"{path} has no chat template; save one with the tokenizer")
+        return model.to(self.device).eval(), tokenizer
+
+    def _context_length(self) -> int:
+        config = self.model.config
+        return int(getattr(config, "max_position_embeddings", 0) or 2048)
+
+    def describe(self) -> dict[str, Any]:
+        return {
+            "policy": "hf",
+            "checkpoint": self.checkpoint,
+            "device": str(self.device),
+            "dtype": str(self.dtype).removeprefix("torch."),
+            "max_new_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+        }
+
+    def render(self, messages: list[dict[str, str]]) -> str:
+        """The prompt text exactly as the model sees it."""
+        text = self.tokenizer.apply_chat_template(
+            messages, add_generation_prompt=True, tokenize=False
+        )
+        return str(text)
+
+    def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
+        if not requests:
+            return []
+        prompts = [self.render(r.messages) for r in requests]
+        # Long conversations keep their most recent turns: the model's context is the limit.
+        self.tokenizer.truncation_side = "left"
+        enc = self.tokenizer(
+            prompts,
+            return_tensors="pt",
+            padding=True,
+            truncation=True,
+            max_length=self.max_prompt_tokens,
+            add_special_tokens=False,
+        ).to(self.device)
+        sampling = self.temperature > 0
+        kwargs: dict[str, Any] = {"do_sample": sampling, "max_new_tokens": self.max_new_tokens}
+        if sampling:
+            # One generator per call, derived from the run seed and the episodes' seeds, so a
+            # rerun of the same batch samples the same tokens.
+            torch.manual_seed(hash((self.seed, *(r.seed for r in requests), requests[0].step_no)))
+            kwargs.update(temperature=self.temperature, top_p=self.top_p)
+        try:
+            with torch.inference_mode():
+                out = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
+        except torch.cuda.OutOfMemoryError as exc:
+            torch.cuda.empty_cache()
+            raise PolicyOutOfMemory(f"out of GPU memory at batch {len(requests)}") from exc
+        new = out[:, enc["input_ids"].shape[1] :]
+        tokens_in = enc["attention_mask"].sum(dim=1).tolist()
+        completions = []
+        for row, n_in in zip(new.tolist(), tokens_in, strict=True):
+            n_out = _generated_length(row, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id)
+            text = self.tokenizer.decode(row[:n_out], skip_special_tokens=True)
+            completions.append(Completion(text=text.strip(), tokens_in=int(n_in), tokens_out=n_out))
+        self._calls += 1
+        return completions
+
+
+def _generated_length(ids: list[int], eos: int | None, pad: int | None) -> int:
+    """Tokens up to and including the first end-of-sequence (padding after it not counted)."""
+    for i, tok in enumerate(ids):
+        if tok == eos:
+            return i + 1
+        if tok == pad and eos != pad:
+            return i
+    return len(ids)

@@ -1,0 +1,183 @@
+"""The contract between the engine and whatever records it: plain, frozen records and a Sink.
+
+The runner builds these records and hands them to a `Sink` it is given; it knows nothing of
+stores, files or pages. `storage.Store` implements the sink; tests use `ListSink`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+ActionKind = Literal["DESCRIBE", "SAMPLE", "QUERY", "ANSWER"]
+ACTION_KINDS: tuple[ActionKind, ...] = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
+
+Outcome = Literal["correct", "wrong", "budget_exhausted", "error"]
+OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "budget_exhausted", "error")
+
+RunStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
+RUN_STATUSES: tuple[RunStatus, ...] = (
+    "queued",
+    "running",
+    "completed",
+    "failed",
+    "cancelled",
+    "interrupted",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One benchmark item: a question about one SQLite database, with its gold SQL."""
+
+    id: str
+    """Stable id: the file's `id`/`question_id`, else derived from the position."""
+    db_id: str
+    """Name of the database folder (`<db_dir>/<db_id>/<db_id>.sqlite`)."""
+    question: str
+    """The natural-language question shown to the agent."""
+    gold_sql: str
+    """The reference query whose result a correct ANSWER must match."""
+    evidence: str | None = None
+    """BIRD's hint in natural language; shown with the question when present."""
+    difficulty: str | None = None
+    """BIRD's difficulty label, kept as a tag."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything that defines a batch of episodes, recorded with the run."""
+
+    name: str
+    """Human name of the run, unique in a store (e.g. `ckpt-1000-demo`)."""
+    policy: str
+    """Policy spec as given: `oracle`, `random` or `hf:/path/to/checkpoint`."""
+    dataset: str
+    """Dataset name (`demo`) or the questions file path."""
+    questions_path: str
+    """Resolved path of the questions JSON file."""
+    db_dir: str
+    """Resolved directory holding `<db_id>/<db_id>.sqlite`."""
+    checkpoint: str | None = None
+    """Checkpoint path or model id, for model policies."""
+    checkpoint_fingerprint: str | None = None
+    """Short hash of the checkpoint's config and weights index, to tell checkpoints apart."""
+    generation: dict[str, Any] = field(default_factory=dict)
+    """Generation settings: temperature, top_p, max_new_tokens, dtype, device."""
+    environment: dict[str, Any] = field(default_factory=dict)
+    """Environment settings: step_budget, row caps, deadline."""
+    samples: int = 1
+    """Episodes per question (GRPO group size)."""
+    batch_size: int = 16
+    """Episodes advanced together in one policy call."""
+    limit: int | None = None
+    """Number of questions taken from the dataset, from the start; None for all."""
+    seed: int = 0
+    """Base seed; each (question, sample) derives its own from it."""
+    question_ids: tuple[str, ...] | None = None
+    """Explicit question selection (overrides `limit` when given)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeStart:
+    """An episode that has just been reset; the store creates its row from this."""
+
+    question_id: str
+    sample_index: int
+    """0-based index of this sample among the question's `samples`."""
+    seed: int
+    """Seed of this episode's sampling, derived from the run seed, question and sample."""
+    db_id: str
+    question: str
+    gold_sql: str
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """One agent step: what the model saw, what it wrote, and what the environment answered."""
+
+    question_id: str
+    sample_index: int
+    step_no: int
+    """1-based step index within the episode."""
+    prompt: str
+    """The conversation the model saw, as JSON chat messages or the rendered prompt text."""
+    raw_output: str
+    """The model's completion exactly as generated."""
+    action: ActionKind
+    argument: str
+    parsed: bool
+    """False when no action line was found and the text fell back to QUERY."""
+    observation: str
+    """The environment's answer as shown to the model next turn."""
+    error: str | None
+    """Error text when the action failed (SQL error, refusal, unknown table)."""
+    reward: float
+    done: bool
+    tokens_in: int | None = None
+    tokens_out: int | None = None
+    policy_seconds: float = 0.0
+    """This step's share of the batched policy call's wall time."""
+    env_seconds: float = 0.0
+    """Wall time of `env.step` for this step."""
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeRecord:
+    """A finished episode's outcome; written in the same transaction as its last step."""
+
+    question_id: str
+    sample_index: int
+    outcome: Outcome
+    reward: float
+    """Total reward of the episode (answer reward + shaped progress + penalties)."""
+    progress: float
+    """Sum of the positive QUERY progress rewards."""
+    operational: float
+    """Successful steps minus repeated actions."""
+    steps: int
+    answer: str | None
+    """The submitted answer, if any."""
+    duration_seconds: float
+    error: str | None = None
+    """Why the episode ended in `error`, if it did."""
+
+
+@dataclass(frozen=True, slots=True)
+class IterationBatch:
+    """What one lockstep iteration produced: written by a sink as one transaction."""
+
+    started: Sequence[EpisodeStart] = ()
+    steps: Sequence[StepRecord] = ()
+    finished: Sequence[EpisodeRecord] = ()
+
+
+class Sink(Protocol):
+    """Receives the runner's records. Implementations must write each batch atomically."""
+
+    def write(self, batch: IterationBatch) -> None:
+        """Persist one iteration: new episodes, their steps, and finished episodes."""
+        ...
+
+
+class ListSink:
+    """A sink that keeps everything in memory; for tests and `rollout_func`."""
+
+    def __init__(self) -> None:
+        self.batches: list[IterationBatch] = []
+
+    def write(self, batch: IterationBatch) -> None:
+        self.batches.append(batch)
+
+    @property
+    def steps(self) -> list[StepRecord]:
+        return [s for b in self.batches for s in b.steps]
+
+    @property
+    def episodes(self) -> list[EpisodeRecord]:
+        return [e for b in self.batches for e in b.finished]
+
+    @property
+    def started(self) -> list[EpisodeStart]:
+        return [e for b in self.batches for e in b.started]

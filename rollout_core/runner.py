@@ -1,0 +1,301 @@
+"""The batched runner: all live episodes advance in lockstep, one policy call per iteration.
+
+Each iteration collects the conversation of every live episode, asks the policy once for the
+whole batch, parses and steps each environment, and hands the iteration's records to the sink
+in one call. A finished episode's slot is refilled from the queue, so the batch stays full.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rollout_core.datasets import Dataset
+from rollout_core.environment import SQLEnvironment, TokenCounter
+from rollout_core.parse import parse_model_output
+from rollout_core.policies.base import (
+    Completion,
+    Messages,
+    Policy,
+    PolicyOutOfMemory,
+    PolicyRequest,
+)
+from rollout_core.prompts import DEFAULT_STEP_BUDGET, format_observation, initial_messages
+from rollout_core.records import (
+    EpisodeRecord,
+    EpisodeStart,
+    IterationBatch,
+    Question,
+    Sink,
+    StepRecord,
+)
+
+RunEnd = Literal["completed", "cancelled"]
+
+
+def episode_seed(run_seed: int, question_id: str, sample_index: int) -> int:
+    """A stable per-episode seed: the same (run seed, question, sample) always gets the same."""
+    return zlib.crc32(f"{run_seed}:{question_id}:{sample_index}".encode()) & 0x7FFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeTask:
+    """One episode to play: a question and which of its samples this is."""
+
+    question: Question
+    sample_index: int
+    seed: int
+
+
+def plan_episodes(
+    questions: Sequence[Question],
+    samples: int,
+    run_seed: int,
+    *,
+    skip: Iterable[tuple[str, int]] = (),
+) -> list[EpisodeTask]:
+    """Every (question, sample) pair, in order, minus those in `skip` (already finished)."""
+    if samples < 1:
+        raise ValueError(f"samples must be at least 1, got {samples}")
+    done = set(skip)
+    return [
+        EpisodeTask(q, s, episode_seed(run_seed, q.id, s))
+        for q in questions
+        for s in range(samples)
+        if (q.id, s) not in done
+    ]
+
+
+@dataclass
+class RunStats:
+    """Counters the runner keeps while it plays; also what `run_episodes` returns."""
+
+    episodes: int = 0
+    correct: int = 0
+    steps: int = 0
+    policy_calls: int = 0
+    policy_seconds: float = 0.0
+    wall_seconds: float = 0.0
+    batch_size: int = 0
+    """The batch size in force at the end (smaller than asked after out-of-memory halving)."""
+    end: RunEnd = "completed"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.episodes if self.episodes else 0.0
+
+
+@dataclass
+class _Live:
+    task: EpisodeTask
+    env: SQLEnvironment
+    messages: Messages
+    started: float
+
+
+def run_episodes(
+    dataset: Dataset,
+    tasks: Sequence[EpisodeTask],
+    policy: Policy,
+    sink: Sink,
+    *,
+    batch_size: int = 16,
+    step_budget: int = DEFAULT_STEP_BUDGET,
+    tokenizer: TokenCounter | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    on_episode: Callable[[EpisodeRecord, RunStats], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
+) -> RunStats:
+    """Play `tasks` with `policy`, writing every iteration to `sink`; returns the counters.
+
+    `should_stop` is checked after each iteration's write: when it says so the run ends with
+    `end="cancelled"` and the unfinished episodes are left unfinished (resume replays them).
+    Exceptions from the policy propagate after nothing half-written reached the sink.
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    stats = RunStats(batch_size=batch_size)
+    queue = deque(tasks)
+    free_envs = [
+        SQLEnvironment(dataset=dataset, step_budget=step_budget, tokenizer=tokenizer)
+        for _ in range(min(batch_size, len(tasks)))
+    ]
+    live: list[_Live] = []
+    t_start = time.perf_counter()
+
+    while queue or live:
+        started: list[EpisodeStart] = []
+        finished: list[EpisodeRecord] = []
+        while queue and len(live) < stats.batch_size and free_envs:
+            task = queue.popleft()
+            env = free_envs.pop()
+            try:
+                obs = env.reset(seed=task.seed, question_id=task.question.id)
+            except Exception as exc:  # a broken gold query or database: record, keep going
+                started.append(_start_record(task))
+                finished.append(_failed_record(task, f"{type(exc).__name__}: {exc}"))
+                free_envs.append(env)
+                continue
+            started.append(_start_record(task))
+            live.append(_Live(task, env, initial_messages(obs, step_budget), time.perf_counter()))
+        if not live:
+            sink.write(IterationBatch(started=started, finished=finished))
+            _count(stats, finished, on_episode)
+            continue
+
+        requests = [_request(ep, dataset, step_budget) for ep in live]
+        t0 = time.perf_counter()
+        completions = _generate(policy, requests, stats, on_note)
+        policy_dt = time.perf_counter() - t0
+        stats.policy_calls += 1
+        stats.policy_seconds += policy_dt
+
+        steps: list[StepRecord] = []
+        still: list[_Live] = []
+        for ep, req, out in zip(live, requests, completions, strict=True):
+            record, done = _step(ep, req, out, policy_dt / len(live))
+            steps.append(record)
+            if done:
+                finished.append(_episode_record(ep))
+                free_envs.append(ep.env)
+            else:
+                still.append(ep)
+        live = still
+        sink.write(IterationBatch(started=started, steps=steps, finished=finished))
+        stats.steps += len(steps)
+        _count(stats, finished, on_episode)
+        if should_stop is not None and should_stop():
+            stats.end = "cancelled"
+            break
+
+    stats.wall_seconds = time.perf_counter() - t_start
+    return stats
+
+
+def _generate(
+    policy: Policy,
+    requests: list[PolicyRequest],
+    stats: RunStats,
+    on_note: Callable[[str], None] | None,
+) -> list[Completion]:
+    """One policy call; on out-of-memory, halve the batch for good and split this call."""
+    try:
+        return policy.generate(requests)
+    except PolicyOutOfMemory:
+        if len(requests) == 1:
+            raise
+        half = len(requests) // 2
+        stats.batch_size = max(1, min(stats.batch_size, len(requests)) // 2)
+        note = f"out of memory at batch {len(requests)}: continuing with batch {stats.batch_size}"
+        stats.notes.append(note)
+        if on_note is not None:
+            on_note(note)
+        return _generate(policy, requests[:half], stats, on_note) + _generate(
+            policy, requests[half:], stats, on_note
+        )
+
+
+def _request(ep: _Live, dataset: Dataset, step_budget: int) -> PolicyRequest:
+    state = ep.env.state
+    return PolicyRequest(
+        messages=list(ep.messages),
+        question=ep.task.question,
+        db_path=dataset.db_path(ep.task.question.db_id),
+        step_no=state.step_count + 1,
+        seed=ep.task.seed,
+        tables=tuple(ep.env.tables),
+        steps_left=step_budget - state.step_count,
+    )
+
+
+def _step(
+    ep: _Live, req: PolicyRequest, out: Completion, policy_seconds: float
+) -> tuple[StepRecord, bool]:
+    action = parse_model_output(out.text)
+    t0 = time.perf_counter()
+    obs = ep.env.step(action)
+    env_dt = time.perf_counter() - t0
+    observation = format_observation(obs)
+    ep.messages.append({"role": "assistant", "content": out.text})
+    ep.messages.append({"role": "user", "content": observation})
+    record = StepRecord(
+        question_id=ep.task.question.id,
+        sample_index=ep.task.sample_index,
+        step_no=req.step_no,
+        prompt=json.dumps(req.messages, ensure_ascii=False),
+        raw_output=out.text,
+        action=action.action_type,
+        argument=action.argument,
+        parsed=action.parsed,
+        observation=observation,
+        error=obs.error,
+        reward=obs.reward,
+        done=obs.done,
+        tokens_in=out.tokens_in,
+        tokens_out=out.tokens_out,
+        policy_seconds=policy_seconds,
+        env_seconds=env_dt,
+    )
+    return record, obs.done
+
+
+def _start_record(task: EpisodeTask) -> EpisodeStart:
+    q = task.question
+    return EpisodeStart(
+        question_id=q.id,
+        sample_index=task.sample_index,
+        seed=task.seed,
+        db_id=q.db_id,
+        question=q.question,
+        gold_sql=q.gold_sql,
+    )
+
+
+def _episode_record(ep: _Live) -> EpisodeRecord:
+    state = ep.env.state
+    outcome = state.outcome
+    assert outcome is not None
+    return EpisodeRecord(
+        question_id=ep.task.question.id,
+        sample_index=ep.task.sample_index,
+        outcome=outcome,
+        reward=state.total_reward,
+        progress=state.cumulative_progress,
+        operational=float(state.operational),
+        steps=state.step_count,
+        answer=state.answer,
+        duration_seconds=time.perf_counter() - ep.started,
+    )
+
+
+def _failed_record(task: EpisodeTask, error: str) -> EpisodeRecord:
+    return EpisodeRecord(
+        question_id=task.question.id,
+        sample_index=task.sample_index,
+        outcome="error",
+        reward=0.0,
+        progress=0.0,
+        operational=0.0,
+        steps=0,
+        answer=None,
+        duration_seconds=0.0,
+        error=error,
+    )
+
+
+def _count(
+    stats: RunStats,
+    finished: Sequence[EpisodeRecord],
+    on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
+) -> None:
+    for rec in finished:
+        stats.episodes += 1
+        stats.correct += rec.outcome == "correct"
+        if on_episode is not None:
+            on_episode(rec, stats)

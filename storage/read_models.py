@@ -1,0 +1,182 @@
+"""What the store's read API returns: plain records for the CLI and the dashboard.
+
+Lists return summaries; one episode's replay loads its steps (`EpisodeDetail`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, Literal, TypeVar
+
+from rollout_core.records import ActionKind, Outcome, RunStatus
+
+T = TypeVar("T")
+
+EpisodeSort = Literal["id", "reward", "steps", "duration", "question_id"]
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One run with its metrics, as the Runs page and `rollscope runs` show it."""
+
+    id: int
+    name: str
+    status: RunStatus
+    """Stored status, except a `running` run with a stale heartbeat reads `interrupted`."""
+    policy: str
+    checkpoint: str | None
+    checkpoint_fingerprint: str | None
+    dataset: str
+    created_at: datetime
+    started_at: datetime | None
+    ended_at: datetime | None
+    heartbeat_at: datetime | None
+    episodes_planned: int
+    """Questions x samples the run was asked for."""
+    episodes_finished: int
+    correct: int
+    accuracy: float | None
+    """correct / finished; None when nothing finished."""
+    mean_reward: float | None
+    mean_steps: float | None
+    parse_failure_rate: float | None
+    """Share of steps whose output fell back to QUERY."""
+    error: str | None
+    """Why the run failed, when it did."""
+    spec: dict[str, Any] = field(default_factory=dict)
+    """The full RunSpec as stored (generation and environment settings included)."""
+    host: str | None = None
+    pid: int | None = None
+
+    @property
+    def duration_seconds(self) -> float | None:
+        if self.started_at is None:
+            return None
+        end = self.ended_at or self.heartbeat_at
+        return None if end is None else (end - self.started_at).total_seconds()
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeFilter:
+    """Filters of the episode list; every field is optional and they combine with AND."""
+
+    run_ids: tuple[int, ...] = ()
+    outcomes: tuple[Outcome, ...] = ()
+    db_ids: tuple[str, ...] = ()
+    question_id: str | None = None
+    text: str | None = None
+    """Substring searched in the question, the gold SQL and the model's outputs."""
+    min_reward: float | None = None
+    max_reward: float | None = None
+    min_steps: int | None = None
+    max_steps: int | None = None
+    has_sql_error: bool | None = None
+    has_unparsed: bool | None = None
+    finished_only: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeSummary:
+    """One row of the episode list."""
+
+    id: int
+    run_id: int
+    run_name: str
+    question_id: str
+    sample_index: int
+    db_id: str
+    question: str
+    outcome: Outcome | None
+    """None while the episode is still being played."""
+    reward: float | None
+    steps: int
+    duration_seconds: float | None
+    has_sql_error: bool
+    has_unparsed: bool
+    answer: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a keyset-paged list."""
+
+    items: list[T]
+    next_cursor: str | None
+    """Opaque cursor for the next page; None on the last page."""
+    total: int | None = None
+    """Number of matching rows, when the query asked for it."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredStep:
+    """One step as stored, for replay."""
+
+    id: int
+    step_no: int
+    prompt: str
+    raw_output: str
+    action: ActionKind
+    argument: str
+    parsed: bool
+    observation: str
+    error: str | None
+    reward: float
+    done: bool
+    tokens_in: int | None
+    tokens_out: int | None
+    policy_seconds: float
+    env_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class EpisodeDetail:
+    """One episode with everything replay needs."""
+
+    summary: EpisodeSummary
+    gold_sql: str
+    seed: int
+    progress: float | None
+    operational: float | None
+    error: str | None
+    steps: list[StoredStep]
+    run: RunSummary
+
+
+@dataclass(frozen=True, slots=True)
+class RunCell:
+    """One run's result on one question (all its samples)."""
+
+    run_id: int
+    episodes: int
+    correct: int
+    episode_ids: list[int]
+
+    @property
+    def success_rate(self) -> float | None:
+        return None if self.episodes == 0 else self.correct / self.episodes
+
+
+@dataclass(frozen=True, slots=True)
+class QuestionComparison:
+    """One question across the compared runs."""
+
+    question_id: str
+    db_id: str
+    question: str
+    cells: dict[int, RunCell]
+    """run_id -> its result; a run that did not play the question has no entry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Distribution:
+    """Per-run counts for the Runs page charts."""
+
+    run_id: int
+    action_mix: dict[str, int]
+    """Counts of DESCRIBE / SAMPLE / QUERY / ANSWER / UNPARSED steps."""
+    reward_histogram: list[tuple[float, int]]
+    """(bin start, count) of episode rewards; bins of width 0.1 from the lowest reward."""
+    steps_histogram: list[tuple[int, int]]
+    """(steps, count) of finished episodes."""
+    outcome_counts: dict[str, int]

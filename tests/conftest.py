@@ -1,0 +1,63 @@
+"""Shared test setup: the `--benchmarks` switch, the Spider dev data, the demo benchmark."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--benchmarks", action="store_true", help="run tests/benchmarks (they print figures)"
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    run_benchmarks = config.getoption("--benchmarks")
+    skip = pytest.mark.skip(reason="benchmark: run with --benchmarks (make bench)")
+    for item in items:
+        if "benchmarks" in item.path.parts:
+            item.add_marker(pytest.mark.benchmark)
+            if not run_benchmarks:
+                item.add_marker(skip)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Built demo data and caches go to a temporary home, never the user's."""
+    old = os.environ.get("ROLLSCOPE_HOME")
+    os.environ["ROLLSCOPE_HOME"] = str(tmp_path_factory.mktemp("rollscope-home"))
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    yield
+    if old is None:
+        os.environ.pop("ROLLSCOPE_HOME", None)
+    else:
+        os.environ["ROLLSCOPE_HOME"] = old
+
+
+def spider_dir() -> Path | None:
+    """The Spider dev set beside the checkout (or $ROLLSCOPE_SPIDER_DIR), if present."""
+    env = os.environ.get("ROLLSCOPE_SPIDER_DIR")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO.parent / "shared" / "data" / "spider_dev")
+    for path in candidates:
+        if (path / "questions.json").is_file() and (path / "database").is_dir():
+            return path
+    return None
+
+
+@pytest.fixture(scope="session")
+def spider() -> Path:
+    path = spider_dir()
+    if path is None:
+        pytest.skip(
+            "Spider dev set not found: put it at ../shared/data/spider_dev or set "
+            "ROLLSCOPE_SPIDER_DIR to a folder with questions.json and database/"
+        )
+    return path
