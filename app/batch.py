@@ -53,6 +53,13 @@ def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | No
     return load_named_dataset(dataset or "demo")
 
 
+def dataset_for_spec(spec: RunSpec) -> Dataset:
+    """The dataset a stored run was made on (a named split reloads as that split)."""
+    if spec.dataset.split(":")[0] == "demo":
+        return load_named_dataset(spec.dataset)
+    return load_dataset(spec.questions_path, spec.db_dir)
+
+
 def policy_options(spec: RunSpec) -> dict[str, Any]:
     """The keyword options a policy factory takes, from the run's generation settings."""
     return {k: v for k, v in spec.generation.items() if v is not None}

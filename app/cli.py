@@ -130,9 +130,12 @@ def _reopen(
     if resume is not None and found.status == "completed":
         raise batch.JobError(f"run {found.name!r} is already completed")
     spec = _spec_from_dict(found.spec)
-    ds = batch.resolve_dataset(None, spec.questions_path, spec.db_dir)
+    ds = batch.dataset_for_spec(spec)
     prepared = batch.prepare(spec, ds)
-    skip = st.prepare_resume(found.id) if resume is not None else set()
+    skip: set[tuple[str, int]] = set()
+    if resume is not None:
+        st.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
+        skip = st.finished_keys(found.id)
     st.claim_run(found.id)
     return found.id, prepared, skip
 

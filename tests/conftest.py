@@ -61,3 +61,18 @@ def spider() -> Path:
             "ROLLSCOPE_SPIDER_DIR to a folder with questions.json and database/"
         )
     return path
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A random-init Llama with a tokenizer trained here on the prompt format's text."""
+    from app.demo.tiny_model import make_random_checkpoint
+    from rollout_core.prompts import get_system_prompt
+    from tests.fixtures import QUESTIONS
+
+    texts = [get_system_prompt(), *(q for _, q, _ in QUESTIONS), *(s for _, _, s in QUESTIONS)]
+    texts += ["DESCRIBE singer", "QUERY SELECT COUNT(*) FROM singer", "ANSWER 5"] * 5
+    path = tmp_path_factory.mktemp("tiny-ckpt") / "checkpoint-0"
+    return make_random_checkpoint(
+        path, texts * 4, vocab_size=400, hidden=32, layers=2, heads=2, ffn=64, max_positions=1024
+    )

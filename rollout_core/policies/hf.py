@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
 
 from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
 
@@ -81,7 +83,8 @@ class HFPolicy:
         self.temperature = temperature
         self.top_p = top_p
         self.seed = seed
-        self._calls = 0
+        self.generate_seconds = 0.0
+        """Wall time spent inside `model.generate` (for overhead accounting)."""
         if model is None or tokenizer is None:
             model, tokenizer = self._load(Path(checkpoint))
         self.model = model
@@ -105,6 +108,7 @@ class HFPolicy:
 
     def _load(self, path: Path) -> tuple[Any, PreTrainedTokenizerBase]:
         check_checkpoint_dir(path)
+        hf_logging.disable_progress_bar()  # batch jobs log to files; no per-load bars
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
@@ -159,12 +163,14 @@ class HFPolicy:
             # rerun of the same batch samples the same tokens.
             torch.manual_seed(hash((self.seed, *(r.seed for r in requests), requests[0].step_no)))
             kwargs.update(temperature=self.temperature, top_p=self.top_p)
+        t0 = time.perf_counter()
         try:
             with torch.inference_mode():
                 out = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
         except torch.cuda.OutOfMemoryError as exc:
             torch.cuda.empty_cache()
             raise PolicyOutOfMemory(f"out of GPU memory at batch {len(requests)}") from exc
+        self.generate_seconds += time.perf_counter() - t0
         new = out[:, enc["input_ids"].shape[1] :]
         tokens_in = enc["attention_mask"].sum(dim=1).tolist()
         completions = []
@@ -172,7 +178,6 @@ class HFPolicy:
             n_out = _generated_length(row, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id)
             text = self.tokenizer.decode(row[:n_out], skip_special_tokens=True)
             completions.append(Completion(text=text.strip(), tokens_in=int(n_in), tokens_out=n_out))
-        self._calls += 1
         return completions
 
 

@@ -1,0 +1,19 @@
+"""The agent's action: what it asked the environment to do, and with which argument."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rollout_core.records import ActionKind
+
+
+@dataclass(frozen=True, slots=True)
+class SQLAction:
+    """One parsed action line, e.g. `QUERY: SELECT count(*) FROM singer`."""
+
+    action_type: ActionKind
+    """DESCRIBE, SAMPLE, QUERY or ANSWER."""
+    argument: str
+    """Table name, SQL text or answer text, stripped of fences and surrounding whitespace."""
+    parsed: bool = True
+    """False when no action line was found and the whole text fell back to QUERY."""
