@@ -6,6 +6,7 @@ so a mistake never leaves a run behind as "running".
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import signal
 import threading
@@ -114,10 +115,9 @@ class _Heartbeat(threading.Thread):
 
     def run(self) -> None:
         while not self.stopped.wait(HEARTBEAT_EVERY_SECONDS):
-            try:
+            # A missed beat is harmless: the next iteration's write beats too.
+            with contextlib.suppress(Exception):
                 self.store.heartbeat(self.run_id)
-            except Exception:  # a missed beat is harmless; the next write beats too
-                pass
 
 
 def play_run(

@@ -148,7 +148,9 @@ def _spec_from_dict(data: dict[str, Any]) -> RunSpec:
     return RunSpec(**values)
 
 
-def _play(st: Store, run_id: int, prepared: batch.Prepared, skip: set[tuple[str, int]], quiet: bool) -> None:
+def _play(
+    st: Store, run_id: int, prepared: batch.Prepared, skip: set[tuple[str, int]], quiet: bool
+) -> None:
     total = prepared.planned - len(skip)
     progress = Progress(
         TextColumn("[bold]{task.description}"),
@@ -220,7 +222,9 @@ def export(
     run_ref: Annotated[str, typer.Option("--run", help="Run name or id.")],
     store: StoreOpt = DEFAULT_STORE,
     fmt: Annotated[str, typer.Option("--format", help="jsonl or parquet.")] = "jsonl",
-    output: Annotated[Path | None, typer.Option(help="File to write (default: RUN.FORMAT).")] = None,
+    output: Annotated[
+        Path | None, typer.Option(help="File to write (default: RUN.FORMAT).")
+    ] = None,
 ) -> None:
     """Write a run's episodes with their steps to JSONL or Parquet."""
     from app.export import export_run
@@ -251,7 +255,9 @@ def dashboard(
 
     open_store(store).close()  # a bad URL fails here, in one line, not inside the page
     raise typer.Exit(
-        serve(store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or [])
+        serve(
+            store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or []
+        )
     )
 
 

@@ -1,4 +1,4 @@
-"""Export a run's episodes, each with its steps, to JSONL or Parquet (streamed, not loaded whole)."""
+"""Export a run's episodes with their steps to JSONL or Parquet, streamed, never loaded whole."""
 
 from __future__ import annotations
 

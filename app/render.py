@@ -24,8 +24,18 @@ def _num(value: float | None, digits: int = 2) -> str:
 def runs_table(runs: Sequence[RunSummary]) -> Table:
     """One row per run with its metrics."""
     table = Table(title="runs", title_justify="left")
-    for col in ("id", "name", "policy", "dataset", "status", "episodes", "accuracy",
-                "reward", "steps", "unparsed"):
+    for col in (
+        "id",
+        "name",
+        "policy",
+        "dataset",
+        "status",
+        "episodes",
+        "accuracy",
+        "reward",
+        "steps",
+        "unparsed",
+    ):
         table.add_column(col, justify="right" if col in ("id", "episodes") else "left")
     for r in runs:
         table.add_row(
@@ -48,7 +58,9 @@ def episode_transcript(detail: EpisodeDetail) -> Group:
     s = detail.summary
     head = Text()
     head.append(f"episode {s.id}", style="bold")
-    head.append(f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}  db {s.db_id}\n")
+    head.append(
+        f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}  db {s.db_id}\n"
+    )
     head.append(s.question)  # model- and dataset-written text is always plain Text, never markup
     parts: list[Panel | Text | Syntax] = [head, Syntax(detail.gold_sql, "sql", word_wrap=True)]
     for step in detail.steps:

@@ -31,8 +31,22 @@ def bench(tmp_path: Path) -> tuple[Path, Path]:
 def test_run_then_runs_show_and_export(tmp_path: Path, bench: tuple[Path, Path]) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     questions, db_dir = bench
-    res = rollscope("run", "--policy", "oracle", "--questions", questions, "--db-dir", db_dir,
-                    "--store", store, "--samples", "2", "--name", "oracle-1", "--quiet")
+    res = rollscope(
+        "run",
+        "--policy",
+        "oracle",
+        "--questions",
+        questions,
+        "--db-dir",
+        db_dir,
+        "--store",
+        store,
+        "--samples",
+        "2",
+        "--name",
+        "oracle-1",
+        "--quiet",
+    )
     assert res.returncode == 0, res.stderr
     assert "12 episodes" in res.stdout and "100.0%" in res.stdout
 
@@ -52,8 +66,12 @@ def test_run_then_runs_show_and_export(tmp_path: Path, bench: tuple[Path, Path])
     assert len(rows) == 12 and all(len(r["steps"]) == 3 for r in rows)
 
     pq = tmp_path / "out.parquet"
-    assert rollscope("export", "--run", "1", "--store", store, "--format", "parquet",
-                     "--output", pq).returncode == 0
+    assert (
+        rollscope(
+            "export", "--run", "1", "--store", store, "--format", "parquet", "--output", pq
+        ).returncode
+        == 0
+    )
     import pyarrow.parquet as papq
 
     assert papq.read_table(pq).num_rows == 12
@@ -64,9 +82,24 @@ def test_hf_checkpoint_runs_into_sqlite(
 ) -> None:
     db = tmp_path / "hf.db"
     questions, db_dir = bench
-    res = rollscope("run", "--policy", f"hf:{tiny_checkpoint}", "--questions", questions,
-                    "--db-dir", db_dir, "--store", db, "--step-budget", "2",
-                    "--max-new-tokens", "8", "--batch-size", "4", "--quiet")
+    res = rollscope(
+        "run",
+        "--policy",
+        f"hf:{tiny_checkpoint}",
+        "--questions",
+        questions,
+        "--db-dir",
+        db_dir,
+        "--store",
+        db,
+        "--step-budget",
+        "2",
+        "--max-new-tokens",
+        "8",
+        "--batch-size",
+        "4",
+        "--quiet",
+    )
     assert res.returncode == 0, res.stderr
     conn = sqlite3.connect(db)
     (status, fingerprint, checkpoint) = conn.execute(
@@ -111,8 +144,9 @@ def test_missing_database_is_named(tmp_path: Path, bench: tuple[Path, Path]) -> 
     items = json.loads(questions.read_text())
     items[0]["db_id"] = "nowhere"
     questions.write_text(json.dumps(items))
-    res = rollscope("run", "--questions", questions, "--db-dir", db_dir,
-                    "--store", tmp_path / "s.db", "--quiet")
+    res = rollscope(
+        "run", "--questions", questions, "--db-dir", db_dir, "--store", tmp_path / "s.db", "--quiet"
+    )
     assert res.returncode == 2 and "nowhere" in res.stderr
 
 
@@ -124,8 +158,20 @@ def test_bad_store_url(tmp_path: Path) -> None:
 
 def test_duplicate_run_name(tmp_path: Path, bench: tuple[Path, Path]) -> None:
     questions, db_dir = bench
-    args = ["run", "--questions", questions, "--db-dir", db_dir, "--store", tmp_path / "s.db",
-            "--name", "same", "--limit", "1", "--quiet"]
+    args = [
+        "run",
+        "--questions",
+        questions,
+        "--db-dir",
+        db_dir,
+        "--store",
+        tmp_path / "s.db",
+        "--name",
+        "same",
+        "--limit",
+        "1",
+        "--quiet",
+    ]
     assert rollscope(*args).returncode == 0
     again = rollscope(*args)
     assert again.returncode == 2 and "same" in again.stderr

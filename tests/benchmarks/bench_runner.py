@@ -42,7 +42,9 @@ def _sequential(ds: Dataset, policy: HFPolicy, questions: list[Any], budget: int
             t0 = time.perf_counter()
             with torch.inference_mode():
                 out = model.generate(
-                    **enc, max_new_tokens=policy.max_new_tokens, do_sample=False,
+                    **enc,
+                    max_new_tokens=policy.max_new_tokens,
+                    do_sample=False,
                     pad_token_id=tok.pad_token_id,
                 )
             policy.generate_seconds += time.perf_counter() - t0
@@ -70,7 +72,11 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
     budget, new_tokens = _env_int("BENCH_BUDGET", 4), _env_int("BENCH_NEW_TOKENS", 24)
     ds = load_named_dataset("demo")
     questions = list(ds.questions[:episodes])
-    texts = [get_system_prompt(), *(q.question for q in ds.questions), *(q.gold_sql for q in ds.questions)]
+    texts = [
+        get_system_prompt(),
+        *(q.question for q in ds.questions),
+        *(q.gold_sql for q in ds.questions),
+    ]
     tokenizer = train_tokenizer(texts, vocab_size=1024)
     model = build_model(
         tokenizer,

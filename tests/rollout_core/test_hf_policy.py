@@ -86,20 +86,37 @@ def test_bad_checkpoint_dirs(tmp_path: Path, setup: object, message: str) -> Non
         make_policy(f"hf:{path}")
 
 
-def test_rollout_func_keeps_the_original_result_shape(tiny_checkpoint: Path, tmp_path: Path) -> None:
+def test_rollout_func_keeps_the_original_result_shape(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     questions, db_dir = make_benchmark(tmp_path)
     model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     config = {"questions_path": questions, "db_dir": db_dir, "step_budget": 2, "max_new_tokens": 8}
-    results = rollout_func(["q-count", "q-count", "Which singers are from Peru?"], model, tokenizer, config)
+    results = rollout_func(
+        ["q-count", "q-count", "Which singers are from Peru?"], model, tokenizer, config
+    )
     assert len(results) == 3
     for r in results:
-        assert set(r) >= {"prompt", "completion", "content", "metadata", "correct", "progress",
-                          "operational"}
-        assert set(r["metadata"]) >= {"episode_id", "step_count", "done", "answer_correct",
-                                      "cumulative_progress", "operational_signals"}
+        assert set(r) >= {
+            "prompt",
+            "completion",
+            "content",
+            "metadata",
+            "correct",
+            "progress",
+            "operational",
+        }
+        assert set(r["metadata"]) >= {
+            "episode_id",
+            "step_count",
+            "done",
+            "answer_correct",
+            "cumulative_progress",
+            "operational_signals",
+        }
         assert "<|im_start|>" not in r["prompt"] and "Question:" in r["prompt"]
     assert results[0]["metadata"]["episode_id"] != results[1]["metadata"]["episode_id"]
 
