@@ -1,0 +1,110 @@
+"""Numbers the Compare page shows: paired bootstrap, outcome matrix, first divergent step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from storage.read_models import QuestionComparison, StoredStep
+
+Cell = Literal["both right", "only A", "only B", "both wrong"]
+CELLS: tuple[Cell, ...] = ("both right", "only A", "only B", "both wrong")
+BOOTSTRAP_SEED = 0
+BOOTSTRAP_RESAMPLES = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class BootstrapInterval:
+    """A difference of means with its percentile confidence interval."""
+
+    diff: float
+    low: float
+    high: float
+    n: int
+    """Number of paired questions."""
+
+
+def paired_questions(
+    rows: Sequence[QuestionComparison], run_a: int, run_b: int
+) -> tuple[list[QuestionComparison], np.ndarray, np.ndarray]:
+    """Questions both runs played, with each run's success rate on them."""
+    both = [r for r in rows if _played(r, run_a) and _played(r, run_b)]
+    a = np.array([_rate(r, run_a) for r in both], dtype=float)
+    b = np.array([_rate(r, run_b) for r in both], dtype=float)
+    return both, a, b
+
+
+def bootstrap_accuracy_diff(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    resamples: int = BOOTSTRAP_RESAMPLES,
+    seed: int = BOOTSTRAP_SEED,
+    level: float = 0.95,
+) -> BootstrapInterval | None:
+    """Mean of b - a over questions, with a paired bootstrap interval; None without pairs."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length ({len(a)} vs {len(b)})")
+    n = len(a)
+    if n == 0:
+        return None
+    diffs = b - a
+    rng = np.random.default_rng(seed)
+    # Resampling questions (not episodes) keeps each question's pair together.
+    idx = rng.integers(0, n, size=(resamples, n))
+    means = diffs[idx].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return BootstrapInterval(float(diffs.mean()), float(low), float(high), n)
+
+
+def outcome_cell(rate_a: float, rate_b: float) -> Cell:
+    """Where a question falls; with several samples a run 'solves' it with >= half correct."""
+    right_a, right_b = rate_a >= 0.5, rate_b >= 0.5
+    if right_a and right_b:
+        return "both right"
+    if right_a:
+        return "only A"
+    if right_b:
+        return "only B"
+    return "both wrong"
+
+
+def outcome_matrix(
+    rows: Sequence[QuestionComparison], run_a: int, run_b: int
+) -> dict[Cell, list[QuestionComparison]]:
+    """The paired questions grouped by the four outcome cells."""
+    both, a, b = paired_questions(rows, run_a, run_b)
+    cells: dict[Cell, list[QuestionComparison]] = {c: [] for c in CELLS}
+    for row, ra, rb in zip(both, a, b, strict=True):
+        cells[outcome_cell(float(ra), float(rb))].append(row)
+    return cells
+
+
+def first_divergence(trajectories: Sequence[Sequence[StoredStep]]) -> int | None:
+    """Index (0-based) of the first step where the trajectories differ; None when identical."""
+    if len(trajectories) < 2:
+        return None
+    longest = max(len(t) for t in trajectories)
+    for i in range(longest):
+        keys = {_step_key(t[i]) if i < len(t) else None for t in trajectories}
+        if len(keys) > 1:
+            return i
+    return None
+
+
+def _step_key(step: StoredStep) -> tuple[str, str]:
+    # Whitespace and case in the argument do not make a different action.
+    return step.action, " ".join(step.argument.split()).lower()
+
+
+def _played(row: QuestionComparison, run_id: int) -> bool:
+    cell = row.cells.get(run_id)
+    return cell is not None and cell.episodes > 0
+
+
+def _rate(row: QuestionComparison, run_id: int) -> float:
+    return row.cells[run_id].correct / row.cells[run_id].episodes

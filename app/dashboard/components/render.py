@@ -1,0 +1,86 @@
+"""Render model- and dataset-written text safely: as text or code, never as HTML or markdown."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+import streamlit as st
+
+# Every character markdown (or its HTML pass-through) could act on gets a backslash.
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
+
+
+def escape_markdown(text: str) -> str:
+    """Text that st.markdown / st.error show literally."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def show_text(text: str, *, language: str | None = None, key: str | None = None) -> None:
+    """Untrusted text as a code block (wrapped); `language="sql"` for highlighting."""
+    if not text:
+        st.caption("(empty)")
+        return
+    st.code(text, language=language, wrap_lines=True)
+
+
+def show_error(text: str) -> None:
+    """An error written by the environment or a database, highlighted, shown literally."""
+    st.error(escape_markdown(text), icon=":material/error:")
+
+
+def chat_messages(prompt: str) -> list[tuple[str, str]] | None:
+    """(role, content) pairs when the prompt is JSON chat messages, else None."""
+    try:
+        data: Any = json.loads(prompt)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
+        return None
+    return [(str(m.get("role", "?")), str(m.get("content", ""))) for m in data]
+
+
+def show_prompt(prompt: str) -> None:
+    """The prompt as the model saw it: one block per chat message, or the plain text."""
+    messages = chat_messages(prompt)
+    if messages is None:
+        show_text(prompt)
+        return
+    for role, content in messages:
+        st.caption(role)
+        show_text(content)
+
+
+def fmt_pct(value: float | None) -> str:
+    """0.4567 -> '45.7%'; None -> '-'."""
+    return "-" if value is None else f"{value:.1%}"
+
+
+def fmt_num(value: float | None, digits: int = 2) -> str:
+    """A number with fixed digits; None -> '-'."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def fmt_signed(value: float | None, digits: int = 3) -> str:
+    """A difference with its sign; None -> '-'."""
+    return "-" if value is None else f"{value:+.{digits}f}"
+
+
+def fmt_duration(seconds: float | None) -> str:
+    """Seconds as '1h 02m', '3m 05s' or '4.2s'; None -> '-'."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m {secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h {minutes:02d}m"
+
+
+def fmt_time(value: datetime | None) -> str:
+    """A timestamp to the second; None -> '-'."""
+    return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")

@@ -1,0 +1,156 @@
+"""Cached Store reads for the pages: one Store per URL, small reads cached for a few seconds.
+
+Every cached read takes the store URL as a hashed argument, so two stores in one process (tests,
+a second dashboard) never share entries; the Store itself is passed as `_store` (not hashed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import streamlit as st
+
+from app.dashboard.settings import Settings, load_settings
+from storage.read_models import (
+    Distribution,
+    EpisodeDetail,
+    EpisodeFilter,
+    EpisodeSort,
+    EpisodeSummary,
+    Page,
+    QuestionComparison,
+    RunSummary,
+)
+from storage.store import Store
+
+# Live data (runs in progress) goes stale fast; finished data barely changes.
+_LIVE_TTL = 2
+_TTL = 5
+COMPARE_QUESTION_CAP = 5000
+"""Most questions the Compare page pulls for its statistics (Spider dev has 1,034)."""
+
+
+def settings() -> Settings:
+    """The settings of this dashboard process (re-read each run: cheap, and tests change them)."""
+    return load_settings()
+
+
+@st.cache_resource(show_spinner=False)
+def get_store(url: str) -> Store:
+    """The one Store of this process for a URL."""
+    return Store(url)
+
+
+def store() -> Store:
+    """The Store named by the settings."""
+    return get_store(settings().store_url)
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _list_runs(_store: Store, url: str, limit: int) -> list[RunSummary]:
+    return _store.list_runs(limit=limit)
+
+
+def list_runs(limit: int = 200) -> list[RunSummary]:
+    """Runs newest first."""
+    return _list_runs(store(), settings().store_url, limit)
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _get_run(_store: Store, url: str, run_id: int) -> RunSummary | None:
+    return _store.get_run(run_id)
+
+
+def get_run(run_id: int) -> RunSummary | None:
+    """One run, or None when the id is unknown."""
+    return _get_run(store(), settings().store_url, run_id)
+
+
+def get_run_uncached(run_id: int) -> RunSummary | None:
+    """One run read now, for the live progress views."""
+    return store().get_run(run_id)
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _list_episodes(
+    _store: Store,
+    url: str,
+    flt: EpisodeFilter,
+    sort: EpisodeSort,
+    descending: bool,
+    limit: int,
+    cursor: str | None,
+) -> Page[EpisodeSummary]:
+    return _store.list_episodes(
+        flt, sort=sort, descending=descending, limit=limit, cursor=cursor, with_total=True
+    )
+
+
+def list_episodes(
+    flt: EpisodeFilter,
+    *,
+    sort: EpisodeSort = "id",
+    descending: bool = False,
+    limit: int = 50,
+    cursor: str | None = None,
+) -> Page[EpisodeSummary]:
+    """One page of episodes, with the total count of matches."""
+    return _list_episodes(store(), settings().store_url, flt, sort, descending, limit, cursor)
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _get_episode(_store: Store, url: str, episode_id: int) -> EpisodeDetail | None:
+    return _store.get_episode(episode_id)
+
+
+def get_episode(episode_id: int) -> EpisodeDetail | None:
+    """One episode with its steps, or None when the id is unknown."""
+    return _get_episode(store(), settings().store_url, episode_id)
+
+
+@st.cache_data(ttl=_TTL, show_spinner=False)
+def _run_distributions(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[Distribution]:
+    return _store.run_distributions(run_ids)
+
+
+def run_distributions(run_ids: Sequence[int]) -> list[Distribution]:
+    """Action mix and histograms of each run."""
+    return _run_distributions(store(), settings().store_url, tuple(run_ids))
+
+
+@st.cache_data(ttl=_TTL, show_spinner=False)
+def _compare_all(
+    _store: Store, url: str, run_ids: tuple[int, ...], cap: int
+) -> tuple[list[QuestionComparison], bool]:
+    # ADAPTER until the Store has a compact per-question read: walks compare_runs pages.
+    items: list[QuestionComparison] = []
+    cursor: str | None = None
+    while len(items) < cap:
+        page = _store.compare_runs(run_ids, limit=min(500, cap - len(items)), cursor=cursor)
+        items.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return items, False
+    return items, True
+
+
+def compare_all(run_ids: Sequence[int]) -> tuple[list[QuestionComparison], bool]:
+    """Per-question results of the runs (up to the cap) and whether the cap cut them short."""
+    return _compare_all(store(), settings().store_url, tuple(run_ids), COMPARE_QUESTION_CAP)
+
+
+@st.cache_data(ttl=_TTL, show_spinner=False)
+def _db_ids(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[str]:
+    return _store.list_db_ids(run_ids)
+
+
+def db_ids(run_ids: Sequence[int] = ()) -> list[str]:
+    """Database names played in the runs (all runs when none given)."""
+    return _db_ids(store(), settings().store_url, tuple(run_ids))
+
+
+def clear() -> None:
+    """Drop cached reads, after this process wrote to the store."""
+    _list_runs.clear()
+    _get_run.clear()
+    _list_episodes.clear()

@@ -1,0 +1,63 @@
+"""Run a recorded QUERY (or a gold query) again in the sandbox; compare it with the record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from storage.read_models import StoredStep
+
+
+@dataclass(frozen=True, slots=True)
+class Rerun:
+    """A query's result now, and whether it still shows as the recorded observation."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    truncated: bool
+    error: str | None
+    elapsed_seconds: float
+    text: str
+    """The result formatted as the environment shows it to the model."""
+    matches: bool | None
+    """True when it reads as recorded; None when there is no record to compare with."""
+
+
+def db_path(spec: Mapping[str, Any], db_id: str) -> Path:
+    """Where a run's database lives: `<db_dir>/<db_id>/<db_id>.sqlite` of its dataset."""
+    db_dir = spec.get("db_dir")
+    if not db_dir:
+        raise ValueError("the run records no db_dir; re-run it with a current rollscope")
+    return Path(str(db_dir)) / db_id / f"{db_id}.sqlite"
+
+
+def run_query(path: Path, sql: str, recorded: StoredStep | None = None) -> Rerun:
+    """Execute one SELECT read-only in the sandbox; compare with `recorded` when given."""
+    from rollout_core.sandbox import SandboxLimits, format_rows, open_readonly, run_select
+
+    if not path.is_file():
+        raise FileNotFoundError(f"database {path} is missing; restore the dataset at that path")
+    limits = SandboxLimits()
+    conn = open_readonly(path)
+    try:
+        result = run_select(conn, sql, limits)
+    finally:
+        conn.close()
+    text = result.error if result.error is not None else format_rows(result, limits)
+    return Rerun(
+        columns=list(result.columns),
+        rows=[tuple(r) for r in result.rows],
+        truncated=result.truncated,
+        error=result.error,
+        elapsed_seconds=result.elapsed_seconds,
+        text=text,
+        matches=None if recorded is None else _matches(result.error, text, recorded),
+    )
+
+
+def _matches(error: str | None, text: str, recorded: StoredStep) -> bool:
+    if recorded.error is not None or error is not None:
+        return recorded.error is not None and error is not None
+    return recorded.observation.strip() == text.strip()

@@ -1,0 +1,128 @@
+"""Dashboard speed on a large store: each page's Store reads, and time to first paint in Chromium.
+
+Run on request: `pytest tests/benchmarks/bench_dashboard.py --benchmarks -s`.
+Targets: every page's queries under 300 ms, every page painted under 1.5 s.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage.read_models import EpisodeFilter
+from storage.store import Store
+from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, start_dashboard, stop
+
+pytestmark = pytest.mark.benchmark
+
+# ROLLSCOPE_BENCH_EPISODES scales the store down for a quick check of the benchmark itself.
+EPISODES = int(os.environ.get("ROLLSCOPE_BENCH_EPISODES", "100000"))
+STEPS_PER_EPISODE = 10
+QUERY_TARGET_S = 0.300
+PAINT_TARGET_S = 1.5
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    synthetic = pytest.importorskip("storage.synthetic", reason="needs storage.synthetic")
+    url = str(tmp_path_factory.mktemp("bench") / "big.db")
+    store = Store(url)
+    synthetic.fill_synthetic(
+        store, runs=4, episodes_per_run=EPISODES // 4, steps_per_episode=STEPS_PER_EPISODE
+    )
+    store.close()
+    return url
+
+
+def _best_of(fn: Callable[[], Any], repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _page_queries(store: Store) -> dict[str, Callable[[], Any]]:
+    runs = store.list_runs()
+    ids = [r.id for r in runs]
+    first = store.list_episodes(EpisodeFilter(run_ids=tuple(ids[:1])), limit=50)
+    episode_id = first.items[0].id
+    return {
+        "runs": lambda: (store.list_runs(), store.run_distributions(ids)),
+        "episodes": lambda: store.list_episodes(
+            EpisodeFilter(run_ids=tuple(ids[:1])), limit=50, with_total=True
+        ),
+        "episodes (text search)": lambda: store.list_episodes(
+            EpisodeFilter(text="singer"), limit=50, with_total=True
+        ),
+        "episodes (sorted by reward)": lambda: store.list_episodes(
+            EpisodeFilter(), sort="reward", descending=True, limit=50, with_total=True
+        ),
+        "replay": lambda: store.get_episode(episode_id),
+        "compare": lambda: _all_questions(store, ids[:2]),
+    }
+
+
+def _all_questions(store: Store, run_ids: list[int]) -> int:
+    # What the Compare page reads for its statistics: every shared question, 500 a page.
+    count, cursor = 0, None
+    while True:
+        page = store.compare_runs(run_ids, limit=500, cursor=cursor)
+        count += len(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return count
+
+
+def test_store_queries_per_page(big_store: str) -> None:
+    store = Store(big_store)
+    rows = [(name, _best_of(fn)) for name, fn in _page_queries(store).items()]
+    print(f"\n{'page query':32} {'best of 3':>10}  target {QUERY_TARGET_S * 1000:.0f} ms")
+    for name, seconds in rows:
+        flag = "" if seconds < QUERY_TARGET_S else "  SLOW"
+        print(f"{name:32} {seconds * 1000:8.1f} ms{flag}")
+    store.close()
+
+
+def test_first_meaningful_paint_per_page(big_store: str, tmp_path: Path) -> None:
+    if not CHROMIUM.exists():
+        pytest.skip(f"needs Chromium at {CHROMIUM}")
+    from playwright.sync_api import sync_playwright
+
+    store = Store(big_store)
+    ids = [r.id for r in store.list_runs()]
+    episode = store.list_episodes(EpisodeFilter(run_ids=tuple(ids[:1])), limit=1).items[0].id
+    store.close()
+    # The text each page shows once its data is on screen.
+    pages = {
+        "runs": ("/runs", "[data-testid='stDataFrame']"),
+        "episodes": (f"/episodes?run={ids[0]}", "text=/Episodes 1-50 of/"),
+        "replay": (f"/replay?episode={episode}", "text=/Step 1 of/"),
+        "compare": (f"/compare?run={ids[0]}&run={ids[1]}", "text=/95% CI/"),
+    }
+    proc, base_url = start_dashboard(big_store, tmp_path / "dashboard.log")
+    results: list[tuple[str, float]] = []
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = browser.new_page()
+            page.goto(f"{base_url}/runs")  # warm the server: first load imports the pages
+            page.wait_for_selector(pages["runs"][1], timeout=60_000)
+            for name, (path, selector) in pages.items():
+                start = time.perf_counter()
+                page.goto(base_url + path)
+                page.wait_for_selector(selector, timeout=60_000)
+                results.append((name, time.perf_counter() - start))
+            browser.close()
+    finally:
+        stop(proc)
+    print(f"\n{'page':12} {'first paint':>12}  target {PAINT_TARGET_S:.1f} s")
+    for name, seconds in results:
+        flag = "" if seconds < PAINT_TARGET_S else "  SLOW"
+        print(f"{name:12} {seconds:10.2f} s{flag}")

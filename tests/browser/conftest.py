@@ -1,0 +1,136 @@
+"""A real dashboard process on a loopback port and a real Chromium driven by Playwright."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.app.dashboard_store import FixtureStore, build_fixture_store
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = Path("/usr/bin/chromium")
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+START_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class Dashboard:
+    """A running dashboard and the fixture store it serves."""
+
+    base_url: str
+    store: FixtureStore
+    log: Path
+
+    def url(self, path: str) -> str:
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_healthy(base_url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Poll Streamlit's health endpoint until it answers; fail with the server log otherwise."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"dashboard exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+        try:
+            with urllib.request.urlopen(f"{base_url}/_stcore/health", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(
+        f"dashboard did not answer within {START_TIMEOUT_S:.0f}s:\n{log.read_text()[-3000:]}"
+    )
+
+
+def start_dashboard(store_url: str, log: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`python -m app.cli dashboard --store URL --port FREE` started and healthy."""
+    port = free_port()
+    cmd = [
+        sys.executable,
+        "-m",
+        "app.cli",
+        "dashboard",
+        "--store",
+        store_url,
+        "--port",
+        str(port),
+        *extra,
+    ]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=out, stderr=subprocess.STDOUT)
+    base_url = f"http://127.0.0.1:{port}"
+    wait_healthy(base_url, proc, log)
+    return proc, base_url
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Any]:
+    if not CHROMIUM.exists():
+        pytest.skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        pytest.skip("browser tests need playwright: pip install playwright")
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def dashboard(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    root = tmp_path_factory.mktemp("browser")
+    store = build_fixture_store(root)
+    log = root / "dashboard.log"
+    proc, base_url = start_dashboard(store.url, log)
+    yield Dashboard(base_url, store, log)
+    stop(proc)
+
+
+@pytest.fixture
+def page(chromium: Any) -> Iterator[Any]:
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    pg.set_default_timeout(30_000)
+    yield pg
+    context.close()
+
+
+def screenshot(page: Any, name: str) -> Path:
+    """Save a full-page screenshot to artifacts/screenshots/<name>.png."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    return path
