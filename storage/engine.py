@@ -1,0 +1,124 @@
+"""One SQLAlchemy engine per store URL per process, with SQLite tuned for several writers."""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+URL_HINT = "pass --store sqlite:///path.db or a postgresql+psycopg:// URL"
+
+# Execution option that makes the next transaction on a SQLite connection BEGIN IMMEDIATE.
+SQLITE_IMMEDIATE = "rollscope_sqlite_immediate"
+
+_ENGINES: dict[tuple[str, int], Engine] = {}
+_LOCK = threading.Lock()
+
+
+class StoreError(ValueError):
+    """A store that cannot be opened or used; the message is one line naming the fix."""
+
+
+def store_error(url: str, problem: str) -> StoreError:
+    """The one-line error for a store that cannot be opened."""
+    return StoreError(f"cannot open store {url!r}: {problem} ({URL_HINT})")
+
+
+def normalize_url(url: str) -> URL:
+    """Parse a store URL; a bare path (no `://`) means a SQLite file."""
+    text = url.strip()
+    if not text:
+        raise store_error(url, "empty store URL")
+    if text == ":memory:":
+        raise store_error(url, "an in-memory SQLite store keeps nothing; name a file")
+    if "://" not in text:
+        path = Path(text).expanduser().resolve()
+        if path.is_dir():
+            raise store_error(url, "that path is a directory, not a database file")
+        text = f"sqlite:///{path}"
+    try:
+        parsed = make_url(text)
+    except ArgumentError as exc:
+        raise store_error(url, f"not a SQLAlchemy URL ({exc})") from None
+    if parsed.drivername == "postgresql":
+        # The bare scheme means psycopg2 to SQLAlchemy; rollscope ships psycopg 3.
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    if parsed.get_backend_name() == "sqlite":
+        db = parsed.database
+        if not db or db == ":memory:" or db.startswith("file:"):
+            raise store_error(url, "an in-memory SQLite store keeps nothing; name a file")
+        parent = Path(db).expanduser().resolve().parent
+        if not parent.is_dir():
+            raise store_error(url, f"directory {str(parent)!r} does not exist")
+    return parsed
+
+
+def get_engine(url: URL) -> Engine:
+    """The engine for a URL in this process (a forked worker builds its own)."""
+    key = (url.render_as_string(hide_password=False), os.getpid())
+    with _LOCK:
+        engine = _ENGINES.get(key)
+        if engine is None:
+            engine = _create(url)
+            _ENGINES[key] = engine
+        return engine
+
+
+def dispose_engine(url: URL) -> None:
+    """Close this process's pooled connections for a URL and forget its engine."""
+    key = (url.render_as_string(hide_password=False), os.getpid())
+    with _LOCK:
+        engine = _ENGINES.pop(key, None)
+    if engine is not None:
+        engine.dispose()
+
+
+def _create(url: URL) -> Engine:
+    backend = url.get_backend_name()
+    kwargs: dict[str, Any] = {}
+    if backend == "postgresql" and url.get_driver_name() in {"psycopg", "psycopg2"}:
+        # Fail in seconds, not minutes, when the server is unreachable.
+        kwargs["connect_args"] = {"connect_timeout": 5}
+    if backend != "sqlite":
+        # A dashboard keeps its engine for hours; the server may restart meanwhile.
+        kwargs["pool_pre_ping"] = True
+    try:
+        engine = create_engine(url, **kwargs)
+    except (NoSuchModuleError, ImportError) as exc:
+        raise store_error(str(url), f"no driver for {url.drivername!r} ({exc})") from None
+    if backend == "sqlite":
+        _tune_sqlite(engine)
+    return engine
+
+
+def _tune_sqlite(engine: Engine) -> None:
+    """Pragmas and explicit BEGIN for every SQLite connection of an engine."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # pysqlite's own implicit BEGIN would hide ours; we issue BEGIN in the "begin" hook.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        # WAL: readers (the dashboard) never block the writer and the writer never blocks them.
+        cur.execute("PRAGMA journal_mode=WAL")
+        # Several runner processes share one file: wait up to 30 s for the write lock
+        # instead of failing at once with "database is locked".
+        cur.execute("PRAGMA busy_timeout=30000")
+        # SQLite ignores REFERENCES (and ON DELETE CASCADE) unless asked per connection.
+        cur.execute("PRAGMA foreign_keys=ON")
+        # In WAL mode NORMAL is crash-safe for the database; a power cut may lose only the
+        # last transactions, and commits skip an fsync each (several times faster writes).
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # Writers take the write lock up front (BEGIN IMMEDIATE): a deferred transaction that
+        # upgrades from read to write fails with SQLITE_BUSY at once, ignoring busy_timeout.
+        immediate = conn.get_execution_options().get(SQLITE_IMMEDIATE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")

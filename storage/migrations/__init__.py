@@ -1,0 +1,105 @@
+"""Schema versions: every Store upgrades its database to the newest revision on open."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, Engine, inspect, text
+
+from storage.engine import SQLITE_IMMEDIATE, StoreError
+
+_HERE = Path(__file__).resolve().parent
+
+
+class NotAStore(Exception):
+    """The database exists but is not a rollscope store; the message says what it is."""
+
+
+# Any constant works; it names the lock that serializes concurrent upgrades on PostgreSQL.
+_PG_LOCK_KEY = 7_305_146_021
+
+
+def alembic_config() -> Config:
+    """Alembic configured in code (no ini file) to run this package's revisions."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(_HERE))
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest schema revision this code knows."""
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(conn: Connection) -> str | None:
+    """The revision a database is at; None for an empty one."""
+    return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade_to_head(engine: Engine) -> None:
+    """Bring a store to the newest schema; refuse a store made by a newer rollscope."""
+    cfg = alembic_config()
+    script = ScriptDirectory.from_config(cfg)
+    head = script.get_current_head()
+    with engine.connect() as conn:
+        # BEGIN IMMEDIATE on SQLite: two processes opening a new store migrate one at a time.
+        conn = conn.execution_options(**{SQLITE_IMMEDIATE: True})
+        with conn.begin():
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
+            current = current_revision(conn)
+            if current == head:
+                return
+            if current is None:
+                _refuse_foreign(sorted(inspect(conn).get_table_names()))
+            elif _unknown(script, current):
+                raise StoreError(
+                    f"store schema version {current} is newer than this rollscope ({head}); "
+                    "upgrade rollscope"
+                )
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+
+def check_sqlite_file(path: str) -> None:
+    """Refuse an existing SQLite file that is not a store, before anything writes to it.
+
+    Opening it through the engine would already switch it to WAL mode; a read-only look
+    leaves a benchmark's database byte for byte as it was.
+    """
+    file = Path(path)
+    if not file.is_file() or file.stat().st_size == 0:
+        return
+    try:
+        with closing(sqlite3.connect(f"{file.resolve().as_uri()}?mode=ro", uri=True)) as conn:
+            rows = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise NotAStore(str(exc)) from None
+    tables = {name for (name,) in rows}
+    if "alembic_version" not in tables:
+        _refuse_foreign(sorted(tables))
+
+
+def _refuse_foreign(tables: list[str]) -> None:
+    """Never create store tables inside some other database (a benchmark's, say)."""
+    if tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise NotAStore(
+            f"this database already holds tables that are not a rollscope store ({shown}); "
+            "point the store at a new file or an empty database"
+        )
+
+
+def _unknown(script: ScriptDirectory, revision: str) -> bool:
+    try:
+        return script.get_revision(revision) is None
+    except Exception:  # alembic raises CommandError/ResolutionError for unknown ids
+        return True

@@ -1,0 +1,205 @@
+"""The store's tables: runs -> episodes -> steps, plus run tags."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+    UniqueConstraint,
+    false,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from rollout_core.records import OUTCOMES, RUN_STATUSES
+
+# Stable constraint names, so migrations can name what they alter (SQLite needs names for
+# batch ALTERs).
+NAMING_CONVENTION = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC timestamp on every backend (SQLite stores naive text)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: pass a timezone-aware one")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def _in(column: str, values: tuple[str, ...]) -> str:
+    return f"{column} IN ({', '.join(repr(v) for v in values)})"
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {  # noqa: RUF012 (SQLAlchemy reads it as a class attribute)
+        datetime: UtcDateTime(),
+        dict[str, Any]: JSON(),
+        str: Text(),
+    }
+
+
+class Run(Base):
+    """One batch of episodes, with everything that defined it."""
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+        UniqueConstraint("name"),
+        Index(None, "created_at", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    policy: Mapped[str]
+    checkpoint: Mapped[str | None]
+    checkpoint_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    dataset: Mapped[str]
+    spec: Mapped[dict[str, Any]]
+    """The whole RunSpec (`dataclasses.asdict`), generation and environment settings included."""
+    episodes_planned: Mapped[int]
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None]
+    host: Mapped[str | None]
+    pid: Mapped[int | None]
+    created_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
+    ended_at: Mapped[datetime | None]
+    heartbeat_at: Mapped[datetime | None]
+
+
+class Episode(Base):
+    """One question played once; outcome columns stay NULL until it finishes."""
+
+    __tablename__ = "episodes"
+    __table_args__ = (
+        CheckConstraint(_in("outcome", OUTCOMES), name="outcome"),
+        # Indexes in the sort orders of the episode list (keyset on (column, id)).
+        Index(None, "run_id", "id"),
+        Index(None, "run_id", "reward", "id"),
+        Index(None, "run_id", "steps", "id"),
+        Index(None, "run_id", "duration_seconds", "id"),
+        # (run_id, outcome) first, then every column the run metrics and charts aggregate:
+        # those GROUP BYs read this index alone, never the wide episode rows.
+        Index(
+            "ix_episodes_run_outcome_metrics",
+            "run_id",
+            "outcome",
+            "reward",
+            "steps",
+            "unparsed_steps",
+            "describe_steps",
+            "sample_steps",
+            "query_steps",
+            "answer_steps",
+        ),
+        Index(None, "run_id", "question_id", "sample_index", unique=True),
+        Index(None, "question_id"),
+        Index(None, "db_id"),
+    )
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True
+    )
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    question_id: Mapped[str] = mapped_column(String(200))
+    sample_index: Mapped[int]
+    seed: Mapped[int] = mapped_column(BigInteger)
+    db_id: Mapped[str] = mapped_column(String(200))
+    question: Mapped[str]
+    gold_sql: Mapped[str]
+    started_at: Mapped[datetime]
+    ended_at: Mapped[datetime | None]
+    outcome: Mapped[str | None] = mapped_column(String(32))
+    reward: Mapped[float | None] = mapped_column(Float)
+    progress: Mapped[float | None] = mapped_column(Float)
+    operational: Mapped[float | None] = mapped_column(Float)
+    answer: Mapped[str | None]
+    duration_seconds: Mapped[float | None] = mapped_column(Float)
+    error: Mapped[str | None]
+    # Denormalized from the steps, so filters and metrics never scan the steps table.
+    steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    unparsed_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    has_unparsed: Mapped[bool] = mapped_column(default=False, server_default=false())
+    has_sql_error: Mapped[bool] = mapped_column(default=False, server_default=false())
+    # Parsed steps per action (unparsed ones count in unparsed_steps): the action mix chart.
+    describe_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    sample_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    query_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    answer_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+
+
+class Step(Base):
+    """One agent step: prompt, output, parsed action and the environment's answer."""
+
+    __tablename__ = "steps"
+    __table_args__ = (Index(None, "episode_id", "step_no", unique=True),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True
+    )
+    episode_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"),
+        ForeignKey("episodes.id", ondelete="CASCADE"),
+    )
+    step_no: Mapped[int]
+    prompt: Mapped[str]
+    raw_output: Mapped[str]
+    action: Mapped[str] = mapped_column(String(16))
+    argument: Mapped[str]
+    parsed: Mapped[bool]
+    observation: Mapped[str]
+    error: Mapped[str | None]
+    reward: Mapped[float] = mapped_column(Float)
+    done: Mapped[bool]
+    tokens_in: Mapped[int | None]
+    tokens_out: Mapped[int | None]
+    policy_seconds: Mapped[float] = mapped_column(Float)
+    env_seconds: Mapped[float] = mapped_column(Float)
+
+
+class RunTag(Base):
+    """A name/value label on a run (e.g. `difficulty=hard`, `sweep=lr-3e-5`)."""
+
+    __tablename__ = "run_tags"
+    __table_args__ = (
+        UniqueConstraint("run_id", "name"),
+        Index(None, "name", "value"),
+    )
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    value: Mapped[str]

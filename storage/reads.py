@@ -1,0 +1,255 @@
+"""The read side's SQL: run metrics and summaries, the episode list query, row -> record."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, cast
+
+from sqlalchemy import ColumnElement, and_, case, func, or_, select, tuple_
+from sqlalchemy.orm import Session
+
+from rollout_core.records import ActionKind, Outcome, RunStatus
+from storage.cursors import decode_cursor, encode_cursor
+from storage.models import Episode, Run, Step
+from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, RunSummary, StoredStep
+
+if TYPE_CHECKING:
+    from sqlalchemy import Row, Select
+
+    AnyRow = Row[*tuple[Any, ...]]
+    AnySelect = Select[*tuple[Any, ...]]
+
+SORT_COLUMNS: dict[str, Any] = {
+    "id": Episode.id,
+    "reward": Episode.reward,
+    "steps": Episode.steps,
+    "duration": Episode.duration_seconds,
+    "question_id": Episode.question_id,
+}
+# Set only when an episode finishes: unfinished rows hold NULL there.
+_NULLABLE_SORTS = {"reward", "duration"}
+
+
+def effective_status(run: Any, now: datetime, stale_seconds: float) -> RunStatus:
+    """A `running` run whose process stopped beating reads `interrupted`."""
+    status = cast(RunStatus, run.status)
+    if status != "running":
+        return status
+    last = run.heartbeat_at or run.started_at or run.created_at
+    return "interrupted" if now - last > timedelta(seconds=stale_seconds) else status
+
+
+def run_summaries(
+    session: Session, runs: Sequence[Run], now: datetime, stale_seconds: float
+) -> list[RunSummary]:
+    """Summaries of runs, with metrics from one GROUP BY over their episodes."""
+    finished = Episode.outcome.is_not(None)
+    stmt = (
+        select(
+            Episode.run_id,
+            func.count(Episode.outcome),
+            func.sum(case((Episode.outcome == "correct", 1), else_=0)),
+            func.avg(Episode.reward),
+            func.avg(case((finished, Episode.steps))),
+            func.sum(Episode.unparsed_steps),
+            func.sum(Episode.steps),
+        )
+        .where(Episode.run_id.in_([r.id for r in runs]))
+        .group_by(Episode.run_id)
+    )
+    metrics = {row[0]: row[1:] for row in session.execute(stmt)} if runs else {}
+    return [_summary(r, metrics.get(r.id), now, stale_seconds) for r in runs]
+
+
+def _summary(run: Run, m: Any, now: datetime, stale_seconds: float) -> RunSummary:
+    finished, correct, mean_reward, mean_steps, unparsed, steps = m or (0, 0, None, None, 0, 0)
+    finished, correct, unparsed, steps = (int(x or 0) for x in (finished, correct, unparsed, steps))
+    return RunSummary(
+        id=run.id,
+        name=run.name,
+        status=effective_status(run, now, stale_seconds),
+        policy=run.policy,
+        checkpoint=run.checkpoint,
+        checkpoint_fingerprint=run.checkpoint_fingerprint,
+        dataset=run.dataset,
+        created_at=run.created_at,
+        started_at=run.started_at,
+        ended_at=run.ended_at,
+        heartbeat_at=run.heartbeat_at,
+        episodes_planned=run.episodes_planned,
+        episodes_finished=finished,
+        correct=correct,
+        accuracy=correct / finished if finished else None,
+        # PostgreSQL's avg() of integers is NUMERIC (Decimal).
+        mean_reward=None if mean_reward is None else float(mean_reward),
+        mean_steps=None if mean_steps is None else float(mean_steps),
+        parse_failure_rate=unparsed / steps if steps else None,
+        error=run.error,
+        spec=dict(run.spec),
+        host=run.host,
+        pid=run.pid,
+    )
+
+
+def like_pattern(text: str) -> str:
+    """`%text%` with LIKE's wildcards in the text escaped (escape char: backslash)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
+    """WHERE terms of an episode filter; they combine with AND."""
+    c: list[ColumnElement[bool]] = []
+    if flt.run_ids:
+        c.append(Episode.run_id.in_(flt.run_ids))
+    if flt.finished_only:
+        c.append(Episode.outcome.is_not(None))
+    if flt.outcomes:
+        c.append(Episode.outcome.in_(flt.outcomes))
+    if flt.db_ids:
+        c.append(Episode.db_id.in_(flt.db_ids))
+    if flt.question_id is not None:
+        c.append(Episode.question_id == flt.question_id)
+    if flt.min_reward is not None:
+        c.append(Episode.reward >= flt.min_reward)
+    if flt.max_reward is not None:
+        c.append(Episode.reward <= flt.max_reward)
+    if flt.min_steps is not None:
+        c.append(Episode.steps >= flt.min_steps)
+    if flt.max_steps is not None:
+        c.append(Episode.steps <= flt.max_steps)
+    if flt.has_sql_error is not None:
+        c.append(Episode.has_sql_error.is_(flt.has_sql_error))
+    if flt.has_unparsed is not None:
+        c.append(Episode.has_unparsed.is_(flt.has_unparsed))
+    if flt.text:
+        pattern = like_pattern(flt.text)
+        # The EXISTS probes only the steps of episodes the outer (LIMITed) scan reaches.
+        in_outputs = (
+            select(Step.id)
+            .where(Step.episode_id == Episode.id, Step.raw_output.ilike(pattern, escape="\\"))
+            .exists()
+        )
+        c.append(
+            or_(
+                Episode.question.ilike(pattern, escape="\\"),
+                Episode.gold_sql.ilike(pattern, escape="\\"),
+                in_outputs,
+            )
+        )
+    return c
+
+
+def episode_page_query(
+    flt: EpisodeFilter, sort: EpisodeSort, descending: bool, limit: int, cursor: str | None
+) -> AnySelect:
+    """The keyset-paged episode list: ORDER BY (sort column, id), LIMIT limit + 1."""
+    if sort not in SORT_COLUMNS:
+        raise ValueError(f"unknown episode sort {sort!r}; use one of {', '.join(SORT_COLUMNS)}")
+    col = SORT_COLUMNS[sort]
+    nullable = sort in _NULLABLE_SORTS and not flt.finished_only
+    stmt = (
+        select(*_SUMMARY_COLUMNS)
+        .join(Run, Run.id == Episode.run_id)
+        .where(*episode_conditions(flt))
+    )
+    if cursor is not None:
+        key = decode_cursor(cursor, expect={"sort": sort, "desc": descending})
+        stmt = stmt.where(_after(col, key.get("v"), key["id"], descending, nullable, sort == "id"))
+    if sort == "id":
+        order = [Episode.id.desc() if descending else Episode.id.asc()]
+    elif descending:
+        order = [col.desc().nulls_first() if nullable else col.desc(), Episode.id.desc()]
+    else:
+        order = [col.asc().nulls_last() if nullable else col.asc(), Episode.id.asc()]
+    return stmt.order_by(*order).limit(limit + 1)
+
+
+def _after(
+    col: Any, value: Any, last_id: int, descending: bool, nullable: bool, by_id: bool
+) -> ColumnElement[bool]:
+    """Rows strictly after (value, last_id) in the page order; NULLs sort after all values."""
+    if by_id:
+        return Episode.id < last_id if descending else Episode.id > last_id
+    if descending:
+        if value is None:  # NULLs come first when descending: the rest of them, then values
+            return or_(and_(col.is_(None), Episode.id < last_id), col.is_not(None))
+        return tuple_(col, Episode.id) < tuple_(value, last_id)
+    if value is None:
+        return and_(col.is_(None), Episode.id > last_id)
+    after = tuple_(col, Episode.id) > tuple_(value, last_id)
+    return or_(after, col.is_(None)) if nullable else after
+
+
+def next_cursor(row: AnyRow, sort: EpisodeSort, descending: bool) -> str:
+    """The cursor that continues after this row."""
+    value = None if sort == "id" else row._mapping[_SORT_LABELS[sort]]
+    return encode_cursor(sort=sort, desc=descending, v=value, id=row.id)
+
+
+_SORT_LABELS = {"reward": "reward", "steps": "steps", "duration": "duration_seconds",
+                "question_id": "question_id"}  # fmt: skip
+
+_SUMMARY_COLUMNS = (
+    Episode.id,
+    Episode.run_id,
+    Run.name.label("run_name"),
+    Episode.question_id,
+    Episode.sample_index,
+    Episode.db_id,
+    Episode.question,
+    Episode.outcome,
+    Episode.reward,
+    Episode.steps,
+    Episode.duration_seconds,
+    Episode.has_sql_error,
+    Episode.has_unparsed,
+    Episode.answer,
+)
+
+
+def summary_columns() -> tuple[Any, ...]:
+    """Columns `episode_summary` reads, joined from episodes and runs."""
+    return _SUMMARY_COLUMNS
+
+
+def episode_summary(row: AnyRow) -> EpisodeSummary:
+    """An EpisodeSummary from a row of `summary_columns()`."""
+    return EpisodeSummary(
+        id=row.id,
+        run_id=row.run_id,
+        run_name=row.run_name,
+        question_id=row.question_id,
+        sample_index=row.sample_index,
+        db_id=row.db_id,
+        question=row.question,
+        outcome=cast(Outcome | None, row.outcome),
+        reward=row.reward,
+        steps=row.steps,
+        duration_seconds=row.duration_seconds,
+        has_sql_error=bool(row.has_sql_error),
+        has_unparsed=bool(row.has_unparsed),
+        answer=row.answer,
+    )
+
+
+def stored_step(s: Step) -> StoredStep:
+    """A StoredStep from its ORM row."""
+    return StoredStep(
+        id=s.id,
+        step_no=s.step_no,
+        prompt=s.prompt,
+        raw_output=s.raw_output,
+        action=cast(ActionKind, s.action),
+        argument=s.argument,
+        parsed=s.parsed,
+        observation=s.observation,
+        error=s.error,
+        reward=s.reward,
+        done=s.done,
+        tokens_in=s.tokens_in,
+        tokens_out=s.tokens_out,
+        policy_seconds=s.policy_seconds,
+        env_seconds=s.env_seconds,
+    )

@@ -1,0 +1,442 @@
+"""The Store: the runner's sink on the write side, records for the CLI and dashboard on the
+read side.
+
+CONTRACT (helpers build against this; keep the signatures):
+- `Store(url)` opens (and creates / migrates) a store at a SQLAlchemy URL; a bare path means
+  SQLite. One engine per URL per process.
+- Writes are short transactions; each Store method owns its session.
+- Reads return the records of `storage.read_models`, never ORM objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import timedelta
+
+from sqlalchemy import Engine, delete, func, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from rollout_core.records import RUN_STATUSES, IterationBatch, RunSpec, RunStatus, Sink
+from storage import aggregates, reads
+from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
+from storage.engine import store_error as _store_error
+from storage.migrations import NotAStore, check_sqlite_file, upgrade_to_head
+from storage.models import Episode, Run, RunTag, Step
+from storage.read_models import (
+    Distribution,
+    EpisodeDetail,
+    EpisodeFilter,
+    EpisodeSort,
+    EpisodeSummary,
+    Page,
+    QuestionComparison,
+    RunSummary,
+)
+from storage.writes import EpisodeKey, now_utc, retry_locked, write_batch
+
+__all__ = ["HEARTBEAT_STALE_SECONDS", "Store", "StoreError", "StoreSink"]
+
+HEARTBEAT_STALE_SECONDS = 90.0
+TERMINAL_STATUSES: frozenset[RunStatus] = frozenset(
+    {"completed", "failed", "cancelled", "interrupted"}
+)
+
+
+class StoreSink:
+    """The runner's sink for one run: each `write` is one transaction."""
+
+    def __init__(self, store: Store, run_id: int) -> None:
+        self.store = store
+        self.run_id = run_id
+        self._ids: dict[EpisodeKey, int] = {}
+        """(question_id, sample_index) -> episode id of the episodes still being played."""
+
+    def write(self, batch: IterationBatch) -> None:
+        self.store._write(self.run_id, batch, self._ids)
+
+
+class Store:
+    """A rollscope store at one SQLAlchemy URL."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._url = normalize_url(url)
+        self._ids: dict[int, dict[EpisodeKey, int]] = {}
+        shown = self._url.render_as_string(hide_password=True) if "://" in url else url
+        try:
+            if self.dialect == "sqlite" and self._url.database:
+                check_sqlite_file(self._url.database)
+            upgrade_to_head(self._engine)
+        except DBAPIError as exc:
+            dispose_engine(self._url)
+            reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
+            raise _store_error(shown, reason) from None
+        except NotAStore as exc:
+            raise _store_error(shown, str(exc)) from None
+        if self.dialect == "sqlite":
+            # Best effort: fresh planner statistics make the paged reads pick the right
+            # indexes; a read-only or busy file still opens without them.
+            with suppress(OperationalError):
+                self.optimize()
+
+    @property
+    def _engine(self) -> Engine:
+        # Looked up per call: a forked worker gets its own engine, never the parent's sockets.
+        return get_engine(self._url)
+
+    @property
+    def dialect(self) -> str:
+        """`sqlite` or `postgresql` (or another SQLAlchemy backend name)."""
+        return self._url.get_backend_name()
+
+    @contextmanager
+    def _writing(self) -> Iterator[Session]:
+        """A session in a transaction that holds the write lock from its start (SQLite)."""
+        with Session(self._engine) as session, session.begin():
+            session.connection(execution_options={SQLITE_IMMEDIATE: True})
+            yield session
+
+    def optimize(self) -> None:
+        """Refresh the planner's statistics (SQLite has none until asked; cheap, bounded)."""
+
+        def run() -> None:
+            with self._engine.connect() as conn:
+                conn = conn.execution_options(**{SQLITE_IMMEDIATE: True})
+                with conn.begin():
+                    if conn.dialect.name == "sqlite":
+                        # Sample at most ~1000 rows per index: milliseconds even at millions
+                        # of steps. Without stats SQLite picks (run_id, outcome) over the
+                        # better (run_id, question_id, ...) index and scans whole runs.
+                        conn.exec_driver_sql("PRAGMA analysis_limit=1000")
+                    conn.exec_driver_sql("ANALYZE")
+
+        retry_locked(run)
+
+    # -- runs ---------------------------------------------------------------------------------
+
+    def create_run(
+        self, spec: RunSpec, *, episodes_planned: int, status: RunStatus = "running"
+    ) -> int:
+        """Insert a run (name must be unique: ValueError naming it otherwise); returns its id."""
+        _check_status(status)
+        now = now_utc()
+        running = status == "running"
+
+        def insert() -> int:
+            run = Run(
+                name=spec.name,
+                policy=spec.policy,
+                checkpoint=spec.checkpoint,
+                checkpoint_fingerprint=spec.checkpoint_fingerprint,
+                dataset=spec.dataset,
+                spec=dataclasses.asdict(spec),
+                episodes_planned=episodes_planned,
+                status=status,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                created_at=now,
+                started_at=now if running else None,
+                heartbeat_at=now if running else None,
+            )
+            with self._writing() as session:
+                session.add(run)
+                session.flush()
+                return run.id
+
+        try:
+            return retry_locked(insert)
+        except IntegrityError:
+            raise ValueError(
+                f"a run named {spec.name!r} already exists in this store; choose another name"
+            ) from None
+
+    def set_run_status(self, run_id: int, status: RunStatus, *, error: str | None = None) -> None:
+        """Move a run to a status; terminal statuses set `ended_at`."""
+        _check_status(status)
+        now = now_utc()
+        values: dict[str, object] = {"status": status, "error": error, "heartbeat_at": now}
+        if status in TERMINAL_STATUSES:
+            values["ended_at"] = now
+        elif status == "running":
+            values["started_at"] = func.coalesce(Run.started_at, now)
+            values["ended_at"] = None
+            # A queued run is picked up by a worker: record the process that runs it.
+            values["host"], values["pid"] = socket.gethostname(), os.getpid()
+        self._update_run(run_id, values)
+
+    def heartbeat(self, run_id: int) -> None:
+        """Record that the run's process is alive (also done by every `write`)."""
+        self._update_run(run_id, {"heartbeat_at": now_utc()})
+
+    def mark_stale_runs_interrupted(self) -> list[int]:
+        """Store `interrupted` for running runs whose heartbeat went stale; returns their ids."""
+        cutoff = now_utc() - timedelta(seconds=HEARTBEAT_STALE_SECONDS)
+        last = func.coalesce(Run.heartbeat_at, Run.started_at, Run.created_at)
+
+        def mark() -> list[int]:
+            with self._writing() as session:
+                ids = list(
+                    session.scalars(select(Run.id).where(Run.status == "running", last < cutoff))
+                )
+                if ids:
+                    session.execute(
+                        update(Run)
+                        .where(Run.id.in_(ids))
+                        .values(status="interrupted", ended_at=Run.heartbeat_at)
+                    )
+                return ids
+
+        return retry_locked(mark)
+
+    def _update_run(self, run_id: int, values: dict[str, object]) -> None:
+        def run() -> int:
+            with self._writing() as session:
+                result = session.execute(update(Run).where(Run.id == run_id).values(**values))
+                return int(result.rowcount)  # type: ignore[attr-defined]
+
+        if retry_locked(run) == 0:
+            raise ValueError(f"no run with id {run_id} in this store")
+
+    def tag_run(self, run_id: int, name: str, value: str) -> None:
+        """Set a name/value label on a run (replacing that name's earlier value)."""
+
+        def run() -> None:
+            with self._writing() as session:
+                session.execute(delete(RunTag).where(RunTag.run_id == run_id, RunTag.name == name))
+                session.add(RunTag(run_id=run_id, name=name, value=value))
+
+        try:
+            retry_locked(run)
+        except IntegrityError:
+            raise ValueError(f"no run with id {run_id} in this store") from None
+
+    def run_tags(self, run_id: int) -> dict[str, str]:
+        """A run's labels, by name."""
+        with Session(self._engine) as session:
+            rows = session.execute(
+                select(RunTag.name, RunTag.value)
+                .where(RunTag.run_id == run_id)
+                .order_by(RunTag.name)
+            )
+            return {name: value for name, value in rows}
+
+    def sink(self, run_id: int) -> Sink:
+        """A sink that writes each IterationBatch into this run as one transaction."""
+        return StoreSink(self, run_id)
+
+    def write(self, run_id: int, batch: IterationBatch) -> None:
+        """Write one iteration's started episodes, steps and finished episodes atomically."""
+        self._write(run_id, batch, self._ids.setdefault(run_id, {}))
+
+    def _write(self, run_id: int, batch: IterationBatch, ids: dict[EpisodeKey, int]) -> None:
+        def attempt() -> dict[EpisodeKey, int]:
+            with self._writing() as session:
+                return write_batch(session, run_id, batch, ids)
+
+        created = retry_locked(attempt)
+        # The cache changes only after the commit, so a failed batch leaves it as it was.
+        ids.update(created)
+        for e in batch.finished:
+            ids.pop((e.question_id, e.sample_index), None)
+
+    def finished_keys(self, run_id: int) -> set[tuple[str, int]]:
+        """(question_id, sample_index) of the run's finished episodes, for resume."""
+        with Session(self._engine) as session:
+            rows = session.execute(
+                select(Episode.question_id, Episode.sample_index).where(
+                    Episode.run_id == run_id, Episode.outcome.is_not(None)
+                )
+            )
+            return {(q, s) for q, s in rows}
+
+    def delete_unfinished_episodes(self, run_id: int) -> int:
+        """Drop the run's episodes that never finished (and their steps); returns how many."""
+
+        def run() -> int:
+            with self._writing() as session:
+                result = session.execute(
+                    delete(Episode).where(Episode.run_id == run_id, Episode.outcome.is_(None))
+                )
+                return int(result.rowcount)  # type: ignore[attr-defined]
+
+        n = retry_locked(run)
+        self._ids.pop(run_id, None)
+        return n
+
+    def delete_run(self, run_id: int) -> bool:
+        """Delete a run with its episodes and steps; False when there was no such run."""
+
+        def run() -> int:
+            with self._writing() as session:
+                result = session.execute(delete(Run).where(Run.id == run_id))
+                return int(result.rowcount)  # type: ignore[attr-defined]
+
+        self._ids.pop(run_id, None)
+        return retry_locked(run) > 0
+
+    # -- reads --------------------------------------------------------------------------------
+
+    def list_runs(self, *, limit: int = 200) -> list[RunSummary]:
+        """Runs newest first, with metrics."""
+        with Session(self._engine) as session:
+            runs = session.scalars(
+                select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+            ).all()
+            return reads.run_summaries(session, runs, now_utc(), HEARTBEAT_STALE_SECONDS)
+
+    def get_run(self, run_id: int) -> RunSummary | None:
+        """One run with its metrics; None when there is no such run."""
+        with Session(self._engine) as session:
+            return self._run_by(session, Run.id == run_id)
+
+    def find_run(self, name_or_id: str) -> RunSummary | None:
+        """A run by name, or by id when the text is a number."""
+        with Session(self._engine) as session:
+            found = self._run_by(session, Run.name == name_or_id)
+            if found is None and name_or_id.strip().isdigit():
+                found = self._run_by(session, Run.id == int(name_or_id))
+            return found
+
+    def _run_by(self, session: Session, condition: object) -> RunSummary | None:
+        run = session.scalars(select(Run).where(condition)).one_or_none()  # type: ignore[arg-type]
+        if run is None:
+            return None
+        return reads.run_summaries(session, [run], now_utc(), HEARTBEAT_STALE_SECONDS)[0]
+
+    def list_db_ids(self, run_ids: Sequence[int] = ()) -> list[str]:
+        """Database names played in the given runs (all runs when none given), sorted."""
+        stmt = select(Episode.db_id).distinct().order_by(Episode.db_id)
+        if run_ids:
+            stmt = stmt.where(Episode.run_id.in_(run_ids))
+        with Session(self._engine) as session:
+            return list(session.scalars(stmt))
+
+    def list_episodes(
+        self,
+        flt: EpisodeFilter,
+        *,
+        sort: EpisodeSort = "id",
+        descending: bool = False,
+        limit: int = 50,
+        cursor: str | None = None,
+        with_total: bool = False,
+    ) -> Page[EpisodeSummary]:
+        """Keyset-paged, filtered, sorted episode list."""
+        if limit < 1:
+            raise ValueError(f"page limit must be at least 1, not {limit}")
+        stmt = reads.episode_page_query(flt, sort, descending, limit, cursor)
+        with Session(self._engine) as session:
+            rows = session.execute(stmt).all()
+            total = None
+            if with_total:
+                count = select(func.count()).select_from(Episode)
+                total = session.scalar(count.where(*reads.episode_conditions(flt)))
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return Page(
+            items=[reads.episode_summary(r) for r in rows],
+            next_cursor=reads.next_cursor(rows[-1], sort, descending) if more else None,
+            total=total,
+        )
+
+    def get_episode(self, episode_id: int) -> EpisodeDetail | None:
+        """One episode with its steps in order and its run; None when there is none."""
+        with Session(self._engine) as session:
+            found = self._details(session, [episode_id], None)
+        return found[0] if found else None
+
+    def _details(
+        self, session: Session, episode_ids: list[int], run: RunSummary | None
+    ) -> list[EpisodeDetail]:
+        """Details of episodes (all of one run when `run` is given), steps in one query."""
+        rows = session.execute(
+            select(
+                *reads.summary_columns(),
+                Episode.gold_sql,
+                Episode.seed,
+                Episode.progress,
+                Episode.operational,
+                Episode.error,
+            )
+            .join(Run, Run.id == Episode.run_id)
+            .where(Episode.id.in_(episode_ids))
+            .order_by(Episode.id)
+        ).all()
+        steps: dict[int, list[Step]] = {r.id: [] for r in rows}
+        for s in session.scalars(
+            select(Step).where(Step.episode_id.in_(steps)).order_by(Step.episode_id, Step.step_no)
+        ):
+            steps[s.episode_id].append(s)
+        runs: dict[int, RunSummary] = {run.id: run} if run is not None else {}
+        out = []
+        for r in rows:
+            if r.run_id not in runs:
+                found = self._run_by(session, Run.id == r.run_id)
+                assert found is not None  # the foreign key guarantees it
+                runs[r.run_id] = found
+            out.append(
+                EpisodeDetail(
+                    summary=reads.episode_summary(r),
+                    gold_sql=r.gold_sql,
+                    seed=r.seed,
+                    progress=r.progress,
+                    operational=r.operational,
+                    error=r.error,
+                    steps=[reads.stored_step(s) for s in steps[r.id]],
+                    run=runs[r.run_id],
+                )
+            )
+        return out
+
+    def compare_runs(
+        self, run_ids: Sequence[int], *, limit: int = 100, cursor: str | None = None
+    ) -> Page[QuestionComparison]:
+        """Per-question results of several runs, over the questions any of them played."""
+        with Session(self._engine) as session:
+            return aggregates.compare_page(session, run_ids, limit, cursor)
+
+    def run_distributions(self, run_ids: Sequence[int]) -> list[Distribution]:
+        """Action mix, reward and steps histograms per run, computed in SQL."""
+        with Session(self._engine) as session:
+            return aggregates.distributions(session, run_ids)
+
+    def iter_episode_details(self, run_id: int, *, batch: int = 200) -> Iterator[EpisodeDetail]:
+        """Every finished episode of a run with its steps, streamed (for export)."""
+        run = self.get_run(run_id)
+        if run is None:
+            return
+        last = 0
+        while True:
+            # A short read per batch: a long-open read would stall SQLite's WAL checkpoints.
+            with Session(self._engine) as session:
+                ids = list(
+                    session.scalars(
+                        select(Episode.id)
+                        .where(
+                            Episode.run_id == run_id,
+                            Episode.outcome.is_not(None),
+                            Episode.id > last,
+                        )
+                        .order_by(Episode.id)
+                        .limit(batch)
+                    )
+                )
+                details = self._details(session, ids, run) if ids else []
+            yield from details
+            if len(ids) < batch:
+                return
+            last = ids[-1]
+
+    def close(self) -> None:
+        """Close this process's pooled connections to the store."""
+        dispose_engine(self._url)
+
+
+def _check_status(status: str) -> None:
+    if status not in RUN_STATUSES:
+        raise ValueError(f"unknown run status {status!r}; use one of {', '.join(RUN_STATUSES)}")

@@ -1,0 +1,238 @@
+"""The write side: one runner iteration into the store as one transaction."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import (
+    Boolean,
+    Float,
+    Integer,
+    Table,
+    bindparam,
+    delete,
+    insert,
+    or_,
+    select,
+    tuple_,
+    update,
+)
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from rollout_core.records import ACTION_KINDS, EpisodeRecord, IterationBatch, StepRecord
+from storage.models import Episode, Run, Step
+
+T = TypeVar("T")
+EpisodeKey = tuple[str, int]
+
+_EPISODES = cast(Table, Episode.__table__)
+_RUNS = cast(Table, Run.__table__)
+
+# Even with busy_timeout and BEGIN IMMEDIATE, SQLite can report "locked" (e.g. a checkpoint
+# holding the WAL); retry a few times with growing pauses (0.1 s .. 1.6 s, ~3 s in all).
+_LOCK_RETRIES = 5
+_FIRST_PAUSE = 0.1
+
+
+def now_utc() -> datetime:
+    """The current time, timezone-aware UTC."""
+    return datetime.now(UTC)
+
+
+def is_lock_error(exc: BaseException) -> bool:
+    """True for SQLite's transient 'database is locked' / 'busy' failures."""
+    text = str(getattr(exc, "orig", exc)).lower()
+    return isinstance(exc, OperationalError) and ("locked" in text or "busy" in text)
+
+
+def retry_locked(fn: Callable[[], T]) -> T:
+    """Run a whole transaction, again after a pause when SQLite says it is locked."""
+    pause = _FIRST_PAUSE
+    for attempt in range(_LOCK_RETRIES + 1):
+        try:
+            return fn()
+        except OperationalError as exc:
+            if attempt == _LOCK_RETRIES or not is_lock_error(exc):
+                raise
+            time.sleep(pause)
+            pause *= 2
+    raise AssertionError("unreachable")
+
+
+def write_batch(
+    session: Session, run_id: int, batch: IterationBatch, known: dict[EpisodeKey, int]
+) -> dict[EpisodeKey, int]:
+    """Write a batch in the caller's transaction; returns the ids of the episodes it created."""
+    now = now_utc()
+    beat = session.execute(update(_RUNS).where(_RUNS.c.id == run_id).values(heartbeat_at=now))
+    if beat.rowcount == 0:  # type: ignore[attr-defined]
+        raise ValueError(f"no run with id {run_id} in this store; create_run first")
+    created = _insert_started(session, run_id, batch, now)
+    ids = {**known, **created}
+    wanted = {(s.question_id, s.sample_index) for s in batch.steps}
+    wanted |= {(e.question_id, e.sample_index) for e in batch.finished}
+    ids.update(_lookup(session, run_id, wanted - ids.keys()))
+    if missing := sorted(wanted - ids.keys()):
+        raise ValueError(
+            f"run {run_id} has no started episode {missing[0]!r} (question_id, sample_index); "
+            "send its EpisodeStart first"
+        )
+    if batch.steps:
+        session.execute(insert(Step), [_step_row(ids, s) for s in batch.steps])
+        _count_steps(session, ids, batch.steps)
+    if batch.finished:
+        session.execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
+    return created
+
+
+def _insert_started(
+    session: Session, run_id: int, batch: IterationBatch, now: datetime
+) -> dict[EpisodeKey, int]:
+    if not batch.started:
+        return {}
+    keys = [(s.question_id, s.sample_index) for s in batch.started]
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"run {run_id}: the same episode was started twice in one batch")
+    # A resumed run replays episodes that never finished: the earlier attempt's rows go.
+    session.execute(
+        delete(_EPISODES).where(
+            _EPISODES.c.run_id == run_id,
+            _EPISODES.c.outcome.is_(None),
+            tuple_(_EPISODES.c.question_id, _EPISODES.c.sample_index).in_(keys),
+        )
+    )
+    rows = [
+        {
+            "run_id": run_id,
+            "question_id": s.question_id,
+            "sample_index": s.sample_index,
+            "seed": s.seed,
+            "db_id": s.db_id,
+            "question": s.question,
+            "gold_sql": s.gold_sql,
+            "started_at": now,
+        }
+        for s in batch.started
+    ]
+    stmt = insert(Episode).returning(Episode.id, Episode.question_id, Episode.sample_index)
+    try:
+        result = session.execute(stmt, rows)
+    except IntegrityError:
+        raise ValueError(
+            f"run {run_id} already has a finished episode among {keys[:3]!r}...; "
+            "skip the keys Store.finished_keys returns when resuming"
+        ) from None
+    return {(q, s): i for i, q, s in result}
+
+
+def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[EpisodeKey, int]:
+    keys = list(keys)
+    if not keys:
+        return {}
+    rows = session.execute(
+        select(Episode.id, Episode.question_id, Episode.sample_index).where(
+            Episode.run_id == run_id,
+            tuple_(Episode.question_id, Episode.sample_index).in_(keys),
+        )
+    )
+    return {(q, s): i for i, q, s in rows}
+
+
+def _step_row(ids: dict[EpisodeKey, int], s: StepRecord) -> dict[str, Any]:
+    return {
+        "episode_id": ids[(s.question_id, s.sample_index)],
+        "step_no": s.step_no,
+        "prompt": s.prompt,
+        "raw_output": s.raw_output,
+        "action": s.action,
+        "argument": s.argument,
+        "parsed": s.parsed,
+        "observation": s.observation,
+        "error": s.error,
+        "reward": s.reward,
+        "done": s.done,
+        "tokens_in": s.tokens_in,
+        "tokens_out": s.tokens_out,
+        "policy_seconds": s.policy_seconds,
+        "env_seconds": s.env_seconds,
+    }
+
+
+# Episode columns `<action>_steps` count the parsed steps of each action.
+ACTION_COLUMNS = tuple(a.lower() for a in ACTION_KINDS)
+
+
+def is_sql_error(step: StepRecord) -> bool:
+    """A QUERY step the database (or the sandbox) refused."""
+    return step.action == "QUERY" and step.error is not None
+
+
+# Per-episode step counters, bumped in the same transaction as the steps they count.
+_COUNT = (
+    update(_EPISODES)
+    .where(_EPISODES.c.id == bindparam("b_id"))
+    .values(
+        steps=_EPISODES.c.steps + bindparam("b_steps", type_=Integer),
+        unparsed_steps=_EPISODES.c.unparsed_steps + bindparam("b_unparsed", type_=Integer),
+        has_unparsed=or_(_EPISODES.c.has_unparsed, bindparam("b_any_unparsed", type_=Boolean)),
+        has_sql_error=or_(_EPISODES.c.has_sql_error, bindparam("b_sql_error", type_=Boolean)),
+        **{
+            f"{a}_steps": _EPISODES.c[f"{a}_steps"] + bindparam(f"b_{a}", type_=Integer)
+            for a in ACTION_COLUMNS
+        },
+    )
+)
+
+
+def _count_steps(session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord]) -> None:
+    counts: dict[int, dict[str, Any]] = {}
+    for s in steps:
+        eid = ids[(s.question_id, s.sample_index)]
+        row = counts.setdefault(
+            eid,
+            {"b_id": eid, "b_steps": 0, "b_unparsed": 0, "b_sql_error": False}
+            | {f"b_{a}": 0 for a in ACTION_COLUMNS},
+        )
+        row["b_steps"] += 1
+        if s.parsed:
+            row[f"b_{s.action.lower()}"] += 1
+        else:
+            row["b_unparsed"] += 1
+        row["b_sql_error"] = row["b_sql_error"] or is_sql_error(s)
+    for row in counts.values():
+        row["b_any_unparsed"] = row["b_unparsed"] > 0
+    session.execute(_COUNT, list(counts.values()))
+
+
+_FINISH = (
+    update(_EPISODES)
+    .where(_EPISODES.c.id == bindparam("b_id"))
+    .values(
+        outcome=bindparam("b_outcome"),
+        reward=bindparam("b_reward", type_=Float),
+        progress=bindparam("b_progress", type_=Float),
+        operational=bindparam("b_operational", type_=Float),
+        answer=bindparam("b_answer"),
+        duration_seconds=bindparam("b_duration", type_=Float),
+        error=bindparam("b_error"),
+        ended_at=bindparam("b_ended_at", type_=_EPISODES.c.ended_at.type),
+    )
+)
+
+
+def _finish_row(ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime) -> dict[str, Any]:
+    return {
+        "b_id": ids[(e.question_id, e.sample_index)],
+        "b_outcome": e.outcome,
+        "b_reward": e.reward,
+        "b_progress": e.progress,
+        "b_operational": e.operational,
+        "b_answer": e.answer,
+        "b_duration": e.duration_seconds,
+        "b_error": e.error,
+        "b_ended_at": now,
+    }

@@ -1,0 +1,266 @@
+"""Writing runs and iterations, and reading them back, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+from store_builders import finish, play, spec, start, step
+
+from rollout_core.records import IterationBatch
+from storage.engine import get_engine
+from storage.models import Episode, Run, Step
+from storage.read_models import EpisodeFilter
+from storage.store import HEARTBEAT_STALE_SECONDS, Store
+from storage.writes import retry_locked
+
+
+def _count(store: Store, model: type[object]) -> int:
+    with Session(get_engine(store._url)) as s:
+        return int(s.scalar(select(func.count()).select_from(model)) or 0)
+
+
+def test_roundtrip_over_several_iterations(store: Store) -> None:
+    run_id = store.create_run(spec("ckpt-1000", checkpoint="/ckpt/1000"), episodes_planned=2)
+    sink = store.sink(run_id)
+    sink.write(IterationBatch(started=[start("q1"), start("q1", 1)]))
+    sink.write(IterationBatch(steps=[step("q1", 0, 1), step("q1", 1, 1, parsed=False)]))
+    sink.write(
+        IterationBatch(
+            steps=[step("q1", 0, 2, action="ANSWER", done=True), step("q1", 1, 2, error="bad")],
+            finished=[finish("q1", 0, "correct", 1.5, 2, duration=2.5)],
+        )
+    )
+
+    run = store.get_run(run_id)
+    assert run is not None
+    assert (run.name, run.checkpoint, run.status, run.episodes_planned) == (
+        "ckpt-1000", "/ckpt/1000", "running", 2,
+    )  # fmt: skip
+    assert run.spec["generation"] == {"temperature": 0.0, "max_new_tokens": 64}
+    assert run.spec["environment"] == {"step_budget": 5}
+    assert run.created_at.tzinfo is UTC and run.heartbeat_at is not None
+    assert run.heartbeat_at >= run.created_at
+    assert (run.episodes_finished, run.correct, run.accuracy) == (1, 1, 1.0)
+
+    page = store.list_episodes(EpisodeFilter(run_ids=(run_id,), finished_only=False))
+    assert [(e.sample_index, e.outcome, e.steps) for e in page.items] == [
+        (0, "correct", 2),
+        (1, None, 2),
+    ]
+    done, playing = page.items
+    assert (done.has_unparsed, done.has_sql_error, playing.has_unparsed, playing.has_sql_error) == (
+        False, False, True, True,
+    )  # fmt: skip
+
+    detail = store.get_episode(done.id)
+    assert detail is not None
+    assert [s.step_no for s in detail.steps] == [1, 2]
+    assert detail.steps[1].action == "ANSWER" and detail.steps[1].done
+    assert (detail.summary.reward, detail.summary.duration_seconds, detail.summary.answer) == (
+        1.5, 2.5, "42",
+    )  # fmt: skip
+    assert (detail.gold_sql, detail.seed, detail.progress) == (
+        "SELECT count(*) FROM t_q1",
+        1000,
+        0.25,
+    )
+    assert detail.run.id == run_id
+    assert store.get_episode(10_000) is None
+
+
+def test_store_write_without_a_sink_uses_the_same_path(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=1)
+    store.write(run_id, IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
+    # A different Store object (another process, say) finishes the episode it never started.
+    other = Store(store.url)
+    other.write(run_id, IterationBatch(finished=[finish("q1", 0, "wrong", 0.0, 1)]))
+    assert store.finished_keys(run_id) == {("q1", 0)}
+
+
+def test_failing_batch_leaves_nothing(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=3)
+    store.write(run_id, play("q0", 0, "correct", 1.0, 1))
+    before = (_count(store, Episode), _count(store, Step))
+    # The unknown outcome violates the CHECK constraint after the episodes and steps went in.
+    bad = IterationBatch(
+        started=[start("q1"), start("q2")],
+        steps=[step("q1", 0, 1), step("q2", 0, 1)],
+        finished=[finish("q1", 0, "nonsense", 0.0, 1)],  # type: ignore[arg-type]
+    )
+    sink = store.sink(run_id)
+    with pytest.raises(IntegrityError):
+        sink.write(bad)
+    assert (_count(store, Episode), _count(store, Step)) == before
+    # The sink forgot nothing it should not have: the same episodes start cleanly afterwards.
+    sink.write(IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
+    sink.write(IterationBatch(finished=[finish("q1", 0, "correct", 1.0, 1)]))
+    assert store.finished_keys(run_id) == {("q0", 0), ("q1", 0)}
+
+
+def test_duplicate_step_rolls_back_the_whole_batch(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=1)
+    store.write(run_id, IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
+    with pytest.raises(IntegrityError):
+        store.write(
+            run_id,
+            IterationBatch(
+                steps=[step("q1", 0, 2), step("q1", 0, 1)],
+                finished=[finish("q1", 0, "correct", 1.0, 2)],
+            ),
+        )
+    assert _count(store, Step) == 1
+    assert store.finished_keys(run_id) == set()
+
+
+def test_steps_for_an_unstarted_episode_are_refused(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=1)
+    with pytest.raises(ValueError, match=r"no started episode \('q9', 0\)"):
+        store.write(run_id, IterationBatch(steps=[step("q9", 0, 1)]))
+
+
+def test_writing_to_a_missing_run_is_refused(store: Store) -> None:
+    with pytest.raises(ValueError, match="no run with id 404 in this store"):
+        store.write(404, IterationBatch(started=[start("q1")]))
+
+
+def test_retry_locked_retries_only_lock_errors() -> None:
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OperationalError("BEGIN IMMEDIATE", {}, Exception("database is locked"))
+        return "done"
+
+    assert retry_locked(flaky) == "done" and len(calls) == 3
+
+    def broken() -> str:
+        calls.append(1)
+        raise OperationalError("SELECT", {}, Exception("no such table: runs"))
+
+    calls.clear()
+    with pytest.raises(OperationalError, match="no such table"):
+        retry_locked(broken)
+    assert len(calls) == 1
+
+
+def test_write_waits_for_another_writer(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "busy.db"))
+    run_id = store.create_run(spec(), episodes_planned=1)
+    other = sqlite3.connect(tmp_path / "busy.db", isolation_level=None, check_same_thread=False)
+    other.execute("BEGIN IMMEDIATE")  # another process holds the write lock ...
+    released = threading.Timer(0.3, other.execute, args=("COMMIT",))
+    released.start()  # ... for a moment
+    store.write(run_id, play("q1", 0, "correct", 1.0, 2))
+    released.join()
+    other.close()
+    assert store.finished_keys(run_id) == {("q1", 0)}
+
+
+def test_resume_replays_unfinished_episodes(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=2)
+    store.write(run_id, play("q1", 0, "correct", 1.0, 2))
+    store.write(run_id, IterationBatch(started=[start("q2")], steps=[step("q2", 0, 1)]))
+    # A new process resumes: q1 is done, q2 starts again from scratch.
+    resumed = Store(store.url).sink(run_id)
+    with pytest.raises(ValueError, match="already has a finished episode"):
+        resumed.write(IterationBatch(started=[start("q1")]))
+    resumed.write(play("q2", 0, "wrong", 0.0, 3))
+    page = store.list_episodes(EpisodeFilter(run_ids=(run_id,)))
+    assert [(e.question_id, e.steps, e.outcome) for e in page.items] == [
+        ("q1", 2, "correct"),
+        ("q2", 3, "wrong"),
+    ]
+
+
+def test_delete_unfinished_episodes_and_runs(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=2)
+    store.write(run_id, play("q1", 0, "correct", 1.0, 2))
+    store.write(run_id, IterationBatch(started=[start("q2")], steps=[step("q2", 0, 1)]))
+    assert store.delete_unfinished_episodes(run_id) == 1
+    assert (_count(store, Episode), _count(store, Step)) == (1, 2)
+    assert store.delete_run(run_id) is True
+    assert (_count(store, Run), _count(store, Episode), _count(store, Step)) == (0, 0, 0)
+    assert store.delete_run(run_id) is False
+
+
+def test_unique_run_name(store: Store) -> None:
+    store.create_run(spec("same"), episodes_planned=1)
+    with pytest.raises(ValueError, match="a run named 'same' already exists"):
+        store.create_run(spec("same"), episodes_planned=1)
+    assert [r.name for r in store.list_runs()] == ["same"]
+
+
+def test_status_transitions(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=1, status="queued")
+    queued = store.get_run(run_id)
+    assert queued is not None
+    assert (queued.status, queued.started_at, queued.heartbeat_at) == ("queued", None, None)
+    store.set_run_status(run_id, "running")
+    running = store.get_run(run_id)
+    assert running is not None and running.started_at is not None and running.ended_at is None
+    store.set_run_status(run_id, "failed", error="CUDA out of memory")
+    failed = store.get_run(run_id)
+    assert failed is not None
+    assert (failed.status, failed.error) == ("failed", "CUDA out of memory")
+    assert failed.ended_at is not None and failed.duration_seconds is not None
+    with pytest.raises(ValueError, match="unknown run status 'paused'"):
+        store.set_run_status(run_id, "paused")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no run with id 999"):
+        store.set_run_status(999, "completed")
+
+
+def test_run_tags(store: Store) -> None:
+    run_id = store.create_run(spec(), episodes_planned=1)
+    store.tag_run(run_id, "sweep", "lr-3e-5")
+    store.tag_run(run_id, "difficulty", "hard")
+    store.tag_run(run_id, "sweep", "lr-1e-5")
+    assert store.run_tags(run_id) == {"difficulty": "hard", "sweep": "lr-1e-5"}
+    with pytest.raises(ValueError, match="no run with id 999"):
+        store.tag_run(999, "a", "b")
+    store.delete_run(run_id)
+    assert store.run_tags(run_id) == {}
+
+
+def test_find_run_by_name_or_id(store: Store) -> None:
+    run_id = store.create_run(spec("ckpt-2000"), episodes_planned=1)
+    by_name, by_id = store.find_run("ckpt-2000"), store.find_run(str(run_id))
+    assert by_name is not None and by_id is not None and by_name.id == by_id.id == run_id
+    assert store.find_run("nope") is None
+
+
+def test_list_runs_newest_first_with_limit(store: Store) -> None:
+    ids = [store.create_run(spec(f"r{i}"), episodes_planned=1) for i in range(3)]
+    assert [r.id for r in store.list_runs()] == ids[::-1]
+    assert [r.id for r in store.list_runs(limit=2)] == ids[:0:-1]
+
+
+def test_stale_heartbeat_reads_interrupted(store: Store) -> None:
+    fresh = store.create_run(spec("fresh"), episodes_planned=1)
+    stale = store.create_run(spec("stale"), episodes_planned=1)
+    done = store.create_run(spec("done"), episodes_planned=1)
+    store.set_run_status(done, "completed")
+    past = datetime.now(UTC) - timedelta(seconds=HEARTBEAT_STALE_SECONDS + 60)
+    with Session(get_engine(store._url)) as s, s.begin():
+        s.execute(update(Run).where(Run.id.in_([stale, done])).values(heartbeat_at=past))
+    statuses = {r.name: r.status for r in store.list_runs()}
+    assert statuses == {"fresh": "running", "stale": "interrupted", "done": "completed"}
+    stale_run = store.get_run(stale)
+    assert stale_run is not None and stale_run.status == "interrupted"
+    # Reads computed it; the stored status changes only when asked to.
+    with Session(get_engine(store._url)) as s:
+        assert s.scalar(select(Run.status).where(Run.id == stale)) == "running"
+    assert store.mark_stale_runs_interrupted() == [stale]
+    with Session(get_engine(store._url)) as s:
+        assert s.scalar(select(Run.status).where(Run.id == stale)) == "interrupted"
+    # Every write is a heartbeat.
+    store.write(fresh, IterationBatch(started=[start("q1")]))
+    fresh_run = store.get_run(fresh)
+    assert fresh_run is not None and fresh_run.status == "running"
