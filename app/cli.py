@@ -136,7 +136,7 @@ def _reopen(
     if resume is not None:
         st.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
         skip = st.finished_keys(found.id)
-    st.claim_run(found.id)
+    st.set_run_status(found.id, "running")  # records this worker's host and pid
     return found.id, prepared, skip
 
 
@@ -259,6 +259,41 @@ def dashboard(
             store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or []
         )
     )
+
+
+@cli.command()
+def demo(
+    store: StoreOpt = DEFAULT_STORE,
+    work_dir: Annotated[Path, typer.Option("--dir", help="Checkpoints go here.")] = Path("demo"),
+    steps: Annotated[int, typer.Option(help="Training steps of the tiny model.")] = 1000,
+    samples: Annotated[int, typer.Option(help="Samples per held-out question.")] = 4,
+    threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
+    serve_after: Annotated[bool, typer.Option("--serve", help="Open the dashboard after.")] = False,
+    port: int = 8501,
+) -> None:
+    """Train tiny demo checkpoints offline and fill the store with their rollouts."""
+    from app.demo.pipeline import DEFAULT_SAVE_AT, DemoSettings, build_demo
+
+    if steps < max(DEFAULT_SAVE_AT[:-1]) + 1:
+        fail(f"--steps must be more than {max(DEFAULT_SAVE_AT[:-1])}, got {steps}")
+    save_at = (*DEFAULT_SAVE_AT[:-1], steps)
+    settings = DemoSettings(
+        work_dir=work_dir, steps=steps, save_at=save_at, samples=samples, threads=threads
+    )
+    st = open_store(store)
+    try:
+        report = build_demo(st, settings, log=lambda line: err.print(line, highlight=False))
+    except batch.Cancelled as exc:
+        fail(str(exc), code=130)
+    except USER_ERRORS as exc:
+        fail(_one_line(exc))
+    out.print(runs_table(st.list_runs()))
+    out.print(f"demo ready in {report.seconds['total']:.0f} s: store {store}", highlight=False)
+    if serve_after:
+        from app.dashboard.serve import serve
+
+        out.print(f"dashboard: http://127.0.0.1:{port}", highlight=False)
+        raise typer.Exit(serve(store, port=port, checkpoint_roots=[work_dir.resolve()]))
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,155 @@
+"""`rollscope demo`: train tiny checkpoints offline and fill a store with their rollouts.
+
+1. oracle trajectories on the demo benchmark's train split are the training conversations;
+2. a byte-level BPE tokenizer and a ~1M-parameter Llama are trained on them, saving
+   checkpoints at a few steps (untrained, early, late);
+3. every checkpoint, the oracle and the random baseline play the held-out test split with a few
+   samples per question into the store.
+
+Each stage is skipped when its output already exists, so a second run takes seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app import batch
+from rollout_core.datasets import Dataset, load_named_dataset
+from rollout_core.policies.base import make_policy
+from rollout_core.records import ListSink, RunSpec
+from rollout_core.runner import plan_episodes, run_episodes
+from storage.store import Store
+
+Log = Callable[[str], None]
+DEFAULT_SAVE_AT = (0, 150, 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class DemoSettings:
+    """What `rollscope demo` builds; the defaults fit in a few minutes on 2 CPU cores."""
+
+    work_dir: Path = Path("demo")
+    steps: int = 1000
+    save_at: Sequence[int] = DEFAULT_SAVE_AT
+    samples: int = 4
+    temperature: float = 0.7
+    step_budget: int = 6
+    max_new_tokens: int = 48
+    batch_size: int = 64
+    threads: int | None = None
+    seed: int = 0
+
+
+@dataclass
+class DemoReport:
+    """What was built or reused, with timings."""
+
+    checkpoints: list[Path] = field(default_factory=list)
+    runs: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def oracle_conversations(dataset: Dataset) -> list[list[dict[str, str]]]:
+    """The oracle's full chats on every question, once with a DESCRIBE and once without."""
+    conversations = []
+    for budget in (3, 2):
+        sink = ListSink()
+        tasks = plan_episodes(dataset.questions, samples=1, run_seed=0)
+        run_episodes(dataset, tasks, make_policy("oracle"), sink, step_budget=budget)
+        last: dict[tuple[str, int], tuple[str, str]] = {}
+        for step in sink.steps:
+            last[(step.question_id, step.sample_index)] = (step.prompt, step.raw_output)
+        for prompt, output in last.values():
+            conversations.append([*json.loads(prompt), {"role": "assistant", "content": output}])
+    return conversations
+
+
+def train_checkpoints(settings: DemoSettings, log: Log) -> list[Path]:
+    """Train the tokenizer and model on the train split; returns the checkpoint directories."""
+    from app.demo.tiny_model import build_model
+    from app.demo.tokenizer import conversation_texts, train_tokenizer
+    from app.demo.train import train_on_conversations
+
+    ckpt_dir = settings.work_dir / "checkpoints"
+    wanted = [ckpt_dir / f"checkpoint-{s}" for s in sorted(settings.save_at)]
+    if all((p / "config.json").is_file() and any(p.glob("*.safetensors")) for p in wanted):
+        log(f"reusing checkpoints in {ckpt_dir}")
+        return wanted
+    train = load_named_dataset("demo:train")
+    conversations = oracle_conversations(train)
+    log(f"training on {len(conversations)} oracle conversations from {len(train)} questions")
+    tokenizer = train_tokenizer(conversation_texts(conversations), vocab_size=2048)
+    model = build_model(tokenizer, seed=settings.seed, max_positions=2048)
+    return train_on_conversations(
+        model,
+        tokenizer,
+        conversations,
+        steps=settings.steps,
+        save_at=settings.save_at,
+        out_dir=ckpt_dir,
+        seed=settings.seed,
+        threads=settings.threads,
+        log=log,
+    )
+
+
+def _run_specs(checkpoints: list[Path], test: Dataset, settings: DemoSettings) -> list[RunSpec]:
+    common = {
+        "dataset": test.name,
+        "questions_path": str(test.questions_path),
+        "db_dir": str(test.db_dir),
+        "environment": {"step_budget": settings.step_budget},
+        "batch_size": settings.batch_size,
+        "seed": settings.seed,
+    }
+    specs = [
+        RunSpec(
+            name=path.name,
+            policy=f"hf:{path.resolve()}",
+            generation={
+                "max_new_tokens": settings.max_new_tokens,
+                "temperature": settings.temperature,
+                "seed": settings.seed,
+                "threads": settings.threads,
+            },
+            samples=settings.samples,
+            **common,  # type: ignore[arg-type]
+        )
+        for path in checkpoints
+    ]
+    specs.append(RunSpec(name="oracle", policy="oracle", samples=1, **common))  # type: ignore[arg-type]
+    specs.append(RunSpec(name="random", policy="random", samples=settings.samples, **common))  # type: ignore[arg-type]
+    return specs
+
+
+def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoReport:
+    """Build (or reuse) the demo checkpoints and rollouts in `store`."""
+    report = DemoReport()
+    t0 = time.perf_counter()
+    report.checkpoints = train_checkpoints(settings, log)
+    report.seconds["train"] = time.perf_counter() - t0
+    test = load_named_dataset("demo:test")
+    for spec in _run_specs(report.checkpoints, test, settings):
+        existing = store.find_run(spec.name)
+        if existing is not None and existing.status == "completed":
+            report.reused.append(spec.name)
+            continue
+        if existing is not None:  # an earlier demo stopped half-way: play it again whole
+            store.delete_run(existing.id)
+        t1 = time.perf_counter()
+        prepared = batch.prepare(spec, test)
+        run_id = store.create_run(prepared.spec, episodes_planned=prepared.planned)
+        stats = batch.play_run(store, run_id, prepared)
+        report.runs.append(spec.name)
+        report.seconds[spec.name] = time.perf_counter() - t1
+        log(
+            f"{spec.name}: {stats.episodes} episodes, accuracy {stats.accuracy:.1%}, "
+            f"{report.seconds[spec.name]:.1f} s"
+        )
+    report.seconds["total"] = time.perf_counter() - t0
+    return report
