@@ -42,6 +42,7 @@ bench: setup
 lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) artifacts .pytest_cache

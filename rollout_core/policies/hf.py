@@ -108,16 +108,19 @@ class HFPolicy:
 
     def _load(self, path: Path) -> tuple[Any, PreTrainedTokenizerBase]:
         check_checkpoint_dir(path)
-        hf_logging.disable_progress_bar()  # batch jobs log to files; no per-load bars
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no per-load bars
         try:
             tokenizer = AutoTokenizer.from_pretrained(path)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
-        except (OSError, ValueError) as exc:
+        # Corrupt weights raise the loaders' own error types (SafetensorError, ...), not OSError.
+        except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise PolicyError(f"cannot load checkpoint {path}: {first}") from exc
         if tokenizer.chat_template is None:
             raise PolicyError(f"{path} has no chat template; save one with the tokenizer")
-        return model.to(self.device).eval(), tokenizer
+        model.to(self.device)  # type: ignore[arg-type]
+        model.train(False)  # inference mode: no dropout
+        return model, tokenizer
 
     def _context_length(self) -> int:
         config = self.model.config
@@ -176,7 +179,7 @@ class HFPolicy:
         completions = []
         for row, n_in in zip(new.tolist(), tokens_in, strict=True):
             n_out = _generated_length(row, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id)
-            text = self.tokenizer.decode(row[:n_out], skip_special_tokens=True)
+            text = str(self.tokenizer.decode(row[:n_out], skip_special_tokens=True))
             completions.append(Completion(text=text.strip(), tokens_in=int(n_in), tokens_out=n_out))
         return completions
 
