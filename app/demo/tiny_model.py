@@ -1,0 +1,89 @@
+"""Build, save and fingerprint small randomly initialised Llama checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.utils import logging as hf_logging
+
+from app.demo.tokenizer import train_tokenizer
+from rollout_core.checkpoints import fingerprint_checkpoint as checkpoint_fingerprint
+
+__all__ = ["build_model", "checkpoint_fingerprint", "make_random_checkpoint", "save_checkpoint"]
+
+
+def build_model(
+    tokenizer: PreTrainedTokenizerBase,
+    *,
+    hidden: int = 128,
+    layers: int = 4,
+    heads: int = 4,
+    ffn: int = 384,
+    max_positions: int = 2048,
+    seed: int = 0,
+) -> LlamaForCausalLM:
+    """A randomly initialised Llama with tied embeddings sized for `tokenizer`."""
+    if hidden % heads:
+        raise ValueError(f"hidden {hidden} is not divisible by heads {heads}; pick matching sizes")
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=ffn,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=max_positions,
+        tie_word_embeddings=True,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.bos_token_id = tokenizer.bos_token_id
+    model.train(False)
+    return model
+
+
+def save_checkpoint(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, path: Path | str
+) -> Path:
+    """Write an ordinary Hugging Face directory (weights, config, tokenizer, chat template)."""
+    out = Path(path)
+    out.mkdir(parents=True, exist_ok=True)
+    with _quiet_progress():  # a "Writing model shards" bar per checkpoint clutters training logs
+        model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    # transformers 5 writes the weights 0600; dashboards and workers of other users read them.
+    for weights in out.glob("*.safetensors"):
+        weights.chmod(0o644)
+    return out
+
+
+def make_random_checkpoint(path: Path | str, texts: Iterable[str], **model_kw: Any) -> Path:
+    """Train a tokenizer on `texts`, build a random model, save both; for tests.
+
+    `vocab_size` goes to the tokenizer, the other keywords to `build_model`.
+    """
+    vocab_size = model_kw.pop("vocab_size", 2048)
+    tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
+    return save_checkpoint(build_model(tokenizer, **model_kw), tokenizer, path)
+
+
+@contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """Hide transformers' progress bars inside the block, restoring the previous setting."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
