@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +25,7 @@ from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, sel
 from rollout_core.policies.base import Policy, make_policy, split_spec
 from rollout_core.records import EpisodeRecord, RunSpec
 from rollout_core.runner import RunStats, plan_episodes, run_episodes
+from storage.read_models import RunSummary
 from storage.store import Store
 
 HEARTBEAT_EVERY_SECONDS = 10.0
@@ -182,6 +185,25 @@ def play_run(
         )
     store.set_run_status(run_id, "completed")
     return stats
+
+
+def run_is_live(run: RunSummary) -> bool:
+    """Whether a `running` run's process may still be playing it.
+
+    On this host the pid answers directly, so a run killed a second ago can be resumed at
+    once; elsewhere only a fresh heartbeat (the store reads a stale one as interrupted) tells.
+    """
+    if run.status != "running":
+        return False
+    if run.host != socket.gethostname() or run.pid is None:
+        return True
+    try:
+        os.kill(run.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by another user
+        return True
+    return True
 
 
 def default_run_name(policy: str, dataset: str) -> str:

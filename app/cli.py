@@ -129,6 +129,11 @@ def _reopen(
         raise batch.JobError(f"run {found.id} is {found.status}, not queued; use --resume")
     if resume is not None and found.status == "completed":
         raise batch.JobError(f"run {found.name!r} is already completed")
+    if resume is not None and batch.run_is_live(found):
+        raise batch.JobError(
+            f"run {found.name!r} is still running (pid {found.pid} on {found.host}); stop it "
+            "first, or resume it once its heartbeat is stale and it reads interrupted"
+        )
     spec = _spec_from_dict(found.spec)
     ds = batch.dataset_for_spec(spec)
     prepared = batch.prepare(spec, ds)
@@ -314,10 +319,25 @@ def _one_line(exc: BaseException) -> str:
 def main() -> None:
     """Console entry point."""
     try:
-        cli()
-    except KeyboardInterrupt:
+        code = cli(standalone_mode=False)
+    except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted")
         sys.exit(130)
+    except Exception as exc:
+        # Click's usage errors (unknown flag, wrong type): one line like every other error,
+        # not a five-line box. typer vendors click, so match its exceptions by their shape.
+        exit_code = getattr(exc, "exit_code", None)
+        if not hasattr(exc, "format_message") or not isinstance(exit_code, int):
+            raise
+        if type(exc).__name__ == "NoArgsIsHelpError":
+            out.print(exc.format_message(), highlight=False, markup=False)
+            sys.exit(exit_code)
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
+        message = " ".join(exc.format_message().split())
+        err.print(f"[bold red]error:[/] {message}{hint}", highlight=False, soft_wrap=True)
+        sys.exit(exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import Any
 
 from rollout_core.demo_benchmark import DEMO_DATASET_NAME, build_demo_benchmark
 from rollout_core.records import Question
+from rollout_core.sandbox import open_readonly
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 QUESTIONS_FILENAMES = ("questions.json", "dev.json")
@@ -339,3 +341,14 @@ def _check_databases(dataset: Dataset) -> None:
                 f"{db_path} is not a SQLite database (it does not start with 'SQLite format 3');"
                 " replace it with the real database file"
             )
+        try:
+            conn = open_readonly(db_path)
+            try:
+                conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            raise DatasetError(
+                f"{db_path} is not a readable SQLite database ({exc});"
+                " replace it with the real database file"
+            ) from None

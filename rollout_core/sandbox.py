@@ -8,9 +8,16 @@ Layers, each enough on its own for the case it names:
 - a progress handler enforces a wall-clock deadline; SQLite length limits cap strings, blobs
   and SQL text; the fetch stops at `fetch_rows` rows or `max_result_bytes`;
 - memory: values are capped by the length limit, sorts and recursive queues spill to SQLite's
-  (unlinked) temp files, and `PRAGMA soft_heap_limit` (process-wide, advisory: it shrinks
-  page caches and never fails a statement) bounds the caches. No hard heap limit: it is
-  process-wide too and would fail the store's own SQLite writes in the same process.
+  (unlinked) temp files, `PRAGMA soft_heap_limit` shrinks page caches, and `PRAGMA
+  hard_heap_limit` fails a statement whose values outgrow it (300 columns of a 1 MB blob
+  would otherwise hold 600 MB). Both are process-wide: the hard limit is set well above what
+  page caches and the store's own connections use, and a query that reaches it fails and
+  frees its memory before the runner writes to the store;
+- work done inside one VM instruction escapes the deadline's progress handler: SQLite 3.40's
+  `printf('%.*c', 1e9, 'x')` loops a billion times, and `instr`, `replace` and `trim` compare
+  every position with the whole pattern (900 KB trimmed by a 1,000-character set takes 7 s).
+  Those functions are replaced by guarded ones: printf/format refuse widths and precisions
+  beyond the length limit, and large instr/replace/trim calls run in linear Python code.
 
 `immutable=1` is not used for rollback-journal files (Spider, BIRD): it skips locking, so a
 file rewritten while open would be read inconsistently, and `mode=ro` on such a file creates
@@ -21,6 +28,7 @@ with `immutable=1`, which reads the same data and creates nothing.
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 import time
@@ -28,7 +36,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 _ALLOWED_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
@@ -74,6 +82,8 @@ _SCHEMA_ACTIONS = {
     if name.startswith(("SQLITE_CREATE_", "SQLITE_DROP_"))
 }
 _STATEMENT_STARTS = frozenset({"SELECT", "WITH", "VALUES"})
+# C0 controls but tab, newline and carriage return (escaped as \n, \r where it matters), and DEL.
+_CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 
 @dataclass(frozen=True)
@@ -104,8 +114,10 @@ class SandboxLimits:
     """SQLITE_LIMIT_LIKE_PATTERN_LENGTH."""
     max_vdbe_ops: int = 100_000
     """SQLITE_LIMIT_VDBE_OP: size of one compiled statement."""
-    soft_heap_limit_bytes: int = 256 * 1024 * 1024
+    soft_heap_limit_bytes: int = 64 * 1024 * 1024
     """SQLite's advisory, process-wide heap limit: it shrinks page caches to stay below it."""
+    hard_heap_limit_bytes: int = 128 * 1024 * 1024
+    """SQLite's process-wide heap ceiling: an allocation beyond it fails the statement."""
     progress_ops: int = 1_000
     """VM instructions between two deadline checks."""
 
@@ -167,8 +179,11 @@ def open_readonly(db_path: str | Path, limits: SandboxLimits | None = None) -> S
     # Pragmas run before the authorizer exists, which would refuse them.
     conn.execute("PRAGMA query_only = ON")
     conn.execute("PRAGMA trusted_schema = OFF")
+    # The hard limit first: SQLite caps the soft limit at the hard one.
+    conn.execute(f"PRAGMA hard_heap_limit = {int(limits.hard_heap_limit_bytes)}")
     conn.execute(f"PRAGMA soft_heap_limit = {int(limits.soft_heap_limit_bytes)}")
     _set_limits(conn, limits)
+    _install_guarded_functions(conn, guard, limits)
     conn.set_authorizer(_authorizer_for(guard))
     conn.set_progress_handler(_progress_handler_for(guard), limits.progress_ops)
     return conn
@@ -199,6 +214,141 @@ def _set_limits(conn: sqlite3.Connection, limits: SandboxLimits) -> None:
     conn.setlimit(sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH, 0)
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 16)
     conn.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
+
+
+# Above this many character comparisons (about 0.1 s in SQLite) instr/replace/trim run in Python.
+_QUADRATIC_WORK = 10_000_000
+_PRINTF_SPEC = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?(?:ll|l)?(.)", re.DOTALL)
+
+
+class _GuardedFunctions:
+    """Replacements for SQLite functions that can run unbounded inside one VM instruction.
+
+    Small calls go to the built-in function on a private in-memory connection, so results
+    match SQLite exactly; only calls too large for that take the guarded path.
+    """
+
+    def __init__(self, guard: _Guard, limits: SandboxLimits) -> None:
+        self.guard = guard
+        self.max_bytes = limits.max_value_bytes
+        self.builtin = sqlite3.connect(":memory:", isolation_level=None)
+        self.builtin.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_value_bytes)
+        self.builtin.text_factory = _decode_text  # replace(CAST(x AS BLOB), ...) may not be UTF-8
+
+    def call(self, name: str, *args: Any) -> Any:
+        """The built-in function's result for these arguments."""
+        placeholders = ", ".join("?" * len(args))
+        try:
+            return self.builtin.execute(f"SELECT {name}({placeholders})", args).fetchone()[0]
+        except sqlite3.Error as exc:
+            too_big = "too big" in str(exc)
+            reason = f"refused: a value exceeds {self.max_bytes:,} bytes" if too_big else str(exc)
+            self.refuse(reason)
+
+    def refuse(self, reason: str) -> NoReturn:
+        """Fail the statement with `reason` as the message the agent sees."""
+        _deny(self.guard, reason)
+        raise ValueError(reason)
+
+    def text(self, value: Any) -> str:
+        """A value as the text SQLite would read it as."""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bytes):
+            return value.decode("utf-8", errors="replace")
+        # Numbers: SQLite's own text form (Python writes 1e+20 where SQLite writes 1.0e+20).
+        return str(self.builtin.execute("SELECT CAST(? AS TEXT)", (value,)).fetchone()[0])
+
+    def printf(self, name: str, *args: Any) -> Any:
+        """printf/format, refused when a width or precision would outgrow the length limit."""
+        if args and isinstance(args[0], str) and _printf_too_wide(args, self.max_bytes):
+            self.refuse(
+                f"refused: a value exceeds {self.max_bytes:,} bytes ({name} width or precision)"
+            )
+        return self.call(name, *args)
+
+    def instr(self, haystack: Any, needle: Any) -> Any:
+        """instr(X, Y): 1-based position of Y in X, 0 when absent."""
+        if haystack is None or needle is None or not _large(haystack, needle):
+            return self.call("instr", haystack, needle)
+        if isinstance(haystack, bytes) and isinstance(needle, bytes):
+            return haystack.find(needle) + 1
+        return self.text(haystack).find(self.text(needle)) + 1
+
+    def replace(self, text: Any, old: Any, new: Any) -> Any:
+        """replace(X, Y, Z): every Y in X replaced by Z."""
+        if None in (text, old, new) or not _large(text, old):
+            return self.call("replace", text, old, new)
+        pattern = self.text(old)
+        if not pattern:
+            return text
+        result = self.text(text).replace(pattern, self.text(new))
+        if len(result.encode("utf-8", errors="replace")) > self.max_bytes:
+            self.refuse(f"refused: a value exceeds {self.max_bytes:,} bytes")
+        return result
+
+    def trim(self, name: str, text: Any, chars: Any) -> Any:
+        """trim/ltrim/rtrim(X, Y): X without the characters of Y at its ends."""
+        if text is None or chars is None or not _large(text, chars):
+            return self.call(name, text, chars)
+        value, drop = self.text(text), set(self.text(chars))
+        start, end = 0, len(value)
+        if name != "rtrim":
+            while start < end and value[start] in drop:
+                start += 1
+        if name != "ltrim":
+            while end > start and value[end - 1] in drop:
+                end -= 1
+        return value[start:end]
+
+
+def _large(a: Any, b: Any) -> bool:
+    """True when comparing every position of `a` with all of `b` is too much work."""
+    sizes = [len(v) if isinstance(v, str | bytes) else 32 for v in (a, b)]
+    return sizes[0] * sizes[1] > _QUADRATIC_WORK
+
+
+def _printf_too_wide(args: tuple[Any, ...], max_bytes: int) -> bool:
+    """True when a conversion of printf's format asks for a width or precision over the cap."""
+    position = 1
+    for spec in _PRINTF_SPEC.finditer(args[0]):
+        width, precision, conversion = spec.groups()
+        if conversion == "%":
+            continue
+        for part in (width, precision):
+            if part == "*":
+                value = args[position] if position < len(args) else 0
+                position += 1
+            else:
+                value = part or 0
+            if abs(_as_int(value)) > max_bytes:
+                return True
+        position += 1
+    return False
+
+
+def _as_int(value: Any) -> int:
+    """An argument read as SQLite reads a width (numeric text counts); 0 when not a number."""
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        return 0
+    return int(number) if number == number and abs(number) != float("inf") else 2**62
+
+
+def _install_guarded_functions(
+    conn: sqlite3.Connection, guard: _Guard, limits: SandboxLimits
+) -> None:
+    """Register the guarded printf, format, instr, replace and 2-argument trims on `conn`."""
+    funcs = _GuardedFunctions(guard, limits)
+    for name in ("printf", "format"):
+        conn.create_function(name, -1, lambda *a, _n=name: funcs.printf(_n, *a), deterministic=True)
+    conn.create_function("instr", 2, funcs.instr, deterministic=True)
+    conn.create_function("replace", 3, funcs.replace, deterministic=True)
+    for name in ("trim", "ltrim", "rtrim"):
+        conn.create_function(
+            name, 2, lambda t, c, _n=name: funcs.trim(_n, t, c), deterministic=True
+        )
 
 
 def _authorizer_for(guard: _Guard) -> Any:
@@ -283,7 +433,12 @@ def run_select(
 
 
 def _failed(message: str, started: float) -> QueryResult:
-    return QueryResult([], [], False, message, time.monotonic() - started)
+    return QueryResult([], [], False, _escape_controls(message), time.monotonic() - started)
+
+
+def _escape_controls(text: str) -> str:
+    """Control characters as `\\xNN`: PostgreSQL text cannot hold NUL, terminals obey ESC."""
+    return _CONTROL_CHARS.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
 def _precheck(sql: str, limits: SandboxLimits) -> str | None:
@@ -376,13 +531,9 @@ def _fetch(
     """Fetch up to `fetch_rows` rows, watching the clock and the total size."""
     rows: list[tuple[Any, ...]] = []
     size = 0
-    while len(rows) <= limits.fetch_rows:
-        batch = cursor.fetchmany(min(512, limits.fetch_rows + 1 - len(rows)))
-        if not batch:
-            break
-        for row in batch:
-            size += sum(len(cell) if isinstance(cell, str | bytes) else 8 for cell in row)
-        rows.extend(batch)
+    # Row by row: a batch of 512 rows of 1 MB cells would hold 512 MB before a size check.
+    for row in cursor:
+        size += sum(len(cell) if isinstance(cell, str | bytes) else 8 for cell in row)
         if size > limits.max_result_bytes:
             return (
                 [],
@@ -392,7 +543,8 @@ def _fetch(
                     "select fewer or shorter columns"
                 ),
             )
-        if time.monotonic() > deadline:
+        rows.append(row)
+        if len(rows) > limits.fetch_rows or time.monotonic() > deadline:
             break
     truncated = len(rows) > limits.fetch_rows
     return rows[: limits.fetch_rows], truncated, None
@@ -413,6 +565,12 @@ def _explain(guard: _Guard, exc: sqlite3.Error, limits: SandboxLimits) -> str:
         return f"refused: a value exceeds {limits.max_value_bytes:,} bytes ({text})"
     if "readonly" in text or "read-only" in text:
         return f"refused: the database is read-only ({text})"
+    if "user-defined function raised exception" in text:
+        # Python cannot hand a guarded function text that is not valid UTF-8.
+        return (
+            "query failed: printf, format, instr, replace and trim need valid UTF-8 text; "
+            "CAST the column AS BLOB first"
+        )
     return text
 
 
@@ -444,7 +602,7 @@ def _cell_text(cell: Any, max_chars: int) -> str:
         text = repr(cell)
     else:
         text = str(cell)
-    text = text.replace("\r", "\\r").replace("\n", "\\n")
+    text = _escape_controls(text.replace("\r", "\\r").replace("\n", "\\n"))
     return text if len(text) <= max_chars else text[:max_chars] + "..."
 
 

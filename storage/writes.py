@@ -112,8 +112,8 @@ def _insert_started(
             "sample_index": s.sample_index,
             "seed": s.seed,
             "db_id": s.db_id,
-            "question": s.question,
-            "gold_sql": s.gold_sql,
+            "question": _text(s.question),
+            "gold_sql": _text(s.gold_sql),
             "started_at": now,
         }
         for s in batch.started
@@ -142,17 +142,22 @@ def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[E
     return {(q, s): i for i, q, s in rows}
 
 
+def _text(value: str | None) -> str | None:
+    """PostgreSQL text cannot hold NUL (psycopg raises DataError): U+FFFD stands in for it."""
+    return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
+
+
 def _step_row(ids: dict[EpisodeKey, int], s: StepRecord) -> dict[str, Any]:
     return {
         "episode_id": ids[(s.question_id, s.sample_index)],
         "step_no": s.step_no,
-        "prompt": s.prompt,
-        "raw_output": s.raw_output,
+        "prompt": _text(s.prompt),
+        "raw_output": _text(s.raw_output),
         "action": s.action,
-        "argument": s.argument,
+        "argument": _text(s.argument),
         "parsed": s.parsed,
-        "observation": s.observation,
-        "error": s.error,
+        "observation": _text(s.observation),
+        "error": _text(s.error),
         "reward": s.reward,
         "done": s.done,
         "tokens_in": s.tokens_in,
@@ -231,8 +236,8 @@ def _finish_row(ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime) -> 
         "b_reward": e.reward,
         "b_progress": e.progress,
         "b_operational": e.operational,
-        "b_answer": e.answer,
+        "b_answer": _text(e.answer),
         "b_duration": e.duration_seconds,
-        "b_error": e.error,
+        "b_error": _text(e.error),
         "b_ended_at": now,
     }

@@ -352,10 +352,11 @@ def test_format_rows_empty_and_error() -> None:
     assert format_rows(error) == "Error: only one statement per QUERY"
 
 
-def test_soft_heap_limit_is_set_for_the_process(conn: SandboxConnection) -> None:
-    """SQLite's heap limit is process-wide and advisory: it shrinks caches, fails nothing."""
+def test_heap_limits_are_set_for_the_process(conn: SandboxConnection) -> None:
+    """SQLite's heap limits are process-wide: the soft one shrinks caches, the hard one fails."""
     other = sqlite3.connect(":memory:")
-    assert other.execute("PRAGMA soft_heap_limit").fetchone() == (256 * 1024 * 1024,)
+    assert other.execute("PRAGMA soft_heap_limit").fetchone() == (64 * 1024 * 1024,)
+    assert other.execute("PRAGMA hard_heap_limit").fetchone() == (128 * 1024 * 1024,)
     other.close()
 
 

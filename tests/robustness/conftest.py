@@ -1,0 +1,59 @@
+"""Fixtures of the robustness tests: a private copy of a real database, a PostgreSQL store."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import spider_dir
+from tests.fixtures import make_benchmark
+from tests.robustness.helpers import DbCopy
+
+# The store tests' throwaway PostgreSQL server, reused here as a fixture.
+from tests.storage.conftest import PgServer, postgres_server
+
+__all__ = ["postgres_server"]
+_PG_DATABASES = itertools.count(1)
+
+
+@pytest.fixture()
+def db_copy(tmp_path: Path) -> DbCopy:
+    """Spider's concert_singer when present, else the fixture's concerts database."""
+    root = tmp_path / "bench"
+    spider = spider_dir()
+    if spider is not None:
+        db_id = "concert_singer"
+        src = spider / "database" / db_id / f"{db_id}.sqlite"
+        (root / "database" / db_id).mkdir(parents=True)
+        shutil.copyfile(src, root / "database" / db_id / f"{db_id}.sqlite")
+        source = "spider concert_singer"
+    else:
+        make_benchmark(root)
+        db_id, source = "concerts", "fixture concerts"
+    questions = root / "questions.json"
+    item = {
+        "id": "q0",
+        "db_id": db_id,
+        "question": "How many?",
+        "query": "SELECT count(*) FROM singer",
+    }
+    questions.write_text(json.dumps([item]))
+    db_file = root / "database" / db_id / f"{db_id}.sqlite"
+    return DbCopy(questions, root / "database", db_file, source)
+
+
+@pytest.fixture()
+def pg_store_url(postgres_server: PgServer) -> Iterator[str]:
+    """A new, empty PostgreSQL database on the session's server (skips without PostgreSQL)."""
+    name = f"rollscope_robust_{os.getpid()}_{next(_PG_DATABASES)}"
+    postgres_server.admin(f"CREATE DATABASE {name}")
+    try:
+        yield postgres_server.url(name)
+    finally:
+        postgres_server.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
