@@ -270,7 +270,7 @@ def dashboard(
 def demo(
     store: StoreOpt = DEFAULT_STORE,
     work_dir: Annotated[Path, typer.Option("--dir", help="Checkpoints go here.")] = Path("demo"),
-    steps: Annotated[int, typer.Option(help="Training steps of the tiny model.")] = 1000,
+    steps: Annotated[int, typer.Option(help="Training steps of the tiny model.")] = 500,
     samples: Annotated[int, typer.Option(help="Samples per held-out question.")] = 4,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
     serve_after: Annotated[bool, typer.Option("--serve", help="Open the dashboard after.")] = False,

@@ -1,0 +1,100 @@
+"""`rollscope demo` in small: oracle chats -> tiny checkpoints -> rollouts that improve."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from app.demo.pipeline import DemoReport, DemoSettings, build_demo, oracle_conversations
+from rollout_core.datasets import load_named_dataset
+from storage.store import Store
+
+pytestmark = pytest.mark.slow
+
+SETTINGS = dict(
+    steps=150,
+    save_at=(0, 40, 150),
+    train_batch_size=8,
+    hidden=64,
+    layers=2,
+    samples=1,
+    temperature=0.0,
+    step_budget=3,
+    max_new_tokens=32,
+)
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, DemoSettings, DemoReport]:
+    work = tmp_path_factory.mktemp("demo")
+    store = Store(str(work / "store.db"))
+    settings = DemoSettings(work_dir=work, **SETTINGS)  # type: ignore[arg-type]
+    return store, settings, build_demo(store, settings, log=lambda _: None)
+
+
+def test_oracle_conversations_are_whole_chats() -> None:
+    train = load_named_dataset("demo:train")
+    chats = oracle_conversations(train)
+    assert len(chats) == 2 * len(train.questions)
+    for chat in chats:
+        assert chat[0]["role"] == "system" and chat[-1]["role"] == "assistant"
+        assert chat[-1]["content"].startswith("ANSWER ")
+    test_questions = {q.question for q in load_named_dataset("demo:test").questions}
+    assert not any(chat[1]["content"].split("\n")[0][10:] in test_questions for chat in chats)
+
+
+def test_checkpoints_load_offline_with_their_chat_template(
+    demo: tuple[Store, DemoSettings, DemoReport],
+) -> None:
+    _, _, report = demo
+    assert [p.name for p in report.checkpoints] == [
+        "checkpoint-0",
+        "checkpoint-40",
+        "checkpoint-150",
+    ]
+    script = textwrap.dedent(
+        f"""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        path = {str(report.checkpoints[-1])!r}
+        tok = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForCausalLM.from_pretrained(path)
+        text = tok.apply_chat_template(
+            [{{"role": "user", "content": "Question: ?"}}], add_generation_prompt=True,
+            tokenize=False,
+        )
+        assert text.endswith("assistant\\n"), text
+        print(type(model).__name__)
+        """
+    )
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(report.checkpoints[0].parent / "hf-home")}
+    res = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert res.returncode == 0, res.stderr
+    assert "LlamaForCausalLM" in res.stdout
+
+
+def test_training_makes_valid_actions(demo: tuple[Store, DemoSettings, DemoReport]) -> None:
+    store, _, _ = demo
+    runs = {r.name: r for r in store.list_runs()}
+    assert set(runs) == {"checkpoint-0", "checkpoint-40", "checkpoint-150", "oracle", "random"}
+    assert all(r.status == "completed" for r in runs.values())
+    untrained = runs["checkpoint-0"].parse_failure_rate
+    trained = runs["checkpoint-150"].parse_failure_rate
+    assert untrained is not None and trained is not None
+    assert untrained > 0.9 and trained < 0.3, (untrained, trained)
+    assert runs["oracle"].accuracy == 1.0
+    assert (
+        runs["checkpoint-150"].checkpoint_fingerprint != runs["checkpoint-0"].checkpoint_fingerprint
+    )
+
+
+def test_second_build_reuses_everything(demo: tuple[Store, DemoSettings, DemoReport]) -> None:
+    store, settings, _ = demo
+    again = build_demo(store, settings, log=lambda _: None)
+    assert again.runs == []
+    assert sorted(again.reused) == sorted(r.name for r in store.list_runs())
+    assert again.seconds["total"] < 10
