@@ -167,6 +167,9 @@ def run_episodes(
             else:
                 still.append(ep)
         live = still
+        release = getattr(policy, "release", None)
+        if release is not None and finished:  # policies that keep per-episode caches
+            release([f"{e.question_id}#{e.sample_index}" for e in finished])
         sink.write(IterationBatch(started=started, steps=steps, finished=finished))
         stats.steps += len(steps)
         _count(stats, finished, on_episode)
@@ -211,6 +214,7 @@ def _request(ep: _Live, dataset: Dataset, step_budget: int) -> PolicyRequest:
         seed=ep.task.seed,
         tables=tuple(ep.env.tables),
         steps_left=step_budget - state.step_count,
+        episode=f"{ep.task.question.id}#{ep.task.sample_index}",
     )
 
 

@@ -38,6 +38,8 @@ class PolicyRequest:
     tables: tuple[str, ...] = ()
     steps_left: int = 1
     """Actions left including this one."""
+    episode: str = ""
+    """A key unique to the episode within the run, for policies that keep per-episode state."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from transformers.utils import logging as hf_logging
 
 from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
+from rollout_core.policies.prefix_cache import PrefixCache
 
 # Local directories only: never reach for a model hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -67,6 +68,8 @@ class HFPolicy:
         top_p: float = 1.0,
         seed: int = 0,
         threads: int | None = None,
+        prefix_cache: bool = True,
+        prefix_cache_entries: int = 1024,
         model: Any = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
     ) -> None:
@@ -85,6 +88,10 @@ class HFPolicy:
         self.seed = seed
         self.generate_seconds = 0.0
         """Wall time spent inside `model.generate` (for overhead accounting)."""
+        self.reused_tokens = 0
+        """Prompt tokens taken from the per-episode cache instead of being prefilled again."""
+        self.prefix_cache = prefix_cache
+        self._prefix = PrefixCache(max_entries=prefix_cache_entries)
         if model is None or tokenizer is None:
             model, tokenizer = self._load(Path(checkpoint))
         self.model = model
@@ -145,20 +152,22 @@ class HFPolicy:
         )
         return str(text)
 
+    def release(self, episodes: Sequence[str]) -> None:
+        """Drop the cached conversations of finished episodes."""
+        self._prefix.release(episodes)
+
+    def _encode(self, prompt: str) -> list[int]:
+        ids: list[int] = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        # Long conversations keep their most recent turns: the model's context is the limit.
+        return ids[-self.max_prompt_tokens :]
+
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         if not requests:
             return []
-        prompts = [self.render(r.messages) for r in requests]
-        # Long conversations keep their most recent turns: the model's context is the limit.
-        self.tokenizer.truncation_side = "left"
-        enc = self.tokenizer(
-            prompts,
-            return_tensors="pt",
-            padding=True,
-            truncation=True,
-            max_length=self.max_prompt_tokens,
-            add_special_tokens=False,
-        ).to(self.device)
+        rows = [self._encode(self.render(r.messages)) for r in requests]
+        keys = [r.episode if self.prefix_cache else "" for r in requests]
+        pad_id = int(self.tokenizer.pad_token_id)
+        batch = self._prefix.assemble(keys, rows, pad_id, self.device)
         sampling = self.temperature > 0
         kwargs: dict[str, Any] = {"do_sample": sampling, "max_new_tokens": self.max_new_tokens}
         if sampling:
@@ -166,21 +175,33 @@ class HFPolicy:
             # rerun of the same batch samples the same tokens.
             torch.manual_seed(hash((self.seed, *(r.seed for r in requests), requests[0].step_no)))
             kwargs.update(temperature=self.temperature, top_p=self.top_p)
+        if batch.cache is not None:
+            kwargs["cache"] = batch.cache
         t0 = time.perf_counter()
         try:
             with torch.inference_mode():
-                out = self.model.generate(**enc, pad_token_id=self.tokenizer.pad_token_id, **kwargs)
+                out = self.model.generate(
+                    input_ids=batch.input_ids,
+                    attention_mask=batch.attention_mask,
+                    pad_token_id=pad_id,
+                    return_dict_in_generate=True,
+                    **kwargs,
+                )
         except torch.cuda.OutOfMemoryError as exc:
             torch.cuda.empty_cache()
             raise PolicyOutOfMemory(f"out of GPU memory at batch {len(requests)}") from exc
         self.generate_seconds += time.perf_counter() - t0
-        new = out[:, enc["input_ids"].shape[1] :]
-        tokens_in = enc["attention_mask"].sum(dim=1).tolist()
-        completions = []
-        for row, n_in in zip(new.tolist(), tokens_in, strict=True):
-            n_out = _generated_length(row, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id)
-            text = str(self.tokenizer.decode(row[:n_out], skip_special_tokens=True))
-            completions.append(Completion(text=text.strip(), tokens_in=int(n_in), tokens_out=n_out))
+        self.reused_tokens += batch.reused
+        width = batch.input_ids.shape[1]
+        completions, sequences = [], []
+        eos = self.tokenizer.eos_token_id
+        for row, generated in zip(rows, out.sequences[:, width:].tolist(), strict=True):
+            n_out = _generated_length(generated, eos, pad_id)
+            text = str(self.tokenizer.decode(generated[:n_out], skip_special_tokens=True))
+            completions.append(Completion(text=text.strip(), tokens_in=len(row), tokens_out=n_out))
+            sequences.append(row + generated[:n_out])
+        if self.prefix_cache and not self._prefix.store(keys, sequences, batch.pads, out.cache):
+            self.prefix_cache = False  # this architecture's cache cannot be reused this way
         return completions
 
 

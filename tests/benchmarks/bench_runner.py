@@ -72,6 +72,7 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
     budget, new_tokens = _env_int("BENCH_BUDGET", 4), _env_int("BENCH_NEW_TOKENS", 24)
     ds = load_named_dataset("demo")
     questions = list(ds.questions[:episodes])
+    episodes = len(questions)  # the demo benchmark has 121 questions
     texts = [
         get_system_prompt(),
         *(q.question for q in ds.questions),
@@ -106,6 +107,7 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
     same = sum(a == b for a, b in zip(seq_sorted, bat_out, strict=False))
     seq_eps, bat_eps = episodes / seq_wall, stats.episodes / bat_wall
     overhead = 1 - bat_policy.generate_seconds / bat_wall
+    reused = bat_policy.reused_tokens / max(1, sum(s.tokens_in or 0 for s in sink.steps))
     print(
         f"\nmodel {params / 1e6:.2f}M params on {bat_policy.device}, {threads} threads; "
         f"{episodes} episodes x budget {budget}, {new_tokens} new tokens, batch {batch}\n"
@@ -114,7 +116,8 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
         f"  batched:    {bat_wall:7.2f} s  {bat_eps:7.2f} episodes/s  "
         f"({stats.policy_calls} generate calls)\n"
         f"  speed-up {bat_eps / seq_eps:.1f}x; batched wall time outside generate "
-        f"{overhead:.1%}; identical outputs {same}/{len(bat_out)} steps"
+        f"{overhead:.1%}; prompt tokens reused from the cache {reused:.0%}; "
+        f"identical outputs {same}/{len(bat_out)} steps"
     )
     assert stats.episodes == episodes
     assert len(seq_out) == len(bat_out)

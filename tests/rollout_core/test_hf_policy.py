@@ -71,6 +71,27 @@ def test_episodes_run_end_to_end_with_token_counts(tiny_checkpoint: Path, tmp_pa
     assert later and all((s.tokens_in or 0) > (first[s.question_id] or 0) for s in later)
 
 
+def test_prefix_cache_changes_nothing_but_the_work(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    questions, db_dir = make_benchmark(tmp_path)
+    ds = load_dataset(questions, db_dir)
+    outputs = {}
+    for cached in (True, False):
+        policy = HFPolicy(tiny_checkpoint, max_new_tokens=10, prefix_cache=cached)
+        sink = ListSink()
+        tasks = plan_episodes(ds.questions, samples=2, run_seed=0)
+        run_episodes(ds, tasks, policy, sink, batch_size=4, step_budget=3)
+        outputs[cached] = [
+            (s.question_id, s.sample_index, s.step_no, s.raw_output) for s in sink.steps
+        ]
+        if cached:
+            # later turns and later episodes start from cached conversations and system prompts
+            assert policy.reused_tokens > sum(s.tokens_in or 0 for s in sink.steps) / 3
+            assert len(policy._prefix) <= 4  # finished episodes are released
+        else:
+            assert policy.reused_tokens == 0
+    assert outputs[True] == outputs[False]
+
+
 @pytest.mark.parametrize(
     ("setup", "message"),
     [
