@@ -76,7 +76,11 @@ def resolve_policy(policy: str, roots: Sequence[Path]) -> tuple[str, str | None,
         raise LaunchError(f"checkpoint {path} has no config.json; pick a saved model directory")
     from rollout_core.checkpoints import fingerprint_checkpoint
 
-    return f"hf:{path}", str(path), fingerprint_checkpoint(path)
+    try:
+        fingerprint = fingerprint_checkpoint(path)
+    except FileNotFoundError as exc:  # a config.json but no weights: a half-saved checkpoint
+        raise LaunchError(str(exc)) from None
+    return f"hf:{path}", str(path), fingerprint
 
 
 def parse_question_ids(text: str) -> tuple[str, ...]:

@@ -132,6 +132,9 @@ def test_checkpoints_must_live_under_a_root(tmp_path: Path) -> None:
     ckpt = root / "run1" / "checkpoint-1000"
     ckpt.mkdir(parents=True)
     (ckpt / "config.json").write_text("{}")
+    with pytest.raises(launch.LaunchError, match="no .*weights"):
+        launch.resolve_policy(f"hf:{ckpt}", [root])
+    (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "config.json").write_text("{}")
     assert launch.find_checkpoints([root]) == [ckpt.resolve()]
