@@ -35,8 +35,9 @@ cli = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-out = Console()
-err = Console(stderr=True)
+# Piped output (CI logs, `| less`) gets a wide table rather than rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
 USER_ERRORS = (DatasetError, PolicyError, StoreError, batch.JobError, ValueError, KeyError)
 
 

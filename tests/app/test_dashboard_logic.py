@@ -132,7 +132,7 @@ def test_checkpoints_must_live_under_a_root(tmp_path: Path) -> None:
     ckpt = root / "run1" / "checkpoint-1000"
     ckpt.mkdir(parents=True)
     (ckpt / "config.json").write_text("{}")
-    with pytest.raises(launch.LaunchError, match="no .*weights"):
+    with pytest.raises(launch.LaunchError, match=r"no .*weights"):
         launch.resolve_policy(f"hf:{ckpt}", [root])
     (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
     (tmp_path / "elsewhere").mkdir()
