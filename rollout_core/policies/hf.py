@@ -69,6 +69,7 @@ class HFPolicy:
         seed: int = 0,
         threads: int | None = None,
         prefix_cache: bool = True,
+        static_cache: bool = True,
         prefix_cache_entries: int = 1024,
         model: Any = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
@@ -91,6 +92,7 @@ class HFPolicy:
         self.reused_tokens = 0
         """Prompt tokens taken from the per-episode cache instead of being prefilled again."""
         self.prefix_cache = prefix_cache
+        self.static_cache = static_cache
         self._prefix = PrefixCache(max_entries=prefix_cache_entries)
         if model is None or tokenizer is None:
             model, tokenizer = self._load(Path(checkpoint))
@@ -167,7 +169,14 @@ class HFPolicy:
         rows = [self._encode(self.render(r.messages)) for r in requests]
         keys = [r.episode if self.prefix_cache else "" for r in requests]
         pad_id = int(self.tokenizer.pad_token_id)
-        batch = self._prefix.assemble(keys, rows, pad_id, self.device)
+        batch = self._prefix.assemble(
+            keys,
+            rows,
+            pad_id,
+            self.device,
+            config=self.model.config if self.static_cache else None,
+            new_tokens=self.max_new_tokens,
+        )
         sampling = self.temperature > 0
         kwargs: dict[str, Any] = {"do_sample": sampling, "max_new_tokens": self.max_new_tokens}
         if sampling:

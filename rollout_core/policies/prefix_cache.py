@@ -8,7 +8,9 @@ ids whose keys and values it holds; the next turn reuses the longest common pref
 and the new prompt's ids, so it is exact whatever the tokenizer does at turn boundaries.
 
 Rows of a batch have different cached lengths; they are left-padded so that every row has the
-same number of uncached tokens (the largest), with padded positions masked out.
+same number of uncached tokens (the largest), with padded positions masked out. Given the
+model's config, the cache is a preallocated `StaticCache` sized for the prompt and the new
+tokens, so decoding writes in place.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-from transformers import DynamicCache
+from transformers import DynamicCache, PreTrainedConfig, StaticCache
 
 SHARED_PREFIX_CANDIDATES = 16
 KV = list[tuple[torch.Tensor, torch.Tensor]]
@@ -37,7 +39,7 @@ class Batch:
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
-    cache: DynamicCache | None
+    cache: DynamicCache | StaticCache | None
     pads: list[int]
     """Left padding of each row."""
     reused: int
@@ -72,7 +74,14 @@ class PrefixCache:
                 self._last_released = entry
 
     def assemble(
-        self, keys: Sequence[str], rows: Sequence[list[int]], pad_id: int, device: torch.device
+        self,
+        keys: Sequence[str],
+        rows: Sequence[list[int]],
+        pad_id: int,
+        device: torch.device,
+        *,
+        config: PreTrainedConfig | None = None,
+        new_tokens: int = 0,
     ) -> Batch:
         """Left-padded inputs for `rows`, with the cached part of each row filled in."""
         lengths = [len(r) for r in rows]
@@ -91,10 +100,15 @@ class PrefixCache:
         for i, row in enumerate(rows):
             input_ids[i, pads[i] :] = torch.tensor(row, dtype=torch.long)
             attention[i, pads[i] :] = 1
-        cache = None
+        cache: DynamicCache | StaticCache | None = None
+        if config is not None:
+            # A preallocated cache: each decoding step writes in place instead of re-concatenating
+            # every layer's keys and values (measured: torch.cat was ~20% of a batch-32 call).
+            cache = StaticCache(config=config, max_cache_len=width + new_tokens)
         reused = 0
         if cached > 0:
-            cache, reused = self._stack(chosen, lengths, uncached, cached, device)
+            cache = cache if cache is not None else DynamicCache()
+            reused = self._stack(cache, chosen, lengths, uncached, cached, device)
         return Batch(input_ids.to(device), attention.to(device), cache, pads, reused)
 
     def _best_entry(self, key: str, row: list[int]) -> _Entry | None:
@@ -115,16 +129,17 @@ class PrefixCache:
 
     def _stack(
         self,
+        cache: DynamicCache | StaticCache,
         chosen: Sequence[_Entry | None],
         lengths: list[int],
         uncached: int,
         cached: int,
         device: torch.device,
-    ) -> tuple[DynamicCache, int]:
+    ) -> int:
+        """Write the rows' cached keys and values into `cache`; returns the tokens reused."""
         template = next(
             e for e, n in zip(chosen, lengths, strict=True) if e is not None and n - uncached > 0
         )
-        cache = DynamicCache()
         reused = 0
         for layer, (k0, _) in enumerate(template.kv):
             heads, _, dim = k0.shape
@@ -140,7 +155,7 @@ class PrefixCache:
                 if layer == 0:
                     reused += real
             cache.update(keys_t, values_t, layer)
-        return cache, reused
+        return reused
 
     def store(
         self,
@@ -157,7 +172,7 @@ class PrefixCache:
         layers = _full_attention_layers(cache)
         if layers is None:
             return False
-        held = layers[0][0].shape[2]
+        held = _held_length(cache, layers)
         for i, (key, seq) in enumerate(zip(keys, sequences, strict=True)):
             if not key:
                 continue
@@ -174,14 +189,22 @@ class PrefixCache:
         return True
 
 
+def _held_length(cache: object, layers: KV) -> int:
+    """How many positions of the layers' tensors hold keys and values."""
+    if isinstance(cache, StaticCache):
+        return int(cache.get_seq_length())
+    return int(layers[0][0].shape[2])
+
+
 def _full_attention_layers(cache: object) -> KV | None:
     """Each layer's [batch, heads, tokens, dim] keys and values, if all layers are plain ones."""
-    if not isinstance(cache, DynamicCache):
+    if not isinstance(cache, DynamicCache | StaticCache):
         return None
     layers: KV = []
     for layer in cache.layers:
         keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
-        if type(layer).__name__ != "DynamicLayer" or not isinstance(keys, torch.Tensor):
+        plain = type(layer).__name__ in ("DynamicLayer", "StaticLayer")
+        if not plain or not isinstance(keys, torch.Tensor):
             return None
         assert isinstance(values, torch.Tensor)
         layers.append((keys, values))
