@@ -158,15 +158,16 @@ class HFPolicy:
         """Drop the cached conversations of finished episodes."""
         self._prefix.release(episodes)
 
-    def _encode(self, prompt: str) -> list[int]:
-        ids: list[int] = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    def _encode(self, prompts: list[str]) -> list[list[int]]:
+        # One batched call: the fast tokenizer encodes the batch in parallel.
+        encoded: list[list[int]] = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
         # Long conversations keep their most recent turns: the model's context is the limit.
-        return ids[-self.max_prompt_tokens :]
+        return [ids[-self.max_prompt_tokens :] for ids in encoded]
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         if not requests:
             return []
-        rows = [self._encode(self.render(r.messages)) for r in requests]
+        rows = self._encode([self.render(r.messages) for r in requests])
         keys = [r.episode if self.prefix_cache else "" for r in requests]
         pad_id = int(self.tokenizer.pad_token_id)
         batch = self._prefix.assemble(
