@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import threading
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -13,7 +12,8 @@ from typing import Any, Protocol
 from rollout_core import rewards
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset, load_dataset
-from rollout_core.grading import GoldResult, gold_is_ordered, grade_answer
+from rollout_core.gold import GoldQueryError, gold_result
+from rollout_core.grading import GoldResult, grade_answer
 from rollout_core.prompts import DEFAULT_STEP_BUDGET
 from rollout_core.records import Outcome, Question
 from rollout_core.sandbox import SandboxLimits, connection_for, format_rows, run_select
@@ -24,15 +24,6 @@ from rollout_core.schema import (
     sample_table,
     unknown_table_message,
 )
-
-# Gold queries are trusted and may return many rows; fetch enough to grade them exactly.
-_GOLD_LIMITS = SandboxLimits(deadline_seconds=30.0, fetch_rows=100_000)
-_gold_cache: dict[tuple[str, str], GoldResult] = {}
-_gold_lock = threading.Lock()
-
-
-class GoldQueryError(RuntimeError):
-    """The gold query of a question failed, so its episodes cannot be graded."""
 
 
 class TokenCounter(Protocol):
@@ -226,21 +217,10 @@ class SQLEnvironment:
         return connection_for(self.dataset.db_path(question.db_id))
 
     def _gold(self, question: Question) -> GoldResult:
-        path = str(self.dataset.db_path(question.db_id))
-        key = (path, question.gold_sql)
-        with _gold_lock:
-            cached = _gold_cache.get(key)
-        if cached is not None:
-            return cached
-        res = run_select(connection_for(path), question.gold_sql, _GOLD_LIMITS)
-        if res.error is not None:
-            raise GoldQueryError(f"gold query of question {question.id!r} failed: {res.error}")
-        gold = GoldResult(
-            columns=res.columns, rows=res.rows, ordered=gold_is_ordered(question.gold_sql)
-        )
-        with _gold_lock:
-            _gold_cache[key] = gold
-        return gold
+        try:
+            return gold_result(self.dataset.db_path(question.db_id), question.gold_sql)
+        except GoldQueryError as exc:
+            raise GoldQueryError(f"gold query of question {question.id!r} failed: {exc}") from None
 
     def gold_result(self, question: Question) -> GoldResult:
         """The gold query's result for `question` (cached per database and SQL)."""

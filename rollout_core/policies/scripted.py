@@ -9,11 +9,10 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from rollout_core.gold import GoldQueryError, gold_result
 from rollout_core.grading import format_answer
 from rollout_core.policies.base import Completion, PolicyRequest
-from rollout_core.sandbox import SandboxLimits, connection_for, run_select
 
-_GOLD_LIMITS = SandboxLimits(deadline_seconds=30.0, fetch_rows=100_000)
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -48,8 +47,11 @@ class OraclePolicy:
         with self._lock:
             if key in self._answers:
                 return self._answers[key]
-        res = run_select(connection_for(r.db_path), r.question.gold_sql, _GOLD_LIMITS)
-        answer = "[]" if res.error else format_answer(res.rows, len(res.columns))
+        try:
+            gold = gold_result(r.db_path, r.question.gold_sql)
+            answer = format_answer(gold.rows, len(gold.columns))
+        except GoldQueryError:
+            answer = "[]"
         with self._lock:
             self._answers[key] = answer
         return answer
