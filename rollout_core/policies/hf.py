@@ -13,7 +13,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenize
 from transformers.utils import logging as hf_logging
 
 from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
-from rollout_core.policies.prefix_cache import PrefixCache
+from rollout_core.policies.prefix_cache import PrefixCache, plain_attention_layers
+from rollout_core.policies.prompt_encoder import PromptEncoder
+from rollout_core.policies.shared_prefix import ATTENTION_NAME, SharedPrefix
+from rollout_core.policies.shared_prefix import active as shared_prefix_active
 
 # Local directories only: never reach for a model hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -70,6 +73,7 @@ class HFPolicy:
         threads: int | None = None,
         prefix_cache: bool = True,
         static_cache: bool = True,
+        shared_prefix: bool | None = None,
         prefix_cache_entries: int = 1024,
         model: Any = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
@@ -88,7 +92,7 @@ class HFPolicy:
         self.top_p = top_p
         self.seed = seed
         self.generate_seconds = 0.0
-        """Wall time spent inside `model.generate` (for overhead accounting)."""
+        """Wall time spent running the model: `generate`, and shared prefixes computed once."""
         self.reused_tokens = 0
         """Prompt tokens taken from the per-episode cache instead of being prefilled again."""
         self.prefix_cache = prefix_cache
@@ -99,6 +103,8 @@ class HFPolicy:
         self.model = model
         self.tokenizer = tokenizer
         self.tokenizer.padding_side = "left"  # generation continues at the right edge
+        self.shared_prefix = self._use_shared_prefix(shared_prefix)
+        self._encoder = PromptEncoder(self.tokenizer)
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.max_prompt_tokens = self._context_length() - max_new_tokens
@@ -131,6 +137,31 @@ class HFPolicy:
         model.train(False)  # inference mode: no dropout
         return model, tokenizer
 
+    def _use_shared_prefix(self, requested: bool | None) -> bool:
+        """Switch the model to shared-prefix attention when asked, or by default on CPU.
+
+        The attention kernel it needs is the CPU one; elsewhere the default stays plain `sdpa`.
+        Outside this policy's `generate` calls the switched model computes plain `sdpa`.
+        """
+        wanted = self.device.type == "cpu" if requested is None else requested
+        config = self.model.config
+        able = (
+            self.device.type == "cpu"
+            and self.static_cache
+            and self.prefix_cache
+            and getattr(config, "_attn_implementation", None) in ("sdpa", ATTENTION_NAME)
+            and plain_attention_layers(config) is not None
+        )
+        if wanted and not able and requested:
+            raise PolicyError(
+                "shared-prefix attention needs a CPU device, the static and prefix caches, "
+                "sdpa attention and a model whose layers are all full attention"
+            )
+        if wanted and able:
+            self.model.set_attn_implementation(ATTENTION_NAME)
+            return True
+        return False
+
     def _context_length(self) -> int:
         config = self.model.config
         return int(getattr(config, "max_position_embeddings", 0) or 2048)
@@ -157,17 +188,28 @@ class HFPolicy:
     def release(self, episodes: Sequence[str]) -> None:
         """Drop the cached conversations of finished episodes."""
         self._prefix.release(episodes)
+        self._encoder.release(episodes)
 
-    def _encode(self, prompts: list[str]) -> list[list[int]]:
-        # One batched call: the fast tokenizer encodes the batch in parallel.
-        encoded: list[list[int]] = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
+    def _encode(self, requests: Sequence[PolicyRequest]) -> list[list[int]]:
+        prompts = [self.render(r.messages) for r in requests]
+        encoded = self._encoder.encode([r.episode for r in requests], prompts)
         # Long conversations keep their most recent turns: the model's context is the limit.
         return [ids[-self.max_prompt_tokens :] for ids in encoded]
+
+    def _compute_prefix(self, ids: list[int]) -> SharedPrefix:
+        """Keys and values of a prefix every row of a batch starts with, computed once."""
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            ids_t = torch.tensor([ids], device=self.device)
+            out = self.model(input_ids=ids_t, use_cache=True, logits_to_keep=1)
+        self.generate_seconds += time.perf_counter() - t0  # model time, like generate's
+        kv = [(layer.keys, layer.values) for layer in out.cache.layers]
+        return SharedPrefix(len(ids), kv)
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         if not requests:
             return []
-        rows = self._encode([self.render(r.messages) for r in requests])
+        rows = self._encode(requests)
         keys = [r.episode if self.prefix_cache else "" for r in requests]
         pad_id = int(self.tokenizer.pad_token_id)
         batch = self._prefix.assemble(
@@ -177,6 +219,7 @@ class HFPolicy:
             self.device,
             config=self.model.config if self.static_cache else None,
             new_tokens=self.max_new_tokens,
+            compute_prefix=self._compute_prefix if self.shared_prefix else None,
         )
         sampling = self.temperature > 0
         kwargs: dict[str, Any] = {"do_sample": sampling, "max_new_tokens": self.max_new_tokens}
@@ -189,7 +232,7 @@ class HFPolicy:
             kwargs["cache"] = batch.cache
         t0 = time.perf_counter()
         try:
-            with torch.inference_mode():
+            with torch.inference_mode(), shared_prefix_active(batch.prefix):
                 out = self.model.generate(
                     input_ids=batch.input_ids,
                     attention_mask=batch.attention_mask,
@@ -210,7 +253,7 @@ class HFPolicy:
             text = str(self.tokenizer.decode(generated[:n_out], skip_special_tokens=True))
             completions.append(Completion(text=text.strip(), tokens_in=len(row), tokens_out=n_out))
             sequences.append(row + generated[:n_out])
-        if self.prefix_cache and not self._prefix.store(keys, sequences, batch.pads, out.cache):
+        if self.prefix_cache and not self._prefix.store(keys, sequences, batch, out.cache):
             self.prefix_cache = False  # this architecture's cache cannot be reused this way
         return completions
 

@@ -16,42 +16,95 @@ tokens, so decoding writes in place.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
-from transformers import DynamicCache, PreTrainedConfig, StaticCache
+from transformers import DynamicCache, DynamicLayer, PreTrainedConfig, StaticCache, StaticLayer
+from transformers.cache_utils import get_layer_types_and_kwargs
+
+from rollout_core.policies.shared_prefix import BatchCache, SharedPrefix, SuffixLayer
 
 SHARED_PREFIX_CANDIDATES = 16
+MIN_SHARED_PREFIX = 16
+"""Shorter common prefixes are not worth the second attention pass."""
 KV = list[tuple[torch.Tensor, torch.Tensor]]
 """Per layer: keys and values of one sequence, each [heads, tokens, head_dim]."""
 
 
 @dataclass
 class _Entry:
+    """An episode's token ids and their keys and values.
+
+    Positions before `prefix.length` live in the batch's shared prefix (held once for every
+    episode of that batch); `kv` holds the positions after it.
+    """
+
     ids: list[int]
     kv: KV
+    prefix: SharedPrefix | None = None
+
+    def span(self, layer: int, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of positions [start, stop) in `layer`, each [heads, n, head_dim]."""
+        base = self.prefix.length if self.prefix is not None else 0
+        k, v = self.kv[layer]
+        if start >= base:
+            return k[:, start - base : stop - base], v[:, start - base : stop - base]
+        assert self.prefix is not None
+        prefix_k, prefix_v = self.prefix.kv[layer]
+        if stop <= base:
+            return prefix_k[0, :, start:stop], prefix_v[0, :, start:stop]
+        return (
+            torch.cat([prefix_k[0, :, start:], k[:, : stop - base]], dim=1),
+            torch.cat([prefix_v[0, :, start:], v[:, : stop - base]], dim=1),
+        )
 
 
 @dataclass
 class Batch:
-    """Model inputs for one generate call, with the cache rows put together."""
+    """Model inputs for one generate call, with the cache rows put together.
+
+    Each row is laid out as [shared prefix][left padding][the rest of the row]; without a shared
+    prefix that is plain left padding.
+    """
 
     input_ids: torch.Tensor
     attention_mask: torch.Tensor
-    cache: DynamicCache | StaticCache | None
+    cache: DynamicCache | StaticCache | BatchCache | None
+    shared: int
+    """Length of the prefix every row starts with, held once for the batch (0: none)."""
     pads: list[int]
-    """Left padding of each row."""
+    """Left padding of each row, after the shared prefix."""
     reused: int
     """Prompt tokens whose keys and values came from the cache (not recomputed)."""
 
+    @property
+    def prefix(self) -> SharedPrefix | None:
+        return self.cache.prefix if isinstance(self.cache, BatchCache) else None
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common prefix (bisection over C-speed slice comparisons)."""
     n = min(len(a), len(b))
-    for i in range(n):
-        if a[i] != b[i]:
-            return i
-    return n
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[lo:mid] == b[lo:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def plain_attention_layers(config: PreTrainedConfig) -> int | None:
+    """The number of layers when every one is full attention (what this cache can reuse)."""
+    layer_types, _ = get_layer_types_and_kwargs(config.get_text_config(decoder=True))
+    if not layer_types or any(t != "full_attention" for t in layer_types):
+        return None
+    return len(layer_types)
 
 
 class PrefixCache:
@@ -82,34 +135,77 @@ class PrefixCache:
         *,
         config: PreTrainedConfig | None = None,
         new_tokens: int = 0,
+        compute_prefix: Callable[[list[int]], SharedPrefix] | None = None,
     ) -> Batch:
-        """Left-padded inputs for `rows`, with the cached part of each row filled in."""
+        """Inputs for `rows`, with the cached part of each row filled in.
+
+        With a model `config`, the cache is preallocated for the prompt and `new_tokens`. With
+        `compute_prefix` as well, the prefix common to all rows is held once (see shared_prefix):
+        taken from a cached episode when one holds it, else computed once by `compute_prefix`.
+        """
         lengths = [len(r) for r in rows]
-        width = max(lengths)
         chosen = [self._best_entry(key, row) for key, row in zip(keys, rows, strict=True)]
         # At least one token of every row must be fed to the model.
         usable = [
             0 if entry is None else min(_common_prefix(entry.ids, row), len(row) - 1)
             for entry, row in zip(chosen, rows, strict=True)
         ]
-        uncached = max(n - u for n, u in zip(lengths, usable, strict=True))
-        cached = width - uncached
-        pads = [width - n for n in lengths]
-        input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for i, row in enumerate(rows):
-            input_ids[i, pads[i] :] = torch.tensor(row, dtype=torch.long)
-            attention[i, pads[i] :] = 1
-        cache: DynamicCache | StaticCache | None = None
-        if config is not None:
+        n_layers = plain_attention_layers(config) if config is not None else None
+        prefix = self._shared_prefix(rows, chosen, usable, compute_prefix) if n_layers else None
+        shared = prefix.length if prefix is not None else 0
+        rests = [n - shared for n in lengths]
+        width = max(rests)
+        own = [max(0, u - shared) for u in usable]  # cached tokens of a row after the prefix
+        uncached = max(r - c for r, c in zip(rests, own, strict=True))
+        cached = width - uncached  # cached positions after the prefix, padding included
+        pads = [width - r for r in rests]
+        # numpy builds the padded matrix several times faster than torch.tensor on nested lists.
+        padded = [
+            row[:shared] + [pad_id] * pad + row[shared:]
+            for row, pad in zip(rows, pads, strict=True)
+        ]
+        input_ids = torch.from_numpy(np.array(padded, dtype=np.int64))
+        position = torch.arange(shared + width)
+        pad_end = shared + torch.tensor(pads).unsqueeze(1)
+        attention = ((position < shared) | (position >= pad_end)).long()
+        reused = shared * len(rows) + sum(max(0, r - uncached) for r in rests)
+
+        cache: DynamicCache | StaticCache | BatchCache | None = None
+        if config is not None and n_layers is None:
+            # Sliding-window or linear-attention layers: a fresh preallocated cache, no reuse.
+            cache = StaticCache(config=config, max_cache_len=shared + width + new_tokens)
+        elif n_layers is not None:
             # A preallocated cache: each decoding step writes in place instead of re-concatenating
             # every layer's keys and values (measured: torch.cat was ~20% of a batch-32 call).
-            cache = StaticCache(config=config, max_cache_len=width + new_tokens)
-        reused = 0
-        if cached > 0:
-            cache = cache if cache is not None else DynamicCache()
-            reused = self._stack(cache, chosen, lengths, uncached, cached, device)
-        return Batch(input_ids.to(device), attention.to(device), cache, pads, reused)
+            cache = BatchCache(n_layers, width + new_tokens, prefix)
+            if cached > 0:
+                size = width + new_tokens
+                self._preload(cache, chosen, rests, uncached, cached, shared, size, device)
+        elif cached > 0:
+            cache = DynamicCache()
+            for layer, (keys_t, values_t) in enumerate(
+                self._gather(chosen, rests, uncached, cached, 0, cached, device)
+            ):
+                cache.update(keys_t, values_t, layer)
+        return Batch(input_ids.to(device), attention.to(device), cache, shared, pads, reused)
+
+    @staticmethod
+    def _shared_prefix(
+        rows: Sequence[list[int]],
+        chosen: Sequence[_Entry | None],
+        usable: list[int],
+        compute_prefix: Callable[[list[int]], SharedPrefix] | None,
+    ) -> SharedPrefix | None:
+        """The keys and values of the tokens every row starts with, if worth sharing."""
+        common = _common_length(rows)
+        if compute_prefix is None or common < MIN_SHARED_PREFIX:
+            return None
+        source = max(range(len(rows)), key=lambda i: usable[i])
+        held = min(common, usable[source])
+        entry = chosen[source]
+        if held >= MIN_SHARED_PREFIX and entry is not None:
+            return _slice_prefix(entry, held)
+        return compute_prefix(rows[0][:common])  # e.g. the first batch of a run
 
     def _best_entry(self, key: str, row: list[int]) -> _Entry | None:
         """The episode's own cache; for a new episode, the recent one sharing most of its prompt.
@@ -127,42 +223,53 @@ class PrefixCache:
             recent.append(self._last_released)
         return max(recent, key=lambda e: _common_prefix(e.ids, row), default=None)
 
-    def _stack(
+    def _preload(
         self,
-        cache: DynamicCache | StaticCache,
+        cache: BatchCache,
         chosen: Sequence[_Entry | None],
-        lengths: list[int],
+        rests: list[int],
         uncached: int,
         cached: int,
+        shared: int,
+        size: int,
         device: torch.device,
-    ) -> int:
-        """Write the rows' cached keys and values into `cache`; returns the tokens reused."""
+    ) -> None:
+        """Fill each layer's preallocated tensors with the rows' cached keys and values."""
+        gathered = self._gather(chosen, rests, uncached, cached, shared, size, device)
+        for layer, (keys_t, values_t) in zip(cache.layers, gathered, strict=True):
+            assert isinstance(layer, SuffixLayer)
+            layer.preload(keys_t, values_t, cached)
+
+    @staticmethod
+    def _gather(
+        chosen: Sequence[_Entry | None],
+        rests: list[int],
+        uncached: int,
+        cached: int,
+        shared: int,
+        size: int,
+        device: torch.device,
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer, [rows, heads, size, dim] tensors holding each row's cached keys and values
+        (the tokens after the shared prefix) right-aligned at position `cached`."""
         template = next(
-            e for e, n in zip(chosen, lengths, strict=True) if e is not None and n - uncached > 0
+            e for e, r in zip(chosen, rests, strict=True) if e is not None and r - uncached > 0
         )
-        reused = 0
         for layer, (k0, _) in enumerate(template.kv):
             heads, _, dim = k0.shape
-            keys_t = torch.zeros((len(chosen), heads, cached, dim), dtype=k0.dtype, device=device)
+            keys_t = torch.zeros((len(chosen), heads, size, dim), dtype=k0.dtype, device=device)
             values_t = torch.zeros_like(keys_t)
-            for i, (entry, n) in enumerate(zip(chosen, lengths, strict=True)):
-                real = max(0, n - uncached)  # this row's tokens inside the cached span
+            for i, (entry, rest) in enumerate(zip(chosen, rests, strict=True)):
+                real = max(0, rest - uncached)  # this row's tokens inside the cached span
                 if real == 0 or entry is None:
                     continue
-                k, v = entry.kv[layer]
-                keys_t[i, :, cached - real :] = k[:, :real]
-                values_t[i, :, cached - real :] = v[:, :real]
-                if layer == 0:
-                    reused += real
-            cache.update(keys_t, values_t, layer)
-        return reused
+                k, v = entry.span(layer, shared, shared + real)
+                keys_t[i, :, cached - real : cached] = k
+                values_t[i, :, cached - real : cached] = v
+            yield keys_t, values_t
 
     def store(
-        self,
-        keys: Sequence[str],
-        sequences: Sequence[list[int]],
-        pads: Sequence[int],
-        cache: object,
+        self, keys: Sequence[str], sequences: Sequence[list[int]], batch: Batch, cache: object
     ) -> bool:
         """Remember, per row, the real tokens whose keys and values `cache` now holds.
 
@@ -172,38 +279,60 @@ class PrefixCache:
         layers = _full_attention_layers(cache)
         if layers is None:
             return False
-        held = _held_length(cache, layers)
+        shared = batch.shared
+        prefix = batch.prefix
+        held = _held_length(cache, layers) - shared  # positions held after the shared prefix
         for i, (key, seq) in enumerate(zip(keys, sequences, strict=True)):
             if not key:
                 continue
-            count = min(len(seq), held - pads[i])
-            start = pads[i]
-            kv = [
-                (k[i, :, start : start + count].clone(), v[i, :, start : start + count].clone())
-                for k, v in layers
-            ]
-            self._entries[key] = _Entry(list(seq[:count]), kv)
+            pad = batch.pads[i]
+            count = min(len(seq) - shared, held - pad)
+            # Views, not copies: every call gets a fresh cache, which nothing writes to later.
+            kv = [(k[i, :, pad : pad + count], v[i, :, pad : pad + count]) for k, v in layers]
+            self._entries[key] = _Entry(list(seq[: shared + count]), kv, prefix)
             self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
         return True
 
 
+def _common_length(rows: Sequence[list[int]]) -> int:
+    """Tokens every row starts with, leaving at least one token of each row to feed the model."""
+    if len(rows) < 2:
+        return 0
+    first = rows[0]
+    n = min(len(r) for r in rows) - 1
+    for row in rows[1:]:
+        n = _common_prefix(first[:n], row)
+    return n
+
+
+def _slice_prefix(entry: _Entry, length: int) -> SharedPrefix:
+    """The first `length` positions of `entry` as a shared prefix (no copy when it is one)."""
+    if entry.prefix is not None and entry.prefix.length == length:
+        return entry.prefix
+    kv = []
+    for layer in range(len(entry.kv)):
+        k, v = entry.span(layer, 0, length)
+        kv.append((k.unsqueeze(0).contiguous(), v.unsqueeze(0).contiguous()))
+    return SharedPrefix(length, kv)
+
+
 def _held_length(cache: object, layers: KV) -> int:
-    """How many positions of the layers' tensors hold keys and values."""
-    if isinstance(cache, StaticCache):
+    """How many positions the cache holds keys and values for (a shared prefix included)."""
+    if isinstance(cache, StaticCache | BatchCache):
         return int(cache.get_seq_length())
     return int(layers[0][0].shape[2])
 
 
 def _full_attention_layers(cache: object) -> KV | None:
     """Each layer's [batch, heads, tokens, dim] keys and values, if all layers are plain ones."""
-    if not isinstance(cache, DynamicCache | StaticCache):
+    if not isinstance(cache, DynamicCache | StaticCache | BatchCache):
         return None
     layers: KV = []
     for layer in cache.layers:
         keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
-        plain = type(layer).__name__ in ("DynamicLayer", "StaticLayer")
+        plain = type(layer) in (DynamicLayer, StaticLayer, SuffixLayer)
         if not plain or not isinstance(keys, torch.Tensor):
             return None
         assert isinstance(values, torch.Tensor)
