@@ -24,19 +24,25 @@ def build_model(
     layers: int = 4,
     heads: int = 4,
     ffn: int = 384,
+    kv_heads: int | None = None,
     max_positions: int = 2048,
     seed: int = 0,
 ) -> LlamaForCausalLM:
-    """A randomly initialised Llama with tied embeddings sized for `tokenizer`."""
+    """A randomly initialised Llama with tied embeddings sized for `tokenizer`.
+
+    `kv_heads` below `heads` makes grouped-query attention, as most released models use.
+    """
     if hidden % heads:
         raise ValueError(f"hidden {hidden} is not divisible by heads {heads}; pick matching sizes")
+    if kv_heads is not None and heads % kv_heads:
+        raise ValueError(f"heads {heads} is not a multiple of kv_heads {kv_heads}")
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
         intermediate_size=ffn,
         num_hidden_layers=layers,
         num_attention_heads=heads,
-        num_key_value_heads=heads,
+        num_key_value_heads=kv_heads or heads,
         max_position_embeddings=max_positions,
         tie_word_embeddings=True,
         pad_token_id=tokenizer.pad_token_id,

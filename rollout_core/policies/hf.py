@@ -96,6 +96,8 @@ class HFPolicy:
         self.reused_tokens = 0
         """Prompt tokens taken from the per-episode cache instead of being prefilled again."""
         self.prefix_cache = prefix_cache
+        self.shared_prefix_calls = 0
+        """Calls whose rows' common prefix was held once for the batch (see shared_prefix)."""
         self.static_cache = static_cache
         self._prefix = PrefixCache(max_entries=prefix_cache_entries)
         if model is None or tokenizer is None:
@@ -245,6 +247,7 @@ class HFPolicy:
             raise PolicyOutOfMemory(f"out of GPU memory at batch {len(requests)}") from exc
         self.generate_seconds += time.perf_counter() - t0
         self.reused_tokens += batch.reused
+        self.shared_prefix_calls += bool(batch.shared)
         width = batch.input_ids.shape[1]
         completions, sequences = [], []
         eos = self.tokenizer.eos_token_id

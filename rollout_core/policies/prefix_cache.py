@@ -9,8 +9,10 @@ and the new prompt's ids, so it is exact whatever the tokenizer does at turn bou
 
 Rows of a batch have different cached lengths; they are left-padded so that every row has the
 same number of uncached tokens (the largest), with padded positions masked out. Given the
-model's config, the cache is a preallocated `StaticCache` sized for the prompt and the new
-tokens, so decoding writes in place.
+model's config, the cache is preallocated for the prompt and the new tokens, so decoding writes
+in place, and the prefix all rows share (the system prompt) can be held once for the batch
+(`shared_prefix`). An entry holds views into the cache of the call that produced it, not copies:
+a call's cache stays alive until every row's entry has been replaced or released.
 """
 
 from __future__ import annotations

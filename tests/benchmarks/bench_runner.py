@@ -130,6 +130,7 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
         f"{', '.join(f'{r[0]:.2f}' for r in runs)} s)\n"
         f"  speed-up {bat_eps / seq_eps:.1f}x; batched wall time outside generate "
         f"{overhead:.1%}; prompt tokens reused from the cache {reused:.0%}; "
+        f"shared prefix held once in {bat_policy.shared_prefix_calls}/{stats.policy_calls} calls; "
         f"identical outputs {same}/{len(bat_out)} steps"
     )
     assert stats.episodes == episodes
