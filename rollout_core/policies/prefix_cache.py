@@ -182,11 +182,14 @@ class PrefixCache:
             cache = BatchCache(n_layers, width + new_tokens, prefix)
             if cached > 0:
                 size = width + new_tokens
-                self._preload(cache, chosen, rests, uncached, cached, shared, size, device)
+                gathered = self._gather(chosen, rests, uncached, shared, size, device)
+                for suffix, (keys_t, values_t) in zip(cache.layers, gathered, strict=True):
+                    assert isinstance(suffix, SuffixLayer)
+                    suffix.preload(keys_t, values_t, cached)
         elif cached > 0:
             cache = DynamicCache()
             for layer, (keys_t, values_t) in enumerate(
-                self._gather(chosen, rests, uncached, cached, 0, cached, device)
+                self._gather(chosen, rests, uncached, 0, cached, device)
             ):
                 cache.update(keys_t, values_t, layer)
         return Batch(input_ids.to(device), attention.to(device), cache, shared, pads, reused)
@@ -225,35 +228,18 @@ class PrefixCache:
             recent.append(self._last_released)
         return max(recent, key=lambda e: _common_prefix(e.ids, row), default=None)
 
-    def _preload(
-        self,
-        cache: BatchCache,
-        chosen: Sequence[_Entry | None],
-        rests: list[int],
-        uncached: int,
-        cached: int,
-        shared: int,
-        size: int,
-        device: torch.device,
-    ) -> None:
-        """Fill each layer's preallocated tensors with the rows' cached keys and values."""
-        gathered = self._gather(chosen, rests, uncached, cached, shared, size, device)
-        for layer, (keys_t, values_t) in zip(cache.layers, gathered, strict=True):
-            assert isinstance(layer, SuffixLayer)
-            layer.preload(keys_t, values_t, cached)
-
     @staticmethod
     def _gather(
         chosen: Sequence[_Entry | None],
         rests: list[int],
         uncached: int,
-        cached: int,
         shared: int,
         size: int,
         device: torch.device,
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer, [rows, heads, size, dim] tensors holding each row's cached keys and values
-        (the tokens after the shared prefix) right-aligned at position `cached`."""
+        (the tokens after the shared prefix), right-aligned where the uncached tokens begin."""
+        cached = max(rests) - uncached
         template = next(
             e for e, r in zip(chosen, rests, strict=True) if e is not None and r - uncached > 0
         )
