@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import ast
 import csv
-import itertools
 import json
 import math
 import re
@@ -31,6 +30,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
+
+from rollout_core.sql_text import has_outer_order_by
 
 Row = tuple[Any, ...]
 
@@ -55,39 +56,7 @@ class GoldResult:
 
 def gold_is_ordered(sql: str) -> bool:
     """True when the query has ORDER BY at its outer level (not in a subquery or a string)."""
-    words = [w for depth, w in _words_with_depth(sql) if depth == 0]
-    return any(a == "ORDER" and b == "BY" for a, b in itertools.pairwise(words))
-
-
-def _words_with_depth(sql: str) -> Iterable[tuple[int, str]]:
-    """Yield (parenthesis depth, upper-cased word), skipping strings, quoted names, comments."""
-    depth, i, n = 0, 0, len(sql)
-    closers = {"'": "'", '"': '"', "`": "`", "[": "]"}
-    while i < n:
-        ch = sql[i]
-        if ch in closers:
-            end = sql.find(closers[ch], i + 1)
-            while end >= 0 and ch != "[" and sql.startswith(ch * 2, end):
-                end = sql.find(closers[ch], end + 2)  # doubled quote inside the literal
-            i = n if end < 0 else end + 1
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        elif ch == "(":
-            depth, i = depth + 1, i + 1
-        elif ch == ")":
-            depth, i = max(0, depth - 1), i + 1
-        elif ch.isalpha() or ch == "_":
-            j = i
-            while j < n and (sql[j].isalnum() or sql[j] == "_"):
-                j += 1
-            yield depth, sql[i:j].upper()
-            i = j
-        else:
-            i += 1
+    return has_outer_order_by(sql)
 
 
 def format_answer(rows: Sequence[Sequence[Any]], columns: int) -> str:

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from rollout_core.sql_text import first_keyword
+
 _ALLOWED_ACTIONS = frozenset(
     {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION, sqlite3.SQLITE_RECURSIVE}
 )
@@ -453,7 +455,7 @@ def _precheck(sql: str, limits: SandboxLimits) -> str | None:
         sql.encode("utf-8")
     except UnicodeEncodeError:
         return "refused: the query contains characters that are not valid Unicode"
-    word = _first_keyword(sql)
+    word = first_keyword(sql)
     if word is None:
         return "empty query: write one SELECT statement"
     if word in _KEYWORD_REFUSALS:
@@ -461,29 +463,6 @@ def _precheck(sql: str, limits: SandboxLimits) -> str | None:
     if word not in _STATEMENT_STARTS:
         return f"refused: only SELECT queries are allowed (got {word})"
     return None
-
-
-def _first_keyword(sql: str) -> str | None:
-    """The first word of the statement, after whitespace, comments and opening parentheses."""
-    i, n = 0, len(sql)
-    while i < n:
-        ch = sql[i]
-        if ch.isspace() or ch == "(":
-            i += 1
-        elif sql.startswith("--", i):
-            end = sql.find("\n", i)
-            i = n if end < 0 else end + 1
-        elif sql.startswith("/*", i):
-            end = sql.find("*/", i + 2)
-            i = n if end < 0 else end + 2
-        else:
-            break
-    j = i
-    while j < n and (sql[j].isalnum() or sql[j] == "_"):
-        j += 1
-    if j > i:
-        return sql[i:j].upper()
-    return sql[i : i + 1] if i < n else None
 
 
 def _strip_trailing_semicolons(sql: str) -> str:
