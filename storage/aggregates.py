@@ -14,7 +14,13 @@ from sqlalchemy.sql.functions import FunctionElement
 from rollout_core.records import ACTION_KINDS, OUTCOMES
 from storage.cursors import decode_cursor, encode_cursor
 from storage.models import Episode
-from storage.read_models import Distribution, Page, QuestionComparison, RunCell
+from storage.read_models import (
+    Distribution,
+    Page,
+    QuestionComparison,
+    QuestionOutcomes,
+    RunCell,
+)
 
 REWARD_BIN = 0.1
 # Guards the bin index against float error: (0.7 - 0.1) / 0.1 is 5.999999999999999.
@@ -79,6 +85,34 @@ def compare_page(
     items = [QuestionComparison(q, *about[q], cells[q]) for q in qids]
     next_cursor = encode_cursor(runs=ids, q=qids[-1]) if more else None
     return Page(items=items, next_cursor=next_cursor)
+
+
+def compare_outcomes(session: Session, run_ids: Sequence[int]) -> list[QuestionOutcomes]:
+    """Every question any of the runs finished, with each run's episode and correct counts.
+
+    One grouped read on the (run_id, question_id) index, a row per question and run: the
+    Compare page's statistics cover all questions without loading their text or episodes.
+    """
+    ids = list(dict.fromkeys(run_ids))
+    if not ids:
+        return []
+    rows = session.execute(
+        select(
+            Episode.question_id,
+            Episode.run_id,
+            func.count(),
+            func.sum(case((Episode.outcome == "correct", 1), else_=0)),
+        )
+        .where(Episode.run_id.in_(ids), Episode.outcome.is_not(None))
+        .group_by(Episode.question_id, Episode.run_id)
+        .order_by(Episode.question_id)
+    )
+    out: list[QuestionOutcomes] = []
+    for qid, run_id, n, correct in rows:
+        if not out or out[-1].question_id != qid:
+            out.append(QuestionOutcomes(qid, {}))
+        out[-1].cells[run_id] = RunCell(run_id, int(n), int(correct or 0), [])
+    return out
 
 
 def _next_question_ids(

@@ -169,6 +169,16 @@ class QuestionComparison:
 
 
 @dataclass(frozen=True, slots=True)
+class QuestionOutcomes:
+    """One question's finished results per run, without its text or episode ids: enough for
+    statistics over every question two runs played."""
+
+    question_id: str
+    cells: dict[int, RunCell]
+    """run_id -> its result (`episode_ids` left empty); a run that did not play it is absent."""
+
+
+@dataclass(frozen=True, slots=True)
 class Distribution:
     """Per-run counts for the Runs page charts."""
 

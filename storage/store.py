@@ -35,6 +35,7 @@ from storage.read_models import (
     EpisodeSummary,
     Page,
     QuestionComparison,
+    QuestionOutcomes,
     RunSummary,
 )
 from storage.writes import EpisodeKey, now_utc, retry_locked, write_batch
@@ -399,6 +400,11 @@ class Store:
         """Per-question results of several runs, over the questions any of them played."""
         with Session(self._engine) as session:
             return aggregates.compare_page(session, run_ids, limit, cursor)
+
+    def compare_outcomes(self, run_ids: Sequence[int]) -> list[QuestionOutcomes]:
+        """Episode and correct counts per question and run, over every question they finished."""
+        with Session(self._engine) as session:
+            return aggregates.compare_outcomes(session, run_ids)
 
     def run_distributions(self, run_ids: Sequence[int]) -> list[Distribution]:
         """Action mix, reward and steps histograms per run, computed in SQL."""

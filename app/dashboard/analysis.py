@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
-from storage.read_models import QuestionComparison, StoredStep
+from storage.read_models import RunCell, StoredStep
 
 Cell = Literal["both right", "only A", "only B", "both wrong"]
 CELLS: tuple[Cell, ...] = ("both right", "only A", "only B", "both wrong")
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_RESAMPLES = 2000
+
+
+class HasCells(Protocol):
+    """A question's per-run results: `QuestionComparison` or the compact `QuestionOutcomes`."""
+
+    @property
+    def question_id(self) -> str: ...
+    @property
+    def cells(self) -> Mapping[int, RunCell]: ...
+
+
+Row = TypeVar("Row", bound=HasCells)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,8 +40,8 @@ class BootstrapInterval:
 
 
 def paired_questions(
-    rows: Sequence[QuestionComparison], run_a: int, run_b: int
-) -> tuple[list[QuestionComparison], np.ndarray, np.ndarray]:
+    rows: Sequence[Row], run_a: int, run_b: int
+) -> tuple[list[Row], np.ndarray, np.ndarray]:
     """Questions both runs played, with each run's success rate on them."""
     both = [r for r in rows if _played(r, run_a) and _played(r, run_b)]
     a = np.array([_rate(r, run_a) for r in both], dtype=float)
@@ -73,12 +85,10 @@ def outcome_cell(rate_a: float, rate_b: float) -> Cell:
     return "both wrong"
 
 
-def outcome_matrix(
-    rows: Sequence[QuestionComparison], run_a: int, run_b: int
-) -> dict[Cell, list[QuestionComparison]]:
+def outcome_matrix(rows: Sequence[Row], run_a: int, run_b: int) -> dict[Cell, list[Row]]:
     """The paired questions grouped by the four outcome cells."""
     both, a, b = paired_questions(rows, run_a, run_b)
-    cells: dict[Cell, list[QuestionComparison]] = {c: [] for c in CELLS}
+    cells: dict[Cell, list[Row]] = {c: [] for c in CELLS}
     for row, ra, rb in zip(both, a, b, strict=True):
         cells[outcome_cell(float(ra), float(rb))].append(row)
     return cells
@@ -101,10 +111,10 @@ def _step_key(step: StoredStep) -> tuple[str, str]:
     return step.action, " ".join(step.argument.split()).lower()
 
 
-def _played(row: QuestionComparison, run_id: int) -> bool:
+def _played(row: HasCells, run_id: int) -> bool:
     cell = row.cells.get(run_id)
     return cell is not None and cell.episodes > 0
 
 
-def _rate(row: QuestionComparison, run_id: int) -> float:
+def _rate(row: HasCells, run_id: int) -> float:
     return row.cells[run_id].correct / row.cells[run_id].episodes

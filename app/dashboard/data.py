@@ -19,6 +19,7 @@ from storage.read_models import (
     EpisodeSummary,
     Page,
     QuestionComparison,
+    QuestionOutcomes,
     RunSummary,
 )
 from storage.store import Store
@@ -27,7 +28,7 @@ from storage.store import Store
 _LIVE_TTL = 2
 _TTL = 5
 COMPARE_QUESTION_CAP = 5000
-"""Most questions the Compare page pulls for its statistics (Spider dev has 1,034)."""
+"""Most questions the Compare page lists with their text (its statistics cover them all)."""
 
 
 def settings() -> Settings:
@@ -122,7 +123,6 @@ def run_distributions(run_ids: Sequence[int]) -> list[Distribution]:
 def _compare_all(
     _store: Store, url: str, run_ids: tuple[int, ...], cap: int
 ) -> tuple[list[QuestionComparison], bool]:
-    # ADAPTER until the Store has a compact per-question read: walks compare_runs pages.
     items: list[QuestionComparison] = []
     cursor: str | None = None
     while len(items) < cap:
@@ -137,6 +137,16 @@ def _compare_all(
 def compare_all(run_ids: Sequence[int]) -> tuple[list[QuestionComparison], bool]:
     """Per-question results of the runs (up to the cap) and whether the cap cut them short."""
     return _compare_all(store(), settings().store_url, tuple(run_ids), COMPARE_QUESTION_CAP)
+
+
+@st.cache_data(ttl=_TTL, show_spinner=False)
+def _compare_outcomes(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[QuestionOutcomes]:
+    return _store.compare_outcomes(run_ids)
+
+
+def compare_outcomes(run_ids: Sequence[int]) -> list[QuestionOutcomes]:
+    """Episode and correct counts of the runs on every question they finished."""
+    return _compare_outcomes(store(), settings().store_url, tuple(run_ids))
 
 
 @st.cache_data(ttl=_TTL, show_spinner=False)

@@ -213,6 +213,22 @@ def test_compare_two_runs_matrix_interval_and_divergence(store_env: FixtureStore
     assert "First divergence at step 2." in [w.value for w in at.warning]
 
 
+def test_compare_statistics_cover_questions_beyond_the_list_cap(
+    store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.dashboard import data
+
+    monkeypatch.setattr(data, "COMPARE_QUESTION_CAP", 2)
+    at = open_page("views/compare.py", run=[str(store_env.run_a), str(store_env.run_b)])
+    shown = texts(at)
+    # the same interval and matrix as with every question listed
+    assert "+0.167" in shown
+    assert at.dataframe[0].value.to_numpy().tolist() == [[2, 2], [1, 1]]
+    assert "The statistics cover all 6 questions" in shown
+    listed = sum(len(df.value) for df in at.dataframe[1:])
+    assert listed == 2
+
+
 def test_compare_needs_two_runs_and_ignores_unknown_ids(store_env: FixtureStore) -> None:
     at = open_page("views/compare.py", run=[str(store_env.run_a), "777"])
     assert "777" in at.warning[0].value

@@ -129,6 +129,23 @@ def test_compare_runs_paging(two_runs: tuple[Store, int, int]) -> None:
     assert store.compare_runs([]).items == []
 
 
+def test_compare_outcomes_counts_every_question(two_runs: tuple[Store, int, int]) -> None:
+    store, r1, r2 = two_runs
+    outcomes = store.compare_outcomes([r1, r2])
+    got = {
+        o.question_id: {r: (c.episodes, c.correct) for r, c in o.cells.items()} for o in outcomes
+    }
+    assert got == {
+        "q1": {r1: (2, 1)},
+        "q2": {r1: (2, 1), r2: (2, 2)},
+        "q3": {r1: (1, 0)},
+        "q4": {r2: (1, 0)},
+    }
+    assert [o.question_id for o in outcomes] == ["q1", "q2", "q3", "q4"]
+    assert [o.question_id for o in store.compare_outcomes([r2])] == ["q2", "q4"]
+    assert store.compare_outcomes([]) == []
+
+
 def test_iter_episode_details_streams_finished_episodes(two_runs: tuple[Store, int, int]) -> None:
     store, r1, _r2 = two_runs
     details = list(store.iter_episode_details(r1, batch=2))

@@ -15,7 +15,7 @@ from app.dashboard.components.render import (
     show_error,
     show_text,
 )
-from storage.read_models import EpisodeDetail, QuestionComparison, RunSummary
+from storage.read_models import EpisodeDetail, QuestionComparison, QuestionOutcomes, RunSummary
 
 _LIST_CAP = 200  # questions listed per outcome cell; the counts are always complete
 
@@ -42,7 +42,7 @@ def _headline(runs: list[RunSummary]) -> None:
             )
 
 
-def _interval(rows: list[QuestionComparison], a: RunSummary, b: RunSummary) -> None:
+def _interval(rows: list[QuestionOutcomes], a: RunSummary, b: RunSummary) -> None:
     _, ra, rb = analysis.paired_questions(rows, a.id, b.id)
     ci = analysis.bootstrap_accuracy_diff(ra, rb)
     if ci is None:
@@ -55,10 +55,16 @@ def _interval(rows: list[QuestionComparison], a: RunSummary, b: RunSummary) -> N
     )
 
 
-def _matrix(rows: list[QuestionComparison], a: RunSummary, b: RunSummary) -> None:
-    cells = analysis.outcome_matrix(rows, a.id, b.id)
+def _matrix(
+    outcomes: list[QuestionOutcomes],
+    listed: dict[str, QuestionComparison],
+    a: RunSummary,
+    b: RunSummary,
+) -> None:
+    """The four outcome counts over every question; each cell lists the questions loaded."""
+    cells = analysis.outcome_matrix(outcomes, a.id, b.id)
     st.subheader("Per-question outcomes")
-    multi = any(c.episodes > 1 for r in rows for c in r.cells.values())
+    multi = any(c.episodes > 1 for r in outcomes for c in r.cells.values())
     if multi:
         st.caption(
             "Several samples per question: a run solves a question with half or more correct."
@@ -74,8 +80,9 @@ def _matrix(rows: list[QuestionComparison], a: RunSummary, b: RunSummary) -> Non
     st.dataframe(grid)
     for cell in analysis.CELLS:
         label = cell.replace(" A", f" {a.name}").replace(" B", f" {b.name}")
+        rows = [listed[o.question_id] for o in cells[cell] if o.question_id in listed]
         with st.expander(f"{label}: {len(cells[cell])}"):
-            st.dataframe(_question_table(cells[cell][:_LIST_CAP], [a, b]), hide_index=True)
+            st.dataframe(_question_table(rows[:_LIST_CAP], [a, b]), hide_index=True)
 
 
 def _question_table(rows: list[QuestionComparison], runs: list[RunSummary]) -> pd.DataFrame:
@@ -177,13 +184,17 @@ if len(chosen_ids) < 2:
 
 runs = [by_id[i] for i in chosen_ids]
 _headline(runs)
+outcomes = data.compare_outcomes(chosen_ids)
 rows, capped = data.compare_all(chosen_ids)
 if capped:
-    st.caption(f"Statistics over the first {data.COMPARE_QUESTION_CAP} questions.")
+    st.caption(
+        f"The statistics cover all {len(outcomes)} questions; the lists and the question picker "
+        f"the first {data.COMPARE_QUESTION_CAP}."
+    )
 for other in runs[1:]:
-    _interval(rows, runs[0], other)
+    _interval(outcomes, runs[0], other)
 if len(runs) == 2:
-    _matrix(rows, runs[0], runs[1])
+    _matrix(outcomes, {r.question_id: r for r in rows}, runs[0], runs[1])
 else:
     st.subheader("Per-question success rate")
     st.dataframe(
