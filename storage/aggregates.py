@@ -62,10 +62,7 @@ def compare_page(
     if qids:
         cell_rows = session.execute(
             select(
-                Episode.question_id,
-                Episode.run_id,
-                func.count(),
-                func.sum(case((Episode.outcome == "correct", 1), else_=0)),
+                *_cell_counts(),
                 func.min(Episode.db_id),
                 func.min(Episode.question),
             )
@@ -87,6 +84,12 @@ def compare_page(
     return Page(items=items, next_cursor=next_cursor)
 
 
+def _cell_counts() -> tuple[Any, Any, Any, Any]:
+    """Columns of a (question, run) group: question id, run id, episodes, correct ones."""
+    correct = func.sum(case((Episode.outcome == "correct", 1), else_=0))
+    return Episode.question_id, Episode.run_id, func.count(), correct
+
+
 def compare_outcomes(session: Session, run_ids: Sequence[int]) -> list[QuestionOutcomes]:
     """Every question any of the runs finished, with each run's episode and correct counts.
 
@@ -97,12 +100,7 @@ def compare_outcomes(session: Session, run_ids: Sequence[int]) -> list[QuestionO
     if not ids:
         return []
     rows = session.execute(
-        select(
-            Episode.question_id,
-            Episode.run_id,
-            func.count(),
-            func.sum(case((Episode.outcome == "correct", 1), else_=0)),
-        )
+        select(*_cell_counts())
         .where(Episode.run_id.in_(ids), Episode.outcome.is_not(None))
         .group_by(Episode.question_id, Episode.run_id)
         .order_by(Episode.question_id)
