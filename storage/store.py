@@ -38,7 +38,7 @@ from storage.read_models import (
     QuestionOutcomes,
     RunSummary,
 )
-from storage.writes import EpisodeKey, now_utc, retry_locked, write_batch
+from storage.writes import EpisodeKey, clean_json, now_utc, retry_locked, write_batch
 
 __all__ = ["HEARTBEAT_STALE_SECONDS", "Store", "StoreError", "StoreSink"]
 
@@ -125,17 +125,20 @@ class Store:
     ) -> int:
         """Insert a run (name must be unique: ValueError naming it otherwise); returns its id."""
         _check_status(status)
+        if "\x00" in spec.name:
+            raise ValueError("the run name contains a NUL character (\\x00); choose another name")
         now = now_utc()
         running = status == "running"
+        fields = clean_json(dataclasses.asdict(spec))
 
         def insert() -> int:
             run = Run(
                 name=spec.name,
-                policy=spec.policy,
-                checkpoint=spec.checkpoint,
+                policy=fields["policy"],
+                checkpoint=fields["checkpoint"],
                 checkpoint_fingerprint=spec.checkpoint_fingerprint,
-                dataset=spec.dataset,
-                spec=dataclasses.asdict(spec),
+                dataset=fields["dataset"],
+                spec=fields,
                 episodes_planned=episodes_planned,
                 status=status,
                 host=socket.gethostname(),

@@ -147,6 +147,17 @@ def _text(value: str | None) -> str | None:
     return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
 
+def clean_json(value: Any) -> Any:
+    """`value` with NUL mapped to U+FFFD in every string (PostgreSQL JSON cannot hold it)."""
+    if isinstance(value, str):
+        return _text(value)
+    if isinstance(value, dict):
+        return {clean_json(k): clean_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean_json(v) for v in value]
+    return value
+
+
 def _step_row(ids: dict[EpisodeKey, int], s: StepRecord) -> dict[str, Any]:
     return {
         "episode_id": ids[(s.question_id, s.sample_index)],

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -196,6 +197,19 @@ def test_unique_run_name(store: Store) -> None:
     with pytest.raises(ValueError, match="a run named 'same' already exists"):
         store.create_run(spec("same"), episodes_planned=1)
     assert [r.name for r in store.list_runs()] == ["same"]
+
+
+def test_nul_characters_in_a_run(store: Store) -> None:
+    """PostgreSQL text and JSON cannot hold NUL: a name is refused, other text is mapped."""
+    with pytest.raises(ValueError, match="NUL character"):
+        store.create_run(spec("bad\x00name"), episodes_planned=1)
+    assert store.list_runs() == []
+    with_nul = replace(spec("ok"), generation={"stop": ["a\x00b"]}, checkpoint="/ck\x00pt")
+    run_id = store.create_run(with_nul, episodes_planned=1)
+    run = store.get_run(run_id)
+    assert run is not None
+    assert run.spec["generation"] == {"stop": ["a\ufffdb"]}
+    assert run.checkpoint == "/ck\ufffdpt"
 
 
 def test_status_transitions(store: Store) -> None:
