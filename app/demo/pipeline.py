@@ -4,7 +4,9 @@
 2. a byte-level BPE tokenizer and a ~1M-parameter Llama are trained on them, saving
    checkpoints at a few steps (untrained, early, late);
 3. every checkpoint, the oracle and the random baseline play the held-out test split with a few
-   samples per question into the store.
+   samples per question into the store; the trained checkpoints also play the train split,
+   greedily (`checkpoint-N-train`), where a tiny model's progress shows (checkpoint-500 answers
+   about a quarter of those questions, checkpoint-100 none), so Compare has a difference to show.
 
 Each stage is skipped when its output already exists, so a second run takes seconds.
 """
@@ -113,33 +115,48 @@ def train_checkpoints(settings: DemoSettings, log: Log) -> list[Path]:
     )
 
 
-def _run_specs(checkpoints: list[Path], test: Dataset, settings: DemoSettings) -> list[RunSpec]:
-    common = {
-        "dataset": test.name,
-        "questions_path": str(test.questions_path),
-        "db_dir": str(test.db_dir),
-        "environment": {"step_budget": settings.step_budget},
-        "batch_size": settings.batch_size,
-        "seed": settings.seed,
-    }
-    specs = [
-        RunSpec(
-            name=path.name,
+def _run_specs(
+    checkpoints: list[Path], test: Dataset, train: Dataset, settings: DemoSettings
+) -> list[tuple[RunSpec, Dataset]]:
+    def common(dataset: Dataset) -> dict[str, object]:
+        return {
+            "dataset": dataset.name,
+            "questions_path": str(dataset.questions_path),
+            "db_dir": str(dataset.db_dir),
+            "environment": {"step_budget": settings.step_budget},
+            "batch_size": settings.batch_size,
+            "seed": settings.seed,
+        }
+
+    def checkpoint_run(
+        path: Path, dataset: Dataset, name: str, *, greedy: bool = False
+    ) -> tuple[RunSpec, Dataset]:
+        spec = RunSpec(
+            name=name,
             policy=f"hf:{path.resolve()}",
             generation={
                 "max_new_tokens": settings.max_new_tokens,
-                "temperature": settings.temperature,
+                "temperature": 0.0 if greedy else settings.temperature,
                 "seed": settings.seed,
                 "threads": settings.threads,
             },
-            samples=settings.samples,
-            **common,  # type: ignore[arg-type]
+            samples=1 if greedy else settings.samples,
+            **common(dataset),  # type: ignore[arg-type]
         )
-        for path in checkpoints
+        return spec, dataset
+
+    runs = [checkpoint_run(path, test, path.name) for path in checkpoints]
+    baselines = (("oracle", 1), ("random", settings.samples))
+    runs += [
+        (RunSpec(name=name, policy=name, samples=n, **common(test)), test)  # type: ignore[arg-type]
+        for name, n in baselines
     ]
-    specs.append(RunSpec(name="oracle", policy="oracle", samples=1, **common))  # type: ignore[arg-type]
-    specs.append(RunSpec(name="random", policy="random", samples=settings.samples, **common))  # type: ignore[arg-type]
-    return specs
+    # Greedy on the questions it learned from; the untrained checkpoint is left out (on any
+    # split it writes nothing parseable).
+    runs += [
+        checkpoint_run(path, train, f"{path.name}-train", greedy=True) for path in checkpoints[1:]
+    ]
+    return runs
 
 
 def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoReport:
@@ -148,8 +165,8 @@ def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoRe
     t0 = time.perf_counter()
     report.checkpoints = train_checkpoints(settings, log)
     report.seconds["train"] = time.perf_counter() - t0
-    test = load_named_dataset("demo:test")
-    for spec in _run_specs(report.checkpoints, test, settings):
+    test, train = load_named_dataset("demo:test"), load_named_dataset("demo:train")
+    for spec, dataset in _run_specs(report.checkpoints, test, train, settings):
         existing = store.find_run(spec.name)
         if existing is not None and existing.status == "completed":
             report.reused.append(spec.name)
@@ -157,7 +174,7 @@ def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoRe
         if existing is not None:  # an earlier demo stopped half-way: play it again whole
             store.delete_run(existing.id)
         t1 = time.perf_counter()
-        prepared = batch.prepare(spec, test)
+        prepared = batch.prepare(spec, dataset)
         run_id = store.create_run(prepared.spec, episodes_planned=prepared.planned)
         stats = batch.play_run(store, run_id, prepared)
         report.runs.append(spec.name)

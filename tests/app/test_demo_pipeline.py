@@ -80,8 +80,16 @@ def test_checkpoints_load_offline_with_their_chat_template(
 def test_training_makes_valid_actions(demo: tuple[Store, DemoSettings, DemoReport]) -> None:
     store, _, _ = demo
     runs = {r.name: r for r in store.list_runs()}
-    assert set(runs) == {"checkpoint-0", "checkpoint-40", "checkpoint-150", "oracle", "random"}
+    train_runs = {"checkpoint-40-train", "checkpoint-150-train"}
+    assert (
+        set(runs)
+        == {"checkpoint-0", "checkpoint-40", "checkpoint-150", "oracle", "random"} | train_runs
+    )
     assert all(r.status == "completed" for r in runs.values())
+    assert {name for name, r in runs.items() if r.dataset == "demo:train"} == train_runs
+    assert runs["checkpoint-150-train"].episodes_finished == len(
+        load_named_dataset("demo:train").questions
+    )
     untrained = runs["checkpoint-0"].parse_failure_rate
     trained = runs["checkpoint-150"].parse_failure_rate
     assert untrained is not None and trained is not None

@@ -33,12 +33,15 @@ def _headline(runs: list[RunSummary]) -> None:
             (cols[4], "parse failures", run.parse_failure_rate, base.parse_failure_rate, fmt_pct),
         ):
             delta = None if run is base or value is None or ref is None else value - ref
+            # Fewer steps and fewer parse failures are better; no change is neither.
+            better_lower = label in ("mean steps", "parse failures")
+            unchanged = delta is not None and abs(delta) < 0.0005
             col.metric(
                 label,
                 fmt(value),
-                delta=None if delta is None else fmt_signed(delta),
-                # Fewer steps and fewer parse failures are better.
-                delta_color="inverse" if label in ("mean steps", "parse failures") else "normal",
+                delta=None if delta is None else ("0.000" if unchanged else fmt_signed(delta)),
+                delta_color="off" if unchanged else "inverse" if better_lower else "normal",
+                delta_arrow="off" if unchanged else "auto",
             )
 
 
