@@ -97,8 +97,10 @@ class SuffixLayer(StaticLayer):  # type: ignore[no-untyped-call]  # transformers
         return self.prefix_len + self.max_cache_len, 0
 
     def get_seq_length(self) -> int:
-        held = int(self.cumulative_length) if self.is_initialized else 0
-        return self.prefix_len + held
+        # A tensor like StaticLayer's own (no device sync on CUDA), offset by the prefix.
+        if not self.is_initialized:
+            return self.prefix_len
+        return self.prefix_len + self.cumulative_length  # type: ignore[return-value]
 
     def get_max_length(self) -> int:
         return self.prefix_len + self.max_cache_len
