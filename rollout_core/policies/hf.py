@@ -92,7 +92,9 @@ class HFPolicy:
         self.top_p = top_p
         self.seed = seed
         self.generate_seconds = 0.0
-        """Wall time spent running the model: `generate`, and shared prefixes computed once."""
+        """Wall time spent inside `model.generate` (for overhead accounting)."""
+        self.prefix_seconds = 0.0
+        """Wall time spent computing shared prefixes, the one model call outside `generate`."""
         self.reused_tokens = 0
         """Prompt tokens taken from the per-episode cache instead of being prefilled again."""
         self.prefix_cache = prefix_cache
@@ -204,7 +206,7 @@ class HFPolicy:
         with torch.inference_mode():
             ids_t = torch.tensor([ids], device=self.device)
             out = self.model(input_ids=ids_t, use_cache=True, logits_to_keep=1)
-        self.generate_seconds += time.perf_counter() - t0  # model time, like generate's
+        self.prefix_seconds += time.perf_counter() - t0
         kv = [(layer.keys, layer.values) for layer in out.cache.layers]
         return SharedPrefix(len(ids), kv)
 

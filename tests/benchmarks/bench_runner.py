@@ -125,6 +125,7 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
     same = sum(a == b for a, b in zip(seq_sorted, bat_out, strict=False))
     seq_eps, bat_eps = episodes / seq_wall, stats.episodes / bat_wall
     overhead = 1 - bat_policy.generate_seconds / bat_wall
+    prefix_share = bat_policy.prefix_seconds / bat_wall
     reused = bat_policy.reused_tokens / max(1, sum(s.tokens_in or 0 for s in sink.steps))
     print(
         f"\nmodel {params / 1e6:.2f}M params on {bat_policy.device}, {threads} threads; "
@@ -134,8 +135,9 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
         f"  batched:    {bat_wall:7.2f} s  {bat_eps:7.2f} episodes/s  "
         f"({stats.policy_calls} generate calls; median of "
         f"{', '.join(f'{r[0]:.2f}' for r in runs)} s)\n"
-        f"  speed-up {bat_eps / seq_eps:.1f}x; batched wall time outside the model "
-        f"{overhead:.1%}; prompt tokens reused from the cache {reused:.0%}; "
+        f"  speed-up {bat_eps / seq_eps:.1f}x; batched wall time outside generate "
+        f"{overhead:.1%} (of which computing shared prefixes {prefix_share:.1%}); "
+        f"prompt tokens reused from the cache {reused:.0%}; "
         f"shared prefix held once in {bat_policy.shared_prefix_calls}/{stats.policy_calls} calls; "
         f"identical outputs {same}/{len(bat_out)} steps"
     )
