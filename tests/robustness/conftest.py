@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import itertools
 import json
-import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +17,6 @@ from tests.robustness.helpers import DbCopy
 from tests.storage.conftest import PgServer, postgres_server
 
 __all__ = ["postgres_server"]
-_PG_DATABASES = itertools.count(1)
 
 
 @pytest.fixture()
@@ -51,9 +48,5 @@ def db_copy(tmp_path: Path) -> DbCopy:
 @pytest.fixture()
 def pg_store_url(postgres_server: PgServer) -> Iterator[str]:
     """A new, empty PostgreSQL database on the session's server (skips without PostgreSQL)."""
-    name = f"rollscope_robust_{os.getpid()}_{next(_PG_DATABASES)}"
-    postgres_server.admin(f"CREATE DATABASE {name}")
-    try:
-        yield postgres_server.url(name)
-    finally:
-        postgres_server.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with postgres_server.database("rollscope_robust") as url:
+        yield url

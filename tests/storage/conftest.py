@@ -11,6 +11,7 @@ import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +62,16 @@ class PgServer:
         conninfo = f"host=127.0.0.1 port={self.port} user=postgres dbname=postgres"
         with psycopg.connect(conninfo, autocommit=True) as conn:
             conn.execute(sql)  # type: ignore[arg-type,unused-ignore]
+
+    @contextmanager
+    def database(self, prefix: str) -> Iterator[str]:
+        """A new empty database for the block; yields its URL and drops it after."""
+        name = f"{prefix}_{os.getpid()}_{next(_DB_NUMBERS)}"
+        self.admin(f"CREATE DATABASE {name}")
+        try:
+            yield self.url(name)
+        finally:
+            self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture(scope="session")
@@ -120,12 +131,8 @@ def store_url(dialect: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
         yield f"sqlite:///{tmp_path / 'store.db'}"
         return
     server: PgServer = request.getfixturevalue("postgres_server")
-    name = f"rollscope_test_{os.getpid()}_{next(_DB_NUMBERS)}"
-    server.admin(f"CREATE DATABASE {name}")
-    try:
-        yield server.url(name)
-    finally:
-        server.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+    with server.database("rollscope_test") as url:
+        yield url
 
 
 @pytest.fixture
