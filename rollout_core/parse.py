@@ -4,7 +4,8 @@ Rules: the first line that starts with an action word (DESCRIBE, SAMPLE, QUERY, 
 case; leading whitespace, `**bold**` and an optional colon allowed) wins. The word must stand
 alone: `ANSWERS: 5` and `DESCRIBEsinger` are not actions. DESCRIBE and SAMPLE take the rest of
 their line as a table name; QUERY and ANSWER continue on the following lines up to a blank line,
-a closing code fence or the next action line. Markdown code fences around the action or its
+a closing code fence or the next action line (inside a fenced block that is closed, only the
+closing fence ends the argument). Markdown code fences around the action or its
 argument are dropped. An empty argument is no action. Text without any action falls back to
 QUERY with the whole text, flagged `parsed=False`.
 """
@@ -88,9 +89,12 @@ def _multiline_argument(rest: str, lines: list[str], start: int) -> str:
             fenced, start = True, probe + 1
     parts = [rest] if rest else []
     if not (fenced and rest.rstrip().endswith("```")):
+        # Inside a block that is closed later, an action word is content (`ANSWER:` then a
+        # fenced `Sample`); an unclosed block still ends at the next action line.
+        closed = fenced and any(_FENCE.match(line) for line in lines[start:])
         for line in lines[start:]:
             stripped = line.strip()
-            if _FENCE.match(line) or _ACTION_LINE.match(line):
+            if _FENCE.match(line) or (not closed and _ACTION_LINE.match(line)):
                 break
             if not stripped:
                 if fenced:
@@ -121,11 +125,11 @@ def _is_fence_only(text: str) -> bool:
 
 
 def _strip_inline_code(argument: str) -> str:
-    """Drop a trailing fence and one pair of backticks wrapping the whole argument."""
-    if argument.endswith("```"):
-        argument = argument[:-3].rstrip()
-    if argument.startswith("```"):
-        argument = argument[3:].lstrip()
+    """Drop fences at either end and one pair of backticks wrapping the whole argument."""
+    while argument.endswith("```"):
+        argument = argument.rstrip("`").rstrip()
+    while argument.startswith("```"):
+        argument = argument.lstrip("`").lstrip()
     if (
         len(argument) >= 2
         and argument[0] == "`"

@@ -43,9 +43,11 @@ def test_parser_never_raises_and_returns_a_known_action(text: str) -> None:
         assert not action.argument.startswith("```") and not action.argument.endswith("```")
 
 
+# Chatter: a line that is no action even when a continuation line follows it (`QUERY` alone
+# is no action, but `QUERY` then `0` is one).
 _plain_line = st.text(
     st.characters(blacklist_categories=["Cs", "Zl", "Zp", "Cc"]), max_size=30
-).filter(lambda line: not parse_model_output(line).parsed and "`" not in line)
+).filter(lambda line: not parse_model_output(f"{line}\nx").parsed and "`" not in line)
 _table = st.from_regex(r"[A-Za-z][A-Za-z0-9_]{0,15}", fullmatch=True)
 _free = st.text(
     st.characters(whitelist_categories=["L", "N", "Zs"], whitelist_characters="*(),=<>'.%-+"),

@@ -84,6 +84,11 @@ def test_answer_values_one_per_line() -> None:
         ("```ANSWER: 5```", SQLAction("ANSWER", "5")),
         ("DESCRIBE:\n```\nsinger\n```", SQLAction("DESCRIBE", "singer")),
         ("SAMPLE ```singer```", SQLAction("SAMPLE", "singer")),
+        # An action word inside a closed block is the argument, not a new action.
+        ("ANSWER:\n```\nSample\n```", SQLAction("ANSWER", "Sample")),
+        ("QUERY ```sql\nSELECT a\nANSWER 5\n```", SQLAction("QUERY", "SELECT a\nANSWER 5")),
+        # An unclosed block still ends at the next action line.
+        ("QUERY:\n```sql\nSELECT 1\nANSWER 5", SQLAction("QUERY", "SELECT 1")),
     ],
 )
 def test_code_fences_are_removed(text: str, expected: SQLAction) -> None:
