@@ -260,11 +260,7 @@ def dashboard(
     from app.dashboard.serve import serve
 
     open_store(store).close()  # a bad URL fails here, in one line, not inside the page
-    raise typer.Exit(
-        serve(
-            store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or []
-        )
-    )
+    serve(store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or [])
 
 
 @cli.command()
@@ -299,7 +295,8 @@ def demo(
         from app.dashboard.serve import serve
 
         out.print(f"dashboard: http://127.0.0.1:{port}", highlight=False)
-        raise typer.Exit(serve(store, port=port, checkpoint_roots=[work_dir.resolve()]))
+        st.close()
+        serve(store, port=port, checkpoint_roots=[work_dir.resolve()])
 
 
 def _jsonable(value: Any) -> Any:

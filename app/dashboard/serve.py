@@ -1,14 +1,18 @@
-"""Start the Streamlit dashboard as a child process: `serve(store_url, port=...)`."""
+"""Turn this process into the Streamlit dashboard: `serve(store_url, port=...)`.
+
+The process execs Streamlit rather than starting it as a child, so a SIGTERM from a process
+manager (`docker stop`, systemd, a test harness) reaches Streamlit itself and never leaves an
+orphaned server behind; it also frees whatever the caller had loaded (the demo's torch).
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import signal
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from app.dashboard.settings import to_env
 
@@ -49,8 +53,8 @@ def serve(
     read_only: bool = False,
     checkpoint_roots: Sequence[Path] = (),
     headless: bool = True,
-) -> int:
-    """Run the dashboard until it exits or is interrupted; returns its exit code."""
+) -> NoReturn:
+    """Replace this process with the dashboard; its exit code becomes the process's."""
     env = dict(os.environ)
     env.update(
         to_env(
@@ -59,19 +63,13 @@ def serve(
             checkpoint_roots=checkpoint_roots,
         )
     )
-    proc = subprocess.Popen(streamlit_command(port=port, host=host, headless=headless), env=env)
-    try:
-        return proc.wait()
-    except KeyboardInterrupt:
-        proc.send_signal(signal.SIGINT)
-        return proc.wait()
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait()
+    command = streamlit_command(port=port, host=host, headless=headless)
+    sys.stdout.flush()  # what was printed so far must not die with this process image
+    sys.stderr.flush()
+    os.execve(command[0], command, env)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> NoReturn:
     """`python -m app.dashboard.serve --store URL [--port N]`: serve without the full CLI."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--store", required=True, help="store URL or SQLite path")
@@ -80,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--read-only", action="store_true")
     parser.add_argument("--checkpoint-root", type=Path, action="append", default=[])
     args = parser.parse_args(argv)
-    return serve(
+    serve(
         args.store,
         port=args.port,
         host=args.host,
@@ -90,4 +88,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
