@@ -47,6 +47,8 @@ def _split_lines(text: str) -> list[str]:
 
 def _find_action(lines: list[str]) -> SQLAction | None:
     """Return the first action line with a non-empty argument."""
+    # Found once, so that deciding whether a block is closed stays linear over many action lines.
+    last_fence = next((i for i in range(len(lines) - 1, -1, -1) if _FENCE.match(lines[i])), -1)
     for index, line in enumerate(lines):
         match = _ACTION_LINE.match(line)
         if match is None:
@@ -54,7 +56,7 @@ def _find_action(lines: list[str]) -> SQLAction | None:
         kind = cast(ActionKind, match.group(1).upper())
         rest = _after_word(line[match.end() :])
         if kind in _MULTILINE:
-            argument = _multiline_argument(rest, lines, index + 1)
+            argument = _multiline_argument(rest, lines, index + 1, last_fence)
         else:
             argument = _table_argument(rest, lines, index + 1)
         if argument:
@@ -74,8 +76,11 @@ def _after_word(rest: str) -> str:
     return rest
 
 
-def _multiline_argument(rest: str, lines: list[str], start: int) -> str:
-    """Collect a QUERY/ANSWER argument: this line plus continuation lines."""
+def _multiline_argument(rest: str, lines: list[str], start: int, last_fence: int) -> str:
+    """Collect a QUERY/ANSWER argument: this line plus continuation lines.
+
+    `last_fence` is the index of the text's last fence line (-1 for none).
+    """
     fenced = False
     if rest.startswith("```"):
         fenced = True
@@ -91,8 +96,9 @@ def _multiline_argument(rest: str, lines: list[str], start: int) -> str:
     if not (fenced and rest.rstrip().endswith("```")):
         # Inside a block that is closed later, an action word is content (`ANSWER:` then a
         # fenced `Sample`); an unclosed block still ends at the next action line.
-        closed = fenced and any(_FENCE.match(line) for line in lines[start:])
-        for line in lines[start:]:
+        closed = fenced and last_fence >= start
+        for position in range(start, len(lines)):  # not `lines[start:]`: no copy per action line
+            line = lines[position]
             stripped = line.strip()
             if _FENCE.match(line) or (not closed and _ACTION_LINE.match(line)):
                 break

@@ -140,6 +140,8 @@ def test_windows_line_endings() -> None:
         "\n" * 500_000 + "ANSWER: 1",
         "QUERY: " + "SELECT 1\n" * 200_000,
         "```" * 100_000,
+        "QUERY ```\n" * 100_000,
+        "QUERY\n" * 100_000,
         "\u2028QUERY: SELECT 1\u2029",
     ],
     ids=[
@@ -152,6 +154,8 @@ def test_windows_line_endings() -> None:
         "newlines",
         "long-query",
         "fences",
+        "open-fences",
+        "bare-actions",
         "unicode-separators",
     ],
 )
