@@ -18,13 +18,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any
 
 from rollout_core.checkpoints import fingerprint_checkpoint
 from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
-from rollout_core.policies.base import Policy, make_policy, split_spec
+from rollout_core.policies.base import Policy
+from rollout_core.policies.registry import make_policy, split_spec
 from rollout_core.records import EpisodeRecord, RunSpec
 from rollout_core.runner import RunStats, plan_episodes, run_episodes
+from rollout_core.settings import GenerationSettings
 from storage.read_models import RunSummary
 from storage.store import Store
 
@@ -64,9 +65,11 @@ def dataset_for_spec(spec: RunSpec) -> Dataset:
     return load_dataset(spec.questions_path, spec.db_dir)
 
 
-def policy_options(spec: RunSpec) -> dict[str, Any]:
-    """The keyword options a policy factory takes, from the run's generation settings."""
-    return {k: v for k, v in spec.generation.items() if v is not None}
+def generation_settings(spec: RunSpec) -> GenerationSettings:
+    """The typed generation settings of a run."""
+    known = set(GenerationSettings.__dataclass_fields__)
+    values = {k: v for k, v in spec.generation.items() if k in known and v is not None}
+    return GenerationSettings(**{**values, "batch_size": spec.batch_size, "seed": spec.seed})
 
 
 def prepare(spec: RunSpec, dataset: Dataset) -> Prepared:
@@ -78,13 +81,12 @@ def prepare(spec: RunSpec, dataset: Dataset) -> Prepared:
     if spec.samples < 1:
         raise JobError("--samples must be at least 1")
     questions = select_questions(dataset, limit=spec.limit, question_ids=spec.question_ids)
-    policy = make_policy(spec.policy, **policy_options(spec))
+    policy = make_policy(spec.policy, generation_settings(spec))
     name, arg = split_spec(spec.policy)
     if name == "hf" and arg and not spec.checkpoint_fingerprint:
         spec = dataclasses.replace(
             spec, checkpoint=arg, checkpoint_fingerprint=fingerprint_checkpoint(arg)
         )
-    spec = dataclasses.replace(spec, generation={**spec.generation, **policy.describe()})
     return Prepared(spec, dataset, policy, planned=len(questions) * spec.samples)
 
 

@@ -20,7 +20,7 @@ def _as_policy(model: Any, tokenizer: Any, config: Mapping[str, Any]) -> Policy:
     """A Policy as given, or a transformers model and tokenizer wrapped in one."""
     if tokenizer is None:
         return model  # type: ignore[no-any-return]
-    from rollout_core.policies.hf import HFPolicy  # torch only when a model is given
+    from rollout_core.policies.hf.policy import HFPolicy  # torch only when a model is given
 
     return HFPolicy.from_model(
         model,

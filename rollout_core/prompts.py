@@ -4,10 +4,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rollout_core.settings import DEFAULT_STEP_BUDGET
+
 if TYPE_CHECKING:
     from rollout_core.environment import SQLObservation
 
-DEFAULT_STEP_BUDGET = 10
+__all__ = [
+    "DEFAULT_STEP_BUDGET",
+    "format_observation",
+    "format_question",
+    "get_system_prompt",
+    "initial_messages",
+]
 
 _SYSTEM_PROMPT = """\
 You answer a question about a SQLite database by taking one action per turn.

@@ -16,6 +16,9 @@ ACTION_KINDS: tuple[ActionKind, ...] = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
 Outcome = Literal["correct", "wrong", "budget_exhausted", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "budget_exhausted", "error")
 
+RunKind = Literal["batch", "training", "fork"]
+RUN_KINDS: tuple[RunKind, ...] = ("batch", "training", "fork")
+
 RunStatus = Literal["queued", "running", "completed", "failed", "cancelled", "interrupted"]
 RUN_STATUSES: tuple[RunStatus, ...] = (
     "queued",
@@ -25,6 +28,59 @@ RUN_STATUSES: tuple[RunStatus, ...] = (
     "cancelled",
     "interrupted",
 )
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class EpisodeKey:
+    """Names one episode within a run: which question, and which of its samples."""
+
+    question_id: str
+    sample_index: int
+    """0-based index of this sample among the question's samples (a GRPO group's members)."""
+
+    def __str__(self) -> str:
+        return f"{self.question_id}#{self.sample_index}"
+
+
+@dataclass(frozen=True, slots=True)
+class TokenTrace:
+    """What a policy knows about each token it generated, in order (one entry per token).
+
+    `text` pieces concatenate to the completion's text exactly (pieces of special tokens, or of
+    whitespace trimmed from the ends, are empty), so a viewer can shade the output token by
+    token without a tokenizer.
+    """
+
+    text: tuple[str, ...]
+    """Each token's piece of the completion text."""
+    logprobs: tuple[float, ...] | None = None
+    """Log-probability of the sampled token under the distribution it was sampled from
+    (after temperature, before top-p truncation); None when the backend gives none."""
+    entropies: tuple[float, ...] | None = None
+    """Entropy (nats) of that distribution at each position; None when unknown."""
+    ids: tuple[int, ...] | None = None
+    """Token ids, when the backend exposes them."""
+    top: tuple[tuple[tuple[str, float], ...], ...] | None = None
+    """Per token, the most likely alternatives as (text, log-probability), when recorded."""
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyInfo:
+    """What a policy reports about itself once built. Recorded apart from the run's settings
+    and never fed back as input (a resumed run rebuilds its policy from the settings alone)."""
+
+    name: str
+    """Registry name: `oracle`, `random`, `hf`, ..."""
+    model_class: str | None = None
+    parameters: int | None = None
+    dtype: str | None = None
+    """The dtype chosen (e.g. `float32`), when `auto` was asked."""
+    device: str | None = None
+    """The device chosen (e.g. `cuda:0`)."""
+    fingerprint: str | None = None
+    """Short hash of the checkpoint's config and weights index."""
+    extra: dict[str, Any] = field(default_factory=dict)
+    """Anything else worth showing (server model name, attention implementation, ...)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +148,10 @@ class EpisodeStart:
     question: str
     gold_sql: str
 
+    @property
+    def key(self) -> EpisodeKey:
+        return EpisodeKey(self.question_id, self.sample_index)
+
 
 @dataclass(frozen=True, slots=True)
 class StepRecord:
@@ -121,6 +181,16 @@ class StepRecord:
     """This step's share of the batched policy call's wall time."""
     env_seconds: float = 0.0
     """Wall time of `env.step` for this step."""
+    tokens: TokenTrace | None = None
+    """Per-token log-probabilities and entropies of the output, when the policy records them."""
+    truncated: bool = False
+    """True when the output was cut by `max_new_tokens` (finish reason `length`)."""
+    cached_tokens: int | None = None
+    """Prompt tokens served from a cache (prefix cache, server prompt cache), when known."""
+
+    @property
+    def key(self) -> EpisodeKey:
+        return EpisodeKey(self.question_id, self.sample_index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +212,10 @@ class EpisodeRecord:
     duration_seconds: float
     error: str | None = None
     """Why the episode ended in `error`, if it did."""
+
+    @property
+    def key(self) -> EpisodeKey:
+        return EpisodeKey(self.question_id, self.sample_index)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from rollout_core.policies.base import (
 )
 from rollout_core.prompts import DEFAULT_STEP_BUDGET, format_observation, initial_messages
 from rollout_core.records import (
+    EpisodeKey,
     EpisodeRecord,
     EpisodeStart,
     IterationBatch,
@@ -50,6 +51,10 @@ class EpisodeTask:
     question: Question
     sample_index: int
     seed: int
+
+    @property
+    def key(self) -> EpisodeKey:
+        return EpisodeKey(self.question.id, self.sample_index)
 
 
 def plan_episodes(
@@ -167,9 +172,8 @@ def run_episodes(
             else:
                 still.append(ep)
         live = still
-        release = getattr(policy, "release", None)
-        if release is not None and finished:  # policies that keep per-episode caches
-            release([f"{e.question_id}#{e.sample_index}" for e in finished])
+        if finished:  # policies that keep per-episode caches forget these
+            policy.release([e.key for e in finished])
         sink.write(IterationBatch(started=started, steps=steps, finished=finished))
         stats.steps += len(steps)
         _count(stats, finished, on_episode)
@@ -214,7 +218,7 @@ def _request(ep: _Live, dataset: Dataset, step_budget: int) -> PolicyRequest:
         seed=ep.task.seed,
         tables=tuple(ep.env.tables),
         steps_left=step_budget - state.step_count,
-        episode=f"{ep.task.question.id}#{ep.task.sample_index}",
+        episode=ep.task.key,
     )
 
 
@@ -245,6 +249,9 @@ def _step(
         tokens_out=out.tokens_out,
         policy_seconds=policy_seconds,
         env_seconds=env_dt,
+        tokens=out.tokens,
+        truncated=out.truncated,
+        cached_tokens=out.cached_tokens,
     )
     return record, obs.done
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from app import batch
 from rollout_core.datasets import Dataset, load_named_dataset
-from rollout_core.policies.base import make_policy
+from rollout_core.policies.registry import make_policy
 from rollout_core.records import ListSink, RunSpec
 from rollout_core.runner import plan_episodes, run_episodes
 from storage.store import Store

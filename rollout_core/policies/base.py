@@ -1,17 +1,16 @@
-"""What a policy is, and the registry that builds one from a spec string.
+"""What a policy is: the requests it answers, the completions it returns, its protocol.
 
-Every policy, built-in or added, registers a factory under a name; `hf:` factories import
-torch inside the function, so importing rollout_core never pulls in the GPU stack.
+Building one from a spec string is the registry's job (`rollout_core.policies.registry`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
-from rollout_core.records import Question
+from rollout_core.records import EpisodeKey, PolicyInfo, Question, TokenTrace
 
 Messages = list[dict[str, str]]
 
@@ -34,12 +33,12 @@ class PolicyRequest:
     step_no: int
     """The step about to be taken, 1-based."""
     seed: int
-    """The episode's seed."""
+    """The episode's seed: sampled outputs depend on it and `step_no` alone, never on the batch."""
     tables: tuple[str, ...] = ()
     steps_left: int = 1
     """Actions left including this one."""
-    episode: str = ""
-    """A key unique to the episode within the run, for policies that keep per-episode state."""
+    episode: EpisodeKey | None = None
+    """The episode within the run, for policies that keep per-episode state; None: keep none."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +48,12 @@ class Completion:
     text: str
     tokens_in: int | None = None
     tokens_out: int | None = None
+    tokens: TokenTrace | None = None
+    """Per-token pieces, log-probabilities and entropies, when the policy records them."""
+    truncated: bool = False
+    """True when generation stopped at `max_new_tokens` rather than at an end token."""
+    cached_tokens: int | None = None
+    """Prompt tokens served from a cache instead of being computed again, when known."""
 
 
 class Policy(Protocol):
@@ -58,42 +63,11 @@ class Policy(Protocol):
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]: ...
 
-    def describe(self) -> dict[str, Any]:
-        """Settings recorded with the run (model, device, dtype, sampling)."""
+    def describe(self) -> PolicyInfo:
+        """What the policy is (model class, size, device and dtype chosen); recorded apart
+        from the run's settings and never fed back as input."""
         ...
 
-
-PolicyFactory = Callable[[str | None, dict[str, Any]], Policy]
-_REGISTRY: dict[str, PolicyFactory] = {}
-
-
-def register_policy(name: str, factory: PolicyFactory) -> None:
-    """Make `name` or `name:ARG` specs build policies through `factory(arg, options)`."""
-    _REGISTRY[name] = factory
-
-
-def policy_names() -> list[str]:
-    _load_builtins()
-    return sorted(_REGISTRY)
-
-
-def split_spec(spec: str) -> tuple[str, str | None]:
-    """`hf:/path` -> ("hf", "/path"); `oracle` -> ("oracle", None)."""
-    name, sep, arg = spec.partition(":")
-    return name.strip().lower(), (arg if sep else None)
-
-
-def make_policy(spec: str, **options: Any) -> Policy:
-    """Build the policy a spec names, e.g. `oracle`, `random`, `hf:./checkpoint-1000`."""
-    _load_builtins()
-    name, arg = split_spec(spec)
-    factory = _REGISTRY.get(name)
-    if factory is None:
-        known = ", ".join(f"{n}:PATH" if n == "hf" else n for n in sorted(_REGISTRY))
-        raise PolicyError(f"unknown policy {spec!r} (choose one of: {known})")
-    return factory(arg, options)
-
-
-def _load_builtins() -> None:
-    # Imported here so the registry module itself stays free of the built-ins' imports.
-    from rollout_core.policies import builtin  # noqa: F401
+    def release(self, episodes: Sequence[EpisodeKey]) -> None:
+        """Forget the state kept for finished episodes (a no-op for stateless policies)."""
+        ...

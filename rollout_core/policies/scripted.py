@@ -7,11 +7,12 @@ import random
 import re
 import threading
 from collections.abc import Sequence
-from typing import Any
 
 from rollout_core.gold import GoldQueryError, gold_result
 from rollout_core.grading import format_answer
 from rollout_core.policies.base import Completion, PolicyRequest
+from rollout_core.records import EpisodeKey, PolicyInfo
+from rollout_core.settings import GenerationSettings
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -25,8 +26,11 @@ class OraclePolicy:
         self._answers: dict[tuple[str, str], str] = {}
         self._lock = threading.Lock()
 
-    def describe(self) -> dict[str, Any]:
-        return {"policy": "oracle"}
+    def describe(self) -> PolicyInfo:
+        return PolicyInfo(name="oracle")
+
+    def release(self, episodes: Sequence[EpisodeKey]) -> None:
+        """Stateless per episode: nothing to forget."""
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         return [Completion(self._act(r)) for r in requests]
@@ -71,8 +75,11 @@ class RandomPolicy:
 
     name = "random"
 
-    def describe(self) -> dict[str, Any]:
-        return {"policy": "random"}
+    def describe(self) -> PolicyInfo:
+        return PolicyInfo(name="random")
+
+    def release(self, episodes: Sequence[EpisodeKey]) -> None:
+        """Stateless per episode: nothing to forget."""
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         return [Completion(self._act(r)) for r in requests]
@@ -94,3 +101,13 @@ class RandomPolicy:
                 [f"QUERY SELECT COUNT(*) FROM {table}", f"QUERY SELECT * FROM {table} LIMIT 3"]
             )
         return "ANSWER " + json.dumps(rng.randint(0, 20))
+
+
+def oracle_policy(arg: str | None, settings: GenerationSettings) -> OraclePolicy:
+    """Registry factory of `oracle` (it has no settings)."""
+    return OraclePolicy()
+
+
+def random_policy(arg: str | None, settings: GenerationSettings) -> RandomPolicy:
+    """Registry factory of `random` (seeded per episode and step; no other settings)."""
+    return RandomPolicy()

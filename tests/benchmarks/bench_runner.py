@@ -26,7 +26,7 @@ import torch
 from rollout_core.datasets import Dataset, load_named_dataset
 from rollout_core.environment import SQLEnvironment
 from rollout_core.parse import parse_model_output
-from rollout_core.policies.hf import HFPolicy
+from rollout_core.policies.hf.policy import HFPolicy
 from rollout_core.prompts import format_observation, initial_messages
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes

@@ -20,7 +20,7 @@ import storage.store as store_module
 from app import batch
 from rollout_core.datasets import load_named_dataset
 from rollout_core.policies.base import Completion, Policy, PolicyRequest
-from rollout_core.records import RunSpec
+from rollout_core.records import EpisodeKey, PolicyInfo, RunSpec
 from rollout_core.runner import episode_seed
 from storage.store import Store
 from tests.conftest import REPO
@@ -239,8 +239,11 @@ class _Exploding:
     def __init__(self, inner: Policy, calls: int) -> None:
         self.inner, self.calls, self.name = inner, calls, "exploding"
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> PolicyInfo:
         return self.inner.describe()
+
+    def release(self, episodes: Sequence[EpisodeKey]) -> None:
+        self.inner.release(episodes)
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         self.calls -= 1

@@ -9,10 +9,12 @@ import pytest
 from rollout_core.compat import play_episode, rollout_func
 from rollout_core.datasets import load_dataset
 from rollout_core.environment import SQLEnvironment
-from rollout_core.policies.base import PolicyError, PolicyRequest, make_policy
-from rollout_core.policies.hf import HFPolicy
+from rollout_core.policies.base import PolicyError, PolicyRequest
+from rollout_core.policies.hf.policy import HFPolicy
+from rollout_core.policies.registry import make_policy
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
+from rollout_core.settings import GenerationSettings
 from tests.fixtures import make_benchmark
 
 
@@ -48,11 +50,13 @@ def test_sampling_is_seeded(tiny_checkpoint: Path, tmp_path: Path) -> None:
     assert [c.text for c in a] == [c.text for c in b]
 
 
-def test_describe_records_the_settings(tiny_checkpoint: Path) -> None:
-    info = make_policy(f"hf:{tiny_checkpoint}", max_new_tokens=5, temperature=0.7).describe()
-    assert info["checkpoint"] == str(tiny_checkpoint)
-    assert info["device"] == "cpu" and info["dtype"] == "float32"
-    assert info["max_new_tokens"] == 5 and info["temperature"] == 0.7
+def test_describe_reports_what_was_chosen(tiny_checkpoint: Path) -> None:
+    settings = GenerationSettings(max_new_tokens=5, temperature=0.7)
+    info = make_policy(f"hf:{tiny_checkpoint}", settings).describe()
+    assert info.name == "hf" and info.model_class == "LlamaForCausalLM"
+    assert info.device == "cpu" and info.dtype == "float32"
+    assert info.parameters is not None and info.parameters > 0
+    assert info.fingerprint is not None and info.extra["checkpoint"] == str(tiny_checkpoint)
 
 
 def test_episodes_run_end_to_end_with_token_counts(tiny_checkpoint: Path, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rollout_core.datasets import load_dataset, load_named_dataset
-from rollout_core.policies.base import make_policy
+from rollout_core.policies.registry import make_policy
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
 

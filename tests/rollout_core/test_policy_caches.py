@@ -14,8 +14,8 @@ from transformers import AutoTokenizer, MistralConfig, MistralForCausalLM
 from app.demo.tiny_model import build_model
 from rollout_core.datasets import Dataset, load_dataset
 from rollout_core.policies.base import PolicyError
-from rollout_core.policies.hf import HFPolicy
-from rollout_core.policies.prefix_cache import _common_prefix
+from rollout_core.policies.hf.policy import HFPolicy
+from rollout_core.policies.hf.prefix_cache import _common_prefix
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
 from tests.fixtures import make_benchmark

@@ -9,7 +9,7 @@ import pytest
 from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from rollout_core.policies.prompt_encoder import PromptEncoder
+from rollout_core.policies.hf.prompt_encoder import PromptEncoder
 
 
 class _Recording:

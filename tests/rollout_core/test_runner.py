@@ -14,9 +14,9 @@ from rollout_core.policies.base import (
     PolicyError,
     PolicyOutOfMemory,
     PolicyRequest,
-    make_policy,
 )
-from rollout_core.records import ListSink
+from rollout_core.policies.registry import make_policy
+from rollout_core.records import EpisodeKey, ListSink, PolicyInfo
 from rollout_core.runner import episode_seed, plan_episodes, run_episodes
 from tests.fixtures import make_benchmark
 
@@ -36,8 +36,11 @@ class Recording:
         self.inner = inner
         self.calls: list[int] = []
 
-    def describe(self) -> dict[str, Any]:
-        return {}
+    def describe(self) -> PolicyInfo:
+        return PolicyInfo(name=self.name)
+
+    def release(self, episodes: Sequence[EpisodeKey]) -> None:
+        pass
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         self.calls.append(len(requests))
@@ -110,8 +113,11 @@ def test_unparsed_output_falls_back_to_query(dataset: Dataset) -> None:
     class Babbler:
         name = "babbler"
 
-        def describe(self) -> dict[str, Any]:
-            return {}
+        def describe(self) -> PolicyInfo:
+            return PolicyInfo(name=self.name)
+
+        def release(self, episodes: Sequence[EpisodeKey]) -> None:
+            pass
 
         def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
             return [Completion("I think the answer is five") for _ in requests]
@@ -138,8 +144,11 @@ def test_policy_error_propagates_without_partial_batch(dataset: Dataset) -> None
     class Broken:
         name = "broken"
 
-        def describe(self) -> dict[str, Any]:
-            return {}
+        def describe(self) -> PolicyInfo:
+            return PolicyInfo(name=self.name)
+
+        def release(self, episodes: Sequence[EpisodeKey]) -> None:
+            pass
 
         def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
             raise PolicyError("weights are corrupt")

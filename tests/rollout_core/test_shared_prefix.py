@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from rollout_core.policies.shared_prefix import SharedPrefix, active, shared_prefix_attention
+from rollout_core.policies.hf.shared_prefix import SharedPrefix, active, shared_prefix_attention
 
 
 class _Layer(torch.nn.Module):

@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
+from rollout_core.records import EpisodeKey
+
 CHECKED_REUSES = 1
 """Batches whose reused ids are compared with a full encoding before the shortcut is trusted."""
 
@@ -27,15 +29,17 @@ class PromptEncoder:
         self.tokenizer = tokenizer
         self._specials = _clean_special_tokens(tokenizer)
         self.enabled = bool(self._specials)
-        self._known: dict[str, tuple[str, list[int]]] = {}
+        self._known: dict[EpisodeKey, tuple[str, list[int]]] = {}
         self._checks_left = CHECKED_REUSES
 
-    def release(self, keys: Sequence[str]) -> None:
+    def release(self, keys: Sequence[EpisodeKey]) -> None:
         for key in keys:
             self._known.pop(key, None)
 
-    def encode(self, keys: Sequence[str], texts: Sequence[str]) -> list[list[int]]:
-        """Ids of `texts` without added special tokens; `keys` name episodes ("" = none)."""
+    def encode(
+        self, keys: Sequence[EpisodeKey | None], texts: Sequence[str]
+    ) -> list[list[int]]:
+        """Ids of `texts` without added special tokens; `keys` name episodes (None = none)."""
         heads: list[list[int]] = []
         tails: list[str] = []
         for key, text in zip(keys, texts, strict=True):
@@ -47,13 +51,13 @@ class PromptEncoder:
         if self._checks_left > 0 and any(heads):
             self._check(texts, heads, rows)
         for key, text, row in zip(keys, texts, rows, strict=True):
-            if key:
+            if key is not None:
                 self._known[key] = (text, row)
         return rows
 
-    def _reusable(self, key: str, text: str) -> tuple[list[int], int]:
+    def _reusable(self, key: EpisodeKey | None, text: str) -> tuple[list[int], int]:
         """Ids of the start of `text` known from the episode's last prompt, and where they end."""
-        known = self._known.get(key) if key and self.enabled else None
+        known = self._known.get(key) if key is not None and self.enabled else None
         if known is None or not text.startswith(known[0]):
             return [], 0
         old_text, old_ids = known
@@ -64,7 +68,9 @@ class PromptEncoder:
                 return old_ids[: j + 1], cut
         return [], 0
 
-    def _check(self, texts: Sequence[str], heads: list[list[int]], rows: list[list[int]]) -> None:
+    def _check(
+        self, texts: Sequence[str], heads: list[list[int]], rows: list[list[int]]
+    ) -> None:
         reused = [i for i, head in enumerate(heads) if head]
         full = self.tokenizer([texts[i] for i in reused], add_special_tokens=False)["input_ids"]
         if any(rows[i] != ids for i, ids in zip(reused, full, strict=True)):

@@ -12,11 +12,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
 from transformers.utils import logging as hf_logging
 
+from rollout_core.checkpoints import fingerprint_checkpoint
 from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
-from rollout_core.policies.prefix_cache import PrefixCache, plain_attention_layers
-from rollout_core.policies.prompt_encoder import PromptEncoder
-from rollout_core.policies.shared_prefix import ATTENTION_NAME, SharedPrefix
-from rollout_core.policies.shared_prefix import active as shared_prefix_active
+from rollout_core.policies.hf.prefix_cache import PrefixCache, plain_attention_layers
+from rollout_core.policies.hf.prompt_encoder import PromptEncoder
+from rollout_core.policies.hf.shared_prefix import ATTENTION_NAME, SharedPrefix
+from rollout_core.policies.hf.shared_prefix import active as shared_prefix_active
+from rollout_core.records import EpisodeKey, PolicyInfo
+from rollout_core.settings import GenerationSettings
 
 # Local directories only: never reach for a model hub at run time.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -170,17 +173,23 @@ class HFPolicy:
         config = self.model.config
         return int(getattr(config, "max_position_embeddings", 0) or 2048)
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "policy": "hf",
-            "checkpoint": self.checkpoint,
-            "device": str(self.device),
-            "dtype": str(self.dtype).removeprefix("torch."),
-            "max_new_tokens": self.max_new_tokens,
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "seed": self.seed,
-        }
+    def describe(self) -> PolicyInfo:
+        path = Path(self.checkpoint)
+        fingerprint = None
+        if (path / "config.json").is_file():
+            try:
+                fingerprint = fingerprint_checkpoint(path)
+            except OSError:
+                fingerprint = None
+        return PolicyInfo(
+            name="hf",
+            model_class=type(self.model).__name__,
+            parameters=sum(p.numel() for p in self.model.parameters()),
+            dtype=str(self.dtype).removeprefix("torch."),
+            device=str(self.device),
+            fingerprint=fingerprint,
+            extra={"checkpoint": self.checkpoint, "shared_prefix": self.shared_prefix},
+        )
 
     def render(self, messages: list[dict[str, str]]) -> str:
         """The prompt text exactly as the model sees it."""
@@ -189,7 +198,7 @@ class HFPolicy:
         )
         return str(text)
 
-    def release(self, episodes: Sequence[str]) -> None:
+    def release(self, episodes: Sequence[EpisodeKey]) -> None:
         """Drop the cached conversations of finished episodes."""
         self._prefix.release(episodes)
         self._encoder.release(episodes)
@@ -214,7 +223,7 @@ class HFPolicy:
         if not requests:
             return []
         rows = self._encode(requests)
-        keys = [r.episode if self.prefix_cache else "" for r in requests]
+        keys = [r.episode if self.prefix_cache else None for r in requests]
         pad_id = int(self.tokenizer.pad_token_id)
         batch = self._prefix.assemble(
             keys,
@@ -271,3 +280,19 @@ def _generated_length(ids: list[int], eos: int | None, pad: int | None) -> int:
         if tok == pad and eos != pad:
             return i
     return len(ids)
+
+
+def hf_policy(arg: str | None, settings: GenerationSettings) -> HFPolicy:
+    """Registry factory of `hf:CHECKPOINT_DIR`."""
+    if not arg:
+        raise PolicyError("the hf policy needs a checkpoint: --policy hf:/path/to/checkpoint")
+    return HFPolicy(
+        arg,
+        device=settings.device,
+        dtype=settings.dtype,
+        max_new_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        top_p=settings.top_p,
+        seed=settings.seed,
+        threads=settings.threads,
+    )

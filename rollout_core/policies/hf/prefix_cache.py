@@ -26,7 +26,8 @@ import torch
 from transformers import DynamicCache, DynamicLayer, PreTrainedConfig, StaticCache, StaticLayer
 from transformers.cache_utils import get_layer_types_and_kwargs
 
-from rollout_core.policies.shared_prefix import BatchCache, SharedPrefix, SuffixLayer
+from rollout_core.policies.hf.shared_prefix import BatchCache, SharedPrefix, SuffixLayer
+from rollout_core.records import EpisodeKey
 
 SHARED_PREFIX_CANDIDATES = 16
 MIN_SHARED_PREFIX = 16
@@ -114,14 +115,14 @@ class PrefixCache:
 
     def __init__(self, max_entries: int = 1024) -> None:
         self.max_entries = max_entries
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._entries: OrderedDict[EpisodeKey, _Entry] = OrderedDict()
         self._last_released: _Entry | None = None
         """Kept after its episode ends: the next wave of episodes shares its system prompt."""
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def release(self, keys: Sequence[str]) -> None:
+    def release(self, keys: Sequence[EpisodeKey]) -> None:
         """Forget finished episodes."""
         for key in keys:
             entry = self._entries.pop(key, None)
@@ -130,7 +131,7 @@ class PrefixCache:
 
     def assemble(
         self,
-        keys: Sequence[str],
+        keys: Sequence[EpisodeKey | None],
         rows: Sequence[list[int]],
         pad_id: int,
         device: torch.device,
@@ -212,13 +213,13 @@ class PrefixCache:
             return _slice_prefix(entry, held)
         return compute_prefix(rows[0][:common])  # e.g. the first batch of a run
 
-    def _best_entry(self, key: str, row: list[int]) -> _Entry | None:
+    def _best_entry(self, key: EpisodeKey | None, row: list[int]) -> _Entry | None:
         """The episode's own cache; for a new episode, the recent one sharing most of its prompt.
 
         Episodes of a run share their system prompt, and a prefix's keys and values depend on
         its tokens alone, so a new episode can start from another's.
         """
-        if not key:
+        if key is None:
             return None
         own = self._entries.get(key)
         if own is not None:
@@ -257,7 +258,11 @@ class PrefixCache:
             yield keys_t, values_t
 
     def store(
-        self, keys: Sequence[str], sequences: Sequence[list[int]], batch: Batch, cache: object
+        self,
+        keys: Sequence[EpisodeKey | None],
+        sequences: Sequence[list[int]],
+        batch: Batch,
+        cache: object,
     ) -> bool:
         """Remember, per row, the real tokens whose keys and values `cache` now holds.
 
@@ -271,7 +276,7 @@ class PrefixCache:
         prefix = batch.prefix
         held = _held_length(cache, layers) - shared  # positions held after the shared prefix
         for i, (key, seq) in enumerate(zip(keys, sequences, strict=True)):
-            if not key:
+            if key is None:
                 continue
             pad = batch.pads[i]
             count = min(len(seq) - shared, held - pad)

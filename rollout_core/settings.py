@@ -1,0 +1,89 @@
+"""Typed run settings: how a policy generates and what the environment enforces.
+
+Every default lives here, once. A run records these settings as given (not what a policy
+reports about itself: that is `PolicyInfo`, stored apart and never fed back as input).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from rollout_core.sandbox import SandboxLimits
+
+DEFAULT_STEP_BUDGET = 10
+DEFAULT_MAX_NEW_TOKENS = 64
+DEFAULT_BATCH_SIZE = 16
+
+Device = str
+"""`auto`, `cpu`, `cuda`, `cuda:1`, ..."""
+DType = Literal["auto", "bf16", "fp16", "fp32"]
+DTYPES: tuple[DType, ...] = ("auto", "bf16", "fp16", "fp32")
+
+
+class SettingsError(ValueError):
+    """A setting out of range; the message names the setting, the value and what is allowed."""
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationSettings:
+    """How the policy generates: sampling, batching and where the model runs."""
+
+    temperature: float = 0.0
+    """0 for greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling: the smallest set of tokens whose probability reaches top_p."""
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+    """Tokens one action may take."""
+    seed: int = 0
+    """Run seed; each episode derives its own from it, its question and its sample index."""
+    batch_size: int = DEFAULT_BATCH_SIZE
+    """Episodes advanced together in one policy call."""
+    device: Device = "auto"
+    """`auto` picks CUDA when present."""
+    dtype: DType = "auto"
+    """`auto` is bf16 on CUDA, fp32 on CPU."""
+    threads: int | None = None
+    """CPU threads for torch during generation (restored after each call); None: torch's."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.temperature <= 10.0:
+            raise SettingsError(f"temperature must be between 0 and 10, got {self.temperature}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SettingsError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.max_new_tokens < 1:
+            raise SettingsError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+        if self.batch_size < 1:
+            raise SettingsError(f"batch_size must be at least 1, got {self.batch_size}")
+        if self.seed < 0:
+            raise SettingsError(f"seed must be 0 or more, got {self.seed}")
+        if self.dtype not in DTYPES:
+            raise SettingsError(f"unknown dtype {self.dtype!r} (choose {', '.join(DTYPES)})")
+        if self.threads is not None and self.threads < 1:
+            raise SettingsError(f"threads must be at least 1, got {self.threads}")
+        if not self.device.strip():
+            raise SettingsError("device is empty (use auto, cpu, cuda or cuda:N)")
+
+
+@dataclass(frozen=True, slots=True)
+class EnvironmentSettings:
+    """What the environment enforces in every episode of a run."""
+
+    step_budget: int = DEFAULT_STEP_BUDGET
+    """Actions per episode; the episode ends when they are used up."""
+    sample_rows: int = 5
+    """Rows SAMPLE shows."""
+    max_observation_tokens: int = 256
+    """Observations longer than this (in the policy's tokens, when it has a tokenizer) are cut."""
+    sandbox: SandboxLimits = field(default_factory=SandboxLimits)
+    """Limits of every connection the environment opens (QUERY, SAMPLE, DESCRIBE alike)."""
+
+    def __post_init__(self) -> None:
+        if self.step_budget < 1:
+            raise SettingsError(f"step_budget must be at least 1, got {self.step_budget}")
+        if self.sample_rows < 1:
+            raise SettingsError(f"sample_rows must be at least 1, got {self.sample_rows}")
+        if self.max_observation_tokens < 1:
+            raise SettingsError(
+                f"max_observation_tokens must be at least 1, got {self.max_observation_tokens}"
+            )
