@@ -36,9 +36,7 @@ class PromptEncoder:
         for key in keys:
             self._known.pop(key, None)
 
-    def encode(
-        self, keys: Sequence[EpisodeKey | None], texts: Sequence[str]
-    ) -> list[list[int]]:
+    def encode(self, keys: Sequence[EpisodeKey | None], texts: Sequence[str]) -> list[list[int]]:
         """Ids of `texts` without added special tokens; `keys` name episodes (None = none)."""
         heads: list[list[int]] = []
         tails: list[str] = []
@@ -68,9 +66,7 @@ class PromptEncoder:
                 return old_ids[: j + 1], cut
         return [], 0
 
-    def _check(
-        self, texts: Sequence[str], heads: list[list[int]], rows: list[list[int]]
-    ) -> None:
+    def _check(self, texts: Sequence[str], heads: list[list[int]], rows: list[list[int]]) -> None:
         reused = [i for i, head in enumerate(heads) if head]
         full = self.tokenizer([texts[i] for i in reused], add_special_tokens=False)["input_ids"]
         if any(rows[i] != ids for i, ids in zip(reused, full, strict=True)):
