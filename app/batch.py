@@ -7,33 +7,28 @@ so a mistake never leaves a run behind as "running".
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import os
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from types import FrameType
 
-from rollout_core.checkpoints import fingerprint_checkpoint
-from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
+from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.policies.base import Policy
-from rollout_core.policies.registry import make_policy, split_spec
-from rollout_core.records import EpisodeRecord, RunSpec
+from rollout_core.policies.registry import make_policy
+from rollout_core.records import EpisodeKey, EpisodeRecord, PolicyInfo, RunSpec
 from rollout_core.runner import RunStats, plan_episodes, run_episodes
-from rollout_core.settings import GenerationSettings
-from storage.read_models import RunSummary
+from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored
+from storage import lifecycle
 from storage.store import Store
 
 HEARTBEAT_EVERY_SECONDS = 10.0
 CANCEL_POLL_SECONDS = 2.0
 
 
-class JobError(RuntimeError):
+class JobError(RollscopeError, RuntimeError):
     """A batch job could not start or finish; the message is one line for the user."""
 
 
@@ -43,51 +38,64 @@ class Cancelled(JobError):
 
 @dataclass(frozen=True, slots=True)
 class Prepared:
-    """A run ready to play: its spec, the loaded dataset and the built policy."""
+    """A run ready to play: its validated plan, the built policy and what it reported."""
 
-    spec: RunSpec
-    dataset: Dataset
+    plan: PlannedRun
     policy: Policy
-    planned: int
+    info: PolicyInfo
+
+    @property
+    def spec(self) -> RunSpec:
+        return self.plan.spec
+
+    @property
+    def planned(self) -> int:
+        return self.plan.planned
 
 
-def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | None) -> Dataset:
-    """`--dataset demo` (or a path) or `--questions FILE [--db-dir DIR]`."""
-    if questions:
-        return load_dataset(questions, db_dir)
-    return load_named_dataset(dataset or "demo")
+def prepare(plan: PlannedRun) -> Prepared:
+    """Build the run's policy from its settings alone; raises on any bad input."""
+    policy = make_policy(plan.spec.policy, plan.spec.generation)
+    return Prepared(plan, policy, policy.describe())
 
 
-def dataset_for_spec(spec: RunSpec) -> Dataset:
-    """The dataset a stored run was made on (a named split reloads as that split)."""
-    if spec.dataset.split(":")[0] == "demo":
-        return load_named_dataset(spec.dataset)
-    return load_dataset(spec.questions_path, spec.db_dir)
+def start_run(store: Store, request: RunRequest) -> tuple[int, Prepared]:
+    """Validate a request, build its policy, then create the run: nothing is written when any
+    of that fails."""
+    prepared = prepare(build_spec(request))
+    run_id = store.create_run(
+        prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
+    )
+    return run_id, prepared
 
 
-def generation_settings(spec: RunSpec) -> GenerationSettings:
-    """The typed generation settings of a run."""
-    known = set(GenerationSettings.__dataclass_fields__)
-    values = {k: v for k, v in spec.generation.items() if k in known and v is not None}
-    return GenerationSettings(**{**values, "batch_size": spec.batch_size, "seed": spec.seed})
+def reopen_run(store: Store, ref: str, *, resume: bool) -> tuple[int, Prepared, set[EpisodeKey]]:
+    """A queued run (`--run-id`) or an unfinished one (`--resume`), claimed by this process.
 
-
-def prepare(spec: RunSpec, dataset: Dataset) -> Prepared:
-    """Build the policy and count the episodes; raises on any bad input."""
-    if int(spec.environment.get("step_budget", 1)) < 1:
-        raise JobError("--step-budget must be at least 1")
-    if spec.batch_size < 1:
-        raise JobError("--batch-size must be at least 1")
-    if spec.samples < 1:
-        raise JobError("--samples must be at least 1")
-    questions = select_questions(dataset, limit=spec.limit, question_ids=spec.question_ids)
-    policy = make_policy(spec.policy, generation_settings(spec))
-    name, arg = split_spec(spec.policy)
-    if name == "hf" and arg and not spec.checkpoint_fingerprint:
-        spec = dataclasses.replace(
-            spec, checkpoint=arg, checkpoint_fingerprint=fingerprint_checkpoint(arg)
-        )
-    return Prepared(spec, dataset, policy, planned=len(questions) * spec.samples)
+    The policy is built before the run is touched; claiming it (status `running`, this host and
+    pid) is one checked move, so two processes can never play the same run.
+    """
+    found = store.find_run(ref)
+    if found is None:
+        raise JobError(f"no run {ref!r} in the store (list them with `rollscope runs`)")
+    if resume:
+        refusal = lifecycle.resume_refusal(found.name, found.status)
+        if refusal is not None:
+            raise JobError(refusal)
+    elif found.status != "queued":
+        raise JobError(f"run {found.id} is {found.status}, not queued; use --resume {found.id}")
+    try:
+        spec = RunSpec.from_stored(found.spec)
+    except SpecError as exc:
+        raise JobError(f"run {found.name!r} cannot be played again: {exc}") from None
+    prepared = prepare(plan_stored(spec))
+    store.set_run_status(found.id, "running")
+    store.set_policy_info(found.id, prepared.info)
+    skip: set[EpisodeKey] = set()
+    if resume:
+        store.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
+        skip = store.finished_keys(found.id)
+    return found.id, prepared, skip
 
 
 @contextmanager
@@ -130,7 +138,7 @@ def play_run(
     run_id: int,
     prepared: Prepared,
     *,
-    skip: set[tuple[str, int]] | None = None,
+    skip: set[EpisodeKey] | None = None,
     on_episode: Callable[[EpisodeRecord, RunStats], None] | None = None,
     on_note: Callable[[str], None] | None = None,
 ) -> RunStats:
@@ -140,8 +148,9 @@ def play_run(
     failed (the run reads `failed` with the error recorded).
     """
     spec = prepared.spec
-    questions = select_questions(prepared.dataset, limit=spec.limit, question_ids=spec.question_ids)
-    tasks = plan_episodes(questions, spec.samples, spec.seed, skip=skip or set())
+    tasks = plan_episodes(
+        prepared.plan.questions, spec.samples, spec.generation.seed, skip=skip or set()
+    )
     stop = threading.Event()
     last_poll = [time.monotonic()]
 
@@ -160,12 +169,12 @@ def play_run(
     try:
         with _stop_on_signals(stop):
             stats = run_episodes(
-                prepared.dataset,
+                prepared.plan.dataset,
                 tasks,
                 prepared.policy,
                 store.sink(run_id),
-                batch_size=spec.batch_size,
-                step_budget=int(spec.environment.get("step_budget", 10)),
+                batch_size=spec.generation.batch_size,
+                environment=spec.environment,
                 should_stop=should_stop,
                 on_episode=on_episode,
                 on_note=on_note,
@@ -187,28 +196,3 @@ def play_run(
         )
     store.set_run_status(run_id, "completed")
     return stats
-
-
-def run_is_live(run: RunSummary) -> bool:
-    """Whether a `running` run's process may still be playing it.
-
-    On this host the pid answers directly, so a run killed a second ago can be resumed at
-    once; elsewhere only a fresh heartbeat (the store reads a stale one as interrupted) tells.
-    """
-    if run.status != "running":
-        return False
-    if run.host != socket.gethostname() or run.pid is None:
-        return True
-    try:
-        os.kill(run.pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, owned by another user
-        return True
-    return True
-
-
-def default_run_name(policy: str, dataset: str) -> str:
-    name, arg = split_spec(policy)
-    label = Path(arg).name if arg else name
-    return f"{label}-{Path(dataset).stem}-{time.strftime('%Y%m%d-%H%M%S')}"

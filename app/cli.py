@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import traceback
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from rich.console import Console
@@ -17,10 +18,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from app import batch
 from app.render import episode_transcript, runs_table
-from rollout_core.datasets import DatasetError
-from rollout_core.policies.base import PolicyError
-from rollout_core.records import EpisodeRecord, RunSpec
+from rollout_core.errors import RollscopeError
+from rollout_core.policies.registry import usage as policy_usage
+from rollout_core.records import EpisodeKey, EpisodeRecord
 from rollout_core.runner import RunStats
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from rollout_core.specs import RunRequest
 from storage.store import Store, StoreError
 
 DEFAULT_STORE = "sqlite:///rollscope.db"
@@ -38,7 +41,9 @@ cli = typer.Typer(
 # Piped output (CI logs, `| less`) gets a wide table rather than rich's 80-column default.
 out = Console(width=None if sys.stdout.isatty() else 150)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
-USER_ERRORS = (DatasetError, PolicyError, StoreError, batch.JobError, ValueError, KeyError)
+# The project's own errors (bad input, an unusable file or store) and file errors are one line
+# and exit 2; anything else is a bug and keeps its traceback.
+USER_ERRORS = (RollscopeError, OSError)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -54,108 +59,125 @@ def open_store(url: str) -> Store:
         fail(str(exc))
 
 
+_GEN = GenerationSettings()
+_ENV = EnvironmentSettings()
+_Opt = typer.Option
+
+
 @cli.command()
 def run(
-    policy: Annotated[str, typer.Option(help="oracle, random, or hf:CHECKPOINT_DIR.")] = "oracle",
-    dataset: Annotated[str | None, typer.Option(help="`demo` or a questions file.")] = None,
-    questions: Annotated[str | None, typer.Option(help="Spider/BIRD questions JSON.")] = None,
-    db_dir: Annotated[str | None, typer.Option(help="Folder of <db_id>/<db_id>.sqlite.")] = None,
+    policy: Annotated[str | None, _Opt(help=f"{policy_usage()}; default: oracle.")] = None,
+    dataset: Annotated[
+        str | None, _Opt(help="demo, demo:train, demo:test or a questions file.")
+    ] = None,
+    questions: Annotated[str | None, _Opt(help="Spider/BIRD questions JSON.")] = None,
+    db_dir: Annotated[str | None, _Opt(help="Folder of <db_id>/<db_id>.sqlite.")] = None,
     store: StoreOpt = DEFAULT_STORE,
-    limit: Annotated[int | None, typer.Option(help="First N questions only.")] = None,
-    question_id: Annotated[list[str] | None, typer.Option(help="Only these ids.")] = None,
-    samples: Annotated[int, typer.Option(help="Episodes per question (GRPO group).")] = 1,
-    batch_size: Annotated[int, typer.Option(help="Episodes per policy call.")] = 16,
-    step_budget: Annotated[int, typer.Option(help="Actions per episode.")] = 10,
-    temperature: Annotated[float, typer.Option(help="0 for greedy.")] = 0.0,
-    top_p: float = 1.0,
-    max_new_tokens: Annotated[int, typer.Option(help="Tokens per action.")] = 64,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda, cuda:1 ...")] = "auto",
-    dtype: Annotated[str, typer.Option(help="auto, bf16, fp16, fp32.")] = "auto",
-    threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
-    seed: int = 0,
-    name: Annotated[str | None, typer.Option(help="Run name (unique in the store).")] = None,
-    run_id: Annotated[int | None, typer.Option(help="Play a queued run.")] = None,
-    resume: Annotated[str | None, typer.Option(help="Finish an unfinished run.")] = None,
-    quiet: Annotated[bool, typer.Option(help="No progress bar.")] = False,
+    limit: Annotated[int | None, _Opt(help="First N questions only.")] = None,
+    question_id: Annotated[list[str] | None, _Opt(help="Only these ids (repeatable).")] = None,
+    samples: Annotated[
+        int | None, _Opt(help="Episodes per question (GRPO group); default 1.")
+    ] = None,
+    batch_size: Annotated[
+        int | None, _Opt(help=f"Episodes per policy call; default {_GEN.batch_size}.")
+    ] = None,
+    step_budget: Annotated[
+        int | None, _Opt(help=f"Actions per episode; default {_ENV.step_budget}.")
+    ] = None,
+    temperature: Annotated[
+        float | None, _Opt(help=f"0 for greedy; default {_GEN.temperature}.")
+    ] = None,
+    top_p: Annotated[float | None, _Opt(help=f"Nucleus sampling; default {_GEN.top_p}.")] = None,
+    max_new_tokens: Annotated[
+        int | None, _Opt(help=f"Tokens per action; default {_GEN.max_new_tokens}.")
+    ] = None,
+    device: Annotated[str | None, _Opt(help="auto, cpu, cuda, cuda:1 ...; default auto.")] = None,
+    dtype: Annotated[str | None, _Opt(help="auto, bf16, fp16, fp32; default auto.")] = None,
+    threads: Annotated[int | None, _Opt(help="CPU threads for torch while generating.")] = None,
+    seed: Annotated[int | None, _Opt(help=f"Run seed; default {_GEN.seed}.")] = None,
+    sample_rows: Annotated[
+        int | None, _Opt(help=f"Rows SAMPLE shows; default {_ENV.sample_rows}.")
+    ] = None,
+    max_observation_tokens: Annotated[
+        int | None,
+        _Opt(help=f"Longest observation in model tokens; default {_ENV.max_observation_tokens}."),
+    ] = None,
+    query_timeout: Annotated[
+        float | None,
+        _Opt(help=f"Seconds one query may run; default {_ENV.sandbox.deadline_seconds}."),
+    ] = None,
+    name: Annotated[str | None, _Opt(help="Run name (unique in the store).")] = None,
+    run_id: Annotated[int | None, _Opt(help="Play a queued run (the dashboard's worker).")] = None,
+    resume: Annotated[
+        str | None, _Opt(help="Finish an unfinished run (name or id) with its own settings.")
+    ] = None,
+    quiet: Annotated[bool, _Opt(help="No progress bar.")] = False,
 ) -> None:
     """Play a batch of episodes and record every step in the store."""
+    given = {
+        "--policy": policy, "--dataset": dataset, "--questions": questions, "--db-dir": db_dir,
+        "--limit": limit, "--question-id": question_id, "--samples": samples,
+        "--batch-size": batch_size, "--step-budget": step_budget, "--temperature": temperature,
+        "--top-p": top_p, "--max-new-tokens": max_new_tokens, "--device": device,
+        "--dtype": dtype, "--threads": threads, "--seed": seed, "--sample-rows": sample_rows,
+        "--max-observation-tokens": max_observation_tokens, "--query-timeout": query_timeout,
+        "--name": name,
+    }  # fmt: skip
+    if run_id is not None and resume is not None:
+        fail("give --run-id or --resume, not both")
     st = open_store(store)
     try:
         if run_id is not None or resume is not None:
-            run_id, prepared, skip = _reopen(st, run_id, resume)
+            extra = [flag for flag, value in given.items() if value is not None]
+            if extra:
+                fail(
+                    f"{', '.join(extra)} cannot change a stored run: --run-id and --resume play "
+                    "it with its own settings"
+                )
+            ref = str(run_id) if run_id is not None else str(resume)
+            run_id, prepared, skip = batch.reopen_run(st, ref, resume=resume is not None)
         else:
-            ds = batch.resolve_dataset(dataset, questions, db_dir)
-            is_hf = policy.startswith("hf:")
-            spec = RunSpec(
-                name=name or batch.default_run_name(policy, dataset or questions or "demo"),
-                policy=policy,
-                dataset=ds.name,
-                questions_path=str(ds.questions_path),
-                db_dir=str(ds.db_dir),
-                generation={
-                    "max_new_tokens": max_new_tokens,
-                    "temperature": temperature,
-                    "top_p": top_p,
-                    "seed": seed,
-                    "device": device,
-                    "dtype": dtype,
-                    "threads": threads,
-                }
-                if is_hf
-                else {},
-                environment={"step_budget": step_budget},
-                samples=samples,
-                batch_size=batch_size,
+            generation = _overlay(
+                _GEN, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
+                seed=seed, batch_size=batch_size, device=device, dtype=dtype, threads=threads,
+            )  # fmt: skip
+            environment = _overlay(
+                _ENV, step_budget=step_budget, sample_rows=sample_rows,
+                max_observation_tokens=max_observation_tokens,
+            )  # fmt: skip
+            if query_timeout is not None:
+                sandbox = dataclasses.replace(_ENV.sandbox, deadline_seconds=query_timeout)
+                environment = dataclasses.replace(environment, sandbox=sandbox)
+            request = RunRequest(
+                policy=policy or "oracle",
+                dataset=dataset,
+                questions=questions,
+                db_dir=db_dir,
+                name=name,
                 limit=limit,
-                seed=seed,
-                question_ids=tuple(question_id) if question_id else None,
+                question_ids=tuple(question_id or ()),
+                samples=1 if samples is None else samples,
+                generation=generation,
+                environment=environment,
             )
-            prepared = batch.prepare(spec, ds)
-            run_id = st.create_run(prepared.spec, episodes_planned=prepared.planned)
+            run_id, prepared = batch.start_run(st, request)
             skip = set()
     except USER_ERRORS as exc:
         fail(_one_line(exc))
     _play(st, run_id, prepared, skip, quiet)
 
 
-def _reopen(
-    st: Store, run_id: int | None, resume: str | None
-) -> tuple[int, batch.Prepared, set[tuple[str, int]]]:
-    """A queued run (`--run-id`) or an unfinished one (`--resume`), ready to play."""
-    ref = str(run_id) if run_id is not None else str(resume)
-    found = st.find_run(ref)
-    if found is None:
-        raise batch.JobError(f"no run {ref!r} in the store (list them with `rollscope runs`)")
-    if resume is None and found.status != "queued":
-        raise batch.JobError(f"run {found.id} is {found.status}, not queued; use --resume")
-    if resume is not None and found.status == "completed":
-        raise batch.JobError(f"run {found.name!r} is already completed")
-    if resume is not None and batch.run_is_live(found):
-        raise batch.JobError(
-            f"run {found.name!r} is still running (pid {found.pid} on {found.host}); stop it "
-            "first, or resume it once its heartbeat is stale and it reads interrupted"
-        )
-    spec = _spec_from_dict(found.spec)
-    ds = batch.dataset_for_spec(spec)
-    prepared = batch.prepare(spec, ds)
-    skip: set[tuple[str, int]] = set()
-    if resume is not None:
-        st.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
-        skip = st.finished_keys(found.id)
-    st.set_run_status(found.id, "running")  # records this worker's host and pid
-    return found.id, prepared, skip
+T = TypeVar("T")
 
 
-def _spec_from_dict(data: dict[str, Any]) -> RunSpec:
-    fields = {f.name for f in dataclasses.fields(RunSpec)}
-    values = {k: v for k, v in data.items() if k in fields}
-    if values.get("question_ids") is not None:
-        values["question_ids"] = tuple(values["question_ids"])
-    return RunSpec(**values)
+def _overlay(base: T, **given: object) -> T:
+    """`base` with the options that were given (not None) put in; SettingsError if invalid."""
+    values = {k: v for k, v in given.items() if v is not None}
+    return dataclasses.replace(base, **values)  # type: ignore[type-var]
 
 
 def _play(
-    st: Store, run_id: int, prepared: batch.Prepared, skip: set[tuple[str, int]], quiet: bool
+    st: Store, run_id: int, prepared: batch.Prepared, skip: set[EpisodeKey], quiet: bool
 ) -> None:
     total = prepared.planned - len(skip)
     progress = Progress(
@@ -183,6 +205,11 @@ def _play(
     except batch.Cancelled as exc:
         fail(str(exc), code=130)
     except batch.JobError as exc:
+        cause = exc.__cause__
+        if cause is not None and not isinstance(cause, USER_ERRORS):
+            # Not bad input: a bug or a broken model. The run records the one-line error; the
+            # terminal also gets the traceback to debug it.
+            traceback.print_exception(cause, file=sys.stderr)
         fail(str(exc), code=1)
     summary = st.get_run(run_id)
     assert summary is not None

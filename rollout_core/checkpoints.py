@@ -7,8 +7,15 @@ import struct
 from pathlib import Path
 from typing import Any
 
+from rollout_core.errors import RollscopeError
+
+
 # Weight files up to this size are hashed whole (a 1M-parameter model is 4 MB, about 10 ms);
 # larger ones are hashed by sampled blocks so fingerprinting a 15 GB checkpoint stays fast.
+class CheckpointError(RollscopeError, FileNotFoundError):
+    """A path that is not a usable checkpoint directory."""
+
+
 _FULL_HASH_LIMIT = 64 * 1024 * 1024
 _SAMPLE_BLOCKS = 32
 _SAMPLE_BLOCK_BYTES = 64 * 1024
@@ -48,3 +55,24 @@ def _hash_weights(file: Path, digest: Any) -> None:
         for block in range(_SAMPLE_BLOCKS):
             handle.seek(block * stride)
             digest.update(handle.read(_SAMPLE_BLOCK_BYTES))
+
+
+def check_checkpoint_dir(path: Path | str) -> Path:
+    """The checkpoint directory, resolved; CheckpointError in one line when it is not one."""
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise CheckpointError(
+            f"checkpoint not found: {root} (pass --policy hf:DIR with a model dir)"
+        )
+    if not (root / "config.json").is_file():
+        raise CheckpointError(f"{root} is not a transformers checkpoint: it has no config.json")
+    weights = [
+        *root.glob("*.safetensors"),
+        *root.glob("*.bin"),
+        *root.glob("*.safetensors.index.json"),
+    ]
+    if not weights:
+        raise CheckpointError(
+            f"{root} has no weights (*.safetensors or *.bin); was it fully saved?"
+        )
+    return root

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout_core.demo_benchmark import DEMO_DATASET_NAME, build_demo_benchmark
+from rollout_core.errors import RollscopeError
 from rollout_core.records import Question
 from rollout_core.sandbox import open_readonly
 
@@ -24,7 +25,7 @@ _QUESTIONS_HINT = "pass --questions PATH to a Spider/BIRD-style JSON list"
 ExtraValue = str | int | float | bool
 
 
-class DatasetError(ValueError):
+class DatasetError(RollscopeError, ValueError):
     """A questions file or database folder that cannot be used; the message names the fix."""
 
 

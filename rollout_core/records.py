@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
+
 ActionKind = Literal["DESCRIBE", "SAMPLE", "QUERY", "ANSWER"]
 ACTION_KINDS: tuple[ActionKind, ...] = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
 
@@ -103,36 +105,49 @@ class Question:
 
 @dataclass(frozen=True, slots=True)
 class RunSpec:
-    """Everything that defines a batch of episodes, recorded with the run."""
+    """Everything that defines a run, recorded with it; a resumed run is rebuilt from this alone.
+
+    Build one with `rollout_core.specs.build_spec` (it validates and fills the defaults); read a
+    stored one with `RunSpec.from_stored`.
+    """
 
     name: str
     """Human name of the run, unique in a store (e.g. `ckpt-1000-demo`)."""
     policy: str
-    """Policy spec as given: `oracle`, `random` or `hf:/path/to/checkpoint`."""
+    """Policy spec as given: `oracle`, `random`, `hf:/path/to/checkpoint`, ..."""
     dataset: str
-    """Dataset name (`demo`) or the questions file path."""
+    """Dataset name (`demo`, `demo:test`) or the questions file path."""
     questions_path: str
     """Resolved path of the questions JSON file."""
     db_dir: str
     """Resolved directory holding `<db_id>/<db_id>.sqlite`."""
-    checkpoint: str | None = None
-    """Checkpoint path or model id, for model policies."""
-    checkpoint_fingerprint: str | None = None
-    """Short hash of the checkpoint's config and weights index, to tell checkpoints apart."""
-    generation: dict[str, Any] = field(default_factory=dict)
-    """Generation settings: temperature, top_p, max_new_tokens, dtype, device."""
-    environment: dict[str, Any] = field(default_factory=dict)
-    """Environment settings: step_budget, row caps, deadline."""
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    """How the policy generates: sampling, batch size, seed, device."""
+    environment: EnvironmentSettings = field(default_factory=EnvironmentSettings)
+    """What the environment enforces: step budget, observation caps, sandbox limits."""
     samples: int = 1
     """Episodes per question (GRPO group size)."""
-    batch_size: int = 16
-    """Episodes advanced together in one policy call."""
     limit: int | None = None
     """Number of questions taken from the dataset, from the start; None for all."""
-    seed: int = 0
-    """Base seed; each (question, sample) derives its own from it."""
     question_ids: tuple[str, ...] | None = None
     """Explicit question selection (overrides `limit` when given)."""
+    checkpoint: str | None = None
+    """Checkpoint path or model id, for model policies."""
+    kind: RunKind = "batch"
+    """`batch` (rollscope run, Launch), `training` (played inside a trainer), `fork`."""
+
+    def to_stored(self) -> dict[str, Any]:
+        """The JSON-able form kept in the store."""
+        from rollout_core.stored_spec import spec_to_dict
+
+        return spec_to_dict(self)
+
+    @classmethod
+    def from_stored(cls, data: Any) -> RunSpec:
+        """A spec from its stored form, older layouts included; SpecError in one line else."""
+        from rollout_core.stored_spec import spec_from_dict
+
+        return spec_from_dict(data)
 
 
 @dataclass(frozen=True, slots=True)

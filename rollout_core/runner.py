@@ -7,6 +7,7 @@ in one call. A finished episode's slot is refilled from the queue, so the batch 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import zlib
@@ -25,7 +26,7 @@ from rollout_core.policies.base import (
     PolicyOutOfMemory,
     PolicyRequest,
 )
-from rollout_core.prompts import DEFAULT_STEP_BUDGET, format_observation, initial_messages
+from rollout_core.prompts import format_observation, initial_messages
 from rollout_core.records import (
     EpisodeKey,
     EpisodeRecord,
@@ -35,6 +36,7 @@ from rollout_core.records import (
     Sink,
     StepRecord,
 )
+from rollout_core.settings import DEFAULT_BATCH_SIZE, EnvironmentSettings
 
 RunEnd = Literal["completed", "cancelled"]
 
@@ -62,7 +64,7 @@ def plan_episodes(
     samples: int,
     run_seed: int,
     *,
-    skip: Iterable[tuple[str, int]] = (),
+    skip: Iterable[EpisodeKey] = (),
 ) -> list[EpisodeTask]:
     """Every (question, sample) pair, in order, minus those in `skip` (already finished)."""
     if samples < 1:
@@ -72,7 +74,7 @@ def plan_episodes(
         EpisodeTask(q, s, episode_seed(run_seed, q.id, s))
         for q in questions
         for s in range(samples)
-        if (q.id, s) not in done
+        if EpisodeKey(q.id, s) not in done
     ]
 
 
@@ -110,8 +112,9 @@ def run_episodes(
     policy: Policy,
     sink: Sink,
     *,
-    batch_size: int = 16,
-    step_budget: int = DEFAULT_STEP_BUDGET,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    environment: EnvironmentSettings | None = None,
+    step_budget: int | None = None,
     tokenizer: TokenCounter | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_episode: Callable[[EpisodeRecord, RunStats], None] | None = None,
@@ -119,16 +122,31 @@ def run_episodes(
 ) -> RunStats:
     """Play `tasks` with `policy`, writing every iteration to `sink`; returns the counters.
 
+    `environment` holds the step budget and the limits every environment enforces
+    (`step_budget`, when given, overrides its budget). Observations are capped in the tokens of
+    `tokenizer`, else of the policy's own tokenizer when it has one.
     `should_stop` is checked after each iteration's write: when it says so the run ends with
     `end="cancelled"` and the unfinished episodes are left unfinished (resume replays them).
     Exceptions from the policy propagate after nothing half-written reached the sink.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    settings = environment or EnvironmentSettings()
+    if step_budget is not None:
+        settings = dataclasses.replace(settings, step_budget=step_budget)
+    step_budget = settings.step_budget
+    counter = tokenizer if tokenizer is not None else policy.tokenizer
     stats = RunStats(batch_size=batch_size)
     queue = deque(tasks)
     free_envs = [
-        SQLEnvironment(dataset=dataset, step_budget=step_budget, tokenizer=tokenizer)
+        SQLEnvironment(
+            dataset=dataset,
+            step_budget=step_budget,
+            tokenizer=counter,
+            limits=settings.sandbox,
+            sample_rows=settings.sample_rows,
+            max_observation_tokens=settings.max_observation_tokens,
+        )
         for _ in range(min(batch_size, len(tasks)))
     ]
     live: list[_Live] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from rollout_core.errors import RollscopeError
 from rollout_core.sandbox import SandboxLimits
 
 DEFAULT_STEP_BUDGET = 10
@@ -21,7 +22,7 @@ DType = Literal["auto", "bf16", "fp16", "fp32"]
 DTYPES: tuple[DType, ...] = ("auto", "bf16", "fp16", "fp32")
 
 
-class SettingsError(ValueError):
+class SettingsError(RollscopeError, ValueError):
     """A setting out of range; the message names the setting, the value and what is allowed."""
 
 

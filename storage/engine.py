@@ -11,6 +11,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
+from rollout_core.errors import RollscopeError
+
 URL_HINT = "pass --store sqlite:///path.db or a postgresql+psycopg:// URL"
 
 # Execution option that makes the next transaction on a SQLite connection BEGIN IMMEDIATE.
@@ -20,7 +22,7 @@ _ENGINES: dict[tuple[str, int], Engine] = {}
 _LOCK = threading.Lock()
 
 
-class StoreError(ValueError):
+class StoreError(RollscopeError, ValueError):
     """A store that cannot be opened or used; the message is one line naming the fix."""
 
 

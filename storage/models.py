@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -25,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from rollout_core.records import OUTCOMES, RUN_STATUSES
+from rollout_core.records import OUTCOMES, RUN_KINDS, RUN_STATUSES
 
 # Stable constraint names, so migrations can name what they alter (SQLite needs names for
 # batch ALTERs).
@@ -77,6 +78,7 @@ class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (
         CheckConstraint(_in("status", RUN_STATUSES), name="status"),
+        CheckConstraint(_in("kind", RUN_KINDS), name="kind"),
         UniqueConstraint("name"),
         Index(None, "created_at", "id"),
     )
@@ -87,8 +89,11 @@ class Run(Base):
     checkpoint: Mapped[str | None]
     checkpoint_fingerprint: Mapped[str | None] = mapped_column(String(64))
     dataset: Mapped[str]
+    kind: Mapped[str] = mapped_column(String(16), default="batch", server_default="batch")
     spec: Mapped[dict[str, Any]]
-    """The whole RunSpec (`dataclasses.asdict`), generation and environment settings included."""
+    """The whole RunSpec (`RunSpec.to_stored()`): typed generation and environment settings."""
+    policy_info: Mapped[dict[str, Any] | None]
+    """What the policy reported about itself (`PolicyInfo`); never fed back as input."""
     episodes_planned: Mapped[int]
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None]
@@ -188,6 +193,14 @@ class Step(Base):
     tokens_out: Mapped[int | None]
     policy_seconds: Mapped[float] = mapped_column(Float)
     env_seconds: Mapped[float] = mapped_column(Float)
+    truncated: Mapped[bool] = mapped_column(default=False, server_default=false())
+    """The output was cut by max_new_tokens."""
+    cached_tokens: Mapped[int | None]
+    token_trace: Mapped[bytes | None] = mapped_column(LargeBinary)
+    """Per-token pieces, log-probs, entropies (and ids): `storage.token_codec`'s layout."""
+    mean_logprob: Mapped[float | None] = mapped_column(Float)
+    """Mean log-probability of the output's tokens (kept apart for cheap aggregates)."""
+    mean_entropy: Mapped[float | None] = mapped_column(Float)
 
 
 class RunTag(Base):

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from rollout_core.records import ActionKind, Outcome, RunStatus
+from rollout_core.records import ActionKind, Outcome, RunKind, RunStatus, TokenTrace
 
 T = TypeVar("T")
 
@@ -45,9 +45,14 @@ class RunSummary:
     error: str | None
     """Why the run failed, when it did."""
     spec: dict[str, Any] = field(default_factory=dict)
-    """The full RunSpec as stored (generation and environment settings included)."""
+    """The full RunSpec as stored (`RunSpec.from_stored` reads it back)."""
     host: str | None = None
     pid: int | None = None
+    kind: RunKind = "batch"
+    policy_info: dict[str, Any] | None = None
+    """What the policy reported about itself (model class, size, device, dtype, fingerprint)."""
+    errors: int = 0
+    """Episodes that ended in `error` (a broken gold query, a grading failure)."""
 
     @property
     def duration_seconds(self) -> float | None:
@@ -127,6 +132,13 @@ class StoredStep:
     tokens_out: int | None
     policy_seconds: float
     env_seconds: float
+    truncated: bool = False
+    """The output was cut by max_new_tokens."""
+    cached_tokens: int | None = None
+    tokens: TokenTrace | None = None
+    """Per-token pieces, log-probabilities and entropies, when the policy recorded them."""
+    mean_logprob: float | None = None
+    mean_entropy: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import ColumnElement, and_, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session
 
-from rollout_core.records import ActionKind, Outcome, RunStatus
+from rollout_core.records import ActionKind, Outcome, RunKind, RunStatus, TokenTrace
 from storage.cursors import decode_cursor, encode_cursor
+from storage.lifecycle import RunPresence, effective_status
 from storage.models import Episode, Run, Step
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, RunSummary, StoredStep
+from storage.token_codec import TokenTraceError, decode_trace
 
 if TYPE_CHECKING:
     from sqlalchemy import Row, Select
@@ -31,18 +33,7 @@ SORT_COLUMNS: dict[str, Any] = {
 _NULLABLE_SORTS = {"reward", "duration"}
 
 
-def effective_status(run: Any, now: datetime, stale_seconds: float) -> RunStatus:
-    """A `running` run whose process stopped beating reads `interrupted`."""
-    status = cast(RunStatus, run.status)
-    if status != "running":
-        return status
-    last = run.heartbeat_at or run.started_at or run.created_at
-    return "interrupted" if now - last > timedelta(seconds=stale_seconds) else status
-
-
-def run_summaries(
-    session: Session, runs: Sequence[Run], now: datetime, stale_seconds: float
-) -> list[RunSummary]:
+def run_summaries(session: Session, runs: Sequence[Run], now: datetime) -> list[RunSummary]:
     """Summaries of runs, with metrics from one GROUP BY over their episodes."""
     finished = Episode.outcome.is_not(None)
     stmt = (
@@ -54,21 +45,27 @@ def run_summaries(
             func.avg(case((finished, Episode.steps))),
             func.sum(Episode.unparsed_steps),
             func.sum(Episode.steps),
+            func.sum(case((Episode.outcome == "error", 1), else_=0)),
         )
         .where(Episode.run_id.in_([r.id for r in runs]))
         .group_by(Episode.run_id)
     )
     metrics = {row[0]: row[1:] for row in session.execute(stmt)} if runs else {}
-    return [_summary(r, metrics.get(r.id), now, stale_seconds) for r in runs]
+    return [_summary(r, metrics.get(r.id), now) for r in runs]
 
 
-def _summary(run: Run, m: Any, now: datetime, stale_seconds: float) -> RunSummary:
-    finished, correct, mean_reward, mean_steps, unparsed, steps = m or (0, 0, None, None, 0, 0)
-    finished, correct, unparsed, steps = (int(x or 0) for x in (finished, correct, unparsed, steps))
+def _summary(run: Run, m: Any, now: datetime) -> RunSummary:
+    finished, correct, mean_reward, mean_steps, unparsed, steps, errors = m or (
+        0, 0, None, None, 0, 0, 0
+    )  # fmt: skip
+    finished, correct, unparsed, steps, errors = (
+        int(x or 0) for x in (finished, correct, unparsed, steps, errors)
+    )
+    presence = RunPresence(cast(RunStatus, run.status), run.host, run.pid, run.heartbeat_at)
     return RunSummary(
         id=run.id,
         name=run.name,
-        status=effective_status(run, now, stale_seconds),
+        status=effective_status(presence, now),
         policy=run.policy,
         checkpoint=run.checkpoint,
         checkpoint_fingerprint=run.checkpoint_fingerprint,
@@ -89,6 +86,9 @@ def _summary(run: Run, m: Any, now: datetime, stale_seconds: float) -> RunSummar
         spec=dict(run.spec),
         host=run.host,
         pid=run.pid,
+        kind=cast(RunKind, run.kind),
+        policy_info=dict(run.policy_info) if run.policy_info else None,
+        errors=errors,
     )
 
 
@@ -252,4 +252,18 @@ def stored_step(s: Step) -> StoredStep:
         tokens_out=s.tokens_out,
         policy_seconds=s.policy_seconds,
         env_seconds=s.env_seconds,
+        truncated=s.truncated,
+        cached_tokens=s.cached_tokens,
+        tokens=_trace(s),
+        mean_logprob=s.mean_logprob,
+        mean_entropy=s.mean_entropy,
     )
+
+
+def _trace(s: Step) -> TokenTrace | None:
+    if s.token_trace is None:
+        return None
+    try:
+        return decode_trace(s.token_trace, s.raw_output)
+    except TokenTraceError:  # a damaged blob must not hide the step
+        return None

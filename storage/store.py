@@ -11,18 +11,23 @@ CONTRACT (helpers build against this; keep the signatures):
 from __future__ import annotations
 
 import dataclasses
-import os
-import socket
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import timedelta
 
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from rollout_core.records import RUN_STATUSES, IterationBatch, RunSpec, RunStatus, Sink
-from storage import aggregates, reads
+from rollout_core.records import (
+    RUN_STATUSES,
+    EpisodeKey,
+    IterationBatch,
+    PolicyInfo,
+    RunSpec,
+    RunStatus,
+    Sink,
+)
+from storage import aggregates, lifecycle, reads
 from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
 from storage.engine import store_error as _store_error
 from storage.migrations import NotAStore, check_sqlite_file, upgrade_to_head
@@ -38,14 +43,13 @@ from storage.read_models import (
     QuestionOutcomes,
     RunSummary,
 )
-from storage.writes import EpisodeKey, clean_json, now_utc, retry_locked, write_batch
+from storage.writes import clean_json, now_utc, retry_locked, write_batch
 
-__all__ = ["HEARTBEAT_STALE_SECONDS", "Store", "StoreError", "StoreSink"]
+__all__ = ["DuplicateRunName", "Store", "StoreError", "StoreSink"]
 
-HEARTBEAT_STALE_SECONDS = 90.0
-TERMINAL_STATUSES: frozenset[RunStatus] = frozenset(
-    {"completed", "failed", "cancelled", "interrupted"}
-)
+
+class DuplicateRunName(StoreError):
+    """A run of that name exists in the store already."""
 
 
 class StoreSink:
@@ -67,7 +71,6 @@ class Store:
     def __init__(self, url: str) -> None:
         self.url = url
         self._url = normalize_url(url)
-        self._ids: dict[int, dict[EpisodeKey, int]] = {}
         shown = self._url.render_as_string(hide_password=True) if "://" in url else url
         try:
             if self.dialect == "sqlite" and self._url.database:
@@ -121,28 +124,35 @@ class Store:
     # -- runs ---------------------------------------------------------------------------------
 
     def create_run(
-        self, spec: RunSpec, *, episodes_planned: int, status: RunStatus = "running"
+        self,
+        spec: RunSpec,
+        *,
+        episodes_planned: int,
+        status: RunStatus = "running",
+        policy_info: PolicyInfo | None = None,
     ) -> int:
-        """Insert a run (name must be unique: ValueError naming it otherwise); returns its id."""
+        """Insert a run (its name must be unique: DuplicateRunName otherwise); returns its id."""
         _check_status(status)
         if "\x00" in spec.name:
-            raise ValueError("the run name contains a NUL character (\\x00); choose another name")
+            raise StoreError("the run name contains a NUL character (\\x00); choose another name")
         now = now_utc()
         running = status == "running"
-        fields = clean_json(dataclasses.asdict(spec))
+        host, pid = lifecycle.this_process()
 
         def insert() -> int:
             run = Run(
                 name=spec.name,
-                policy=fields["policy"],
-                checkpoint=fields["checkpoint"],
-                checkpoint_fingerprint=spec.checkpoint_fingerprint,
-                dataset=fields["dataset"],
-                spec=fields,
+                kind=spec.kind,
+                policy=clean_json(spec.policy),
+                checkpoint=clean_json(spec.checkpoint),
+                checkpoint_fingerprint=policy_info.fingerprint if policy_info else None,
+                dataset=clean_json(spec.dataset),
+                spec=clean_json(spec.to_stored()),
+                policy_info=_info_json(policy_info),
                 episodes_planned=episodes_planned,
                 status=status,
-                host=socket.gethostname(),
-                pid=os.getpid(),
+                host=host,
+                pid=pid,
                 created_at=now,
                 started_at=now if running else None,
                 heartbeat_at=now if running else None,
@@ -155,47 +165,43 @@ class Store:
         try:
             return retry_locked(insert)
         except IntegrityError:
-            raise ValueError(
+            raise DuplicateRunName(
                 f"a run named {spec.name!r} already exists in this store; choose another name"
             ) from None
 
     def set_run_status(self, run_id: int, status: RunStatus, *, error: str | None = None) -> None:
-        """Move a run to a status; terminal statuses set `ended_at`."""
+        """Move a run to a status (RunStateError when the move is not allowed, e.g. resuming a
+        completed run); terminal statuses set `ended_at`, `running` records this process."""
         _check_status(status)
-        now = now_utc()
-        values: dict[str, object] = {"status": status, "error": error, "heartbeat_at": now}
-        if status in TERMINAL_STATUSES:
-            values["ended_at"] = now
-        elif status == "running":
-            values["started_at"] = func.coalesce(Run.started_at, now)
-            values["ended_at"] = None
-            # A queued run is picked up by a worker: record the process that runs it.
-            values["host"], values["pid"] = socket.gethostname(), os.getpid()
-        self._update_run(run_id, values)
+
+        def move() -> None:
+            with self._writing() as session:
+                run = session.get(Run, run_id)
+                if run is None:
+                    raise StoreError(f"no run with id {run_id} in this store")
+                current = lifecycle.effective_status(_presence(run), now_utc())
+                lifecycle.check_move(run.name, current, status)
+                now = now_utc()
+                run.status, run.error, run.heartbeat_at = status, error, now
+                if status in lifecycle.TERMINAL:
+                    run.ended_at = now
+                elif status == "running":
+                    run.started_at = run.started_at or now
+                    run.ended_at = None
+                    # A queued or resumed run is played by this process now.
+                    run.host, run.pid = lifecycle.this_process()
+
+        retry_locked(move)
+
+    def set_policy_info(self, run_id: int, info: PolicyInfo) -> None:
+        """Record what the run's policy reported about itself once built."""
+        self._update_run(
+            run_id, {"policy_info": _info_json(info), "checkpoint_fingerprint": info.fingerprint}
+        )
 
     def heartbeat(self, run_id: int) -> None:
-        """Record that the run's process is alive (also done by every `write`)."""
+        """Record that the run's process is alive (also done by every sink write)."""
         self._update_run(run_id, {"heartbeat_at": now_utc()})
-
-    def mark_stale_runs_interrupted(self) -> list[int]:
-        """Store `interrupted` for running runs whose heartbeat went stale; returns their ids."""
-        cutoff = now_utc() - timedelta(seconds=HEARTBEAT_STALE_SECONDS)
-        last = func.coalesce(Run.heartbeat_at, Run.started_at, Run.created_at)
-
-        def mark() -> list[int]:
-            with self._writing() as session:
-                ids = list(
-                    session.scalars(select(Run.id).where(Run.status == "running", last < cutoff))
-                )
-                if ids:
-                    session.execute(
-                        update(Run)
-                        .where(Run.id.in_(ids))
-                        .values(status="interrupted", ended_at=Run.heartbeat_at)
-                    )
-                return ids
-
-        return retry_locked(mark)
 
     def _update_run(self, run_id: int, values: dict[str, object]) -> None:
         def run() -> int:
@@ -204,7 +210,7 @@ class Store:
                 return int(result.rowcount)  # type: ignore[attr-defined]
 
         if retry_locked(run) == 0:
-            raise ValueError(f"no run with id {run_id} in this store")
+            raise StoreError(f"no run with id {run_id} in this store")
 
     def tag_run(self, run_id: int, name: str, value: str) -> None:
         """Set a name/value label on a run (replacing that name's earlier value)."""
@@ -217,7 +223,7 @@ class Store:
         try:
             retry_locked(run)
         except IntegrityError:
-            raise ValueError(f"no run with id {run_id} in this store") from None
+            raise StoreError(f"no run with id {run_id} in this store") from None
 
     def run_tags(self, run_id: int) -> dict[str, str]:
         """A run's labels, by name."""
@@ -233,10 +239,6 @@ class Store:
         """A sink that writes each IterationBatch into this run as one transaction."""
         return StoreSink(self, run_id)
 
-    def write(self, run_id: int, batch: IterationBatch) -> None:
-        """Write one iteration's started episodes, steps and finished episodes atomically."""
-        self._write(run_id, batch, self._ids.setdefault(run_id, {}))
-
     def _write(self, run_id: int, batch: IterationBatch, ids: dict[EpisodeKey, int]) -> None:
         def attempt() -> dict[EpisodeKey, int]:
             with self._writing() as session:
@@ -246,17 +248,17 @@ class Store:
         # The cache changes only after the commit, so a failed batch leaves it as it was.
         ids.update(created)
         for e in batch.finished:
-            ids.pop((e.question_id, e.sample_index), None)
+            ids.pop(e.key, None)
 
-    def finished_keys(self, run_id: int) -> set[tuple[str, int]]:
-        """(question_id, sample_index) of the run's finished episodes, for resume."""
+    def finished_keys(self, run_id: int) -> set[EpisodeKey]:
+        """The run's finished episodes, for resume."""
         with Session(self._engine) as session:
             rows = session.execute(
                 select(Episode.question_id, Episode.sample_index).where(
                     Episode.run_id == run_id, Episode.outcome.is_not(None)
                 )
             )
-            return {(q, s) for q, s in rows}
+            return {EpisodeKey(q, s) for q, s in rows}
 
     def delete_unfinished_episodes(self, run_id: int) -> int:
         """Drop the run's episodes that never finished (and their steps); returns how many."""
@@ -268,9 +270,7 @@ class Store:
                 )
                 return int(result.rowcount)  # type: ignore[attr-defined]
 
-        n = retry_locked(run)
-        self._ids.pop(run_id, None)
-        return n
+        return retry_locked(run)
 
     def delete_run(self, run_id: int) -> bool:
         """Delete a run with its episodes and steps; False when there was no such run."""
@@ -280,7 +280,6 @@ class Store:
                 result = session.execute(delete(Run).where(Run.id == run_id))
                 return int(result.rowcount)  # type: ignore[attr-defined]
 
-        self._ids.pop(run_id, None)
         return retry_locked(run) > 0
 
     # -- reads --------------------------------------------------------------------------------
@@ -291,7 +290,7 @@ class Store:
             runs = session.scalars(
                 select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
             ).all()
-            return reads.run_summaries(session, runs, now_utc(), HEARTBEAT_STALE_SECONDS)
+            return reads.run_summaries(session, runs, now_utc())
 
     def get_run(self, run_id: int) -> RunSummary | None:
         """One run with its metrics; None when there is no such run."""
@@ -310,7 +309,7 @@ class Store:
         run = session.scalars(select(Run).where(condition)).one_or_none()  # type: ignore[arg-type]
         if run is None:
             return None
-        return reads.run_summaries(session, [run], now_utc(), HEARTBEAT_STALE_SECONDS)[0]
+        return reads.run_summaries(session, [run], now_utc())[0]
 
     def list_db_ids(self, run_ids: Sequence[int] = ()) -> list[str]:
         """Database names played in the given runs (all runs when none given), sorted."""
@@ -444,6 +443,14 @@ class Store:
     def close(self) -> None:
         """Close this process's pooled connections to the store."""
         dispose_engine(self._url)
+
+
+def _presence(run: Run) -> lifecycle.RunPresence:
+    return lifecycle.RunPresence(run.status, run.host, run.pid, run.heartbeat_at)  # type: ignore[arg-type]
+
+
+def _info_json(info: PolicyInfo | None) -> dict[str, object] | None:
+    return None if info is None else clean_json(dataclasses.asdict(info))
 
 
 def _check_status(status: str) -> None:

@@ -9,7 +9,8 @@ from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, text, update
 
-from rollout_core.records import ACTION_KINDS, RunSpec
+from rollout_core.records import ACTION_KINDS, PolicyInfo, RunSpec
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
 from storage.store import Store
@@ -51,11 +52,13 @@ def fill_synthetic(
             questions_path="synthetic.json",
             db_dir="synthetic",
             checkpoint=f"/checkpoints/ckpt-{(r + 1) * 1000}",
-            checkpoint_fingerprint=f"{rng.getrandbits(48):012x}",
-            generation={"temperature": 0.7, "max_new_tokens": 256},
-            environment={"step_budget": steps_per_episode + 3},
+            generation=GenerationSettings(temperature=0.7, max_new_tokens=256),
+            environment=EnvironmentSettings(step_budget=steps_per_episode + 3),
         )
-        run_id = store.create_run(run_spec, episodes_planned=episodes_per_run, status="completed")
+        info = PolicyInfo(name="hf", fingerprint=f"{rng.getrandbits(48):012x}")
+        run_id = store.create_run(
+            run_spec, episodes_planned=episodes_per_run, status="completed", policy_info=info
+        )
         skill = 0.3 + 0.5 * r / max(1, runs - 1)  # later checkpoints answer better
         done = 0
         while done < episodes_per_run:

@@ -23,11 +23,17 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from rollout_core.records import ACTION_KINDS, EpisodeRecord, IterationBatch, StepRecord
+from rollout_core.records import (
+    ACTION_KINDS,
+    EpisodeKey,
+    EpisodeRecord,
+    IterationBatch,
+    StepRecord,
+)
 from storage.models import Episode, Run, Step
+from storage.token_codec import encode_trace, trace_means
 
 T = TypeVar("T")
-EpisodeKey = tuple[str, int]
 
 _EPISODES = cast(Table, Episode.__table__)
 _RUNS = cast(Table, Run.__table__)
@@ -73,13 +79,12 @@ def write_batch(
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
     created = _insert_started(session, run_id, batch, now)
     ids = {**known, **created}
-    wanted = {(s.question_id, s.sample_index) for s in batch.steps}
-    wanted |= {(e.question_id, e.sample_index) for e in batch.finished}
+    wanted = {s.key for s in batch.steps}
+    wanted |= {e.key for e in batch.finished}
     ids.update(_lookup(session, run_id, wanted - ids.keys()))
     if missing := sorted(wanted - ids.keys()):
         raise ValueError(
-            f"run {run_id} has no started episode {missing[0]!r} (question_id, sample_index); "
-            "send its EpisodeStart first"
+            f"run {run_id} has no started episode {missing[0]}; send its EpisodeStart first"
         )
     if batch.steps:
         session.execute(insert(Step), [_step_row(ids, s) for s in batch.steps])
@@ -126,20 +131,20 @@ def _insert_started(
             f"run {run_id} already has a finished episode among {keys[:3]!r}...; "
             "skip the keys Store.finished_keys returns when resuming"
         ) from None
-    return {(q, s): i for i, q, s in result}
+    return {EpisodeKey(q, s): i for i, q, s in result}
 
 
 def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[EpisodeKey, int]:
-    keys = list(keys)
-    if not keys:
+    pairs = [(k.question_id, k.sample_index) for k in keys]
+    if not pairs:
         return {}
     rows = session.execute(
         select(Episode.id, Episode.question_id, Episode.sample_index).where(
             Episode.run_id == run_id,
-            tuple_(Episode.question_id, Episode.sample_index).in_(keys),
+            tuple_(Episode.question_id, Episode.sample_index).in_(pairs),
         )
     )
-    return {(q, s): i for i, q, s in rows}
+    return {EpisodeKey(q, s): i for i, q, s in rows}
 
 
 def _text(value: str | None) -> str | None:
@@ -159,8 +164,9 @@ def clean_json(value: Any) -> Any:
 
 
 def _step_row(ids: dict[EpisodeKey, int], s: StepRecord) -> dict[str, Any]:
+    mean_logprob, mean_entropy = trace_means(s.tokens)
     return {
-        "episode_id": ids[(s.question_id, s.sample_index)],
+        "episode_id": ids[s.key],
         "step_no": s.step_no,
         "prompt": _text(s.prompt),
         "raw_output": _text(s.raw_output),
@@ -175,6 +181,11 @@ def _step_row(ids: dict[EpisodeKey, int], s: StepRecord) -> dict[str, Any]:
         "tokens_out": s.tokens_out,
         "policy_seconds": s.policy_seconds,
         "env_seconds": s.env_seconds,
+        "truncated": s.truncated,
+        "cached_tokens": s.cached_tokens,
+        "token_trace": None if s.tokens is None else encode_trace(s.tokens, s.raw_output),
+        "mean_logprob": mean_logprob,
+        "mean_entropy": mean_entropy,
     }
 
 
@@ -207,7 +218,7 @@ _COUNT = (
 def _count_steps(session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord]) -> None:
     counts: dict[int, dict[str, Any]] = {}
     for s in steps:
-        eid = ids[(s.question_id, s.sample_index)]
+        eid = ids[s.key]
         row = counts.setdefault(
             eid,
             {"b_id": eid, "b_steps": 0, "b_unparsed": 0, "b_sql_error": False}
@@ -242,7 +253,7 @@ _FINISH = (
 
 def _finish_row(ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime) -> dict[str, Any]:
     return {
-        "b_id": ids[(e.question_id, e.sample_index)],
+        "b_id": ids[e.key],
         "b_outcome": e.outcome,
         "b_reward": e.reward,
         "b_progress": e.progress,

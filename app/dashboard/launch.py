@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rollout_core.records import RunSpec
+from rollout_core.checkpoints import CheckpointError, check_checkpoint_dir
+from rollout_core.errors import RollscopeError
+from rollout_core.settings import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_STEP_BUDGET,
+    EnvironmentSettings,
+    GenerationSettings,
+)
+from rollout_core.specs import PlannedRun, RunRequest
+from rollout_core.specs import build_spec as build_run_spec
 from storage.store import Store
 
 SCRIPTED_POLICIES = ("oracle", "random")
@@ -17,7 +27,7 @@ MAX_QUESTIONS = 5000
 _CHECKPOINT_SEARCH_DEPTH = 3
 
 
-class LaunchError(ValueError):
+class LaunchError(RollscopeError, ValueError):
     """A form value that cannot start a run; the message names it and the fix."""
 
 
@@ -34,10 +44,10 @@ class LaunchRequest:
     question_ids: str = ""
     """Comma- or space-separated question ids; overrides `limit` when given."""
     samples: int = 1
-    step_budget: int = 10
+    step_budget: int = DEFAULT_STEP_BUDGET
     temperature: float = 0.0
     seed: int = 0
-    batch_size: int = 16
+    batch_size: int = DEFAULT_BATCH_SIZE
 
 
 def find_checkpoints(roots: Sequence[Path]) -> list[Path]:
@@ -52,11 +62,11 @@ def find_checkpoints(roots: Sequence[Path]) -> list[Path]:
     return sorted(found)
 
 
-def resolve_policy(policy: str, roots: Sequence[Path]) -> tuple[str, str | None, str | None]:
-    """(policy spec, checkpoint path, fingerprint); hf checkpoints must be under a root."""
+def resolve_policy(policy: str, roots: Sequence[Path]) -> str:
+    """The policy spec to run; hf checkpoints must lie under a configured root."""
     policy = policy.strip()
     if policy in SCRIPTED_POLICIES:
-        return policy, None, None
+        return policy
     if not policy.startswith("hf:"):
         raise LaunchError(
             f"unknown policy {policy!r}; choose oracle, random or hf:<checkpoint dir>"
@@ -72,15 +82,11 @@ def resolve_policy(policy: str, roots: Sequence[Path]) -> tuple[str, str | None,
     if not any(path.is_relative_to(root.resolve()) for root in roots):
         allowed = ", ".join(str(r) for r in roots)
         raise LaunchError(f"checkpoint {path} is outside the checkpoint roots ({allowed})")
-    if not (path / "config.json").is_file():
-        raise LaunchError(f"checkpoint {path} has no config.json; pick a saved model directory")
-    from rollout_core.checkpoints import fingerprint_checkpoint
-
     try:
-        fingerprint = fingerprint_checkpoint(path)
-    except FileNotFoundError as exc:  # a config.json but no weights: a half-saved checkpoint
+        check_checkpoint_dir(path)
+    except CheckpointError as exc:  # e.g. a config.json but no weights: a half-saved checkpoint
         raise LaunchError(str(exc)) from None
-    return f"hf:{path}", str(path), fingerprint
+    return f"hf:{path}"
 
 
 def parse_question_ids(text: str) -> tuple[str, ...]:
@@ -88,10 +94,8 @@ def parse_question_ids(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(p for p in re.split(r"[\s,]+", text) if p))
 
 
-def build_spec(req: LaunchRequest, roots: Sequence[Path]) -> tuple[RunSpec, int]:
-    """A validated RunSpec and the number of episodes it plans."""
-    from rollout_core.datasets import load_named_dataset, select_questions
-
+def build_spec(req: LaunchRequest, roots: Sequence[Path]) -> PlannedRun:
+    """A validated plan for the form's request (the form's own caps, then the shared checks)."""
     name = req.run_name.strip()
     if not name:
         raise LaunchError("run name is empty; give the run a name such as ckpt-1000-demo")
@@ -103,48 +107,40 @@ def build_spec(req: LaunchRequest, roots: Sequence[Path]) -> tuple[RunSpec, int]
         )
     if not 0.0 <= req.temperature <= 2.0:
         raise LaunchError(f"temperature must be between 0 and 2, got {req.temperature}")
-    if req.seed < 0:
-        raise LaunchError(f"seed must be 0 or more, got {req.seed}")
     ids = parse_question_ids(req.question_ids)
     if not ids and (req.limit is None or not 1 <= req.limit <= MAX_QUESTIONS):
         raise LaunchError(f"number of questions must be between 1 and {MAX_QUESTIONS}")
-    policy, checkpoint, fingerprint = resolve_policy(req.policy, roots)
+    policy = resolve_policy(req.policy, roots)
     try:
-        dataset = load_named_dataset(req.dataset.strip() or "demo")
-        questions = select_questions(
-            dataset, limit=None if ids else req.limit, question_ids=ids or None
+        generation = dataclasses.replace(
+            GenerationSettings(), temperature=req.temperature, seed=req.seed,
+            batch_size=req.batch_size,
+        )  # fmt: skip
+        environment = dataclasses.replace(EnvironmentSettings(), step_budget=req.step_budget)
+        return build_run_spec(
+            RunRequest(
+                policy=policy,
+                dataset=req.dataset.strip() or "demo",
+                name=name,
+                limit=None if ids else req.limit,
+                question_ids=ids,
+                samples=req.samples,
+                generation=generation,
+                environment=environment,
+            )
         )
-    except (OSError, KeyError, ValueError) as exc:
-        raise LaunchError(f"dataset {req.dataset!r}: {_message(exc)}") from exc
-    if not questions:
-        raise LaunchError(f"dataset {req.dataset!r} has no questions to run")
-    spec = RunSpec(
-        name=name,
-        policy=policy,
-        dataset=dataset.name,
-        questions_path=str(dataset.questions_path),
-        db_dir=str(dataset.db_dir),
-        checkpoint=checkpoint,
-        checkpoint_fingerprint=fingerprint,
-        generation={"temperature": req.temperature},
-        environment={"step_budget": req.step_budget},
-        samples=req.samples,
-        batch_size=req.batch_size,
-        limit=None if ids else req.limit,
-        seed=req.seed,
-        question_ids=ids or None,
-    )
-    return spec, len(questions) * req.samples
+    except RollscopeError as exc:
+        raise LaunchError(f"{_message(exc)}") from exc
 
 
 def queue_run(store: Store, req: LaunchRequest, roots: Sequence[Path]) -> int:
     """Validate the request and create a queued run; returns its id."""
-    spec, planned = build_spec(req, roots)
-    if store.find_run(spec.name) is not None:
-        raise LaunchError(f"a run named {spec.name!r} exists; choose another name")
+    plan = build_spec(req, roots)
+    if store.find_run(plan.spec.name) is not None:
+        raise LaunchError(f"a run named {plan.spec.name!r} exists; choose another name")
     try:
-        return store.create_run(spec, episodes_planned=planned, status="queued")
-    except ValueError as exc:
+        return store.create_run(plan.spec, episodes_planned=plan.planned, status="queued")
+    except RollscopeError as exc:
         raise LaunchError(_message(exc)) from exc
 
 

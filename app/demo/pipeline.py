@@ -22,8 +22,10 @@ from pathlib import Path
 from app import batch
 from rollout_core.datasets import Dataset, load_named_dataset
 from rollout_core.policies.registry import make_policy
-from rollout_core.records import ListSink, RunSpec
+from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from rollout_core.specs import RunRequest
 from storage.store import Store
 
 Log = Callable[[str], None]
@@ -115,46 +117,45 @@ def train_checkpoints(settings: DemoSettings, log: Log) -> list[Path]:
     )
 
 
-def _run_specs(
-    checkpoints: list[Path], test: Dataset, train: Dataset, settings: DemoSettings
-) -> list[tuple[RunSpec, Dataset]]:
-    def common(dataset: Dataset) -> dict[str, object]:
-        return {
-            "dataset": dataset.name,
-            "questions_path": str(dataset.questions_path),
-            "db_dir": str(dataset.db_dir),
-            "environment": {"step_budget": settings.step_budget},
-            "batch_size": settings.batch_size,
-            "seed": settings.seed,
-        }
+def _run_requests(checkpoints: list[Path], settings: DemoSettings) -> list[RunRequest]:
+    environment = EnvironmentSettings(step_budget=settings.step_budget)
 
-    def checkpoint_run(
-        path: Path, dataset: Dataset, name: str, *, greedy: bool = False
-    ) -> tuple[RunSpec, Dataset]:
-        spec = RunSpec(
-            name=name,
-            policy=f"hf:{path.resolve()}",
-            generation={
-                "max_new_tokens": settings.max_new_tokens,
-                "temperature": 0.0 if greedy else settings.temperature,
-                "seed": settings.seed,
-                "threads": settings.threads,
-            },
-            samples=1 if greedy else settings.samples,
-            **common(dataset),  # type: ignore[arg-type]
+    def generation(temperature: float) -> GenerationSettings:
+        return GenerationSettings(
+            temperature=temperature,
+            max_new_tokens=settings.max_new_tokens,
+            seed=settings.seed,
+            batch_size=settings.batch_size,
+            threads=settings.threads,
         )
-        return spec, dataset
 
-    runs = [checkpoint_run(path, test, path.name) for path in checkpoints]
-    baselines = (("oracle", 1), ("random", settings.samples))
+    def checkpoint_run(path: Path, dataset: str, name: str, *, greedy: bool) -> RunRequest:
+        return RunRequest(
+            policy=f"hf:{path.resolve()}",
+            dataset=dataset,
+            name=name,
+            samples=1 if greedy else settings.samples,
+            generation=generation(0.0 if greedy else settings.temperature),
+            environment=environment,
+        )
+
+    runs = [checkpoint_run(path, "demo:test", path.name, greedy=False) for path in checkpoints]
     runs += [
-        (RunSpec(name=name, policy=name, samples=n, **common(test)), test)  # type: ignore[arg-type]
-        for name, n in baselines
+        RunRequest(
+            policy=name,
+            dataset="demo:test",
+            name=name,
+            samples=n,
+            generation=generation(0.0),
+            environment=environment,
+        )
+        for name, n in (("oracle", 1), ("random", settings.samples))
     ]
     # Greedy on the questions it learned from; the untrained checkpoint is left out (on any
     # split it writes nothing parseable).
     runs += [
-        checkpoint_run(path, train, f"{path.name}-train", greedy=True) for path in checkpoints[1:]
+        checkpoint_run(path, "demo:train", f"{path.name}-train", greedy=True)
+        for path in checkpoints[1:]
     ]
     return runs
 
@@ -165,23 +166,22 @@ def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoRe
     t0 = time.perf_counter()
     report.checkpoints = train_checkpoints(settings, log)
     report.seconds["train"] = time.perf_counter() - t0
-    test, train = load_named_dataset("demo:test"), load_named_dataset("demo:train")
-    for spec, dataset in _run_specs(report.checkpoints, test, train, settings):
-        existing = store.find_run(spec.name)
+    for request in _run_requests(report.checkpoints, settings):
+        name = str(request.name)
+        existing = store.find_run(name)
         if existing is not None and existing.status == "completed":
-            report.reused.append(spec.name)
+            report.reused.append(name)
             continue
         if existing is not None:  # an earlier demo stopped half-way: play it again whole
             store.delete_run(existing.id)
         t1 = time.perf_counter()
-        prepared = batch.prepare(spec, dataset)
-        run_id = store.create_run(prepared.spec, episodes_planned=prepared.planned)
+        run_id, prepared = batch.start_run(store, request)
         stats = batch.play_run(store, run_id, prepared)
-        report.runs.append(spec.name)
-        report.seconds[spec.name] = time.perf_counter() - t1
+        report.runs.append(name)
+        report.seconds[name] = time.perf_counter() - t1
         log(
-            f"{spec.name}: {stats.episodes} episodes, accuracy {stats.accuracy:.1%}, "
-            f"{report.seconds[spec.name]:.1f} s"
+            f"{name}: {stats.episodes} episodes, accuracy {stats.accuracy:.1%}, "
+            f"{report.seconds[name]:.1f} s"
         )
     report.seconds["total"] = time.perf_counter() - t0
     return report

@@ -8,14 +8,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
+from rollout_core.errors import RollscopeError
 from rollout_core.records import EpisodeKey, PolicyInfo, Question, TokenTrace
 
 Messages = list[dict[str, str]]
 
 
-class PolicyError(RuntimeError):
+class PolicyError(RollscopeError, RuntimeError):
     """A policy could not be built or failed to generate; the message says why."""
 
 
@@ -60,6 +61,8 @@ class Policy(Protocol):
     """Turns a batch of requests into one completion each, in order."""
 
     name: str
+    tokenizer: Any
+    """The model's tokenizer (a `TokenCounter`), or None: observations are capped in its tokens."""
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]: ...
 

@@ -21,6 +21,7 @@ class OraclePolicy:
     """DESCRIBE a table the gold query uses, QUERY the gold SQL, ANSWER its result."""
 
     name = "oracle"
+    tokenizer = None
 
     def __init__(self) -> None:
         self._answers: dict[tuple[str, str], str] = {}
@@ -74,6 +75,7 @@ class RandomPolicy:
     """A seeded agent that picks actions at random: every outcome shows up, reproducibly."""
 
     name = "random"
+    tokenizer = None
 
     def describe(self) -> PolicyInfo:
         return PolicyInfo(name="random")

@@ -160,8 +160,7 @@ def build_fixture_store(root: Path) -> FixtureStore:
         )
         ids[name] = run_id
         for i, (qid, text, gold) in enumerate(QUESTIONS):
-            store.write(
-                run_id,
+            store.sink(run_id).write(
                 _episode(
                     db_dir, qid, text, gold, correct=i in good, xss=name == "ckpt-2000" and i == 0
                 ),
@@ -170,7 +169,7 @@ def build_fixture_store(root: Path) -> FixtureStore:
     running = store.create_run(
         _spec("ckpt-3000", "/models/ckpt-3000", questions, db_dir), episodes_planned=10
     )
-    store.write(running, _episode(db_dir, *QUESTIONS[0], correct=True))
+    store.sink(running).write(_episode(db_dir, *QUESTIONS[0], correct=True))
     from storage.read_models import EpisodeFilter
 
     def episode_of(run_id: int, qid: str) -> int:

@@ -251,7 +251,7 @@ def test_model_text_with_control_characters_is_stored(
         spec, batches = _odd_batch()
         run_id = store.create_run(spec, episodes_planned=1)
         for b in batches:
-            store.write(run_id, b)
+            store.sink(run_id).write(b)
         listed = store.list_episodes(EpisodeFilter(run_ids=(run_id,)))
         detail = store.get_episode(listed.items[0].id)
         assert detail is not None

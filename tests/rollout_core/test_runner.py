@@ -31,10 +31,12 @@ class Recording:
     """Wraps a real policy and remembers the size of every call."""
 
     name = "recording"
+    tokenizer = None
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.calls: list[int] = []
+        self.tokenizer = None
 
     def describe(self) -> PolicyInfo:
         return PolicyInfo(name=self.name)
@@ -93,7 +95,7 @@ def test_samples_get_distinct_stable_seeds(dataset: Dataset) -> None:
 
 def test_skip_leaves_out_finished_episodes(dataset: Dataset) -> None:
     q = dataset.questions[0]
-    tasks = plan_episodes(dataset.questions[:1], samples=3, run_seed=0, skip={(q.id, 1)})
+    tasks = plan_episodes(dataset.questions[:1], samples=3, run_seed=0, skip={EpisodeKey(q.id, 1)})
     assert [t.sample_index for t in tasks] == [0, 2]
 
 
@@ -112,6 +114,7 @@ def test_random_policy_is_reproducible_and_varied(dataset: Dataset) -> None:
 def test_unparsed_output_falls_back_to_query(dataset: Dataset) -> None:
     class Babbler:
         name = "babbler"
+        tokenizer = None
 
         def describe(self) -> PolicyInfo:
             return PolicyInfo(name=self.name)
@@ -143,6 +146,7 @@ def test_should_stop_ends_after_the_current_write(dataset: Dataset) -> None:
 def test_policy_error_propagates_without_partial_batch(dataset: Dataset) -> None:
     class Broken:
         name = "broken"
+        tokenizer = None
 
         def describe(self) -> PolicyInfo:
             return PolicyInfo(name=self.name)

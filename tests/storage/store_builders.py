@@ -11,6 +11,7 @@ from rollout_core.records import (
     RunSpec,
     StepRecord,
 )
+from rollout_core.settings import EnvironmentSettings
 
 
 def spec(name: str = "run-a", **kw: object) -> RunSpec:
@@ -20,8 +21,7 @@ def spec(name: str = "run-a", **kw: object) -> RunSpec:
         dataset="demo",
         questions_path="/data/questions.json",
         db_dir="/data/db",
-        generation={"temperature": 0.0, "max_new_tokens": 64},
-        environment={"step_budget": 5},
+        environment=EnvironmentSettings(step_budget=5),
         **kw,  # type: ignore[arg-type]
     )
 

@@ -17,19 +17,19 @@ def two_runs(store: Store) -> tuple[Store, int, int]:
     r1 = store.create_run(spec("ckpt-1000"), episodes_planned=6)
     r2 = store.create_run(spec("ckpt-2000"), episodes_planned=6)
     # ckpt-1000: 5 finished; steps 2+3+1+4+2 = 12, unparsed 1+0+0+2+0 = 3.
-    store.write(r1, play("q1", 0, "correct", 1.0, 2, unparsed=1))
-    store.write(r1, play("q1", 1, "wrong", -0.25, 3, sql_errors=2))
-    store.write(r1, play("q2", 0, "correct", 1.05, 1))
-    store.write(r1, play("q2", 1, "budget_exhausted", 0.3, 4, unparsed=2))
-    store.write(r1, play("q3", 0, "error", 0.0, 2))
+    store.sink(r1).write(play("q1", 0, "correct", 1.0, 2, unparsed=1))
+    store.sink(r1).write(play("q1", 1, "wrong", -0.25, 3, sql_errors=2))
+    store.sink(r1).write(play("q2", 0, "correct", 1.05, 1))
+    store.sink(r1).write(play("q2", 1, "budget_exhausted", 0.3, 4, unparsed=2))
+    store.sink(r1).write(play("q3", 0, "error", 0.0, 2))
     # ... and one still playing (1 unparsed step): counts for the parse rate only.
-    store.write(
-        r1, IterationBatch(started=[start("q3", 1)], steps=[step("q3", 1, 1, parsed=False)])
+    store.sink(r1).write(
+        IterationBatch(started=[start("q3", 1)], steps=[step("q3", 1, 1, parsed=False)])
     )
     # ckpt-2000: q2 (both correct) and q4 (one wrong); no q1, q3.
-    store.write(r2, play("q2", 0, "correct", 1.0, 2))
-    store.write(r2, play("q2", 1, "correct", 1.0, 2))
-    store.write(r2, play("q4", 0, "wrong", 0.0, 3))
+    store.sink(r2).write(play("q2", 0, "correct", 1.0, 2))
+    store.sink(r2).write(play("q2", 1, "correct", 1.0, 2))
+    store.sink(r2).write(play("q4", 0, "wrong", 0.0, 3))
     return store, r1, r2
 
 
@@ -85,7 +85,7 @@ def test_reward_bins_survive_float_error(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=3)
     # (0.7 - 0.1) / 0.1 is 5.999999999999999 in floating point: still bin 6.
     for i, reward in enumerate([0.1, 0.7, 0.75]):
-        store.write(run_id, play(f"q{i}", 0, "wrong", reward, 1))
+        store.sink(run_id).write(play(f"q{i}", 0, "wrong", reward, 1))
     (d,) = store.run_distributions([run_id])
     assert d.reward_histogram == [(0.1, 1), (0.7, 2)]
 

@@ -67,11 +67,13 @@ def filled(store: Store) -> tuple[Store, int, int, list[Truth]]:
                 steps=batch.steps,
                 finished=batch.finished,
             )
-        store.write(a, batch)
+        store.sink(a).write(batch)
         rows.append(row)
     for i in range(4):
         q = f"q{20 + i}"
-        store.write(a, IterationBatch(started=[start(q)], steps=[step(q, 0, 1, parsed=i != 0)]))
+        store.sink(a).write(
+            IterationBatch(started=[start(q)], steps=[step(q, 0, 1, parsed=i != 0)])
+        )
         rows.append(
             {"run_id": a, "question_id": q, "sample_index": 0, "db_id": "concert_singer",
              "outcome": None, "reward": None, "steps": 1, "duration": None,
@@ -80,7 +82,7 @@ def filled(store: Store) -> tuple[Store, int, int, list[Truth]]:
     for i in range(10):
         q = f"q{i:02d}"
         outcome: Outcome = "correct" if i % 2 else "wrong"
-        store.write(b, play(q, 0, outcome, i / 10, 2, db_id="pets_1"))
+        store.sink(b).write(play(q, 0, outcome, i / 10, 2, db_id="pets_1"))
         rows.append(
             {"run_id": b, "question_id": q, "sample_index": 0, "db_id": "pets_1",
              "outcome": outcome, "reward": i / 10, "steps": 2, "duration": 1.0,

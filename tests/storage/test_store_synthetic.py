@@ -6,6 +6,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from store_builders import play, spec
 
+from rollout_core.records import EpisodeKey
 from storage.models import Episode, Step
 from storage.read_models import EpisodeFilter
 from storage.store import Store
@@ -49,5 +50,5 @@ def test_fill_synthetic_small(store: Store) -> None:
     assert len(store.compare_runs(ids, limit=1000).items) == 120
     # The runner's normal path still works after explicit-id inserts (PostgreSQL sequence).
     run_id = store.create_run(spec("after"), episodes_planned=1)
-    store.write(run_id, play("q1", 0, "correct", 1.0, 2))
-    assert store.finished_keys(run_id) == {("q1", 0)}
+    store.sink(run_id).write(play("q1", 0, "correct", 1.0, 2))
+    assert store.finished_keys(run_id) == {EpisodeKey("q1", 0)}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -14,11 +16,12 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 from store_builders import finish, play, spec, start, step
 
-from rollout_core.records import IterationBatch
+from rollout_core.records import EpisodeKey, IterationBatch, RunSpec
 from storage.engine import get_engine
+from storage.lifecycle import HEARTBEAT_STALE_SECONDS
 from storage.models import Episode, Run, Step
 from storage.read_models import EpisodeFilter
-from storage.store import HEARTBEAT_STALE_SECONDS, Store
+from storage.store import Store
 from storage.writes import retry_locked
 
 
@@ -44,7 +47,7 @@ def test_roundtrip_over_several_iterations(store: Store) -> None:
     assert (run.name, run.checkpoint, run.status, run.episodes_planned) == (
         "ckpt-1000", "/ckpt/1000", "running", 2,
     )  # fmt: skip
-    assert run.spec["generation"] == {"temperature": 0.0, "max_new_tokens": 64}
+    assert RunSpec.from_stored(run.spec) == spec("ckpt-1000", checkpoint="/ckpt/1000")
     assert run.spec["environment"] == {"step_budget": 5}
     assert run.created_at.tzinfo is UTC and run.heartbeat_at is not None
     assert run.heartbeat_at >= run.created_at
@@ -78,16 +81,16 @@ def test_roundtrip_over_several_iterations(store: Store) -> None:
 
 def test_store_write_without_a_sink_uses_the_same_path(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=1)
-    store.write(run_id, IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
+    store.sink(run_id).write(IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
     # A different Store object (another process, say) finishes the episode it never started.
     other = Store(store.url)
-    other.write(run_id, IterationBatch(finished=[finish("q1", 0, "wrong", 0.0, 1)]))
-    assert store.finished_keys(run_id) == {("q1", 0)}
+    other.sink(run_id).write(IterationBatch(finished=[finish("q1", 0, "wrong", 0.0, 1)]))
+    assert store.finished_keys(run_id) == {EpisodeKey("q1", 0)}
 
 
 def test_failing_batch_leaves_nothing(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=3)
-    store.write(run_id, play("q0", 0, "correct", 1.0, 1))
+    store.sink(run_id).write(play("q0", 0, "correct", 1.0, 1))
     before = (_count(store, Episode), _count(store, Step))
     # The unknown outcome violates the CHECK constraint after the episodes and steps went in.
     bad = IterationBatch(
@@ -102,15 +105,14 @@ def test_failing_batch_leaves_nothing(store: Store) -> None:
     # The sink forgot nothing it should not have: the same episodes start cleanly afterwards.
     sink.write(IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
     sink.write(IterationBatch(finished=[finish("q1", 0, "correct", 1.0, 1)]))
-    assert store.finished_keys(run_id) == {("q0", 0), ("q1", 0)}
+    assert store.finished_keys(run_id) == {EpisodeKey("q0", 0), EpisodeKey("q1", 0)}
 
 
 def test_duplicate_step_rolls_back_the_whole_batch(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=1)
-    store.write(run_id, IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
+    store.sink(run_id).write(IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
     with pytest.raises(IntegrityError):
-        store.write(
-            run_id,
+        store.sink(run_id).write(
             IterationBatch(
                 steps=[step("q1", 0, 2), step("q1", 0, 1)],
                 finished=[finish("q1", 0, "correct", 1.0, 2)],
@@ -122,13 +124,13 @@ def test_duplicate_step_rolls_back_the_whole_batch(store: Store) -> None:
 
 def test_steps_for_an_unstarted_episode_are_refused(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=1)
-    with pytest.raises(ValueError, match=r"no started episode \('q9', 0\)"):
-        store.write(run_id, IterationBatch(steps=[step("q9", 0, 1)]))
+    with pytest.raises(ValueError, match=r"no started episode q9#0"):
+        store.sink(run_id).write(IterationBatch(steps=[step("q9", 0, 1)]))
 
 
 def test_writing_to_a_missing_run_is_refused(store: Store) -> None:
     with pytest.raises(ValueError, match="no run with id 404 in this store"):
-        store.write(404, IterationBatch(started=[start("q1")]))
+        store.sink(404).write(IterationBatch(started=[start("q1")]))
 
 
 def test_retry_locked_retries_only_lock_errors() -> None:
@@ -159,16 +161,16 @@ def test_write_waits_for_another_writer(tmp_path: Path) -> None:
     other.execute("BEGIN IMMEDIATE")  # another process holds the write lock ...
     released = threading.Timer(0.3, other.execute, args=("COMMIT",))
     released.start()  # ... for a moment
-    store.write(run_id, play("q1", 0, "correct", 1.0, 2))
+    store.sink(run_id).write(play("q1", 0, "correct", 1.0, 2))
     released.join()
     other.close()
-    assert store.finished_keys(run_id) == {("q1", 0)}
+    assert store.finished_keys(run_id) == {EpisodeKey("q1", 0)}
 
 
 def test_resume_replays_unfinished_episodes(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=2)
-    store.write(run_id, play("q1", 0, "correct", 1.0, 2))
-    store.write(run_id, IterationBatch(started=[start("q2")], steps=[step("q2", 0, 1)]))
+    store.sink(run_id).write(play("q1", 0, "correct", 1.0, 2))
+    store.sink(run_id).write(IterationBatch(started=[start("q2")], steps=[step("q2", 0, 1)]))
     # A new process resumes: q1 is done, q2 starts again from scratch.
     resumed = Store(store.url).sink(run_id)
     with pytest.raises(ValueError, match="already has a finished episode"):
@@ -183,8 +185,8 @@ def test_resume_replays_unfinished_episodes(store: Store) -> None:
 
 def test_delete_unfinished_episodes_and_runs(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=2)
-    store.write(run_id, play("q1", 0, "correct", 1.0, 2))
-    store.write(run_id, IterationBatch(started=[start("q2")], steps=[step("q2", 0, 1)]))
+    store.sink(run_id).write(play("q1", 0, "correct", 1.0, 2))
+    store.sink(run_id).write(IterationBatch(started=[start("q2")], steps=[step("q2", 0, 1)]))
     assert store.delete_unfinished_episodes(run_id) == 1
     assert (_count(store, Episode), _count(store, Step)) == (1, 2)
     assert store.delete_run(run_id) is True
@@ -256,25 +258,34 @@ def test_list_runs_newest_first_with_limit(store: Store) -> None:
     assert [r.id for r in store.list_runs(limit=2)] == ids[:0:-1]
 
 
-def test_stale_heartbeat_reads_interrupted(store: Store) -> None:
-    fresh = store.create_run(spec("fresh"), episodes_planned=1)
+def test_run_on_another_host_reads_interrupted_once_its_heartbeat_is_stale(store: Store) -> None:
+    store.create_run(spec("fresh"), episodes_planned=1)
     stale = store.create_run(spec("stale"), episodes_planned=1)
     done = store.create_run(spec("done"), episodes_planned=1)
     store.set_run_status(done, "completed")
     past = datetime.now(UTC) - timedelta(seconds=HEARTBEAT_STALE_SECONDS + 60)
     with Session(get_engine(store._url)) as s, s.begin():
+        # Elsewhere, only the heartbeat can tell whether the process lives.
+        s.execute(update(Run).values(host="another-machine"))
         s.execute(update(Run).where(Run.id.in_([stale, done])).values(heartbeat_at=past))
     statuses = {r.name: r.status for r in store.list_runs()}
     assert statuses == {"fresh": "running", "stale": "interrupted", "done": "completed"}
-    stale_run = store.get_run(stale)
-    assert stale_run is not None and stale_run.status == "interrupted"
-    # Reads computed it; the stored status changes only when asked to.
+    # Reads compute it; nothing is written.
     with Session(get_engine(store._url)) as s:
         assert s.scalar(select(Run.status).where(Run.id == stale)) == "running"
-    assert store.mark_stale_runs_interrupted() == [stale]
-    with Session(get_engine(store._url)) as s:
-        assert s.scalar(select(Run.status).where(Run.id == stale)) == "interrupted"
     # Every write is a heartbeat.
-    store.write(fresh, IterationBatch(started=[start("q1")]))
-    fresh_run = store.get_run(fresh)
-    assert fresh_run is not None and fresh_run.status == "running"
+    store.sink(stale).write(IterationBatch(started=[start("q1")]))
+    stale_run = store.get_run(stale)
+    assert stale_run is not None and stale_run.status == "running"
+
+
+def test_run_whose_process_died_on_this_host_reads_interrupted_at_once(store: Store) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    run_id = store.create_run(spec("killed"), episodes_planned=1)
+    with Session(get_engine(store._url)) as s, s.begin():
+        s.execute(update(Run).where(Run.id == run_id).values(pid=dead.pid))
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "interrupted"  # heartbeat still fresh
+    alive = store.create_run(spec("alive"), episodes_planned=1)  # this process
+    assert (r := store.get_run(alive)) is not None and r.status == "running"

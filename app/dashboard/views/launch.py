@@ -18,6 +18,7 @@ from app.dashboard.launch import (
     find_checkpoints,
     queue_run,
 )
+from rollout_core.settings import DEFAULT_STEP_BUDGET
 
 _OTHER = "other checkpoint directory..."
 _ACTIVE = ("queued", "running")
@@ -101,7 +102,7 @@ with st.form("launch"):
     question_ids = c2.text_input("Or question ids (comma separated)")
     c1, c2, c3, c4 = st.columns(4)
     samples = c1.number_input("Samples per question", 1, MAX_SAMPLES, value=1, step=1)
-    budget = c2.number_input("Step budget", 1, MAX_STEP_BUDGET, value=10, step=1)
+    budget = c2.number_input("Step budget", 1, MAX_STEP_BUDGET, value=DEFAULT_STEP_BUDGET, step=1)
     temperature = c3.number_input("Temperature", 0.0, 2.0, value=0.0, step=0.1)
     seed = c4.number_input("Seed", 0, value=0, step=1)
     run_name = st.text_input("Run name", placeholder="ckpt-1000-demo")

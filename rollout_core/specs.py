@@ -1,0 +1,121 @@
+"""One way to turn what a user asked for into a validated RunSpec.
+
+The CLI, the dashboard's Launch, the demo and the training integration all build their specs
+here, so every default lives in `rollout_core.settings` and every check runs once, before a run
+row exists.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rollout_core.checkpoints import check_checkpoint_dir
+from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
+from rollout_core.errors import SpecError
+from rollout_core.policies.registry import check_spec, split_spec
+from rollout_core.records import Question, RunKind, RunSpec
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
+
+_MAX_NAME = 200
+
+
+@dataclass(frozen=True, slots=True)
+class RunRequest:
+    """What a user asks for, before validation (CLI flags, a Launch form, a training script)."""
+
+    policy: str = "oracle"
+    """`oracle`, `random`, `hf:CHECKPOINT_DIR`, ..."""
+    dataset: str | None = None
+    """`demo`, `demo:train`, `demo:test`, or a questions file; ignored when `questions` is set."""
+    questions: str | None = None
+    """A Spider/BIRD questions file."""
+    db_dir: str | None = None
+    """Its databases (found beside the questions file when omitted)."""
+    name: str | None = None
+    """Unique run name; a default is made from the policy, dataset and time."""
+    limit: int | None = None
+    question_ids: Sequence[str] = ()
+    samples: int = 1
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+    environment: EnvironmentSettings = field(default_factory=EnvironmentSettings)
+    kind: RunKind = "batch"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedRun:
+    """A validated spec with the dataset it was made on and the questions it plays."""
+
+    spec: RunSpec
+    dataset: Dataset
+    questions: list[Question]
+
+    @property
+    def planned(self) -> int:
+        """Episodes the run will play: questions x samples."""
+        return len(self.questions) * self.spec.samples
+
+
+def build_spec(req: RunRequest) -> PlannedRun:
+    """Validate a request and build its spec; SpecError, DatasetError or PolicyError else."""
+    entry, arg = check_spec(req.policy)
+    checkpoint = None
+    policy = req.policy.strip()
+    if entry.name == "hf" and arg:
+        checkpoint = str(check_checkpoint_dir(arg))
+        policy = f"hf:{checkpoint}"
+    if req.samples < 1:
+        raise SpecError(f"samples must be at least 1, got {req.samples}")
+    dataset = resolve_dataset(req.dataset, req.questions, req.db_dir)
+    ids = tuple(req.question_ids) or None
+    questions = select_questions(dataset, limit=None if ids else req.limit, question_ids=ids)
+    if not questions:
+        raise SpecError(f"dataset {dataset.name!r} has no questions to run")
+    name = (req.name or "").strip() or default_run_name(policy, req.dataset or req.questions)
+    if len(name) > _MAX_NAME or "\x00" in name:
+        raise SpecError(f"run name must be at most {_MAX_NAME} characters of text, without NUL")
+    spec = RunSpec(
+        name=name,
+        policy=policy,
+        dataset=dataset.name,
+        questions_path=str(dataset.questions_path),
+        db_dir=str(dataset.db_dir),
+        generation=req.generation,
+        environment=req.environment,
+        samples=req.samples,
+        limit=None if ids else req.limit,
+        question_ids=ids,
+        checkpoint=checkpoint,
+        kind=req.kind,
+    )
+    return PlannedRun(spec, dataset, questions)
+
+
+def plan_stored(spec: RunSpec) -> PlannedRun:
+    """The dataset and questions of a stored spec (for a queued or resumed run)."""
+    dataset = dataset_for_spec(spec)
+    questions = select_questions(dataset, limit=spec.limit, question_ids=spec.question_ids)
+    return PlannedRun(spec, dataset, questions)
+
+
+def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | None) -> Dataset:
+    """`demo` / `demo:test` (or a questions path) by name, or `questions` [+ `db_dir`]."""
+    if questions:
+        return load_dataset(questions, db_dir)
+    return load_named_dataset(dataset or "demo")
+
+
+def dataset_for_spec(spec: RunSpec) -> Dataset:
+    """The dataset a stored run was made on (a named split reloads as that split)."""
+    if spec.dataset.split(":")[0] == "demo":
+        return load_named_dataset(spec.dataset)
+    return load_dataset(spec.questions_path, spec.db_dir)
+
+
+def default_run_name(policy: str, dataset: str | None) -> str:
+    """`<checkpoint or policy>-<dataset>-<time>`, e.g. `checkpoint-500-demo-20261201-101500`."""
+    name, arg = split_spec(policy)
+    label = Path(arg).name if arg else name
+    return f"{label}-{Path(dataset or 'demo').stem}-{time.strftime('%Y%m%d-%H%M%S')}"
