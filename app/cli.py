@@ -22,7 +22,7 @@ from rollout_core.errors import RollscopeError
 from rollout_core.policies.registry import usage as policy_usage
 from rollout_core.records import EpisodeKey, EpisodeRecord
 from rollout_core.runner import RunStats
-from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from rollout_core.settings import EnvironmentSettings, GenerationSettings, SettingsError
 from rollout_core.specs import RunRequest
 from storage.store import Store, StoreError
 
@@ -145,7 +145,12 @@ def run(
                 _ENV, step_budget=step_budget, sample_rows=sample_rows,
                 max_observation_tokens=max_observation_tokens,
             )  # fmt: skip
+            for flag, value in (("--samples", samples), ("--limit", limit)):
+                if value is not None and value < 1:
+                    fail(f"{flag} must be at least 1, got {value}")
             if query_timeout is not None:
+                if query_timeout <= 0:
+                    fail(f"--query-timeout must be more than 0 seconds, got {query_timeout}")
                 sandbox = dataclasses.replace(_ENV.sandbox, deadline_seconds=query_timeout)
                 environment = dataclasses.replace(environment, sandbox=sandbox)
             request = RunRequest(
@@ -173,7 +178,10 @@ T = TypeVar("T")
 def _overlay(base: T, **given: object) -> T:
     """`base` with the options that were given (not None) put in; SettingsError if invalid."""
     values = {k: v for k, v in given.items() if v is not None}
-    return dataclasses.replace(base, **values)  # type: ignore[type-var]
+    try:
+        return dataclasses.replace(base, **values)  # type: ignore[type-var]
+    except SettingsError as exc:  # named as the user typed it
+        fail(f"--{exc.field.replace('_', '-')} {exc.problem}")
 
 
 def _play(

@@ -25,6 +25,12 @@ DTYPES: tuple[DType, ...] = ("auto", "bf16", "fp16", "fp32")
 class SettingsError(RollscopeError, ValueError):
     """A setting out of range; the message names the setting, the value and what is allowed."""
 
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field} {problem}")
+        self.field = field
+        """The setting's name, so a face can name its own flag or form field instead."""
+        self.problem = problem
+
 
 @dataclass(frozen=True, slots=True)
 class GenerationSettings:
@@ -49,21 +55,21 @@ class GenerationSettings:
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.temperature <= 10.0:
-            raise SettingsError(f"temperature must be between 0 and 10, got {self.temperature}")
+            raise SettingsError("temperature", f"must be between 0 and 10, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
-            raise SettingsError(f"top_p must be in (0, 1], got {self.top_p}")
+            raise SettingsError("top_p", f"must be in (0, 1], got {self.top_p}")
         if self.max_new_tokens < 1:
-            raise SettingsError(f"max_new_tokens must be at least 1, got {self.max_new_tokens}")
+            raise SettingsError("max_new_tokens", f"must be at least 1, got {self.max_new_tokens}")
         if self.batch_size < 1:
-            raise SettingsError(f"batch_size must be at least 1, got {self.batch_size}")
+            raise SettingsError("batch_size", f"must be at least 1, got {self.batch_size}")
         if self.seed < 0:
-            raise SettingsError(f"seed must be 0 or more, got {self.seed}")
+            raise SettingsError("seed", f"must be 0 or more, got {self.seed}")
         if self.dtype not in DTYPES:
-            raise SettingsError(f"unknown dtype {self.dtype!r} (choose {', '.join(DTYPES)})")
+            raise SettingsError("dtype", f"{self.dtype!r} is unknown (choose {', '.join(DTYPES)})")
         if self.threads is not None and self.threads < 1:
-            raise SettingsError(f"threads must be at least 1, got {self.threads}")
+            raise SettingsError("threads", f"must be at least 1, got {self.threads}")
         if not self.device.strip():
-            raise SettingsError("device is empty (use auto, cpu, cuda or cuda:N)")
+            raise SettingsError("device", "is empty (use auto, cpu, cuda or cuda:N)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +87,10 @@ class EnvironmentSettings:
 
     def __post_init__(self) -> None:
         if self.step_budget < 1:
-            raise SettingsError(f"step_budget must be at least 1, got {self.step_budget}")
+            raise SettingsError("step_budget", f"must be at least 1, got {self.step_budget}")
         if self.sample_rows < 1:
-            raise SettingsError(f"sample_rows must be at least 1, got {self.sample_rows}")
+            raise SettingsError("sample_rows", f"must be at least 1, got {self.sample_rows}")
         if self.max_observation_tokens < 1:
             raise SettingsError(
-                f"max_observation_tokens must be at least 1, got {self.max_observation_tokens}"
+                "max_observation_tokens", f"must be at least 1, got {self.max_observation_tokens}"
             )

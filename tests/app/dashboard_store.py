@@ -15,6 +15,7 @@ from rollout_core.records import (
     StepRecord,
 )
 from rollout_core.sandbox import SandboxLimits, format_rows, open_readonly, run_select
+from rollout_core.settings import EnvironmentSettings
 from storage.store import Store
 from tests.fixtures import QUESTIONS, make_benchmark
 
@@ -44,9 +45,7 @@ def _spec(name: str, checkpoint: str, questions: Path, db_dir: Path) -> RunSpec:
         questions_path=str(questions),
         db_dir=str(db_dir),
         checkpoint=checkpoint,
-        checkpoint_fingerprint=name[-4:],
-        generation={"temperature": 0.0},
-        environment={"step_budget": 5},
+        environment=EnvironmentSettings(step_budget=5),
     )
 
 

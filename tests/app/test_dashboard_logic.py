@@ -16,6 +16,7 @@ from app.dashboard.components.render import chat_messages, escape_markdown
 from app.dashboard.serve import absolute_store_url, streamlit_command
 from app.dashboard.settings import load_settings, to_env
 from rollout_core.records import RunSpec
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.read_models import QuestionComparison, RunCell, StoredStep
 from storage.store import Store
 
@@ -100,10 +101,12 @@ def _request(**kw: object) -> launch.LaunchRequest:
 
 
 def test_build_spec_for_the_demo_dataset() -> None:
-    spec, planned = launch.build_spec(_request(samples=3, step_budget=7, temperature=0.5), ())
+    plan = launch.build_spec(_request(samples=3, step_budget=7, temperature=0.5), ())
+    spec = plan.spec
     assert isinstance(spec, RunSpec)
-    assert (spec.policy, spec.limit, spec.samples, planned) == ("oracle", 2, 3, 6)
-    assert spec.environment == {"step_budget": 7} and spec.generation == {"temperature": 0.5}
+    assert (spec.policy, spec.limit, spec.samples, plan.planned) == ("oracle", 2, 3, 6)
+    assert spec.environment == EnvironmentSettings(step_budget=7)
+    assert spec.generation == GenerationSettings(temperature=0.5)
     assert Path(spec.db_dir).is_dir() and Path(spec.questions_path).is_file()
 
 
@@ -118,7 +121,7 @@ def test_build_spec_for_the_demo_dataset() -> None:
         ({"limit": 0}, "number of questions must be between"),
         ({"policy": "gpt"}, "unknown policy 'gpt'"),
         ({"policy": "hf:/somewhere"}, "no checkpoint roots configured"),
-        ({"dataset": "/no/such/file.json"}, "dataset '/no/such/file.json': dataset not found"),
+        ({"dataset": "/no/such/file.json"}, "dataset not found: '/no/such/file.json'"),
         ({"question_ids": "nope-1, nope-2"}, "unknown question ids"),
     ],
 )
@@ -138,9 +141,7 @@ def test_checkpoints_must_live_under_a_root(tmp_path: Path) -> None:
     (tmp_path / "elsewhere").mkdir()
     (tmp_path / "elsewhere" / "config.json").write_text("{}")
     assert launch.find_checkpoints([root]) == [ckpt.resolve()]
-    policy, path, fingerprint = launch.resolve_policy(f"hf:{ckpt}", [root])
-    assert policy == f"hf:{ckpt.resolve()}" and path == str(ckpt.resolve())
-    assert fingerprint is not None and len(fingerprint) == 12
+    assert launch.resolve_policy(f"hf:{ckpt}", [root]) == f"hf:{ckpt.resolve()}"
     with pytest.raises(launch.LaunchError, match="outside the checkpoint roots"):
         launch.resolve_policy(f"hf:{tmp_path / 'elsewhere'}", [root])
     with pytest.raises(launch.LaunchError, match="outside the checkpoint roots"):

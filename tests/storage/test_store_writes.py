@@ -48,7 +48,7 @@ def test_roundtrip_over_several_iterations(store: Store) -> None:
         "ckpt-1000", "/ckpt/1000", "running", 2,
     )  # fmt: skip
     assert RunSpec.from_stored(run.spec) == spec("ckpt-1000", checkpoint="/ckpt/1000")
-    assert run.spec["environment"] == {"step_budget": 5}
+    assert run.spec["environment"]["step_budget"] == 5
     assert run.created_at.tzinfo is UTC and run.heartbeat_at is not None
     assert run.heartbeat_at >= run.created_at
     assert (run.episodes_finished, run.correct, run.accuracy) == (1, 1, 1.0)
