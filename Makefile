@@ -34,7 +34,7 @@ test: setup system-deps
 	$(PY) -m pytest -q
 
 test-quick: setup
-	$(PY) -m pytest -q -m "not browser and not postgres"
+	$(PY) -m pytest -q -m "not browser and not postgres and not slow"
 
 bench: setup
 	$(PY) -m pytest tests/benchmarks -q -s --benchmarks

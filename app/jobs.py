@@ -11,9 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from storage import lifecycle
 from storage.store import Store
-
-TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "interrupted"})
 
 # Workers this process started, by run id. Polling them reaps finished ones, which would
 # otherwise stay zombies that still answer kill(pid, 0) and look alive.
@@ -68,9 +67,9 @@ def cancel_run(store: Store, run_id: int) -> None:
     """
     run = store.get_run(run_id)
     if run is None:
-        raise ValueError(f"no run with id {run_id}; list runs with `rollscope runs`")
-    if run.status in TERMINAL_STATUSES:
-        return
+        raise lifecycle.RunStateError(f"no run with id {run_id}; list runs with `rollscope runs`")
+    if lifecycle.cancel_refusal(run.name, run.status) is not None:
+        return  # already over: nothing to stop
     pid = _local_worker_pid(run_id, run.pid, run.host)
     if pid is None:
         store.set_run_status(run_id, "cancelled", error="cancelled from the dashboard")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import create_engine, make_url, text
 
 from storage.read_models import EpisodeFilter
 from storage.store import Store
@@ -59,6 +59,27 @@ def _read_until(url: str, stop: threading.Event, log: ReaderLog) -> None:
         store.close()
 
 
+def _wait_for_first_run(url: str, deadline_seconds: float) -> None:
+    """Poll until one writer has created the store and its first run."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":  # a plain connect would create the file
+        url = f"sqlite:///file:{parsed.database}?mode=ro&uri=true"
+    engine = create_engine(url)
+    deadline = time.monotonic() + deadline_seconds
+    try:
+        while time.monotonic() < deadline:
+            try:
+                with engine.connect() as conn:
+                    if conn.execute(text("SELECT COUNT(*) FROM runs")).scalar():
+                        return
+            except Exception:  # not created or not migrated yet
+                pass
+            time.sleep(0.05)
+    finally:
+        engine.dispose()
+    raise AssertionError(f"no writer created a run in {url} within {deadline_seconds} s")
+
+
 def _run_writers(url: str) -> tuple[list[subprocess.CompletedProcess[str]], ReaderLog, float]:
     stop, log = threading.Event(), ReaderLog()
     procs = [
@@ -91,7 +112,7 @@ def _run_writers(url: str) -> tuple[list[subprocess.CompletedProcess[str]], Read
     ]
     reader = threading.Thread(target=_read_until, args=(url, stop, log), daemon=True)
     t0 = time.perf_counter()
-    time.sleep(1.0)  # let one of them create the store before the reader opens it
+    _wait_for_first_run(url, deadline_seconds=60)  # the reader opens an existing store
     reader.start()
     results = []
     try:

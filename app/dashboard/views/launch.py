@@ -19,9 +19,9 @@ from app.dashboard.launch import (
     queue_run,
 )
 from rollout_core.settings import DEFAULT_STEP_BUDGET
+from storage import lifecycle
 
 _OTHER = "other checkpoint directory..."
-_ACTIVE = ("queued", "running")
 _LOG_TAIL_BYTES = 4000
 
 
@@ -46,14 +46,14 @@ def _follow(run_id: int) -> None:
         f"{run.episodes_finished}/{run.episodes_planned} episodes",
     )
     exit_code = jobs.worker_exit_code(run_id)
-    if run.status in _ACTIVE and exit_code is not None:
+    if run.status in lifecycle.ACTIVE and exit_code is not None:
         st.error(
             f"The worker exited (code {exit_code}) while the run was {run.status}; see its log."
         )
         show_text(_log_tail(run_id))
         _stop_following(run_id)
         return
-    if run.status in _ACTIVE:
+    if run.status in lifecycle.ACTIVE:
         if st.button("Cancel run", icon=":material/cancel:", key=f"cancel_{run_id}"):
             try:
                 jobs.cancel_run(data.store(), run_id)
@@ -73,7 +73,7 @@ def _follow(run_id: int) -> None:
     if tail:
         with st.expander("Worker log"):
             show_text(tail)
-    if run.status not in _ACTIVE:
+    if run.status not in lifecycle.ACTIVE:
         _stop_following(run_id)
 
 
@@ -136,7 +136,7 @@ if followed is not None:
     st.subheader("Run")
     live = st.session_state.get("ln_following") == followed or (
         (run := data.get_run_uncached(followed)) is not None
-        and run.status in _ACTIVE
+        and run.status in lifecycle.ACTIVE
         and jobs.worker_exit_code(followed) is None
     )
     if live:

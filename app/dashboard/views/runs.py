@@ -8,9 +8,9 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.components import charts, nav
 from app.dashboard.components.render import fmt_duration, fmt_time
+from storage import lifecycle
 from storage.read_models import RunSummary
 
-_ACTIVE = ("queued", "running")
 NO_RUNS = "No runs yet - run `rollscope run --policy oracle --dataset demo` to record one."
 
 
@@ -59,7 +59,7 @@ if not runs:
     st.info(NO_RUNS)
     st.stop()
 
-active = [r.id for r in runs if r.status in _ACTIVE]
+active = [r.id for r in runs if r.status in lifecycle.ACTIVE]
 if active:
     st.subheader("In progress")
     # Only this part reruns every 2 s; the table and charts below stay as they are.
