@@ -35,8 +35,9 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
         "reward",
         "steps",
         "unparsed",
+        "errors",
     ):
-        table.add_column(col, justify="right" if col in ("id", "episodes") else "left")
+        table.add_column(col, justify="right" if col in ("id", "episodes", "errors") else "left")
     for r in runs:
         table.add_row(
             str(r.id),
@@ -49,6 +50,8 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
             _num(r.mean_reward, 3),
             _num(r.mean_steps, 1),
             _pct(r.parse_failure_rate),
+            # Episodes that could not be played or graded: never silently counted as wrong.
+            Text(str(r.errors), style="bold red") if r.errors else Text("0"),
         )
     return table
 

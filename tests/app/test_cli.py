@@ -180,3 +180,43 @@ def test_duplicate_run_name(tmp_path: Path, bench: tuple[Path, Path]) -> None:
 def test_show_unknown_episode(tmp_path: Path) -> None:
     res = rollscope("show", "99", "--store", tmp_path / "s.db")
     assert res.returncode == 2 and "no episode 99" in res.stderr
+
+
+def test_a_bug_keeps_its_traceback_while_bad_input_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A KeyError from rollscope's own code is a bug to report, not a message to the user."""
+    from app import batch, cli
+
+    store = str(tmp_path / "store.db")
+
+    def buggy(*args: object, **kwargs: object) -> None:
+        raise KeyError("missing_setting")
+
+    monkeypatch.setattr(batch, "start_run", buggy)
+    monkeypatch.setattr(sys, "argv", ["rollscope", "run", "--store", store, "--quiet"])
+    with pytest.raises(KeyError, match="missing_setting"):
+        cli.main()
+    monkeypatch.setattr(sys, "argv", ["rollscope", "run", "--store", store, "--samples", "0"])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    assert exited.value.code == 2
+    assert capsys.readouterr().err.strip() == "error: --samples must be at least 1, got 0"
+
+
+def test_resume_takes_no_settings_and_refuses_a_completed_run(
+    tmp_path: Path, bench: tuple[Path, Path]
+) -> None:
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    questions, db_dir = bench
+    done = rollscope(
+        "run", "--questions", questions, "--db-dir", db_dir, "--store", store, "--name", "done",
+        "--quiet",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    res = rollscope("run", "--resume", "done", "--temperature", "0.5", "--store", store)
+    assert res.returncode == 2
+    assert "--temperature cannot change a stored run" in res.stderr
+    res = rollscope("run", "--resume", "done", "--store", store)
+    assert res.returncode == 2 and "already completed" in res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1

@@ -48,9 +48,9 @@ def _finished(db: Path) -> int:
         conn.close()
 
 
-def _start(db: Path, name: str) -> subprocess.Popen[str]:
+def _start(db: Path, name: str, args: tuple[str, ...] = RUN_ARGS) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        rollscope_cmd("run", *RUN_ARGS, "--name", name, "--store", f"sqlite:///{db}"),
+        rollscope_cmd("run", *args, "--name", name, "--store", f"sqlite:///{db}"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -303,3 +303,50 @@ def test_corrupt_checkpoint_fails_before_any_run(tmp_path: Path) -> None:
         rows = conn.execute("SELECT status, error FROM runs").fetchall()
         conn.close()
         assert all(status == "failed" and error for status, error in rows), rows
+
+
+def _transcripts(db: Path, run_name: str) -> dict[tuple[str, int, int], str]:
+    """(question, sample, step) -> the model's raw output, for every step of a run."""
+    conn = sqlite3.connect(db)
+    try:
+        rows = conn.execute(
+            """SELECT e.question_id, e.sample_index, s.step_no, s.raw_output
+               FROM steps s JOIN episodes e ON e.id = s.episode_id JOIN runs r ON r.id = e.run_id
+               WHERE r.name = ?""",
+            (run_name,),
+        ).fetchall()
+    finally:
+        conn.close()
+    return {(q, s, n): out for q, s, n, out in rows}
+
+
+@pytest.mark.slow
+def test_sampled_hf_run_killed_with_kill_9_resumes_to_the_same_episodes(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The hours-long runs are the sampled model runs: they must resume, and to the same text."""
+    args = (
+        "--policy", f"hf:{tiny_checkpoint}", "--dataset", "demo", "--limit", "30",
+        "--samples", "2", "--temperature", "0.9", "--max-new-tokens", "12",
+        "--step-budget", "3", "--batch-size", "4", "--device", "cpu", "--seed", "7", "--quiet",
+    )  # fmt: skip
+    db = tmp_path / "store.db"
+    reference = _start(db, "uninterrupted", args)
+    _, stderr = reference.communicate(timeout=300)
+    assert reference.returncode == 0, stderr
+    proc = _start(db, "killed", args)
+    try:
+        _wait_for(proc, db, 60 + 12)  # the reference's 60 episodes, then 12 of this run
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.communicate(timeout=30)
+    assert proc.returncode == -signal.SIGKILL
+    figures = _check_integrity(db, "killed")
+    assert 0 < figures["finished"] < 60, figures
+    res = rollscope("run", "--resume", "killed", "--store", f"sqlite:///{db}", "--quiet")
+    assert res.returncode == 0, res.stderr
+    figures = _check_integrity(db, "killed")
+    assert figures["status"] == "completed"
+    assert figures["finished"] == figures["started"] == 60
+    assert _outcomes(db, "killed") == _outcomes(db, "uninterrupted")
+    assert _transcripts(db, "killed") == _transcripts(db, "uninterrupted")
