@@ -41,15 +41,16 @@ _ROW_GROUP_ROWS = 5_000
 def export_episodes(
     store: Store,
     run_ids: Sequence[int],
-    target: Path | BinaryIO,
+    target: str | os.PathLike[str] | BinaryIO,
     fmt: ExportFormat,
     episode_filter: EpisodeFilter | None = None,
 ) -> int:
     """Write the finished episodes of the runs (one run after another, each in id order; only
     those `episode_filter` matches, when given) to `target`; returns the episode count.
 
-    A Path is written atomically: a temporary file beside it, renamed over it at the end, so a
-    failure leaves neither a partial file nor the temporary one. A stream is written as is.
+    A path is written atomically: a temporary file beside it, renamed over it at the end, so a
+    failure leaves neither a partial file nor the temporary one. A binary stream (the
+    dashboard's download buffer) is written as is and left open.
     ValueError, before anything is written, for an unknown format or run.
     """
     if fmt not in EXPORT_FORMATS:
@@ -59,8 +60,8 @@ def export_episodes(
             raise ValueError(f"no run with id {run_id} in this store")
     rows = _rows(store, run_ids, episode_filter)
     write = _write_jsonl if fmt == "jsonl" else _write_parquet
-    if isinstance(target, Path):
-        with _atomic(target) as fh:
+    if isinstance(target, str | os.PathLike):
+        with _atomic(Path(target)) as fh:
             return write(rows, fh)
     return write(rows, target)
 
