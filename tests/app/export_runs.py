@@ -8,7 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, RunSpec, StepRecord
+from rollout_core.records import (
+    EpisodeRecord,
+    EpisodeStart,
+    IterationBatch,
+    Outcome,
+    RunSpec,
+    StepRecord,
+)
 from storage.store import Store
 
 _FILLER = "".join(f"row {i}: singer, concert, stadium, country, age; " for i in range(4_000))
@@ -91,7 +98,8 @@ def _episode(
                 env_seconds=0.001,
             )
         )
-    outcome = ("correct", "wrong", "error")[i % 3] if late else "budget_exhausted"
+    late_outcomes: tuple[Outcome, ...] = ("correct", "wrong", "error")
+    outcome: Outcome = late_outcomes[i % 3] if late else "budget_exhausted"
     finish = EpisodeRecord(
         question_id=q,
         sample_index=0,
