@@ -1,88 +1,142 @@
-"""Export a run's episodes with their steps to JSONL or Parquet, streamed, never loaded whole."""
+"""Export runs' episodes with their steps to one JSONL or Parquet file, streamed, never whole.
+
+JSONL: one JSON object per episode, its steps a list of objects. Parquet: the same columns with
+an explicit schema (`app.export_schema`), the steps a `list<struct>` column. The CLI's `export`
+and the dashboard call `export_episodes`.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
-from collections.abc import Iterator
+import re
+import secrets
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from itertools import islice
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Literal
 
-from storage.read_models import EpisodeDetail
+from app.export_schema import episode_row, episode_schema
+from storage.read_models import EpisodeFilter
 from storage.store import Store
 
-_PARQUET_ROWS = 1_000
+ExportFormat = Literal["jsonl", "parquet"]
+EXPORT_FORMATS: tuple[ExportFormat, ...] = ("jsonl", "parquet")
+
+_READ_BATCH = 50
+"""Episodes read from the store per query. Export memory is mostly these and the next two
+buffers: at 50 / 25 / 16 MiB a run of 100 kB episodes exports in ~65 MB above the process's
+baseline whatever its length (tests/benchmarks/bench_export.py); 200 / 100 took ~120 MB."""
+_ARROW_CHUNK_ROWS = 25
+"""Episodes turned into one Arrow batch at a time (their dicts are the only other copy)."""
+_ROW_GROUP_BYTES = 16 << 20
+"""Arrow bytes buffered before a Parquet row group is written (~500 episodes of 10 steps of
+3 kB)."""
+_ROW_GROUP_ROWS = 5_000
+"""Rows per row group at most, for runs of tiny episodes."""
 
 
-def _row(detail: EpisodeDetail) -> dict[str, Any]:
-    summary = dataclasses.asdict(detail.summary)
-    return {
-        **summary,
-        "gold_sql": detail.gold_sql,
-        "seed": detail.seed,
-        "progress": detail.progress,
-        "operational": detail.operational,
-        "error": detail.error,
-        "steps": [dataclasses.asdict(s) for s in detail.steps],
-    }
+def export_episodes(
+    store: Store,
+    run_ids: Sequence[int],
+    target: str | os.PathLike[str] | BinaryIO,
+    fmt: ExportFormat,
+    episode_filter: EpisodeFilter | None = None,
+) -> int:
+    """Write the finished episodes of the runs (one run after another, each in id order; only
+    those `episode_filter` matches, when given) to `target`; returns the episode count.
 
-
-def _rows(store: Store, run_id: int) -> Iterator[dict[str, Any]]:
-    for detail in store.iter_episode_details(run_id):
-        yield _row(detail)
-
-
-def export_run(store: Store, run_id: int, target: Path, fmt: str) -> int:
-    """Write every finished episode of the run to `target`; returns the episode count.
-
-    Writes to a temporary file first, so a failed export leaves no half-written file.
+    A path is written atomically: a temporary file beside it, renamed over it at the end, so a
+    failure leaves neither a partial file nor the temporary one. A binary stream (the
+    dashboard's download buffer) is written as is and left open.
+    ValueError, before anything is written, for an unknown format or run.
     """
-    tmp = target.with_name(f".{target.name}.partial")
-    count = 0
+    if fmt not in EXPORT_FORMATS:
+        raise ValueError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    for run_id in run_ids:
+        if store.get_run(run_id) is None:
+            raise ValueError(f"no run with id {run_id} in this store")
+    rows = _rows(store, run_ids, episode_filter)
+    write = _write_jsonl if fmt == "jsonl" else _write_parquet
+    if isinstance(target, str | os.PathLike):
+        with _atomic(Path(target)) as fh:
+            return write(rows, fh)
+    return write(rows, target)
+
+
+def default_output(run_names: Sequence[str], fmt: ExportFormat) -> Path:
+    """`NAME.FORMAT` for one run (characters unsafe in a file name as `_`), else
+    `rollscope-export.FORMAT`."""
+    if len(run_names) != 1:
+        return Path(f"rollscope-export.{fmt}")
+    safe = re.sub(r"[^\w.-]", "_", run_names[0]).lstrip(".") or "run"
+    return Path(f"{safe}.{fmt}")
+
+
+def _rows(
+    store: Store, run_ids: Sequence[int], flt: EpisodeFilter | None
+) -> Iterator[dict[str, Any]]:
+    for run_id in run_ids:
+        if flt is not None and flt.run_ids and run_id not in flt.run_ids:
+            continue  # the filter's runs and the asked runs combine with AND, as filters do
+        for detail in store.iter_episode_details(run_id, flt=flt, batch=_READ_BATCH):
+            yield episode_row(detail)
+
+
+@contextmanager
+def _atomic(target: Path) -> Iterator[BinaryIO]:
+    """A file beside `target` that replaces it on success and is removed on any failure."""
+    tmp = target.with_name(f".{target.name}.{os.getpid()}-{secrets.token_hex(4)}.partial")
+    # os.open with 0o666 (not mkstemp's 0o600): the result gets the user's umask, like any file.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
-        if fmt == "jsonl":
-            with tmp.open("w", encoding="utf-8") as fh:
-                for row in _rows(store, run_id):
-                    fh.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
-                    count += 1
-        else:
-            count = _write_parquet(_rows(store, run_id), tmp)
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _write_jsonl(rows: Iterable[dict[str, Any]], fh: BinaryIO) -> int:
+    count = 0
+    for row in rows:
+        line = json.dumps(row, ensure_ascii=False, default=_json_default)
+        fh.write(line.encode("utf-8") + b"\n")
+        count += 1
     return count
 
 
-def _write_parquet(rows: Iterator[dict[str, Any]], path: Path) -> int:
+def _json_default(value: object) -> object:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    raise TypeError(f"cannot write {type(value).__name__} to JSON")
+
+
+def _write_parquet(rows: Iterable[dict[str, Any]], fh: BinaryIO) -> int:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    writer: pq.ParquetWriter | None = None
-    count = 0
-    chunk: list[dict[str, Any]] = []
-
-    def flush() -> None:
-        nonlocal writer
-        table = pa.Table.from_pylist(chunk)
-        if writer is None:
-            writer = pq.ParquetWriter(path, table.schema)
-        writer.write_table(table.cast(writer.schema))
-        chunk.clear()
-
-    try:
-        for row in rows:
-            row["steps"] = json.dumps(row["steps"], ensure_ascii=False, default=str)
-            chunk.append(row)
-            count += 1
-            if len(chunk) >= _PARQUET_ROWS:
-                flush()
-        if chunk or writer is None:
-            if chunk:
-                flush()
-            else:
-                pq.write_table(pa.table({"id": pa.array([], pa.int64())}), path)
-    finally:
-        if writer is not None:
-            writer.close()
+    schema = episode_schema()
+    count = buffered = 0
+    pending: list[pa.RecordBatch] = []
+    # zstd: prompts repeat the system text and the episode so far; every Parquet reader has it.
+    with pq.ParquetWriter(fh, schema, compression="zstd") as writer:
+        it = iter(rows)
+        while chunk := list(islice(it, _ARROW_CHUNK_ROWS)):
+            batch = pa.RecordBatch.from_pylist(chunk, schema=schema)
+            pending.append(batch)
+            count += len(chunk)
+            buffered += batch.nbytes
+            rows_pending = sum(b.num_rows for b in pending)
+            if buffered >= _ROW_GROUP_BYTES or rows_pending >= _ROW_GROUP_ROWS:
+                writer.write_table(pa.Table.from_batches(pending), row_group_size=rows_pending)
+                pending.clear()
+                buffered = 0
+        if pending:
+            table = pa.Table.from_batches(pending)
+            writer.write_table(table, row_group_size=table.num_rows)
     return count

@@ -413,11 +413,17 @@ class Store:
         with Session(self._engine) as session:
             return aggregates.distributions(session, run_ids)
 
-    def iter_episode_details(self, run_id: int, *, batch: int = 200) -> Iterator[EpisodeDetail]:
-        """Every finished episode of a run with its steps, streamed (for export)."""
+    def iter_episode_details(
+        self, run_id: int, *, flt: EpisodeFilter | None = None, batch: int = 200
+    ) -> Iterator[EpisodeDetail]:
+        """Every finished episode of a run (of those `flt` matches, when given; its `run_ids`
+        are replaced by this run) with its steps, in id order, streamed (for export)."""
         run = self.get_run(run_id)
         if run is None:
             return
+        where = reads.episode_conditions(
+            dataclasses.replace(flt or EpisodeFilter(), run_ids=(run_id,))
+        )
         last = 0
         while True:
             # A short read per batch: a long-open read would stall SQLite's WAL checkpoints.
@@ -425,11 +431,7 @@ class Store:
                 ids = list(
                     session.scalars(
                         select(Episode.id)
-                        .where(
-                            Episode.run_id == run_id,
-                            Episode.outcome.is_not(None),
-                            Episode.id > last,
-                        )
+                        .where(*where, Episode.id > last)
                         .order_by(Episode.id)
                         .limit(batch)
                     )

@@ -28,7 +28,7 @@ def bench(tmp_path: Path) -> tuple[Path, Path]:
     return make_benchmark(tmp_path / "bench")
 
 
-def test_run_then_runs_show_and_export(tmp_path: Path, bench: tuple[Path, Path]) -> None:
+def test_run_then_runs_and_show(tmp_path: Path, bench: tuple[Path, Path]) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     questions, db_dir = bench
     res = rollscope(
@@ -58,23 +58,6 @@ def test_run_then_runs_show_and_export(tmp_path: Path, bench: tuple[Path, Path])
     shown = rollscope("show", "1", "--store", store)
     assert shown.returncode == 0, shown.stderr
     assert "Answer submitted: correct." in shown.stdout and "DESCRIBE" in shown.stdout
-
-    out = tmp_path / "out.jsonl"
-    exp = rollscope("export", "--run", "oracle-1", "--store", store, "--output", out)
-    assert exp.returncode == 0, exp.stderr
-    rows = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(rows) == 12 and all(len(r["steps"]) == 3 for r in rows)
-
-    pq = tmp_path / "out.parquet"
-    assert (
-        rollscope(
-            "export", "--run", "1", "--store", store, "--format", "parquet", "--output", pq
-        ).returncode
-        == 0
-    )
-    import pyarrow.parquet as papq
-
-    assert papq.read_table(pq).num_rows == 12
 
 
 def test_hf_checkpoint_runs_into_sqlite(
