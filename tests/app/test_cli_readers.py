@@ -99,9 +99,10 @@ def check_reads(outputs: list[subprocess.CompletedProcess[str]], question: str) 
 def test_read_commands_leave_the_store_byte_identical(
     recorded: Path, tmp_path: Path, journal: str
 ) -> None:
+    episode_id, question = first_episode(recorded)
     path = store_copy(recorded, tmp_path / "store", journal)
-    episode_id, question = first_episode(path)
     before = files_beside(path)
+    assert list(before) == ["store.db"]
     out = tmp_path / "out.jsonl"
     check_reads(
         [
@@ -126,9 +127,10 @@ def test_read_commands_leave_the_store_byte_identical(
 def test_read_commands_work_on_a_read_only_file_system(
     recorded: Path, tmp_path: Path, journal: str
 ) -> None:
+    episode_id, question = first_episode(recorded)
     path = store_copy(recorded, tmp_path / "store", journal)
-    episode_id, question = first_episode(path)
     before = files_beside(path)
+    assert list(before) == ["store.db"]  # a WAL store closed by its writer: no -wal, no -shm
     view = tmp_path / "view"
     view.mkdir()
     seen = view / "store.db"
