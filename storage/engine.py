@@ -31,9 +31,9 @@ class StoreMissing(StoreError):
     """A reader found no store yet: a missing or empty SQLite file, or an empty database."""
 
 
-def store_error(url: str, problem: str, *, hint: str = URL_HINT) -> StoreError:
+def store_error(url: str, problem: str) -> StoreError:
     """The one-line error for a store that cannot be opened."""
-    return StoreError(f"cannot open store {url!r}: {problem}" + (f" ({hint})" if hint else ""))
+    return StoreError(f"cannot open store {url!r}: {problem} ({URL_HINT})")
 
 
 def normalize_url(url: str) -> URL:

@@ -95,6 +95,7 @@ class Store:
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
             raise _store_error(shown, reason) from None
         except NotAStore as exc:
+            dispose_engine(self._url, read_only=read_only)
             raise _store_error(shown, str(exc)) from None
         except StoreError:
             dispose_engine(self._url, read_only=read_only)
