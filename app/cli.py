@@ -24,6 +24,7 @@ from rollout_core.records import EpisodeKey, EpisodeRecord
 from rollout_core.runner import RunStats
 from rollout_core.settings import EnvironmentSettings, GenerationSettings, SettingsError
 from rollout_core.specs import RunRequest
+from storage.engine import StoreMissing
 from storage.store import Store, StoreError
 
 DEFAULT_STORE = "sqlite:///rollscope.db"
@@ -53,8 +54,17 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def open_store(url: str) -> Store:
+    """A store opened to write (created or upgraded to the newest schema as needed)."""
     try:
         return Store(url)
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def open_reader(url: str) -> Store:
+    """A store opened to read: never created, migrated or written; refused in one line."""
+    try:
+        return Store(url, read_only=True)
     except StoreError as exc:
         fail(str(exc))
 
@@ -237,7 +247,7 @@ def runs(
     limit: int = 50,
 ) -> None:
     """List the runs in a store with their metrics."""
-    summaries = open_store(store).list_runs(limit=limit)
+    summaries = open_reader(store).list_runs(limit=limit)
     if as_json:
         print(json.dumps([_jsonable(dataclasses.asdict(s)) for s in summaries], indent=2))
     elif not summaries:
@@ -252,7 +262,7 @@ def show(
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Print one episode's transcript."""
-    detail = open_store(store).get_episode(episode_id)
+    detail = open_reader(store).get_episode(episode_id)
     if detail is None:
         fail(f"no episode {episode_id} in the store")
     out.print(episode_transcript(detail))
@@ -285,7 +295,7 @@ def export(
         fail("name the runs to export: --run NAME (repeatable) or --all, not both")
     if output is not None:
         _check_output(output)
-    st = open_store(store)
+    st = open_reader(store)
     if all_runs:
         chosen = sorted(st.list_runs(limit=sys.maxsize), key=lambda r: r.id)
         if not chosen:
@@ -328,8 +338,33 @@ def dashboard(
     """Serve the Streamlit dashboard on a store."""
     from app.dashboard.serve import serve
 
-    open_store(store).close()  # a bad URL fails here, in one line, not inside the page
+    # A bad URL or an unreadable store fails here, in one line, not inside the page. A writable
+    # dashboard creates a missing store (its Launch would); it never upgrades an existing one.
+    try:
+        Store(store, read_only=True).close()
+    except StoreMissing as exc:
+        if read_only:
+            fail(str(exc))
+        open_store(store).close()
+    except StoreError as exc:
+        fail(str(exc))
     serve(store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or [])
+
+
+@cli.command()
+def migrate(store: StoreOpt = DEFAULT_STORE) -> None:
+    """Upgrade a store to the schema this rollscope needs (a new store is created)."""
+    upgrade = open_store(store).schema_upgrade
+    assert upgrade is not None  # a writer always reports what it did
+    if upgrade.before == upgrade.after:
+        out.print(
+            f"store {store}: already at schema {upgrade.after}", highlight=False, soft_wrap=True
+        )
+    else:
+        before = upgrade.before or "none (new store)"
+        out.print(
+            f"store {store}: schema {before} -> {upgrade.after}", highlight=False, soft_wrap=True
+        )
 
 
 @cli.command()

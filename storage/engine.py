@@ -1,4 +1,5 @@
-"""One SQLAlchemy engine per store URL per process, with SQLite tuned for several writers."""
+"""One SQLAlchemy engine per store URL and mode per process: SQLite tuned for several writers,
+and reader engines that cannot write."""
 
 from __future__ import annotations
 
@@ -12,18 +13,23 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from rollout_core.errors import RollscopeError
+from storage.sqlite_reader import NoStoreFile, UnreadableStore, reader_mode, reader_uri
 
 URL_HINT = "pass --store sqlite:///path.db or a postgresql+psycopg:// URL"
 
 # Execution option that makes the next transaction on a SQLite connection BEGIN IMMEDIATE.
 SQLITE_IMMEDIATE = "rollscope_sqlite_immediate"
 
-_ENGINES: dict[tuple[str, int], Engine] = {}
+_ENGINES: dict[tuple[str, int, bool], Engine] = {}
 _LOCK = threading.Lock()
 
 
 class StoreError(RollscopeError, ValueError):
     """A store that cannot be opened or used; the message is one line naming the fix."""
+
+
+class StoreMissing(StoreError):
+    """A reader found no store yet: a missing or empty SQLite file, or an empty database."""
 
 
 def store_error(url: str, problem: str) -> StoreError:
@@ -60,32 +66,41 @@ def normalize_url(url: str) -> URL:
     return parsed
 
 
-def get_engine(url: URL) -> Engine:
-    """The engine for a URL in this process (a forked worker builds its own)."""
-    key = (url.render_as_string(hide_password=False), os.getpid())
+def get_engine(url: URL, *, read_only: bool = False) -> Engine:
+    """The engine for a URL in this process (a forked worker builds its own).
+
+    A read-only engine never writes: SQLite files open with `mode=ro` (or `immutable=1`, see
+    `storage.sqlite_reader`) and no pragma that writes; PostgreSQL sessions default to
+    read-only transactions. Other backends get no migration but no enforcement either.
+    """
+    key = (url.render_as_string(hide_password=False), os.getpid(), read_only)
     with _LOCK:
         engine = _ENGINES.get(key)
         if engine is None:
-            engine = _create(url)
+            engine = _create(url, read_only)
             _ENGINES[key] = engine
         return engine
 
 
-def dispose_engine(url: URL) -> None:
+def dispose_engine(url: URL, *, read_only: bool = False) -> None:
     """Close this process's pooled connections for a URL and forget its engine."""
-    key = (url.render_as_string(hide_password=False), os.getpid())
+    key = (url.render_as_string(hide_password=False), os.getpid(), read_only)
     with _LOCK:
         engine = _ENGINES.pop(key, None)
     if engine is not None:
         engine.dispose()
 
 
-def _create(url: URL) -> Engine:
+def _create(url: URL, read_only: bool) -> Engine:
     backend = url.get_backend_name()
     kwargs: dict[str, Any] = {}
     if backend == "postgresql" and url.get_driver_name() in {"psycopg", "psycopg2"}:
         # Fail in seconds, not minutes, when the server is unreachable.
         kwargs["connect_args"] = {"connect_timeout": 5}
+        if read_only:
+            # Every transaction of a reader is READ ONLY: the server refuses any write.
+            options = str(url.query.get("options", ""))
+            kwargs["connect_args"]["options"] = f"{options} -c default_transaction_read_only=on"
     if backend != "sqlite":
         # A dashboard keeps its engine for hours; the server may restart meanwhile.
         kwargs["pool_pre_ping"] = True
@@ -93,9 +108,41 @@ def _create(url: URL) -> Engine:
         engine = create_engine(url, **kwargs)
     except (NoSuchModuleError, ImportError) as exc:
         raise store_error(str(url), f"no driver for {url.drivername!r} ({exc})") from None
-    if backend == "sqlite":
+    if backend == "sqlite" and read_only:
+        _read_sqlite(engine, url)
+    elif backend == "sqlite":
         _tune_sqlite(engine)
     return engine
+
+
+def _read_sqlite(engine: Engine, url: URL) -> None:
+    """Open every connection of a reader engine through a read-only `file:` URI."""
+    path = Path(str(url.database)).expanduser().resolve()
+    try:
+        uri = reader_uri(path, reader_mode(path))
+    except NoStoreFile as exc:
+        raise StoreMissing(str(exc)) from None
+    except UnreadableStore as exc:
+        raise StoreError(str(exc)) from None
+
+    @event.listens_for(engine, "do_connect")
+    def _connect(_dialect: Any, _record: Any, cargs: list[Any], cparams: dict[str, Any]) -> None:
+        cargs[:] = [uri]
+        cparams["uri"] = True
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        dbapi_conn.isolation_level = None  # BEGIN comes from the "begin" hook, as for writers
+        cur = dbapi_conn.cursor()
+        # No journal_mode here: switching a rollback-journal file to WAL is a write.
+        # A rollback-journal store is briefly locked while a writer commits: wait, not fail.
+        cur.execute("PRAGMA busy_timeout=30000")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # A deferred BEGIN takes no lock until the first read, and then only a shared one.
+        conn.exec_driver_sql("BEGIN")
 
 
 def _tune_sqlite(engine: Engine) -> None:

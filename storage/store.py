@@ -4,6 +4,9 @@ read side.
 CONTRACT (helpers build against this; keep the signatures):
 - `Store(url)` opens (and creates / migrates) a store at a SQLAlchemy URL; a bare path means
   SQLite. One engine per URL per process.
+- `Store(url, read_only=True)` opens an existing store to read: no migration, no ANALYZE, no
+  lock a writer waits for, nothing written; a store it cannot read as it is (missing, empty,
+  older or newer schema) is refused in one line that names the fix.
 - Writes are short transactions; each Store method owns its session.
 - Reads return the records of `storage.read_models`, never ORM objects.
 """
@@ -30,7 +33,13 @@ from rollout_core.records import (
 from storage import aggregates, lifecycle, reads
 from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
 from storage.engine import store_error as _store_error
-from storage.migrations import NotAStore, check_sqlite_file, upgrade_to_head
+from storage.migrations import (
+    NotAStore,
+    SchemaUpgrade,
+    check_readable,
+    check_sqlite_file,
+    upgrade_to_head,
+)
 from storage.models import Episode, Run, RunTag, Step
 from storage.read_models import (
     Distribution,
@@ -68,21 +77,33 @@ class StoreSink:
 class Store:
     """A rollscope store at one SQLAlchemy URL."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, read_only: bool = False) -> None:
         self.url = url
+        self.read_only = read_only
+        """True for a reader: every write method raises StoreError."""
+        self.schema_upgrade: SchemaUpgrade | None = None
+        """What opening did to the schema (writers; None for a reader, which never migrates)."""
         self._url = normalize_url(url)
         shown = self._url.render_as_string(hide_password=True) if "://" in url else url
         try:
-            if self.dialect == "sqlite" and self._url.database:
-                check_sqlite_file(self._url.database)
-            upgrade_to_head(self._engine)
+            if read_only:
+                with self._engine.connect() as conn, conn.begin():
+                    check_readable(conn, shown)
+            else:
+                if self.dialect == "sqlite" and self._url.database:
+                    check_sqlite_file(self._url.database)
+                self.schema_upgrade = upgrade_to_head(self._engine)
         except DBAPIError as exc:
-            dispose_engine(self._url)
+            dispose_engine(self._url, read_only=read_only)
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
             raise _store_error(shown, reason) from None
         except NotAStore as exc:
+            dispose_engine(self._url, read_only=read_only)
             raise _store_error(shown, str(exc)) from None
-        if self.dialect == "sqlite":
+        except StoreError:
+            dispose_engine(self._url, read_only=read_only)
+            raise
+        if self.dialect == "sqlite" and not read_only:
             # Best effort: fresh planner statistics make the paged reads pick the right
             # indexes; a read-only or busy file still opens without them.
             with suppress(OperationalError):
@@ -91,7 +112,13 @@ class Store:
     @property
     def _engine(self) -> Engine:
         # Looked up per call: a forked worker gets its own engine, never the parent's sockets.
-        return get_engine(self._url)
+        return get_engine(self._url, read_only=self.read_only)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise StoreError(
+                f"store {self.url!r} was opened read-only; open it with Store(url) to write"
+            )
 
     @property
     def dialect(self) -> str:
@@ -101,12 +128,14 @@ class Store:
     @contextmanager
     def _writing(self) -> Iterator[Session]:
         """A session in a transaction that holds the write lock from its start (SQLite)."""
+        self._check_writable()
         with Session(self._engine) as session, session.begin():
             session.connection(execution_options={SQLITE_IMMEDIATE: True})
             yield session
 
     def optimize(self) -> None:
         """Refresh the planner's statistics (SQLite has none until asked; cheap, bounded)."""
+        self._check_writable()  # ANALYZE writes sqlite_stat1 and takes the write lock
 
         def run() -> None:
             with self._engine.connect() as conn:
@@ -444,7 +473,7 @@ class Store:
 
     def close(self) -> None:
         """Close this process's pooled connections to the store."""
-        dispose_engine(self._url)
+        dispose_engine(self._url, read_only=self.read_only)
 
 
 def _presence(run: Run) -> lifecycle.RunPresence:

@@ -38,13 +38,27 @@ def settings() -> Settings:
 
 @st.cache_resource(show_spinner=False)
 def get_store(url: str) -> Store:
-    """The one Store of this process for a URL."""
+    """The one reading Store of this process for a URL: the pages never write."""
+    return Store(url, read_only=True)
+
+
+@st.cache_resource(show_spinner=False)
+def get_writer(url: str) -> Store:
+    """The writing Store for a URL, opened the first time a person launches or cancels a run."""
     return Store(url)
 
 
 def store() -> Store:
-    """The Store named by the settings."""
+    """The reading Store named by the settings."""
     return get_store(settings().store_url)
+
+
+def writer() -> Store:
+    """The writing Store named by the settings; refused on a read-only dashboard."""
+    current = settings()
+    if current.read_only:
+        raise RuntimeError("this dashboard is read-only; it never writes to its store")
+    return get_writer(current.store_url)
 
 
 @st.cache_data(ttl=_LIVE_TTL, show_spinner=False)

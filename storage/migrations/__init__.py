@@ -1,9 +1,11 @@
-"""Schema versions: every Store upgrades its database to the newest revision on open."""
+"""Schema versions: a writing Store upgrades its database to the newest revision on open; a
+reading Store only checks the revision and refuses, in one line, one it cannot read."""
 
 from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
@@ -12,13 +14,23 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, Engine, inspect, text
 
-from storage.engine import SQLITE_IMMEDIATE, StoreError
+from storage.engine import SQLITE_IMMEDIATE, StoreError, StoreMissing
 
 _HERE = Path(__file__).resolve().parent
 
 
 class NotAStore(Exception):
     """The database exists but is not a rollscope store; the message says what it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class SchemaUpgrade:
+    """What opening a store for writing did to its schema."""
+
+    before: str | None
+    """The revision found; None for a new (empty) store."""
+    after: str
+    """The revision now: the newest this code knows."""
 
 
 # Any constant works; it names the lock that serializes concurrent upgrades on PostgreSQL.
@@ -44,11 +56,12 @@ def current_revision(conn: Connection) -> str | None:
     return MigrationContext.configure(conn).get_current_revision()
 
 
-def upgrade_to_head(engine: Engine) -> None:
+def upgrade_to_head(engine: Engine) -> SchemaUpgrade:
     """Bring a store to the newest schema; refuse a store made by a newer rollscope."""
     cfg = alembic_config()
     script = ScriptDirectory.from_config(cfg)
     head = script.get_current_head()
+    assert head is not None
     with engine.connect() as conn:
         # BEGIN IMMEDIATE on SQLite: two processes opening a new store migrate one at a time.
         conn = conn.execution_options(**{SQLITE_IMMEDIATE: True})
@@ -57,16 +70,47 @@ def upgrade_to_head(engine: Engine) -> None:
                 conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": _PG_LOCK_KEY})
             current = current_revision(conn)
             if current == head:
-                return
+                return SchemaUpgrade(current, head)
             if current is None:
                 _refuse_foreign(sorted(inspect(conn).get_table_names()))
             elif _unknown(script, current):
-                raise StoreError(
-                    f"store schema version {current} is newer than this rollscope ({head}); "
-                    "upgrade rollscope"
-                )
+                raise _newer(current, head)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+            return SchemaUpgrade(current, head)
+
+
+def check_readable(conn: Connection, url: str) -> None:
+    """Refuse, in one line, a store a reader cannot use as it is; never writes.
+
+    An older schema is not upgraded here: upgrading a colleague's store is a decision, made
+    with `rollscope migrate`, not a side effect of looking at it.
+    """
+    script = ScriptDirectory.from_config(alembic_config())
+    head = script.get_current_head()
+    assert head is not None
+    current = current_revision(conn)
+    if current == head:
+        return
+    if current is None:
+        tables = sorted(inspect(conn).get_table_names())
+        _refuse_foreign(tables)
+        raise StoreMissing(
+            f"{url} holds no rollscope store yet (a reader creates nothing): check the URL, or "
+            f"create a store there with `rollscope migrate --store {url}`"
+        )
+    if _unknown(script, current):
+        raise _newer(current, head)
+    raise StoreError(
+        f"store at schema {current}, this rollscope needs {head}: "
+        f"run `rollscope migrate --store {url}`"
+    )
+
+
+def _newer(current: str, head: str) -> StoreError:
+    return StoreError(
+        f"store schema version {current} is newer than this rollscope ({head}); upgrade rollscope"
+    )
 
 
 def check_sqlite_file(path: str) -> None:

@@ -161,6 +161,7 @@ def test_duplicate_run_name(tmp_path: Path, bench: tuple[Path, Path]) -> None:
 
 
 def test_show_unknown_episode(tmp_path: Path) -> None:
+    assert rollscope("migrate", "--store", tmp_path / "s.db").returncode == 0
     res = rollscope("show", "99", "--store", tmp_path / "s.db")
     assert res.returncode == 2 and "no episode 99" in res.stderr
 

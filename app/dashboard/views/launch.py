@@ -20,6 +20,7 @@ from app.dashboard.launch import (
 )
 from rollout_core.settings import DEFAULT_STEP_BUDGET
 from storage import lifecycle
+from storage.engine import StoreError
 
 _OTHER = "other checkpoint directory..."
 _LOG_TAIL_BYTES = 4000
@@ -56,7 +57,7 @@ def _follow(run_id: int) -> None:
     if run.status in lifecycle.ACTIVE:
         if st.button("Cancel run", icon=":material/cancel:", key=f"cancel_{run_id}"):
             try:
-                jobs.cancel_run(data.store(), run_id)
+                jobs.cancel_run(data.writer(), run_id)
                 st.toast(f"Asked run {run_id} to stop.")
             except (ValueError, RuntimeError, OSError) as exc:
                 show_error(str(exc))
@@ -121,8 +122,8 @@ if submitted:
         seed=int(seed),
     )
     try:
-        run_id = queue_run(data.store(), request, settings.checkpoint_roots)
-    except LaunchError as exc:
+        run_id = queue_run(data.writer(), request, settings.checkpoint_roots)
+    except (LaunchError, StoreError) as exc:  # StoreError: the store refused the writer
         show_error(str(exc))
     else:
         pid = jobs.start_worker(settings.store_url, run_id)
