@@ -35,6 +35,8 @@ from rollout_core.records import (
     Sink,
     StepRecord,
 )
+from rollout_core.sandbox import Sandbox
+from rollout_core.settings import EnvironmentSettings
 
 RunEnd = Literal["completed", "cancelled"]
 
@@ -112,6 +114,7 @@ def run_episodes(
     *,
     batch_size: int = 16,
     step_budget: int = DEFAULT_STEP_BUDGET,
+    environment: EnvironmentSettings | None = None,
     tokenizer: TokenCounter | None = None,
     should_stop: Callable[[], bool] | None = None,
     on_episode: Callable[[EpisodeRecord, RunStats], None] | None = None,
@@ -119,18 +122,48 @@ def run_episodes(
 ) -> RunStats:
     """Play `tasks` with `policy`, writing every iteration to `sink`; returns the counters.
 
+    `environment`, when given, wins over `step_budget`. All environment slots share one
+    sandbox, closed when the run ends, on an exception too.
     `should_stop` is checked after each iteration's write: when it says so the run ends with
     `end="cancelled"` and the unfinished episodes are left unfinished (resume replays them).
     Exceptions from the policy propagate after nothing half-written reached the sink.
     """
+    settings = environment or EnvironmentSettings(step_budget=step_budget)
+    with Sandbox(settings.sandbox) as sandbox:
+        envs = [
+            SQLEnvironment(dataset=dataset, tokenizer=tokenizer, settings=settings, sandbox=sandbox)
+            for _ in range(min(batch_size, len(tasks)))
+        ]
+        return _run_episodes(
+            dataset,
+            tasks,
+            policy,
+            sink,
+            batch_size,
+            settings.step_budget,
+            envs,
+            should_stop,
+            on_episode,
+            on_note,
+        )
+
+
+def _run_episodes(
+    dataset: Dataset,
+    tasks: Sequence[EpisodeTask],
+    policy: Policy,
+    sink: Sink,
+    batch_size: int,
+    step_budget: int,
+    free_envs: list[SQLEnvironment],
+    should_stop: Callable[[], bool] | None,
+    on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
+    on_note: Callable[[str], None] | None,
+) -> RunStats:
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
     stats = RunStats(batch_size=batch_size)
     queue = deque(tasks)
-    free_envs = [
-        SQLEnvironment(dataset=dataset, step_budget=step_budget, tokenizer=tokenizer)
-        for _ in range(min(batch_size, len(tasks)))
-    ]
     live: list[_Live] = []
     t_start = time.perf_counter()
 
@@ -282,6 +315,7 @@ def _episode_record(ep: _Live) -> EpisodeRecord:
         steps=state.step_count,
         answer=state.answer,
         duration_seconds=time.perf_counter() - ep.started,
+        error=state.error,
     )
 
 
