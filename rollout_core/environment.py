@@ -18,7 +18,7 @@ from rollout_core import rewards
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset, load_dataset
 from rollout_core.gold import GoldQueryError, gold_result
-from rollout_core.grading import GoldResult, GradingError, grade_answer
+from rollout_core.grading import GRADING_FAILED, GoldResult, GradingError, grade_answer
 from rollout_core.records import Outcome, Question
 from rollout_core.sandbox import Sandbox, SandboxLimits, format_rows, run_select
 from rollout_core.schema import (
@@ -250,7 +250,7 @@ class SQLEnvironment:
             correct = grade_answer(answer, self._gold(state.question))
         except GradingError as exc:
             # Neither right nor wrong: the episode ends in `error` with reward 0 for the answer.
-            state.error = f"grading failed: {exc}"
+            state.error = f"{GRADING_FAILED}: {exc}"
             return "Answer submitted: grading failed.", state.error, 0.0
         state.answer_correct = correct
         text = "Answer submitted: correct." if correct else "Answer submitted: incorrect."

@@ -55,6 +55,10 @@ class GoldResult:
     ordered: bool
 
 
+GRADING_FAILED = "grading failed"
+"""How the error of an answer the grader failed on begins: `grading failed: <Type>: <message>`."""
+
+
 class GradingError(RuntimeError):
     """The grader failed on an answer, which is then neither right nor wrong.
 

@@ -5,8 +5,9 @@ every other connection in the process, the store's included, and a PRAGMA can on
 never lift it. So the sandbox calls the C functions through ctypes, in the very library Python's
 `sqlite3` module uses (a probe checks that): while a statement runs, the ceiling is the heap in
 use plus the statement's budget; when the last running statement ends, the limits in force
-before are back. Concurrent statements each add their budget. A connection outside the sandbox
-is only capped while a sandboxed statement runs, and only when that statement used up its budget.
+before are back. Overlapping statements (threads) each add their budget to one shared total.
+A connection outside the sandbox is only capped while a sandboxed statement runs, and only when
+the statements running used up their budgets.
 
 Where the C functions cannot be reached (an interpreter whose SQLite symbols are hidden),
 `heap_ceiling()` is None and the sandbox falls back to a permanent `PRAGMA hard_heap_limit`.
@@ -74,9 +75,17 @@ class HeapCeiling:
         return min(ceiling, hard_before) if hard_before > 0 else ceiling
 
 
-@cache
+_FIND_LOCK = threading.Lock()
+
+
 def heap_ceiling() -> HeapCeiling | None:
     """The process's ceiling, or None when SQLite's C functions cannot be reached."""
+    with _FIND_LOCK:  # one instance per process: its counters must see every statement
+        return _find()
+
+
+@cache
+def _find() -> HeapCeiling | None:
     import _sqlite3
 
     for name in (getattr(_sqlite3, "__file__", None), None):

@@ -176,9 +176,9 @@ TINY = SandboxLimits(
     max_cell_chars=5,
     max_rows=1,
     fetch_rows=3,
-    deadline_seconds=0.2,
+    deadline_seconds=0.5,
     max_value_bytes=2_000,
-    gold_deadline_seconds=0.2,
+    gold_deadline_seconds=0.5,
     gold_fetch_rows=50,
 )
 
@@ -225,7 +225,7 @@ def test_small_limits_bite_on_query(tiny_env: SQLEnvironment) -> None:
     # fetch_rows=3 fetched, max_rows=1 shown, cells cut at max_cell_chars=5.
     assert obs.result.splitlines() == ["n | 'abcd...", "1 | abcde...", "... more than 2 more rows"]
     slow = tiny_env.step(SQLAction("QUERY", _SLOW_CTE))
-    assert slow.error == "query exceeded the 0.2 s deadline"
+    assert slow.error == "query exceeded the 0.5 s deadline"
     long = tiny_env.step(SQLAction("QUERY", "SELECT hex(zeroblob(1500))"))
     assert long.error is not None and "exceeds 2,000 bytes" in long.error
 
@@ -253,7 +253,7 @@ def test_small_limits_bite_on_describe(tiny_env: SQLEnvironment) -> None:
     ("question", "message"),
     [
         ("q-long-gold", "exceeds 2,000 bytes"),
-        ("q-slow-gold", "0.2 s deadline"),
+        ("q-slow-gold", "0.5 s deadline"),
         ("q-many-gold", "more than 50 rows"),
     ],
 )

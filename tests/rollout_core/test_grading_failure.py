@@ -12,6 +12,7 @@ from rollout_core import grading, rewards, runner
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset, load_dataset
 from rollout_core.environment import SQLEnvironment
+from rollout_core.grading import GRADING_FAILED
 from rollout_core.policies.base import Completion, PolicyRequest
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import EpisodeKey, ListSink, PolicyInfo
@@ -77,7 +78,7 @@ def test_the_runs_records_count_the_failures(dataset: Dataset) -> None:
     assert all(s.error == FAILURE and s.reward == 0.0 and s.done for s in answers)
     assert all(s.observation == f"Error: {FAILURE}" for s in answers)
     failed = sum(
-        e.outcome == "error" and (e.error or "").startswith("grading failed:")
+        e.outcome == "error" and (e.error or "").startswith(f"{GRADING_FAILED}:")
         for e in sink.episodes
     )
     assert failed == len(tasks)
