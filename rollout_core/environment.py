@@ -1,22 +1,26 @@
-"""The SQL environment: one episode at a time over a question set and its SQLite databases."""
+"""The SQL environment: one episode at a time over a question set and its SQLite databases.
+
+Every read of a database, the agent's actions, the table list and the gold query alike, goes
+through one `Sandbox` holding the settings' limits: the environment's own, closed by `close()`,
+or one the caller shares between environments (the runner's slots) and closes itself.
+"""
 
 from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from types import TracebackType
+from typing import Protocol
 
 from rollout_core import rewards
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset, load_dataset
 from rollout_core.gold import GoldQueryError, gold_result
-from rollout_core.grading import GoldResult, grade_answer
-from rollout_core.prompts import DEFAULT_STEP_BUDGET
+from rollout_core.grading import GRADING_FAILED, GoldResult, GradingError, grade_answer
 from rollout_core.records import Outcome, Question
-from rollout_core.sandbox import SandboxLimits, connection_for, format_rows, run_select
+from rollout_core.sandbox import Sandbox, SandboxLimits, format_rows, run_select
 from rollout_core.schema import (
     describe_table,
     list_tables,
@@ -24,6 +28,7 @@ from rollout_core.schema import (
     sample_table,
     unknown_table_message,
 )
+from rollout_core.settings import EnvironmentSettings
 
 
 class TokenCounter(Protocol):
@@ -67,8 +72,9 @@ class EpisodeState:
     best_overlap: float = 0.0
     successful_steps: int = 0
     repeated_actions: int = 0
-    errors: int = 0
     seen_actions: set[tuple[str, str]] = field(default_factory=set)
+    error: str | None = None
+    """Why the episode ended in `error` (`grading failed: ...`), if it did."""
 
     @property
     def operational(self) -> int:
@@ -79,6 +85,8 @@ class EpisodeState:
     def outcome(self) -> Outcome | None:
         if not self.done:
             return None
+        if self.error is not None:
+            return "error"
         if self.answer_correct is None:
             return "budget_exhausted"
         return "correct" if self.answer_correct else "wrong"
@@ -92,15 +100,27 @@ class SQLEnvironment:
         questions_path: str | Path | None = None,
         db_dir: str | Path | None = None,
         tokenizer: TokenCounter | None = None,
-        step_budget: int = DEFAULT_STEP_BUDGET,
+        step_budget: int | None = None,
         *,
         dataset: Dataset | None = None,
-        limits: SandboxLimits | None = None,
-        sample_rows: int = 5,
-        max_observation_tokens: int = 256,
+        settings: EnvironmentSettings | None = None,
+        sandbox: Sandbox | None = None,
     ) -> None:
-        if step_budget < 1:
-            raise ValueError(f"step_budget must be at least 1, got {step_budget}")
+        """`step_budget`, when given, overrides `settings.step_budget`.
+
+        Without `sandbox` the environment opens its own with `settings.sandbox` and closes it
+        in `close()`; a sandbox passed in is the caller's to close, and its limits must be
+        `settings.sandbox` (they are taken as such when no settings are given).
+        """
+        if settings is None:
+            settings = EnvironmentSettings(sandbox=sandbox.limits if sandbox else SandboxLimits())
+        elif sandbox is not None and sandbox.limits != settings.sandbox:
+            raise ValueError(
+                "the sandbox's limits differ from settings.sandbox;"
+                " make the sandbox with Sandbox(settings.sandbox)"
+            )
+        if step_budget is not None:
+            settings = replace(settings, step_budget=step_budget)  # validated again
         if dataset is None:
             if questions_path is None:
                 raise ValueError("give questions_path (and db_dir) or a loaded dataset")
@@ -109,12 +129,37 @@ class SQLEnvironment:
         self.questions: list[Question] = list(dataset.questions)
         self._by_id = {q.id: q for q in self.questions}
         self.tokenizer = tokenizer
-        self.step_budget = step_budget
-        self.limits = limits or SandboxLimits()
-        self.sample_rows = sample_rows
-        self.max_observation_tokens = max_observation_tokens
+        self.settings = settings
+        self._owns_sandbox = sandbox is None
+        self.sandbox = Sandbox(settings.sandbox) if sandbox is None else sandbox
         self._state: EpisodeState | None = None
         self._tables: list[str] = []
+
+    @property
+    def step_budget(self) -> int:
+        """Actions per episode."""
+        return self.settings.step_budget
+
+    @property
+    def limits(self) -> SandboxLimits:
+        """The limits every query runs under (`settings.sandbox`, the sandbox's own)."""
+        return self.sandbox.limits
+
+    def close(self) -> None:
+        """Close the environment's own sandbox (a shared one is left to its owner)."""
+        if self._owns_sandbox:
+            self.sandbox.close()
+
+    def __enter__(self) -> SQLEnvironment:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
     @property
     def tables(self) -> list[str]:
@@ -135,8 +180,8 @@ class SQLEnvironment:
             question = self._by_id[question_id]
         else:
             question = random.Random(seed).choice(self.questions)
-        conn = self._conn(question)
-        self._tables = list_tables(conn)
+        with self.sandbox.connection(self._db_path(question)) as conn:
+            self._tables = list_tables(conn)
         self._gold(question)  # fail at reset, not at ANSWER, when the gold query is broken
         self._state = EpisodeState(episode_id=uuid.uuid4().hex[:12], question=question)
         return self._observation(result="", error=None, reward=0.0)
@@ -155,8 +200,7 @@ class SQLEnvironment:
         result, error, reward = self._apply(action)
         if error is None:
             state.successful_steps += 1
-        else:
-            state.errors += 1
+        elif state.error is None:  # the agent's mistake; a grader failure is not
             reward += rewards.ERROR_PENALTY
         state.total_reward += reward
         if state.step_count >= self.step_budget:
@@ -166,32 +210,49 @@ class SQLEnvironment:
     # -- actions ------------------------------------------------------------------------------
 
     def _apply(self, action: SQLAction) -> tuple[str, str | None, float]:
-        state = self.state
-        conn = self._conn(state.question)
         kind, arg = action.action_type, action.argument
         if kind in ("DESCRIBE", "SAMPLE"):
+            return self._table_action(kind, arg)
+        if kind == "QUERY":
+            return self._query(arg)
+        return self._answer(arg)
+
+    def _table_action(self, kind: str, arg: str) -> tuple[str, str | None, float]:
+        limits = self.limits
+        with self.sandbox.connection(self._db_path(self.state.question)) as conn:
             table = resolve_table(conn, arg)
             if table is None:
                 return "", unknown_table_message(arg, self._tables), 0.0
             if kind == "DESCRIBE":
-                return self._cap(describe_table(conn, table)), None, 0.0
-            sample = sample_table(conn, table, self.sample_rows)
-            if sample.error is not None:
-                return "", sample.error, 0.0
-            return self._cap(format_rows(sample, self.limits)), None, 0.0
-        if kind == "QUERY":
-            res = run_select(conn, arg, self.limits)
-            if res.error is not None:
-                return "", self._cap(res.error), 0.0
-            gold = self._gold(state.question)
-            new = rewards.overlap(res.rows, gold.rows) if not res.truncated else 0.0
-            reward = rewards.progress_reward(new, state.best_overlap)
-            state.best_overlap = max(state.best_overlap, new)
-            state.cumulative_progress += reward
-            return self._cap(format_rows(res, self.limits)), None, reward
-        # ANSWER
-        correct = grade_answer(arg, self._gold(state.question))
-        state.answer, state.answer_correct, state.done = arg, correct, True
+                return self._cap(describe_table(conn, table, limits)), None, 0.0
+            sample = sample_table(conn, table, self.settings.sample_rows, limits)
+        if sample.error is not None:
+            return "", self._cap(sample.error), 0.0
+        return self._cap(format_rows(sample, limits)), None, 0.0
+
+    def _query(self, sql: str) -> tuple[str, str | None, float]:
+        state = self.state
+        with self.sandbox.connection(self._db_path(state.question)) as conn:
+            res = run_select(conn, sql, self.limits)
+        if res.error is not None:
+            return "", self._cap(res.error), 0.0
+        gold = self._gold(state.question)
+        new = rewards.overlap(res.rows, gold.rows) if not res.truncated else 0.0
+        reward = rewards.progress_reward(new, state.best_overlap)
+        state.best_overlap = max(state.best_overlap, new)
+        state.cumulative_progress += reward
+        return self._cap(format_rows(res, self.limits)), None, reward
+
+    def _answer(self, answer: str) -> tuple[str, str | None, float]:
+        state = self.state
+        state.answer, state.done = answer, True
+        try:
+            correct = grade_answer(answer, self._gold(state.question))
+        except GradingError as exc:
+            # Neither right nor wrong: the episode ends in `error` with reward 0 for the answer.
+            state.error = f"{GRADING_FAILED}: {exc}"
+            return "Answer submitted: grading failed.", state.error, 0.0
+        state.answer_correct = correct
         text = "Answer submitted: correct." if correct else "Answer submitted: incorrect."
         return text, None, rewards.ANSWER_CORRECT if correct else rewards.ANSWER_WRONG
 
@@ -213,35 +274,22 @@ class SQLEnvironment:
             steps_left=self.step_budget - state.step_count,
         )
 
-    def _conn(self, question: Question) -> Any:
-        return connection_for(self.dataset.db_path(question.db_id))
+    def _db_path(self, question: Question) -> Path:
+        return self.dataset.db_path(question.db_id)
 
     def _gold(self, question: Question) -> GoldResult:
         try:
-            return gold_result(self.dataset.db_path(question.db_id), question.gold_sql)
+            return gold_result(self._db_path(question), question.gold_sql, self.sandbox)
         except GoldQueryError as exc:
             raise GoldQueryError(f"gold query of question {question.id!r} failed: {exc}") from None
-
-    def gold_result(self, question: Question) -> GoldResult:
-        """The gold query's result for `question` (cached per database and SQL)."""
-        return self._gold(question)
 
     def _cap(self, text: str) -> str:
         """Cut an observation to `max_observation_tokens` tokens when a tokenizer is given."""
         if self.tokenizer is None:
             return text
         ids = self.tokenizer.encode(text, add_special_tokens=False)
-        if len(ids) <= self.max_observation_tokens:
+        cap = self.settings.max_observation_tokens
+        if len(ids) <= cap:
             return text
-        kept = self.tokenizer.decode(ids[: self.max_observation_tokens])
-        return f"{kept}\n... (cut at {self.max_observation_tokens} tokens)"
-
-
-def make_environments(
-    dataset: Dataset, count: int, *, step_budget: int, tokenizer: TokenCounter | None = None
-) -> Sequence[SQLEnvironment]:
-    """`count` environments sharing one loaded dataset (one per batch slot)."""
-    return [
-        SQLEnvironment(dataset=dataset, step_budget=step_budget, tokenizer=tokenizer)
-        for _ in range(count)
-    ]
+        kept = self.tokenizer.decode(ids[:cap])
+        return f"{kept}\n... (cut at {cap} tokens)"

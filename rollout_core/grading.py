@@ -17,6 +17,9 @@ The answer is compared with the rows the gold SQL returns, not with the SQL itse
 - An empty gold result is matched by `[]` or by `no rows`, `none`, `empty`, `no results`.
 - `format_answer` writes the canonical form: JSON, a scalar for one value (`5`, `"Paris"`),
   a flat list for one column, a list of lists otherwise, `[]` for no rows.
+
+Any answer text is judged right or wrong. A failure of the grader itself raises `GradingError`
+and is never counted as a wrong answer: in RL a grader bug must not turn into reward 0 unseen.
 """
 
 from __future__ import annotations
@@ -30,8 +33,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
-
-from rollout_core.sql_text import has_outer_order_by
 
 Row = tuple[Any, ...]
 
@@ -54,9 +55,15 @@ class GoldResult:
     ordered: bool
 
 
-def gold_is_ordered(sql: str) -> bool:
-    """True when the query has ORDER BY at its outer level (not in a subquery or a string)."""
-    return has_outer_order_by(sql)
+GRADING_FAILED = "grading failed"
+"""How the error of an answer the grader failed on begins: `grading failed: <Type>: <message>`."""
+
+
+class GradingError(RuntimeError):
+    """The grader failed on an answer, which is then neither right nor wrong.
+
+    Its text is `<ExceptionType>: <message>` of the failure; `__cause__` holds the exception.
+    """
 
 
 def format_answer(rows: Sequence[Sequence[Any]], columns: int) -> str:
@@ -83,11 +90,11 @@ def _json_cell(cell: Any) -> Any:
 
 
 def grade_answer(answer: str, gold: GoldResult) -> bool:
-    """True when `answer` matches the gold result under the module's rules; never raises."""
+    """True when `answer` matches the gold result; raises GradingError when the grader fails."""
     try:
         return _grade(answer, gold)
-    except Exception:  # a grading bug must count as wrong, never end the batch
-        return False
+    except Exception as exc:
+        raise GradingError(f"{type(exc).__name__}: {exc}") from exc
 
 
 def _grade(answer: str, gold: GoldResult) -> bool:

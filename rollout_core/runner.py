@@ -36,6 +36,7 @@ from rollout_core.records import (
     Sink,
     StepRecord,
 )
+from rollout_core.sandbox import Sandbox
 from rollout_core.settings import DEFAULT_BATCH_SIZE, EnvironmentSettings
 
 RunEnd = Literal["completed", "cancelled"]
@@ -122,33 +123,55 @@ def run_episodes(
 ) -> RunStats:
     """Play `tasks` with `policy`, writing every iteration to `sink`; returns the counters.
 
-    `environment` holds the step budget and the limits every environment enforces
-    (`step_budget`, when given, overrides its budget). Observations are capped in the tokens of
-    `tokenizer`, else of the policy's own tokenizer when it has one.
+    `environment` holds the step budget and the limits every environment enforces (or give
+    `step_budget` alone, for the defaults with that budget); all environment slots share one
+    sandbox, closed when the run ends, on an exception too. Observations are capped in the
+    tokens of `tokenizer`, else of the policy's own tokenizer when it has one.
     `should_stop` is checked after each iteration's write: when it says so the run ends with
     `end="cancelled"` and the unfinished episodes are left unfinished (resume replays them).
     Exceptions from the policy propagate after nothing half-written reached the sink.
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if environment is not None and step_budget is not None:
+        raise ValueError("give run_episodes an environment or a step_budget, not both")
     settings = environment or EnvironmentSettings()
     if step_budget is not None:
         settings = dataclasses.replace(settings, step_budget=step_budget)
-    step_budget = settings.step_budget
     counter = tokenizer if tokenizer is not None else policy.tokenizer
+    with Sandbox(settings.sandbox) as sandbox:
+        envs = [
+            SQLEnvironment(dataset=dataset, tokenizer=counter, settings=settings, sandbox=sandbox)
+            for _ in range(min(batch_size, len(tasks)))
+        ]
+        return _run_episodes(
+            dataset,
+            tasks,
+            policy,
+            sink,
+            batch_size,
+            settings.step_budget,
+            envs,
+            should_stop,
+            on_episode,
+            on_note,
+        )
+
+
+def _run_episodes(
+    dataset: Dataset,
+    tasks: Sequence[EpisodeTask],
+    policy: Policy,
+    sink: Sink,
+    batch_size: int,
+    step_budget: int,
+    free_envs: list[SQLEnvironment],
+    should_stop: Callable[[], bool] | None,
+    on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
+    on_note: Callable[[str], None] | None,
+) -> RunStats:
     stats = RunStats(batch_size=batch_size)
     queue = deque(tasks)
-    free_envs = [
-        SQLEnvironment(
-            dataset=dataset,
-            step_budget=step_budget,
-            tokenizer=counter,
-            limits=settings.sandbox,
-            sample_rows=settings.sample_rows,
-            max_observation_tokens=settings.max_observation_tokens,
-        )
-        for _ in range(min(batch_size, len(tasks)))
-    ]
     live: list[_Live] = []
     t_start = time.perf_counter()
 
@@ -300,6 +323,7 @@ def _episode_record(ep: _Live) -> EpisodeRecord:
         steps=state.step_count,
         answer=state.answer,
         duration_seconds=time.perf_counter() - ep.started,
+        error=state.error,
     )
 
 

@@ -7,17 +7,17 @@ Layers, each enough on its own for the case it names:
 - a statement must start with SELECT, WITH or VALUES, and only one statement runs per call;
 - a progress handler enforces a wall-clock deadline; SQLite length limits cap strings, blobs
   and SQL text; the fetch stops at `fetch_rows` rows or `max_result_bytes`;
-- memory: values are capped by the length limit, sorts and recursive queues spill to SQLite's
-  (unlinked) temp files, `PRAGMA soft_heap_limit` shrinks page caches, and `PRAGMA
-  hard_heap_limit` fails a statement whose values outgrow it (300 columns of a 1 MB blob
-  would otherwise hold 600 MB). Both are process-wide: the hard limit is set well above what
-  page caches and the store's own connections use, and a query that reaches it fails and
-  frees its memory before the runner writes to the store;
-- work done inside one VM instruction escapes the deadline's progress handler: SQLite 3.40's
-  `printf('%.*c', 1e9, 'x')` loops a billion times, and `instr`, `replace` and `trim` compare
-  every position with the whole pattern (900 KB trimmed by a 1,000-character set takes 7 s).
-  Those functions are replaced by guarded ones: printf/format refuse widths and precisions
-  beyond the length limit, and large instr/replace/trim calls run in linear Python code.
+- memory: values are capped by the length limit and sorts and recursive queues spill to
+  SQLite's (unlinked) temp files, but one statement can still hold many values at once (300
+  columns of a 1 MB blob hold 590 MB; 520 constant `hex(zeroblob(499000))` 1 GB). SQLite's
+  hard heap limit stops those, and it is process-wide, so it is set only while a sandboxed
+  statement runs, to the heap in use plus `memory_budget_bytes`, and put back after
+  (heap_limit.py): the store's connections in the same process are not capped in between;
+- work done inside one VM instruction escapes the deadline's progress handler: printf/format,
+  instr, replace and trim are replaced by guarded versions (sql_functions.py).
+
+A `Sandbox` owns one set of limits and a pool of connections opened with them; `close()` (or
+leaving its `with` block) closes them. `open_readonly` and `run_select` are the parts it uses.
 
 `immutable=1` is not used for rollback-journal files (Spider, BIRD): it skips locking, so a
 file rewritten while open would be read inconsistently, and `mode=ro` on such a file creates
@@ -32,12 +32,16 @@ import re
 import sqlite3
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from types import TracebackType
+from typing import Any
 
+from rollout_core.heap_limit import heap_ceiling
+from rollout_core.sql_functions import decode_text, install_guarded_functions
 from rollout_core.sql_text import first_keyword
 
 _ALLOWED_ACTIONS = frozenset(
@@ -90,7 +94,7 @@ _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Caps on one query: time, rows, sizes. Frozen and hashable (it keys the connection cache)."""
+    """Caps on one query: time, rows, sizes, memory. Frozen and hashable (it keys result caches)."""
 
     deadline_seconds: float = 2.0
     """Wall-clock limit of one query, fetch included."""
@@ -116,12 +120,15 @@ class SandboxLimits:
     """SQLITE_LIMIT_LIKE_PATTERN_LENGTH."""
     max_vdbe_ops: int = 100_000
     """SQLITE_LIMIT_VDBE_OP: size of one compiled statement."""
-    soft_heap_limit_bytes: int = 64 * 1024 * 1024
-    """SQLite's advisory, process-wide heap limit: it shrinks page caches to stay below it."""
-    hard_heap_limit_bytes: int = 128 * 1024 * 1024
-    """SQLite's process-wide heap ceiling: an allocation beyond it fails the statement."""
+    memory_budget_bytes: int = 128 * 1024 * 1024
+    """SQLite heap one statement may allocate while it runs; beyond it the query is refused."""
     progress_ops: int = 1_000
     """VM instructions between two deadline checks."""
+    gold_deadline_seconds: float = 30.0
+    """Wall-clock limit of a gold query (trusted, but slow on some BIRD databases)."""
+    gold_fetch_rows: int = 100_000
+    """Rows of a gold result at most: a larger one fails its question instead of grading
+    against a part of it."""
 
 
 @dataclass(frozen=True)
@@ -155,13 +162,14 @@ class SandboxConnection(sqlite3.Connection):
     guard: _Guard
 
 
-def _decode_text(raw: bytes) -> str:
-    # Spider holds a few non-UTF-8 strings; a query must never fail on them.
-    return raw.decode("utf-8", errors="replace")
+def open_readonly(
+    db_path: str | Path, limits: SandboxLimits | None = None, *, check_same_thread: bool = True
+) -> SandboxConnection:
+    """Open `db_path` read-only with the authorizer, limits and deadline handler installed.
 
-
-def open_readonly(db_path: str | Path, limits: SandboxLimits | None = None) -> SandboxConnection:
-    """Open `db_path` read-only with the authorizer, limits and deadline handler installed."""
+    `check_same_thread=False` lets another thread use the connection; the caller must then
+    make sure only one thread uses it at a time (the `Sandbox` pool does).
+    """
     limits = limits or SandboxLimits()
     path = Path(db_path).resolve()
     if not path.is_file():
@@ -170,22 +178,29 @@ def open_readonly(db_path: str | Path, limits: SandboxLimits | None = None) -> S
     # No statement cache: a statement prepared on the trusted path must never be reused by
     # identical untrusted text without passing the authorizer again.
     conn = sqlite3.connect(
-        uri, uri=True, isolation_level=None, factory=SandboxConnection, cached_statements=0
+        uri,
+        uri=True,
+        isolation_level=None,
+        factory=SandboxConnection,
+        cached_statements=0,
+        check_same_thread=check_same_thread,
     )
     assert isinstance(conn, SandboxConnection)
     conn.guard = guard = _Guard()
-    conn.text_factory = _decode_text
+    conn.text_factory = decode_text
     # Builds without extension support lack the method; there is nothing to switch off then.
     if hasattr(conn, "enable_load_extension"):
         conn.enable_load_extension(False)
     # Pragmas run before the authorizer exists, which would refuse them.
     conn.execute("PRAGMA query_only = ON")
     conn.execute("PRAGMA trusted_schema = OFF")
-    # The hard limit first: SQLite caps the soft limit at the hard one.
-    conn.execute(f"PRAGMA hard_heap_limit = {int(limits.hard_heap_limit_bytes)}")
-    conn.execute(f"PRAGMA soft_heap_limit = {int(limits.soft_heap_limit_bytes)}")
+    # Sorts, DISTINCT and recursive queues spill to temp files rather than grow the heap.
+    conn.execute("PRAGMA temp_store = FILE")
+    if heap_ceiling() is None:
+        # No way to lift a heap limit later: the old process-wide one (see heap_limit.py).
+        conn.execute(f"PRAGMA hard_heap_limit = {int(limits.memory_budget_bytes)}")
     _set_limits(conn, limits)
-    _install_guarded_functions(conn, guard, limits)
+    install_guarded_functions(conn, lambda reason: _deny(guard, reason), limits.max_value_bytes)
     conn.set_authorizer(_authorizer_for(guard))
     conn.set_progress_handler(_progress_handler_for(guard), limits.progress_ops)
     return conn
@@ -216,141 +231,6 @@ def _set_limits(conn: sqlite3.Connection, limits: SandboxLimits) -> None:
     conn.setlimit(sqlite3.SQLITE_LIMIT_TRIGGER_DEPTH, 0)
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 16)
     conn.setlimit(sqlite3.SQLITE_LIMIT_WORKER_THREADS, 0)
-
-
-# Above this many character comparisons (about 0.1 s in SQLite) instr/replace/trim run in Python.
-_QUADRATIC_WORK = 10_000_000
-_PRINTF_SPEC = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?(?:ll|l)?(.)", re.DOTALL)
-
-
-class _GuardedFunctions:
-    """Replacements for SQLite functions that can run unbounded inside one VM instruction.
-
-    Small calls go to the built-in function on a private in-memory connection, so results
-    match SQLite exactly; only calls too large for that take the guarded path.
-    """
-
-    def __init__(self, guard: _Guard, limits: SandboxLimits) -> None:
-        self.guard = guard
-        self.max_bytes = limits.max_value_bytes
-        self.builtin = sqlite3.connect(":memory:", isolation_level=None)
-        self.builtin.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limits.max_value_bytes)
-        self.builtin.text_factory = _decode_text  # replace(CAST(x AS BLOB), ...) may not be UTF-8
-
-    def call(self, name: str, *args: Any) -> Any:
-        """The built-in function's result for these arguments."""
-        placeholders = ", ".join("?" * len(args))
-        try:
-            return self.builtin.execute(f"SELECT {name}({placeholders})", args).fetchone()[0]
-        except sqlite3.Error as exc:
-            too_big = "too big" in str(exc)
-            reason = f"refused: a value exceeds {self.max_bytes:,} bytes" if too_big else str(exc)
-            self.refuse(reason)
-
-    def refuse(self, reason: str) -> NoReturn:
-        """Fail the statement with `reason` as the message the agent sees."""
-        _deny(self.guard, reason)
-        raise ValueError(reason)
-
-    def text(self, value: Any) -> str:
-        """A value as the text SQLite would read it as."""
-        if isinstance(value, str):
-            return value
-        if isinstance(value, bytes):
-            return value.decode("utf-8", errors="replace")
-        # Numbers: SQLite's own text form (Python writes 1e+20 where SQLite writes 1.0e+20).
-        return str(self.builtin.execute("SELECT CAST(? AS TEXT)", (value,)).fetchone()[0])
-
-    def printf(self, name: str, *args: Any) -> Any:
-        """printf/format, refused when a width or precision would outgrow the length limit."""
-        if args and isinstance(args[0], str) and _printf_too_wide(args, self.max_bytes):
-            self.refuse(
-                f"refused: a value exceeds {self.max_bytes:,} bytes ({name} width or precision)"
-            )
-        return self.call(name, *args)
-
-    def instr(self, haystack: Any, needle: Any) -> Any:
-        """instr(X, Y): 1-based position of Y in X, 0 when absent."""
-        if haystack is None or needle is None or not _large(haystack, needle):
-            return self.call("instr", haystack, needle)
-        if isinstance(haystack, bytes) and isinstance(needle, bytes):
-            return haystack.find(needle) + 1
-        return self.text(haystack).find(self.text(needle)) + 1
-
-    def replace(self, text: Any, old: Any, new: Any) -> Any:
-        """replace(X, Y, Z): every Y in X replaced by Z."""
-        if None in (text, old, new) or not _large(text, old):
-            return self.call("replace", text, old, new)
-        pattern = self.text(old)
-        if not pattern:
-            return text
-        result = self.text(text).replace(pattern, self.text(new))
-        if len(result.encode("utf-8", errors="replace")) > self.max_bytes:
-            self.refuse(f"refused: a value exceeds {self.max_bytes:,} bytes")
-        return result
-
-    def trim(self, name: str, text: Any, chars: Any) -> Any:
-        """trim/ltrim/rtrim(X, Y): X without the characters of Y at its ends."""
-        if text is None or chars is None or not _large(text, chars):
-            return self.call(name, text, chars)
-        value, drop = self.text(text), set(self.text(chars))
-        start, end = 0, len(value)
-        if name != "rtrim":
-            while start < end and value[start] in drop:
-                start += 1
-        if name != "ltrim":
-            while end > start and value[end - 1] in drop:
-                end -= 1
-        return value[start:end]
-
-
-def _large(a: Any, b: Any) -> bool:
-    """True when comparing every position of `a` with all of `b` is too much work."""
-    sizes = [len(v) if isinstance(v, str | bytes) else 32 for v in (a, b)]
-    return sizes[0] * sizes[1] > _QUADRATIC_WORK
-
-
-def _printf_too_wide(args: tuple[Any, ...], max_bytes: int) -> bool:
-    """True when a conversion of printf's format asks for a width or precision over the cap."""
-    position = 1
-    for spec in _PRINTF_SPEC.finditer(args[0]):
-        width, precision, conversion = spec.groups()
-        if conversion == "%":
-            continue
-        for part in (width, precision):
-            if part == "*":
-                value = args[position] if position < len(args) else 0
-                position += 1
-            else:
-                value = part or 0
-            if abs(_as_int(value)) > max_bytes:
-                return True
-        position += 1
-    return False
-
-
-def _as_int(value: Any) -> int:
-    """An argument read as SQLite reads a width (numeric text counts); 0 when not a number."""
-    try:
-        number = float(value.strip() if isinstance(value, str) else value)
-    except (TypeError, ValueError):
-        return 0
-    return int(number) if number == number and abs(number) != float("inf") else 2**62
-
-
-def _install_guarded_functions(
-    conn: sqlite3.Connection, guard: _Guard, limits: SandboxLimits
-) -> None:
-    """Register the guarded printf, format, instr, replace and 2-argument trims on `conn`."""
-    funcs = _GuardedFunctions(guard, limits)
-    for name in ("printf", "format"):
-        conn.create_function(name, -1, lambda *a, _n=name: funcs.printf(_n, *a), deterministic=True)
-    conn.create_function("instr", 2, funcs.instr, deterministic=True)
-    conn.create_function("replace", 3, funcs.replace, deterministic=True)
-    for name in ("trim", "ltrim", "rtrim"):
-        conn.create_function(
-            name, 2, lambda t, c, _n=name: funcs.trim(_n, t, c), deterministic=True
-        )
 
 
 def _authorizer_for(guard: _Guard) -> Any:
@@ -482,17 +362,19 @@ def _execute(
     guard.deadline = started + limits.deadline_seconds
     cursor = conn.cursor()
     try:
-        cursor.execute(sql)
-        columns = [d[0] for d in cursor.description or ()]
-        rows, truncated, size_error = _fetch(cursor, limits, guard.deadline)
+        # The fetch steps the statement too, so it runs under the ceiling as well.
+        with _memory_ceiling(limits):
+            cursor.execute(sql)
+            columns = [d[0] for d in cursor.description or ()]
+            rows, truncated, size_error = _fetch(cursor, limits, guard.deadline)
     except sqlite3.ProgrammingError as exc:
         if "one statement" in str(exc):
             return _failed("only one statement per QUERY", started)
         return _failed(f"query failed: {exc}", started)
     except sqlite3.Error as exc:
         return _failed(_explain(guard, exc, limits), started)
-    except MemoryError:
-        return _failed("refused: the result does not fit in memory", started)
+    except MemoryError:  # SQLITE_NOMEM: the statement reached its memory budget
+        return _failed(_memory_message(limits), started)
     finally:
         cursor.close()
     if guard.timed_out or time.monotonic() > guard.deadline:
@@ -529,6 +411,19 @@ def _fetch(
     return rows[: limits.fetch_rows], truncated, None
 
 
+def _memory_ceiling(limits: SandboxLimits) -> AbstractContextManager[None]:
+    """A context in which SQLite may allocate at most the limits' memory budget more."""
+    ceiling = heap_ceiling()
+    if ceiling is None:  # the permanent limit set at open_readonly applies
+        return nullcontext()
+    return ceiling.around(limits.memory_budget_bytes)
+
+
+def _memory_message(limits: SandboxLimits) -> str:
+    budget = limits.memory_budget_bytes / 2**20
+    return f"refused: the query needs more than {budget:,.0f} MiB of memory; select less at once"
+
+
 def _deadline_message(limits: SandboxLimits) -> str:
     return f"query exceeded the {limits.deadline_seconds:.1f} s deadline"
 
@@ -540,6 +435,8 @@ def _explain(guard: _Guard, exc: sqlite3.Error, limits: SandboxLimits) -> str:
     if guard.denied is not None:
         return guard.denied
     text = str(exc)
+    if "out of memory" in text:
+        return _memory_message(limits)
     if "too big" in text:
         return f"refused: a value exceeds {limits.max_value_bytes:,} bytes ({text})"
     if "readonly" in text or "read-only" in text:
@@ -585,26 +482,97 @@ def _cell_text(cell: Any, max_chars: int) -> str:
     return text if len(text) <= max_chars else text[:max_chars] + "..."
 
 
-_local = threading.local()
+class Sandbox:
+    """Read-only connections to database files, all opened with one set of limits.
 
+    Connections are pooled per file. `connection()` lends one to a single caller at a time, so
+    several threads may share a sandbox. Closing it closes every connection; one lent at that
+    moment is closed when it comes back.
+    """
 
-def connection_for(db_path: str | Path, limits: SandboxLimits | None = None) -> SandboxConnection:
-    """This thread's cached read-only connection to `db_path` (opened on first use)."""
-    limits = limits or SandboxLimits()
-    cache: dict[tuple[str, SandboxLimits], SandboxConnection] = _local.__dict__.setdefault(
-        "connections", {}
-    )
-    key = (str(Path(db_path).resolve()), limits)
-    conn = cache.get(key)
-    if conn is None:
-        conn = cache[key] = open_readonly(db_path, limits)
-    return conn
+    def __init__(self, limits: SandboxLimits | None = None, *, max_idle: int = 32) -> None:
+        """`max_idle`: idle connections kept; the least recently used beyond it are closed."""
+        self.limits = limits or SandboxLimits()
+        self._max_idle = max_idle
+        self._idle: OrderedDict[tuple[Path, int], SandboxConnection] = OrderedDict()
+        self._results: dict[tuple[Path, str, SandboxLimits], QueryResult] = {}
+        self._lock = threading.Lock()
+        self._closed = False
 
+    @contextmanager
+    def connection(self, db_path: str | Path) -> Iterator[SandboxConnection]:
+        """A connection to `db_path` with this sandbox's limits, for this caller alone."""
+        path = Path(db_path).resolve()
+        conn = self._take_idle(path)
+        if conn is None:
+            conn = open_readonly(path, self.limits, check_same_thread=False)
+        try:
+            yield conn
+        finally:
+            self._give_back(path, conn)
 
-def close_connections() -> None:
-    """Close this thread's cached connections (the next `connection_for` reopens)."""
-    cache: dict[tuple[str, SandboxLimits], SandboxConnection] = _local.__dict__.pop(
-        "connections", {}
-    )
-    for conn in cache.values():
-        conn.close()
+    def run_select(
+        self, db_path: str | Path, sql: str, limits: SandboxLimits | None = None
+    ) -> QueryResult:
+        """Run one untrusted SELECT on `db_path` (`limits` overrides the per-query caps)."""
+        with self.connection(db_path) as conn:
+            return run_select(conn, sql, limits or self.limits)
+
+    def run_select_cached(
+        self, db_path: str | Path, sql: str, limits: SandboxLimits
+    ) -> QueryResult:
+        """`run_select` once per (file, SQL, limits) while the sandbox lives; errors are not kept.
+
+        For trusted, deterministic queries asked again and again (gold queries). Callers must
+        not change the rows they get: the next caller gets the same list.
+        """
+        key = (Path(db_path).resolve(), sql, limits)
+        with self._lock:
+            cached = self._results.get(key)
+        if cached is not None:
+            return cached
+        result = self.run_select(db_path, sql, limits)
+        if result.error is None:
+            with self._lock:
+                self._results[key] = result
+        return result
+
+    def close(self) -> None:
+        """Close every pooled connection and forget cached results; the sandbox is unusable."""
+        with self._lock:
+            self._closed = True
+            idle = list(self._idle.values())
+            self._idle.clear()
+            self._results.clear()
+        for conn in idle:
+            conn.close()
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _take_idle(self, path: Path) -> SandboxConnection | None:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the sandbox is closed; make a new Sandbox")
+            key = next((k for k in reversed(self._idle) if k[0] == path), None)
+            return None if key is None else self._idle.pop(key)
+
+    def _give_back(self, path: Path, conn: SandboxConnection) -> None:
+        evicted: list[SandboxConnection] = []
+        with self._lock:
+            if self._closed:
+                evicted.append(conn)
+            else:
+                self._idle[(path, id(conn))] = conn
+                while len(self._idle) > self._max_idle:
+                    evicted.append(self._idle.popitem(last=False)[1])
+        for old in evicted:
+            old.close()

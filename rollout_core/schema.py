@@ -64,8 +64,15 @@ def unknown_table_message(name: str, tables: list[str]) -> str:
     return f"unknown table {name.strip()!r}; tables: {shown or '(none)'}"
 
 
-def describe_table(conn: sqlite3.Connection, table: str) -> str:
-    """Columns with types and keys, foreign keys and the row count of `table` (exact name)."""
+def describe_table(
+    conn: sqlite3.Connection, table: str, limits: SandboxLimits | None = None
+) -> str:
+    """Columns with types and keys, foreign keys and the row count of `table` (exact name).
+
+    The count gets the limits' deadline (at most 2 s): on a huge table or a slow view it
+    reads `row count unknown` rather than hold the episode up.
+    """
+    limits = limits or SandboxLimits()
     # PRAGMA statements, not pragma_* table functions: those also ask to update sqlite_master.
     columns = [(r[1], r[2], r[5]) for r in _trusted(conn, f"PRAGMA table_info({_quote(table)})")]
     if not columns:
@@ -73,7 +80,7 @@ def describe_table(conn: sqlite3.Connection, table: str) -> str:
     fk_rows = _trusted(conn, f"PRAGMA foreign_key_list({_quote(table)})")
     foreign = [(r[3], r[2], r[4]) for r in sorted(fk_rows, key=lambda r: (r[0], r[1]))]
     references = {str(src): f"{dst_table}({dst_col or '?'})" for src, dst_table, dst_col in foreign}
-    count = _row_count(conn, table)
+    count = _row_count(conn, table, min(_COUNT_SECONDS, limits.deadline_seconds))
     lines = [f"table {table} ({count})", "columns:"]
     for name, col_type, pk in columns:
         notes = []
@@ -98,11 +105,11 @@ def _quote(identifier: str) -> str:
     return '"' + identifier.replace('"', '""') + '"'
 
 
-def _row_count(conn: sqlite3.Connection, table: str) -> str:
+def _row_count(conn: sqlite3.Connection, table: str, seconds: float) -> str:
     """`N rows`, or `row count unknown` when counting takes too long (huge BIRD tables)."""
     try:
-        rows = _trusted(conn, f"SELECT count(*) FROM {_quote(table)}", seconds=_COUNT_SECONDS)
-    except sqlite3.Error:
+        rows = _trusted(conn, f"SELECT count(*) FROM {_quote(table)}", seconds=seconds)
+    except (sqlite3.Error, MemoryError):
         return "row count unknown"
     count = int(rows[0][0])
     return f"{count} row" if count == 1 else f"{count} rows"

@@ -14,13 +14,15 @@ from rollout_core.actions import SQLAction
 from rollout_core.datasets import load_dataset
 from rollout_core.environment import SQLEnvironment
 from rollout_core.records import ActionKind
-from rollout_core.sandbox import SandboxLimits, close_connections
+from rollout_core.sandbox import SandboxLimits
+from rollout_core.settings import EnvironmentSettings
 from tests.robustness.helpers import DbCopy, reset_peak_rss, rss_kb, sha256
 from tests.robustness.hostile_sql import BENIGN, CAPPED, HOSTILE, ODD_BUT_VALID
 
 DEADLINE = 0.5
 ACTION_TABLE_KINDS: tuple[ActionKind, ...] = ("DESCRIBE", "SAMPLE")
 LIMITS = SandboxLimits(deadline_seconds=DEADLINE)
+SETTINGS = EnvironmentSettings(step_budget=100_000, sandbox=LIMITS)
 # Time over the deadline a busy 2-core machine may add (scheduling, the last VM steps, fetch).
 SLACK_SECONDS = 1.0
 RSS_GROWTH_KB = 300 * 1024
@@ -79,13 +81,11 @@ def sandboxed(
     watched = [db_copy.db_file.parent, cwd, sqlite_tmp, Path(tempfile.gettempdir())]
     before_files = {w: _names(w) for w in watched}
     before_hash = sha256(db_copy.db_file)
-    close_connections()  # a connection opened with another SQLITE_TMPDIR would be reused
-    env = SQLEnvironment(
-        dataset=load_dataset(db_copy.questions, db_copy.db_dir), step_budget=100_000, limits=LIMITS
-    )
+    # A fresh environment opens its own connections, under this test's SQLITE_TMPDIR.
+    env = SQLEnvironment(dataset=load_dataset(db_copy.questions, db_copy.db_dir), settings=SETTINGS)
     env.reset(question_id="q0")
     yield Sandboxed(env, db_copy, watched)
-    close_connections()
+    env.close()
     assert sha256(db_copy.db_file) == before_hash, "the database file changed"
     for folder in watched:
         # The system temp dir is shared with other processes: only names containing ours count.
@@ -167,9 +167,9 @@ def test_invalid_utf8_stored_in_the_database_reads_back(db_copy: DbCopy, tmp_pat
     conn.execute("INSERT INTO odd VALUES (1, CAST(x'4361666580ff' AS TEXT)), (2, char(0, 7, 27))")
     conn.commit()
     conn.close()
-    close_connections()
     env = SQLEnvironment(
-        dataset=load_dataset(db_copy.questions, db_copy.db_dir), step_budget=10, limits=LIMITS
+        dataset=load_dataset(db_copy.questions, db_copy.db_dir),
+        settings=EnvironmentSettings(step_budget=10, sandbox=LIMITS),
     )
     env.reset(question_id="q0")
     for action in (SQLAction("QUERY", "SELECT * FROM odd"), SQLAction("SAMPLE", "odd")):
@@ -181,7 +181,7 @@ def test_invalid_utf8_stored_in_the_database_reads_back(db_copy: DbCopy, tmp_pat
     assert obs.error is not None and "valid UTF-8" in obs.error
     obs = env.step(SQLAction("QUERY", "SELECT replace(CAST(t AS BLOB), 'x', 'y') FROM odd"))
     assert obs.error is None and "Caf" in obs.result
-    close_connections()
+    env.close()
 
 
 def test_benign_queries_keep_working(sandboxed: Sandboxed) -> None:

@@ -164,7 +164,11 @@ _actions = st.builds(SQLAction, st.sampled_from(ACTION_KINDS), _arguments, st.bo
 def test_environment_survives_any_action_sequence(
     dataset: Dataset, question: str, actions: list[SQLAction], budget: int
 ) -> None:
-    env = SQLEnvironment(dataset=dataset, step_budget=budget)
+    with SQLEnvironment(dataset=dataset, step_budget=budget) as env:
+        _play(env, question, actions, budget)
+
+
+def _play(env: SQLEnvironment, question: str, actions: list[SQLAction], budget: int) -> None:
     env.reset(question_id=question)
     progress = 0.0
     for action, n in zip(actions, itertools.count(1), strict=False):

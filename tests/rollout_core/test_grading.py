@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rollout_core.grading import GoldResult, format_answer, gold_is_ordered, grade_answer
+from rollout_core import grading
+from rollout_core.grading import GoldResult, GradingError, format_answer, grade_answer
+from rollout_core.sql_text import has_outer_order_by
 
 
 def gold(
@@ -247,8 +249,18 @@ def test_grade_answer_with_non_text_answer() -> None:
         ("SELECT a FROM t ORDER\nBY a", True),
     ],
 )
-def test_gold_is_ordered(sql: str, ordered: bool) -> None:
-    assert gold_is_ordered(sql) is ordered
+def test_outer_order_by_makes_the_gold_ordered(sql: str, ordered: bool) -> None:
+    assert has_outer_order_by(sql) is ordered
+
+
+def test_a_grader_failure_raises_instead_of_grading_wrong(monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object) -> bool:
+        raise ZeroDivisionError("division by zero")
+
+    monkeypatch.setattr(grading, "_rows_match", broken)
+    with pytest.raises(GradingError, match=r"^ZeroDivisionError: division by zero$") as info:
+        grade_answer("5", gold([(5,)]))
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
 
 
 @pytest.mark.parametrize(

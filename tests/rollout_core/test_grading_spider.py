@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from rollout_core.grading import GoldResult, format_answer, gold_is_ordered, grade_answer
-from rollout_core.sandbox import SandboxLimits, close_connections, connection_for, run_select
-
-GOLD_LIMITS = SandboxLimits(deadline_seconds=30.0, fetch_rows=100_000)
+from rollout_core.gold import gold_result
+from rollout_core.grading import GoldResult, format_answer, grade_answer
+from rollout_core.sandbox import Sandbox
 
 
 @pytest.fixture(scope="module")
@@ -19,14 +18,11 @@ def golds(spider: Path) -> list[tuple[str, str, GoldResult]]:
     """(question id, gold SQL, gold result) for every dev question."""
     questions = json.loads((spider / "questions.json").read_text(encoding="utf-8"))
     out = []
-    for q in questions:
-        db = spider / "database" / q["db_id"] / f"{q['db_id']}.sqlite"
-        result = run_select(connection_for(db), q["query"], GOLD_LIMITS)
-        assert result.error is None, f"{q['id']}: gold query failed: {result.error}"
-        assert not result.truncated, f"{q['id']}: gold result over {GOLD_LIMITS.fetch_rows} rows"
-        gold = GoldResult(result.columns, result.rows, gold_is_ordered(q["query"]))
-        out.append((q["id"], q["query"], gold))
-    close_connections()
+    with Sandbox() as sandbox:  # default limits, as a run gets them
+        for q in questions:
+            db = spider / "database" / q["db_id"] / f"{q['db_id']}.sqlite"
+            # Raises GoldQueryError (naming the failure) on an error or a truncated result.
+            out.append((q["id"], q["query"], gold_result(db, q["query"], sandbox)))
     return out
 
 

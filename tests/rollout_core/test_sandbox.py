@@ -13,10 +13,9 @@ from hypothesis import strategies as st
 
 from rollout_core.sandbox import (
     QueryResult,
+    Sandbox,
     SandboxConnection,
     SandboxLimits,
-    close_connections,
-    connection_for,
     format_rows,
     open_readonly,
     run_select,
@@ -151,7 +150,8 @@ def test_runaway_queries_hit_the_deadline(conn: SandboxConnection, sql: str, mes
         "SELECT randomblob(1000000000)",
         "SELECT length(randomblob(2000000))",
         "SELECT replace(hex(zeroblob(400000)), '0', '00')",
-        "SELECT group_concat(a.n || b.n || c.n) FROM numbers a, numbers b, numbers c",
+        # 10,000 rows of 201 characters: 2 MB, refused when the aggregate ends.
+        "SELECT group_concat(a.n || printf('%.*c', 200, 'x')) FROM numbers a, numbers b",
         "SELECT printf('%.*c', 1000000000, 'x') IS NOT NULL AND 0",
         "SELECT substr(printf('%0*d', 2000000, 1), 1, 5)",
     ],
@@ -309,19 +309,6 @@ def test_limits_are_applied(conn: SandboxConnection) -> None:
     assert result.error is not None and "maximum depth 100" in result.error
 
 
-def test_connection_cache_is_per_thread(db_path: Path) -> None:
-    first = connection_for(db_path)
-    assert connection_for(str(db_path)) is first
-    other: list[SandboxConnection] = []
-    worker = threading.Thread(target=lambda: other.append(connection_for(db_path)))
-    worker.start()
-    worker.join()
-    assert other[0] is not first
-    close_connections()
-    assert connection_for(db_path) is not first
-    close_connections()
-
-
 def _result(rows: list[tuple[object, ...]], truncated: bool = False) -> QueryResult:
     return QueryResult(["a", "b"], rows, truncated, None, 0.0)
 
@@ -352,14 +339,6 @@ def test_format_rows_empty_and_error() -> None:
     assert format_rows(error) == "Error: only one statement per QUERY"
 
 
-def test_heap_limits_are_set_for_the_process(conn: SandboxConnection) -> None:
-    """SQLite's heap limits are process-wide: the soft one shrinks caches, the hard one fails."""
-    other = sqlite3.connect(":memory:")
-    assert other.execute("PRAGMA soft_heap_limit").fetchone() == (64 * 1024 * 1024,)
-    assert other.execute("PRAGMA hard_heap_limit").fetchone() == (128 * 1024 * 1024,)
-    other.close()
-
-
 def test_path_with_space_hash_and_question_mark(
     tmp_path: Path, file_state: Callable[[Path], FileState]
 ) -> None:
@@ -377,3 +356,83 @@ def test_path_with_space_hash_and_question_mark(
     assert run_select(connection, "INSERT INTO t VALUES (2)").error is not None
     connection.close()
     assert file_state(path) == before
+
+
+def test_sandbox_pools_connections_per_file(db_path: Path, tmp_path: Path) -> None:
+    other_path = tmp_path / "other.sqlite"
+    writer = sqlite3.connect(other_path)
+    writer.execute("CREATE TABLE t (a)")
+    writer.commit()
+    writer.close()
+    with Sandbox(FAST) as sandbox:
+        # Lent to one caller at a time: a second, concurrent caller gets its own.
+        with sandbox.connection(db_path) as first, sandbox.connection(str(db_path)) as second:
+            assert second is not first
+        with sandbox.connection(db_path) as again:
+            assert again in (first, second)
+        with sandbox.connection(other_path) as other:
+            assert other not in (first, second)
+            assert other.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) == FAST.max_value_bytes
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        first.execute("SELECT 1")
+    with pytest.raises(RuntimeError, match="closed"), sandbox.connection(db_path):
+        pass
+
+
+def test_sandbox_opens_connections_with_its_limits(db_path: Path) -> None:
+    limits = SandboxLimits(max_value_bytes=5_000, max_expr_depth=20)
+    with Sandbox(limits) as sandbox, sandbox.connection(db_path) as conn:
+        assert conn.getlimit(sqlite3.SQLITE_LIMIT_LENGTH) == 5_000
+        assert conn.getlimit(sqlite3.SQLITE_LIMIT_EXPR_DEPTH) == 20
+        error = sandbox.run_select(db_path, "SELECT hex(zeroblob(3000))").error
+    assert error is not None and "exceeds 5,000 bytes" in error
+
+
+def test_connection_lent_at_close_is_closed_on_return(db_path: Path) -> None:
+    sandbox = Sandbox()
+    with sandbox.connection(db_path) as conn:
+        sandbox.close()
+        assert run_select(conn, "SELECT count(*) FROM singer").rows == [(4,)]
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        conn.execute("SELECT 1")
+
+
+def test_idle_connections_beyond_the_cap_are_closed(db_path: Path) -> None:
+    with Sandbox(max_idle=1) as sandbox:
+        with sandbox.connection(db_path) as first, sandbox.connection(db_path) as second:
+            pass  # `second` comes back first, then `first` pushes it out
+        with sandbox.connection(db_path) as kept:
+            assert kept is first
+        with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+            second.execute("SELECT 1")
+
+
+def test_threads_share_a_sandbox(db_path: Path) -> None:
+    """Each thread gets a connection of its own; the guarded functions work on any thread."""
+    errors: list[str] = []
+
+    def work() -> None:
+        for _ in range(20):
+            result = sandbox.run_select(db_path, "SELECT printf('%03d', count(*)) FROM singer")
+            if result.rows != [("004",)]:
+                errors.append(str(result.error))
+
+    with Sandbox() as sandbox:
+        sandbox.run_select(db_path, "SELECT 1")  # a connection opened on this thread first
+        workers = [threading.Thread(target=work) for _ in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    assert not errors, errors[:3]
+
+
+def test_cached_select_runs_once_and_keeps_no_errors(db_path: Path) -> None:
+    with Sandbox() as sandbox:
+        first = sandbox.run_select_cached(db_path, "SELECT random()", sandbox.limits)
+        assert sandbox.run_select_cached(db_path, "SELECT random()", sandbox.limits) is first
+        other = sandbox.run_select_cached(db_path, "SELECT random()", FAST)
+        assert other is not first  # other limits, another entry
+        failed = sandbox.run_select_cached(db_path, "SELECT * FROM nowhere", sandbox.limits)
+        again = sandbox.run_select_cached(db_path, "SELECT * FROM nowhere", sandbox.limits)
+        assert failed.error is not None and again is not failed
