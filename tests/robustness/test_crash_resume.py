@@ -324,17 +324,22 @@ def _transcripts(db: Path, run_name: str) -> dict[tuple[str, int, int], str]:
 def test_sampled_hf_run_killed_with_kill_9_resumes_to_the_same_episodes(
     tiny_checkpoint: Path, tmp_path: Path
 ) -> None:
-    """The hours-long runs are the sampled model runs: they must resume, and to the same text."""
+    """The hours-long runs are the sampled model runs: they must resume, and to the same text.
+
+    The reference plays at another batch size: an episode's samples depend on its seed alone,
+    never on which episodes shared its batch (every episode here takes all three steps, so
+    without that the resumed batches would line up with the first run's by chance).
+    """
     args = (
         "--policy", f"hf:{tiny_checkpoint}", "--dataset", "demo", "--limit", "30",
         "--samples", "2", "--temperature", "0.9", "--max-new-tokens", "12",
-        "--step-budget", "3", "--batch-size", "4", "--device", "cpu", "--seed", "7", "--quiet",
+        "--step-budget", "3", "--device", "cpu", "--seed", "7", "--quiet",
     )  # fmt: skip
     db = tmp_path / "store.db"
-    reference = _start(db, "uninterrupted", args)
+    reference = _start(db, "uninterrupted", (*args, "--batch-size", "3"))
     _, stderr = reference.communicate(timeout=300)
     assert reference.returncode == 0, stderr
-    proc = _start(db, "killed", args)
+    proc = _start(db, "killed", (*args, "--batch-size", "4"))
     try:
         _wait_for(proc, db, 60 + 12)  # the reference's 60 episodes, then 12 of this run
     finally:
