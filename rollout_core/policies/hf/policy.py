@@ -30,7 +30,7 @@ from rollout_core.policies.hf.prompt_encoder import PromptEncoder
 from rollout_core.policies.hf.sampling import TokenChooser
 from rollout_core.policies.hf.shared_prefix import ATTENTION_NAME, SharedPrefix, register
 from rollout_core.policies.hf.shared_prefix import active as shared_prefix_active
-from rollout_core.policies.hf.token_pieces import batch_decoder, token_pieces, trim_pieces
+from rollout_core.policies.hf.token_pieces import TokenPieces, trim_pieces
 from rollout_core.records import EpisodeKey, PolicyInfo, TokenTrace
 from rollout_core.settings import GenerationSettings
 
@@ -116,7 +116,7 @@ class HFPolicy:
         self.pad_id = int(pad)
         self.shared_prefix = self._use_shared_prefix(shared_prefix)
         self._encoder = PromptEncoder(self.tokenizer)
-        self._decode = batch_decoder(self.tokenizer)
+        self._pieces = TokenPieces(self.tokenizer)
         self.max_prompt_tokens = self._context_length() - self.max_new_tokens
         self._info: PolicyInfo | None = None
 
@@ -288,7 +288,7 @@ class HFPolicy:
         generated = out.sequences[:, width:].tolist()
         outputs = [ids[: _generated_length(ids, self.eos_ids, self.pad_id)] for ids in generated]
         texts = [str(t) for t in self.tokenizer.batch_decode(outputs, skip_special_tokens=True)]
-        pieces = token_pieces(self._decode, outputs, texts)
+        pieces = self._pieces(outputs, texts)
         logprobs, entropies = chooser.traces(len(rows), len(generated[0]))
         completions, sequences = [], []
         for i, (row, ids, text) in enumerate(zip(rows, outputs, texts, strict=True)):

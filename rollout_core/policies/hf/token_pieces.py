@@ -1,11 +1,15 @@
 """Each generated token's piece of the decoded text, so that the pieces join to it exactly.
 
 Decoding token by token is not decoding the sequence: byte-level tokens may hold part of a
-character, and some decoders drop or add spaces depending on the neighbours. A token's piece is
-what decoding it adds to the text before it. That is computed first with a few tokens of
-context (cheap: one batched decode per call); a row whose pieces do not join to its text (a
-character split over tokens, for instance) is done again against whole prefixes, which is exact
-by construction: each token gets the part of the text its prefix adds.
+character, and some decoders drop or add spaces depending on the neighbours. Three ways, the
+cheapest first, each checked by joining the pieces and comparing with the text:
+1. each token decoded alone (remembered per id: a dictionary look-up per token), which is exact
+   for byte-level BPE on whole characters, the usual case;
+2. what a token adds to a few tokens of left context before it (one batched decode per call),
+   for decoders that treat a sequence's first token apart (SentencePiece's leading space);
+3. what a token adds to the whole prefix before it, exact by construction: each token gets the
+   part of the text its prefix adds (a character split over tokens goes to the token that
+   completes it).
 """
 
 from __future__ import annotations
@@ -29,10 +33,37 @@ def batch_decoder(tokenizer: Any) -> Decoder:
     return lambda seqs: [str(t) for t in tokenizer.batch_decode(seqs, skip_special_tokens=True)]
 
 
+class TokenPieces:
+    """Splits decoded texts into their tokens' pieces for one tokenizer."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.decode = batch_decoder(tokenizer)
+        self._alone: dict[int, str] = {}
+        """Each id decoded by itself, filled as ids are met (at most the vocabulary)."""
+
+    def __call__(self, rows: Sequence[list[int]], texts: Sequence[str]) -> list[list[str]]:
+        """Per row, one piece per id; the pieces of row i concatenate to `texts[i]`."""
+        new = list({i for ids in rows for i in ids if i not in self._alone})
+        if new:
+            self._alone.update(zip(new, self.decode([[i] for i in new]), strict=True))
+        out: list[list[str]] = []
+        redo: list[int] = []
+        for n, (ids, text) in enumerate(zip(rows, texts, strict=True)):
+            pieces = [self._alone[i] for i in ids]
+            out.append(pieces)
+            if "".join(pieces) != text:
+                redo.append(n)
+        if redo:
+            fixed = token_pieces(self.decode, [rows[n] for n in redo], [texts[n] for n in redo])
+            for n, pieces in zip(redo, fixed, strict=True):
+                out[n] = pieces
+        return out
+
+
 def token_pieces(
     decode: Decoder, rows: Sequence[list[int]], texts: Sequence[str]
 ) -> list[list[str]]:
-    """Per row, one piece per id; the pieces of row i concatenate to `texts[i]`, its decoding."""
+    """Per row, one piece per id, from each id decoded after a few tokens of left context."""
     windows: list[list[int]] = []
     for ids in rows:
         for k in range(len(ids)):
