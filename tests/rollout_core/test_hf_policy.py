@@ -53,7 +53,9 @@ def test_sampling_is_seeded(tiny_checkpoint: Path, tmp_path: Path) -> None:
 
 def test_describe_reports_what_was_chosen(tiny_checkpoint: Path) -> None:
     settings = GenerationSettings(max_new_tokens=5, temperature=0.7)
-    info = make_policy(f"hf:{tiny_checkpoint}", settings).describe()
+    policy = make_policy(f"hf:{tiny_checkpoint}", settings)
+    info = policy.describe()
+    assert policy.describe() is info  # computed once: the fingerprint reads the weights index
     assert info.name == "hf" and info.model_class == "LlamaForCausalLM"
     assert info.device == "cpu" and info.dtype == "float32"
     assert info.parameters is not None and info.parameters > 0

@@ -11,6 +11,7 @@ import torch
 from rollout_core.datasets import Dataset, load_dataset
 from rollout_core.policies.base import PolicyRequest
 from rollout_core.policies.hf.policy import HFPolicy
+from rollout_core.policies.hf.sampling import TokenChooser
 from rollout_core.records import ListSink, StepRecord
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import GenerationSettings
@@ -134,3 +135,39 @@ def test_recorded_logprobs_match_a_forward_pass(
     print(f"\nmax |logprob - teacher-forced| over {len(steps)} steps: {worst:.2e}")
     # later turns came from the cache; the first turn of the first wave did not
     assert any((s.cached_tokens or 0) > 0 for s in steps if s.step_no > 1)
+
+
+def _choose(logits: torch.Tensor, seeds: list[tuple[int, int]], **kw: float) -> torch.Tensor:
+    """One decoding step of the chooser over `logits` ([rows, vocab]); the chosen ids."""
+    chooser = TokenChooser(3, seeds=seeds, **kw)
+    forced = chooser(torch.zeros((len(seeds), 3), dtype=torch.long), logits.clone())
+    return forced.argmax(dim=-1)
+
+
+def test_draws_follow_the_tempered_top_p_distribution() -> None:
+    logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -3.0])
+    rows = 8000
+    seeds = [(seed, 1) for seed in range(rows)]
+    for temperature, top_p in ((1.0, 1.0), (0.7, 1.0), (1.3, 0.8)):
+        probs = torch.softmax(logits / temperature, dim=-1)
+        kept = (torch.cumsum(probs, 0) - probs) < top_p  # the nucleus (probs are sorted here)
+        want = torch.where(kept, probs, 0.0) / probs[kept].sum()
+        chosen = _choose(logits.expand(rows, -1), seeds, temperature=temperature, top_p=top_p)
+        got = torch.bincount(chosen, minlength=5).float() / rows
+        # 8,000 draws: a frequency's standard error is at most 0.0056; allow five of them
+        torch.testing.assert_close(got, want, atol=0.028, rtol=0)
+        assert got[~kept].sum() == 0
+
+
+def test_a_rows_draw_depends_on_its_own_seed_alone() -> None:
+    torch.manual_seed(0)
+    logits = torch.randn(6, 50)
+    seeds = [(100 + i, 2) for i in range(6)]
+    together = _choose(logits, seeds, temperature=1.0, top_p=0.9)
+    alone = torch.cat(
+        [_choose(logits[i : i + 1], seeds[i : i + 1], temperature=1.0, top_p=0.9) for i in range(6)]
+    )
+    reordered = _choose(logits.flip(0), seeds[::-1], temperature=1.0, top_p=0.9).flip(0)
+    assert torch.equal(together, alone) and torch.equal(together, reordered)
+    other_step = _choose(logits, [(s, 3) for s, _ in seeds], temperature=1.0, top_p=0.9)
+    assert not torch.equal(together, other_step)
