@@ -14,22 +14,33 @@ from rollout_core.environment import SQLEnvironment
 from rollout_core.policies.base import Policy
 from rollout_core.records import EpisodeRecord, ListSink, Question, StepRecord
 from rollout_core.runner import EpisodeTask, episode_seed, run_episodes
+from rollout_core.settings import DEFAULT_MAX_NEW_TOKENS, DEFAULT_STEP_BUDGET, GenerationSettings
+
+Config = Mapping[str, Any] | Any
+"""A mapping, or an attribute object (dataclass, argparse.Namespace, SimpleNamespace) as the
+original training code passes it."""
 
 
-def _as_policy(model: Any, tokenizer: Any, config: Mapping[str, Any]) -> Policy:
+def _setting(config: Config, name: str, default: Any = None) -> Any:
+    """`config[name]` or `config.name`; `default` when absent or None."""
+    value = config.get(name) if isinstance(config, Mapping) else getattr(config, name, None)
+    return default if value is None else value
+
+
+def _as_policy(model: Any, tokenizer: Any, config: Config) -> Policy:
     """A Policy as given, or a transformers model and tokenizer wrapped in one."""
     if tokenizer is None:
         return model  # type: ignore[no-any-return]
     from rollout_core.policies.hf.policy import HFPolicy  # torch only when a model is given
 
-    return HFPolicy.from_model(
-        model,
-        tokenizer,
-        max_new_tokens=int(config.get("max_new_tokens", 64)),
-        temperature=float(config.get("temperature", 0.0)),
-        top_p=float(config.get("top_p", 1.0)),
-        seed=int(config.get("seed", 0)),
+    settings = GenerationSettings(
+        max_new_tokens=int(_setting(config, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS)),
+        temperature=float(_setting(config, "temperature", 0.0)),
+        top_p=float(_setting(config, "top_p", 1.0)),
+        seed=int(_setting(config, "seed", 0)),
+        threads=_setting(config, "threads"),
     )
+    return HFPolicy.from_model(model, tokenizer, settings)
 
 
 def _result(
@@ -101,10 +112,10 @@ def play_episode(
     *,
     question_id: str | None = None,
     seed: int | None = None,
-    config: Mapping[str, Any] | None = None,
+    config: Config | None = None,
 ) -> dict[str, Any]:
     """Play one episode (a question by id, or one drawn with `seed`) and return its result."""
-    config = config or {}
+    config = config if config is not None else {}
     if question_id is None:
         env.reset(seed=seed)
         question_id = env.state.question.id
@@ -114,24 +125,28 @@ def play_episode(
 
 
 def rollout_func(
-    prompts: Sequence[str], model: Any, tokenizer: Any, config: Mapping[str, Any]
+    prompts: Sequence[str], model: Any, tokenizer: Any, config: Config
 ) -> list[dict[str, Any]]:
     """Roll out one episode per prompt (a question id or a question's exact text), batched.
 
-    `config` holds `questions_path`, `db_dir` (or `env`, a ready SQLEnvironment), and optionally
-    `step_budget`, `batch_size`, `max_new_tokens`, `temperature`, `top_p`, `seed`.
+    `config` (a mapping or an attribute object such as an argparse Namespace) holds
+    `questions_path`, `db_dir` (or `env`, a ready SQLEnvironment), and optionally `step_budget`,
+    `batch_size`, `max_new_tokens`, `temperature`, `top_p`, `seed`, `threads`.
     """
-    env = config.get("env")
+    env = _setting(config, "env")
     if env is None:
+        questions_path = _setting(config, "questions_path")
+        if questions_path is None:
+            raise KeyError("config has no questions_path (or env); set config.questions_path")
         env = SQLEnvironment(
-            config["questions_path"],
-            config.get("db_dir"),
+            questions_path,
+            _setting(config, "db_dir"),
             tokenizer=tokenizer,
-            step_budget=int(config.get("step_budget", 10)),
+            step_budget=int(_setting(config, "step_budget", DEFAULT_STEP_BUDGET)),
         )
     by_id = {q.id: q for q in env.questions}
     by_text = {q.question: q for q in env.questions}
-    seed = int(config.get("seed", 0))
+    seed = int(_setting(config, "seed", 0))
     tasks: list[EpisodeTask] = []
     counts: dict[str, int] = {}
     for prompt in prompts:
@@ -142,4 +157,4 @@ def rollout_func(
         counts[question.id] = sample + 1
         tasks.append(EpisodeTask(question, sample, episode_seed(seed, question.id, sample)))
     policy = _as_policy(model, tokenizer, config)
-    return _play(env, tasks, policy, batch_size=int(config.get("batch_size", 32)))
+    return _play(env, tasks, policy, batch_size=int(_setting(config, "batch_size", 32)))

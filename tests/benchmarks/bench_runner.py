@@ -30,6 +30,7 @@ from rollout_core.policies.hf.policy import HFPolicy
 from rollout_core.prompts import format_observation, initial_messages
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
+from rollout_core.settings import GenerationSettings
 
 
 def _env_int(name: str, default: int) -> int:
@@ -98,20 +99,21 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
     ckpt = save_checkpoint(model, tokenizer, tmp_path / "ckpt")
     device = os.environ.get("BENCH_DEVICE", "auto")
     params = sum(p.numel() for p in model.parameters())
+    settings = GenerationSettings(max_new_tokens=new_tokens, device=device)
 
-    seq_policy = HFPolicy(ckpt, max_new_tokens=new_tokens, device=device, shared_prefix=False)
+    seq_policy = HFPolicy(ckpt, settings, shared_prefix=False)
     _sequential(ds, seq_policy, questions[:2], budget)  # warm-up
     seq_policy.generate_seconds = 0.0
     t0 = time.perf_counter()
     seq_out = _sequential(ds, seq_policy, questions, budget)
     seq_wall = time.perf_counter() - t0
 
-    warm = HFPolicy(ckpt, max_new_tokens=new_tokens, device=device)
+    warm = HFPolicy(ckpt, settings)
     warm_tasks = plan_episodes(questions[:batch], samples=1, run_seed=0)
     run_episodes(ds, warm_tasks, warm, ListSink(), batch_size=batch, step_budget=1)
     runs = []
     for _ in range(_env_int("BENCH_REPEATS", 3)):
-        bat_policy = HFPolicy(ckpt, max_new_tokens=new_tokens, device=device)
+        bat_policy = HFPolicy(ckpt, settings)
         sink = ListSink()
         tasks = plan_episodes(questions, samples=1, run_seed=0)
         t0 = time.perf_counter()

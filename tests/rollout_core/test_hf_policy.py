@@ -32,7 +32,7 @@ def _requests(tmp_path: Path) -> list[PolicyRequest]:
 
 
 def test_batched_greedy_equals_one_at_a_time(tiny_checkpoint: Path, tmp_path: Path) -> None:
-    policy = HFPolicy(tiny_checkpoint, max_new_tokens=12, device="cpu")
+    policy = HFPolicy(tiny_checkpoint, GenerationSettings(max_new_tokens=12, device="cpu"))
     reqs = _requests(tmp_path)  # prompts of different lengths: left padding matters
     batched = policy.generate(reqs)
     single = [policy.generate([r])[0] for r in reqs]
@@ -45,14 +45,17 @@ def test_batched_greedy_equals_one_at_a_time(tiny_checkpoint: Path, tmp_path: Pa
 
 def test_sampling_is_seeded(tiny_checkpoint: Path, tmp_path: Path) -> None:
     reqs = _requests(tmp_path)
-    a = HFPolicy(tiny_checkpoint, max_new_tokens=8, temperature=1.0, seed=1).generate(reqs)
-    b = HFPolicy(tiny_checkpoint, max_new_tokens=8, temperature=1.0, seed=1).generate(reqs)
+    sampled = GenerationSettings(max_new_tokens=8, temperature=1.0, seed=1)
+    a = HFPolicy(tiny_checkpoint, sampled).generate(reqs)
+    b = HFPolicy(tiny_checkpoint, sampled).generate(reqs)
     assert [c.text for c in a] == [c.text for c in b]
 
 
 def test_describe_reports_what_was_chosen(tiny_checkpoint: Path) -> None:
     settings = GenerationSettings(max_new_tokens=5, temperature=0.7)
-    info = make_policy(f"hf:{tiny_checkpoint}", settings).describe()
+    policy = make_policy(f"hf:{tiny_checkpoint}", settings)
+    info = policy.describe()
+    assert policy.describe() is info  # computed once: the fingerprint reads the weights index
     assert info.name == "hf" and info.model_class == "LlamaForCausalLM"
     assert info.device == "cpu" and info.dtype == "float32"
     assert info.parameters is not None and info.parameters > 0
@@ -62,7 +65,7 @@ def test_describe_reports_what_was_chosen(tiny_checkpoint: Path) -> None:
 def test_episodes_run_end_to_end_with_token_counts(tiny_checkpoint: Path, tmp_path: Path) -> None:
     questions, db_dir = make_benchmark(tmp_path)
     ds = load_dataset(questions, db_dir)
-    policy = HFPolicy(tiny_checkpoint, max_new_tokens=10)
+    policy = HFPolicy(tiny_checkpoint, GenerationSettings(max_new_tokens=10))
     sink = ListSink()
     tasks = plan_episodes(ds.questions, samples=2, run_seed=0)
     stats = run_episodes(ds, tasks, policy, sink, batch_size=8, step_budget=3)
@@ -80,7 +83,9 @@ def test_prefix_cache_changes_nothing_but_the_work(tiny_checkpoint: Path, tmp_pa
     ds = load_dataset(questions, db_dir)
     outputs = {}
     for cached in (True, False):
-        policy = HFPolicy(tiny_checkpoint, max_new_tokens=10, prefix_cache=cached)
+        policy = HFPolicy(
+            tiny_checkpoint, GenerationSettings(max_new_tokens=10), prefix_cache=cached
+        )
         sink = ListSink()
         tasks = plan_episodes(ds.questions, samples=2, run_seed=0)
         run_episodes(ds, tasks, policy, sink, batch_size=4, step_budget=3)

@@ -18,7 +18,10 @@ from rollout_core.policies.hf.policy import HFPolicy
 from rollout_core.policies.hf.prefix_cache import _common_prefix
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
+from rollout_core.settings import GenerationSettings
 from tests.fixtures import make_benchmark
+
+TEN = GenerationSettings(max_new_tokens=10)
 
 
 def _run(ds: Dataset, policy: HFPolicy) -> list[tuple[str, int, int, str]]:
@@ -37,9 +40,9 @@ def dataset(tmp_path: Path) -> Dataset:
 def test_shared_prefix_changes_nothing_but_the_work(
     tiny_checkpoint: Path, dataset: Dataset
 ) -> None:
-    shared = HFPolicy(tiny_checkpoint, max_new_tokens=10, shared_prefix=True)
-    per_row = HFPolicy(tiny_checkpoint, max_new_tokens=10, shared_prefix=False)
-    uncached = HFPolicy(tiny_checkpoint, max_new_tokens=10, prefix_cache=False)
+    shared = HFPolicy(tiny_checkpoint, TEN, shared_prefix=True)
+    per_row = HFPolicy(tiny_checkpoint, TEN, shared_prefix=False)
+    uncached = HFPolicy(tiny_checkpoint, TEN, prefix_cache=False)
     outputs = _run(dataset, shared)
     assert outputs == _run(dataset, per_row) == _run(dataset, uncached)
     # every batch after the first wave starts with the system prompt held once
@@ -48,7 +51,7 @@ def test_shared_prefix_changes_nothing_but_the_work(
 
 
 def _from_model(model: Any, tokenizer: Any, **kw: Any) -> HFPolicy:
-    return HFPolicy.from_model(model, tokenizer, max_new_tokens=10, **kw)
+    return HFPolicy.from_model(model, tokenizer, TEN, **kw)
 
 
 def test_grouped_query_attention_model(tiny_checkpoint: Path, dataset: Dataset) -> None:
@@ -89,16 +92,19 @@ def test_sliding_window_model_runs_without_the_caches(
         _from_model(model, tokenizer, shared_prefix=True)
 
 
-def test_outside_its_calls_the_model_computes_plain_attention(tiny_checkpoint: Path) -> None:
+def test_the_model_keeps_its_attention_outside_the_policys_calls(
+    tiny_checkpoint: Path, dataset: Dataset
+) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     model = build_model(tokenizer, hidden=32, layers=2, heads=2, ffn=64)
     ids = torch.tensor([tokenizer("SELECT name FROM singer")["input_ids"]])
     with torch.inference_mode():
         before = model(input_ids=ids).logits
-        _from_model(model, tokenizer, shared_prefix=True)  # switches the attention function
-        after = model(input_ids=ids).logits
-    assert model.config._attn_implementation == "sdpa_shared_prefix"
-    torch.testing.assert_close(before, after)
+    policy = _from_model(model, tokenizer, shared_prefix=True)
+    assert _run(dataset, policy) and policy.shared_prefix_calls > 0
+    assert model.config._attn_implementation == "sdpa"
+    with torch.inference_mode():
+        torch.testing.assert_close(model(input_ids=ids).logits, before, atol=0, rtol=0)
 
 
 def _naive_common_prefix(a: list[int], b: list[int]) -> int:

@@ -1,29 +1,38 @@
-"""A local transformers checkpoint as a policy: one left-padded batched `generate` per call."""
+"""A local transformers checkpoint as a policy: one left-padded batched `generate` per call.
+
+Whatever the policy uses of the caller's (the model, its tokenizer, torch's thread count and
+RNG) is left as it was found: see `borrowed`.
+"""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerBase
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LogitsProcessorList,
+    PreTrainedTokenizerBase,
+)
 from transformers.utils import logging as hf_logging
 
 from rollout_core.checkpoints import fingerprint_checkpoint
 from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
+from rollout_core.policies.hf.borrowed import borrowed
 from rollout_core.policies.hf.prefix_cache import PrefixCache, plain_attention_layers
 from rollout_core.policies.hf.prompt_encoder import PromptEncoder
-from rollout_core.policies.hf.shared_prefix import ATTENTION_NAME, SharedPrefix
+from rollout_core.policies.hf.sampling import TokenChooser
+from rollout_core.policies.hf.shared_prefix import ATTENTION_NAME, SharedPrefix, register
 from rollout_core.policies.hf.shared_prefix import active as shared_prefix_active
-from rollout_core.records import EpisodeKey, PolicyInfo
+from rollout_core.policies.hf.token_pieces import TokenPieces, trim_pieces
+from rollout_core.records import EpisodeKey, PolicyInfo, TokenTrace
 from rollout_core.settings import GenerationSettings
-
-# Local directories only: never reach for a model hub at run time.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 
 
 def pick_device(device: str = "auto") -> torch.device:
@@ -66,14 +75,8 @@ class HFPolicy:
     def __init__(
         self,
         checkpoint: str | Path,
+        settings: GenerationSettings | None = None,
         *,
-        device: str = "auto",
-        dtype: str = "auto",
-        max_new_tokens: int = 64,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        threads: int | None = None,
         prefix_cache: bool = True,
         static_cache: bool = True,
         shared_prefix: bool | None = None,
@@ -81,19 +84,15 @@ class HFPolicy:
         model: Any = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
     ) -> None:
-        if max_new_tokens < 1:
-            raise PolicyError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
-        if temperature < 0:
-            raise PolicyError(f"temperature must be >= 0, got {temperature}")
-        if threads:
-            torch.set_num_threads(threads)
+        settings = settings or GenerationSettings()
+        self.settings = settings
         self.checkpoint = str(checkpoint)
-        self.device = pick_device(device)
-        self.dtype = pick_dtype(dtype, self.device)
-        self.max_new_tokens = max_new_tokens
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
+        self.device = pick_device(settings.device)
+        self.dtype = pick_dtype(settings.dtype, self.device)
+        self.max_new_tokens = settings.max_new_tokens
+        self.temperature = settings.temperature
+        self.top_p = settings.top_p
+        self.threads = settings.threads
         self.generate_seconds = 0.0
         """Wall time spent inside `model.generate` (for overhead accounting)."""
         self.prefix_seconds = 0.0
@@ -107,33 +106,46 @@ class HFPolicy:
         self._prefix = PrefixCache(max_entries=prefix_cache_entries)
         if model is None or tokenizer is None:
             model, tokenizer = self._load(Path(checkpoint))
+        else:
+            self.dtype = next(model.parameters()).dtype
         self.model = model
         self.tokenizer = tokenizer
-        self.tokenizer.padding_side = "left"  # generation continues at the right edge
+        self.eos_ids = _eos_ids(tokenizer, model)
+        # The tokenizer's own padding settings are left alone: rows are padded by hand.
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
+        self.pad_id = int(pad)
         self.shared_prefix = self._use_shared_prefix(shared_prefix)
         self._encoder = PromptEncoder(self.tokenizer)
-        if self.tokenizer.pad_token_id is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.max_prompt_tokens = self._context_length() - max_new_tokens
+        self._pieces = TokenPieces(self.tokenizer)
+        self.max_prompt_tokens = self._context_length() - self.max_new_tokens
+        self._info: PolicyInfo | None = None
 
     @classmethod
-    def from_model(cls, model: Any, tokenizer: PreTrainedTokenizerBase, **kw: Any) -> HFPolicy:
-        """Wrap an already loaded model (e.g. inside a training loop)."""
+    def from_model(
+        cls,
+        model: Any,
+        tokenizer: PreTrainedTokenizerBase,
+        settings: GenerationSettings | None = None,
+        **options: Any,
+    ) -> HFPolicy:
+        """Wrap an already loaded model (e.g. inside a training loop) on the device it is on.
+
+        `options` are the constructor's cache switches (`prefix_cache`, `shared_prefix`, ...).
+        """
         device = str(next(model.parameters()).device)
-        return cls(
-            getattr(model, "name_or_path", "model"),
-            model=model,
-            tokenizer=tokenizer,
-            device=device,
-            **kw,
-        )
+        settings = replace(settings or GenerationSettings(), device=device)
+        name = getattr(model, "name_or_path", "") or "model"
+        return cls(name, settings, model=model, tokenizer=tokenizer, **options)
 
     def _load(self, path: Path) -> tuple[Any, PreTrainedTokenizerBase]:
         check_checkpoint_dir(path)
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]  # no per-load bars
         try:
-            tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=self.dtype)
+            with _quiet_progress():
+                # A local directory only: never reach for a model hub.
+                tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
+                model = AutoModelForCausalLM.from_pretrained(
+                    path, dtype=self.dtype, local_files_only=True
+                )
         # Corrupt weights raise the loaders' own error types (SafetensorError, ...), not OSError.
         except Exception as exc:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -145,10 +157,10 @@ class HFPolicy:
         return model, tokenizer
 
     def _use_shared_prefix(self, requested: bool | None) -> bool:
-        """Switch the model to shared-prefix attention when asked, or by default on CPU.
+        """Whether to use shared-prefix attention: when asked, or by default on CPU.
 
         The attention kernel it needs is the CPU one; elsewhere the default stays plain `sdpa`.
-        Outside this policy's `generate` calls the switched model computes plain `sdpa`.
+        The model is switched to it only inside this policy's own calls.
         """
         wanted = self.device.type == "cpu" if requested is None else requested
         config = self.model.config
@@ -164,32 +176,32 @@ class HFPolicy:
                 "shared-prefix attention needs a CPU device, the static and prefix caches, "
                 "sdpa attention and a model whose layers are all full attention"
             )
-        if wanted and able:
-            self.model.set_attn_implementation(ATTENTION_NAME)
-            return True
-        return False
+        return wanted and able
 
     def _context_length(self) -> int:
         config = self.model.config
         return int(getattr(config, "max_position_embeddings", 0) or 2048)
 
     def describe(self) -> PolicyInfo:
-        path = Path(self.checkpoint)
-        fingerprint = None
-        if (path / "config.json").is_file():
-            try:
-                fingerprint = fingerprint_checkpoint(path)
-            except OSError:
-                fingerprint = None
-        return PolicyInfo(
-            name="hf",
-            model_class=type(self.model).__name__,
-            parameters=sum(p.numel() for p in self.model.parameters()),
-            dtype=str(self.dtype).removeprefix("torch."),
-            device=str(self.device),
-            fingerprint=fingerprint,
-            extra={"checkpoint": self.checkpoint, "shared_prefix": self.shared_prefix},
-        )
+        """What was built; computed once (the fingerprint reads the checkpoint's files)."""
+        if self._info is None:
+            path = Path(self.checkpoint)
+            fingerprint = None
+            if (path / "config.json").is_file():
+                try:
+                    fingerprint = fingerprint_checkpoint(path)
+                except OSError:
+                    fingerprint = None
+            self._info = PolicyInfo(
+                name="hf",
+                model_class=type(self.model).__name__,
+                parameters=sum(p.numel() for p in self.model.parameters()),
+                dtype=str(self.dtype).removeprefix("torch."),
+                device=str(self.device),
+                fingerprint=fingerprint,
+                extra={"checkpoint": self.checkpoint, "shared_prefix": self.shared_prefix},
+            )
+        return self._info
 
     def render(self, messages: list[dict[str, str]]) -> str:
         """The prompt text exactly as the model sees it."""
@@ -219,80 +231,128 @@ class HFPolicy:
         kv = [(layer.keys, layer.values) for layer in out.cache.layers]
         return SharedPrefix(len(ids), kv)
 
+    @contextmanager
+    def _model_call(self) -> Iterator[None]:
+        """The caller's model, threads and attention setting, borrowed for one call."""
+        if self.shared_prefix:
+            register()
+        attention = ATTENTION_NAME if self.shared_prefix else None
+        with borrowed(self.model, threads=self.threads, attention=attention):
+            yield
+
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
         if not requests:
             return []
         rows = self._encode(requests)
         keys = [r.episode if self.prefix_cache else None for r in requests]
-        pad_id = int(self.tokenizer.pad_token_id)
-        batch = self._prefix.assemble(
-            keys,
-            rows,
-            pad_id,
-            self.device,
-            config=self.model.config if self.static_cache else None,
-            new_tokens=self.max_new_tokens,
-            compute_prefix=self._compute_prefix if self.shared_prefix else None,
-        )
-        sampling = self.temperature > 0
-        kwargs: dict[str, Any] = {"do_sample": sampling, "max_new_tokens": self.max_new_tokens}
-        if sampling:
-            # One generator per call, derived from the run seed and the episodes' seeds, so a
-            # rerun of the same batch samples the same tokens.
-            torch.manual_seed(hash((self.seed, *(r.seed for r in requests), requests[0].step_no)))
-            kwargs.update(temperature=self.temperature, top_p=self.top_p)
-        if batch.cache is not None:
-            kwargs["cache"] = batch.cache
-        t0 = time.perf_counter()
-        try:
-            with torch.inference_mode(), shared_prefix_active(batch.prefix):
-                out = self.model.generate(
-                    input_ids=batch.input_ids,
-                    attention_mask=batch.attention_mask,
-                    pad_token_id=pad_id,
-                    return_dict_in_generate=True,
-                    **kwargs,
-                )
-        except torch.cuda.OutOfMemoryError as exc:
-            torch.cuda.empty_cache()
-            raise PolicyOutOfMemory(f"out of GPU memory at batch {len(requests)}") from exc
-        self.generate_seconds += time.perf_counter() - t0
+        with self._model_call():
+            batch = self._prefix.assemble(
+                keys,
+                rows,
+                self.pad_id,
+                self.device,
+                config=self.model.config if self.static_cache else None,
+                new_tokens=self.max_new_tokens,
+                compute_prefix=self._compute_prefix if self.shared_prefix else None,
+            )
+            width = batch.input_ids.shape[1]
+            # Each row samples from its own seeds, so an episode's tokens never depend on the
+            # other rows of the batch (see sampling); `generate` itself stays greedy.
+            seeds = [(r.seed, r.step_no) for r in requests] if self.temperature > 0 else None
+            chooser = TokenChooser(
+                width, temperature=self.temperature, top_p=self.top_p, seeds=seeds
+            )
+            kwargs: dict[str, Any] = {
+                "do_sample": False,
+                "max_new_tokens": self.max_new_tokens,
+                "logits_processor": LogitsProcessorList([chooser]),
+            }
+            if batch.cache is not None:
+                kwargs["cache"] = batch.cache
+            t0 = time.perf_counter()
+            try:
+                with torch.inference_mode(), shared_prefix_active(batch.prefix):
+                    out = self.model.generate(
+                        input_ids=batch.input_ids,
+                        attention_mask=batch.attention_mask,
+                        pad_token_id=self.pad_id,
+                        return_dict_in_generate=True,
+                        **kwargs,
+                    )
+            except torch.cuda.OutOfMemoryError as exc:
+                torch.cuda.empty_cache()
+                raise PolicyOutOfMemory(f"out of GPU memory at batch {len(requests)}") from exc
+            self.generate_seconds += time.perf_counter() - t0
         self.reused_tokens += batch.reused
         self.shared_prefix_calls += bool(batch.shared)
-        width = batch.input_ids.shape[1]
+        generated = out.sequences[:, width:].tolist()
+        outputs = [ids[: _generated_length(ids, self.eos_ids, self.pad_id)] for ids in generated]
+        texts = [str(t) for t in self.tokenizer.batch_decode(outputs, skip_special_tokens=True)]
+        pieces = self._pieces(outputs, texts)
+        logprobs, entropies = chooser.traces(len(rows), len(generated[0]))
         completions, sequences = [], []
-        eos = self.tokenizer.eos_token_id
-        for row, generated in zip(rows, out.sequences[:, width:].tolist(), strict=True):
-            n_out = _generated_length(generated, eos, pad_id)
-            text = str(self.tokenizer.decode(generated[:n_out], skip_special_tokens=True))
-            completions.append(Completion(text=text.strip(), tokens_in=len(row), tokens_out=n_out))
-            sequences.append(row + generated[:n_out])
+        for i, (row, ids, text) in enumerate(zip(rows, outputs, texts, strict=True)):
+            n_out = len(ids)
+            trace = TokenTrace(
+                text=trim_pieces(pieces[i], text),
+                logprobs=tuple(logprobs[i][:n_out]),
+                entropies=tuple(entropies[i][:n_out]),
+                ids=tuple(ids),
+            )
+            completions.append(
+                Completion(
+                    text=text.strip(),
+                    tokens_in=len(row),
+                    tokens_out=n_out,
+                    tokens=trace,
+                    truncated=not any(t in self.eos_ids for t in generated[i]),
+                    cached_tokens=batch.cached[i],
+                )
+            )
+            sequences.append(row + ids)
         if self.prefix_cache and not self._prefix.store(keys, sequences, batch, out.cache):
             self.prefix_cache = False  # this architecture's cache cannot be reused this way
         return completions
 
 
-def _generated_length(ids: list[int], eos: int | None, pad: int | None) -> int:
+def _eos_ids(tokenizer: PreTrainedTokenizerBase, model: Any) -> frozenset[int]:
+    """Every id that ends generation: the tokenizer's eos and the model's generation config's."""
+    ids: set[int] = set()
+    config = getattr(model, "generation_config", None)
+    for value in (tokenizer.eos_token_id, getattr(config, "eos_token_id", None)):
+        if isinstance(value, int):
+            ids.add(value)
+        elif isinstance(value, list | tuple):
+            ids.update(int(v) for v in value)
+    if not ids:
+        raise PolicyError("the tokenizer has no end-of-sequence token; set tokenizer.eos_token")
+    return frozenset(ids)
+
+
+def _generated_length(ids: list[int], eos: frozenset[int], pad: int) -> int:
     """Tokens up to and including the first end-of-sequence (padding after it not counted)."""
     for i, tok in enumerate(ids):
-        if tok == eos:
+        if tok in eos:
             return i + 1
-        if tok == pad and eos != pad:
+        if tok == pad:
             return i
     return len(ids)
+
+
+@contextmanager
+def _quiet_progress() -> Iterator[None]:
+    """No per-load progress bars, and transformers' own setting restored afterwards."""
+    enabled = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        yield
+    finally:
+        if enabled:
+            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def hf_policy(arg: str | None, settings: GenerationSettings) -> HFPolicy:
     """Registry factory of `hf:CHECKPOINT_DIR`."""
     if not arg:
         raise PolicyError("the hf policy needs a checkpoint: --policy hf:/path/to/checkpoint")
-    return HFPolicy(
-        arg,
-        device=settings.device,
-        dtype=settings.dtype,
-        max_new_tokens=settings.max_new_tokens,
-        temperature=settings.temperature,
-        top_p=settings.top_p,
-        seed=settings.seed,
-        threads=settings.threads,
-    )
+    return HFPolicy(arg, settings)

@@ -79,8 +79,14 @@ class Batch:
     """Length of the prefix every row starts with, held once for the batch (0: none)."""
     pads: list[int]
     """Left padding of each row, after the shared prefix."""
-    reused: int
-    """Prompt tokens whose keys and values came from the cache (not recomputed)."""
+    cached: list[int]
+    """Per row, prompt tokens whose keys and values came from the cache (not computed by this
+    call; a shared prefix computed afresh for the batch does not count)."""
+
+    @property
+    def reused(self) -> int:
+        """Prompt tokens of the batch whose keys and values came from the cache."""
+        return sum(self.cached)
 
     @property
     def prefix(self) -> SharedPrefix | None:
@@ -154,7 +160,9 @@ class PrefixCache:
             for entry, row in zip(chosen, rows, strict=True)
         ]
         n_layers = plain_attention_layers(config) if config is not None else None
-        prefix = self._shared_prefix(rows, chosen, usable, compute_prefix) if n_layers else None
+        prefix, prefix_cached = (
+            self._shared_prefix(rows, chosen, usable, compute_prefix) if n_layers else (None, False)
+        )
         shared = prefix.length if prefix is not None else 0
         rests = [n - shared for n in lengths]
         width = max(rests)
@@ -171,7 +179,8 @@ class PrefixCache:
         position = torch.arange(shared + width)
         pad_end = shared + torch.tensor(pads).unsqueeze(1)
         attention = ((position < shared) | (position >= pad_end)).long()
-        reused = shared * len(rows) + sum(max(0, r - uncached) for r in rests)
+        from_prefix = shared if prefix_cached else 0
+        cached_rows = [from_prefix + max(0, r - uncached) for r in rests]
 
         cache: DynamicCache | StaticCache | BatchCache | None = None
         if config is not None and n_layers is None:
@@ -193,7 +202,7 @@ class PrefixCache:
                 self._gather(chosen, rests, uncached, 0, cached, device)
             ):
                 cache.update(keys_t, values_t, layer)
-        return Batch(input_ids.to(device), attention.to(device), cache, shared, pads, reused)
+        return Batch(input_ids.to(device), attention.to(device), cache, shared, pads, cached_rows)
 
     @staticmethod
     def _shared_prefix(
@@ -201,17 +210,18 @@ class PrefixCache:
         chosen: Sequence[_Entry | None],
         usable: list[int],
         compute_prefix: Callable[[list[int]], SharedPrefix] | None,
-    ) -> SharedPrefix | None:
-        """The keys and values of the tokens every row starts with, if worth sharing."""
+    ) -> tuple[SharedPrefix | None, bool]:
+        """The keys and values of the tokens every row starts with, if worth sharing, and
+        whether they came from the cache (rather than being computed now)."""
         common = _common_length(rows)
         if compute_prefix is None or common < MIN_SHARED_PREFIX:
-            return None
+            return None, False
         source = max(range(len(rows)), key=lambda i: usable[i])
         held = min(common, usable[source])
         entry = chosen[source]
         if held >= MIN_SHARED_PREFIX and entry is not None:
-            return _slice_prefix(entry, held)
-        return compute_prefix(rows[0][:common])  # e.g. the first batch of a run
+            return _slice_prefix(entry, held), True
+        return compute_prefix(rows[0][:common]), False  # e.g. the first batch of a run
 
     def _best_entry(self, key: EpisodeKey | None, row: list[int]) -> _Entry | None:
         """The episode's own cache; for a new episode, the recent one sharing most of its prompt.

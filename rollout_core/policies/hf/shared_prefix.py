@@ -11,8 +11,8 @@ partial results are merged exactly with their log-sum-exp weights (the decomposi
 cascade attention or Hydragen). The cache still reports the prefix as held, so `generate` builds
 position ids and masks for the whole sequence as usual.
 
-The attention function is registered with transformers under `ATTENTION_NAME`; a model switched
-to it behaves exactly like `sdpa` except inside `active(prefix)`.
+The attention function is registered with transformers under `ATTENTION_NAME` on first use
+(`register`); a model switched to it behaves exactly like `sdpa` except inside `active(prefix)`.
 """
 
 from __future__ import annotations
@@ -192,5 +192,7 @@ def _suffix_bias(
     return own
 
 
-AttentionInterface.register(ATTENTION_NAME, shared_prefix_attention)
-AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
+def register() -> None:
+    """Make `ATTENTION_NAME` known to transformers (idempotent); importing does not do it."""
+    AttentionInterface.register(ATTENTION_NAME, shared_prefix_attention)
+    AttentionMaskInterface.register(ATTENTION_NAME, sdpa_mask)
