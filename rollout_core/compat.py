@@ -93,7 +93,7 @@ def _play(
         policy,
         sink,
         batch_size=batch_size,
-        step_budget=env.step_budget,
+        environment=env.settings,
         tokenizer=env.tokenizer,
     )
     episodes = {(e.question_id, e.sample_index): e for e in sink.episodes}

@@ -22,7 +22,7 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
-from rollout_core.checkpoints import fingerprint_checkpoint
+from rollout_core.checkpoints import CheckpointError, check_checkpoint_dir, fingerprint_checkpoint
 from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
 from rollout_core.policies.hf.borrowed import borrowed
 from rollout_core.policies.hf.prefix_cache import PrefixCache, plain_attention_layers
@@ -50,21 +50,6 @@ def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
         return {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype]
     except KeyError:
         raise PolicyError(f"unknown dtype {dtype!r} (choose auto, bf16, fp16 or fp32)") from None
-
-
-def check_checkpoint_dir(path: Path) -> None:
-    """Fail early, in one line, when `path` is not a transformers checkpoint directory."""
-    if not path.is_dir():
-        raise PolicyError(f"checkpoint not found: {path} (pass --policy hf:DIR with a model dir)")
-    if not (path / "config.json").is_file():
-        raise PolicyError(f"{path} is not a transformers checkpoint: it has no config.json")
-    weights = [
-        *path.glob("*.safetensors"),
-        *path.glob("*.bin"),
-        *path.glob("*.safetensors.index.json"),
-    ]
-    if not weights:
-        raise PolicyError(f"{path} has no weights (*.safetensors or *.bin); was it fully saved?")
 
 
 class HFPolicy:
@@ -138,7 +123,10 @@ class HFPolicy:
         return cls(name, settings, model=model, tokenizer=tokenizer, **options)
 
     def _load(self, path: Path) -> tuple[Any, PreTrainedTokenizerBase]:
-        check_checkpoint_dir(path)
+        try:
+            check_checkpoint_dir(path)
+        except CheckpointError as exc:
+            raise PolicyError(str(exc)) from None
         try:
             with _quiet_progress():
                 # A local directory only: never reach for a model hub.
