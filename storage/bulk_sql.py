@@ -34,7 +34,12 @@ def executemany(session: Session, stmt: UpdateBase, rows: Sequence[dict[str, Any
         session.execute(stmt, list(rows))
         return
     sql, values = plan
-    conn.exec_driver_sql(sql, [values(r) for r in rows])
+    # The driver's own cursor: SQLAlchemy would still look at every row's parameters.
+    cursor = conn.connection.cursor()
+    try:
+        cursor.executemany(sql, [values(r) for r in rows])
+    finally:
+        cursor.close()
 
 
 @lru_cache(maxsize=64)

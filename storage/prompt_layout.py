@@ -148,6 +148,55 @@ def _find(text: str, candidates: list[tuple[str, str]]) -> list[Piece]:
     return pieces
 
 
+Shape = tuple[tuple[bool, str], ...]
+"""What a step adds to the previous prompt, as (literal?, text or reference kind) items: the
+same for every step of every episode when a renderer's framing never changes."""
+
+
+def shape_of(pieces: Sequence[Piece], step_no: int) -> Shape | None:
+    """The shape of a continuation step's pieces; None when they are not one (no `p` base,
+    or references to steps before the last)."""
+    if not pieces or not isinstance(pieces[0], tuple) or pieces[0][0][0] != "p":
+        return None
+    last = str(step_no - 1)
+    items = []
+    for p in pieces[1:]:
+        if isinstance(p, str):
+            items.append((True, p))
+        elif p[0] in ("q", "Q") or (p[0][0] in "rRoO" and p[0][1:] == last):
+            items.append((False, p[0][0]))
+        else:
+            return None
+    return tuple(items)
+
+
+def apply_shape(
+    shape: Shape, prompt: str, *, previous: str, question: str, last: StepText, step_no: int
+) -> list[Piece] | None:
+    """The prompt's pieces if it is the previous prompt plus this shape; None otherwise.
+
+    Costs a prefix comparison and one pass over what was added: the sink tries it before
+    searching.
+    """
+    keep = common_prefix_length(previous, prompt)
+    pieces: list[Piece] = [(f"p{keep}",)]
+    pos, n = keep, step_no - 1
+    for literal, item in shape:
+        if literal:
+            text, piece = item, item
+        else:
+            source = (
+                question if item in "qQ" else last.raw_output if item in "rR" else last.observation
+            )
+            text = source if item.islower() else json_inner(source)
+            piece = (item,) if item in "qQ" else (f"{item}{n}",)
+        if not prompt.startswith(text, pos):
+            return None
+        pos += len(text)
+        pieces.append(piece)
+    return pieces if pos == len(prompt) else None
+
+
 def common_prefix_length(a: str, b: str) -> int:
     """Length of the longest common prefix of a and b, by C-level comparisons."""
     n = min(len(a), len(b))

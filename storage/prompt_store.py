@@ -13,12 +13,15 @@ from sqlalchemy.orm import Session
 from rollout_core.records import EpisodeKey, IterationBatch
 from storage.models import Episode, PromptText, Step
 from storage.prompt_layout import (
+    Shape,
     StepText,
+    apply_shape,
     decode_episode,
     encode_pieces,
     join_layout,
     layout_text_ids,
     prompt_hash,
+    shape_of,
 )
 from storage.writes import clean_json
 
@@ -112,10 +115,11 @@ class _History:
 class PromptWriter:
     """Encodes the step prompts of one sink's batches against their episodes' earlier steps.
 
-    It remembers each live episode's last prompt, so a step costs a prefix comparison and a
-    few searches in what it adds; what a batch taught it counts only once that batch's
-    transaction has committed (`commit`), so a retried or failed batch starts from the same
-    state.
+    It remembers each live episode's last prompt, and the shape the last step added to it
+    (the renderer's framing around an output and an observation): a step that adds the same
+    costs a prefix comparison and one string comparison, any other a search in what it adds.
+    What a batch taught it counts only once that batch's transaction has committed
+    (`commit`), so a retried or failed batch starts from the same state.
     """
 
     def __init__(self) -> None:
@@ -123,6 +127,7 @@ class PromptWriter:
         self._text_ids: dict[str, int] = {}
         self._staged: dict[int, _History] = {}
         self._staged_ids: dict[str, int] = {}
+        self._shape: Shape | None = None
 
     def encode(
         self, session: Session, batch: IterationBatch, ids: Mapping[EpisodeKey, int]
@@ -142,13 +147,28 @@ class PromptWriter:
                     else _load_history(session, episode_id)
                 )
             prompt = clean_json(s.prompt)
-            pieces = encode_pieces(
-                prompt,
-                question=history.question,
-                steps=history.steps,
-                step_no=s.step_no,
-                previous=history.last_prompt if history.last_no == s.step_no - 1 else None,
-            )
+            previous = history.last_prompt if history.last_no == s.step_no - 1 else None
+            pieces = None
+            if previous is not None and self._shape is not None:
+                pieces = apply_shape(
+                    self._shape,
+                    prompt,
+                    previous=previous,
+                    question=history.question,
+                    last=history.steps[s.step_no - 1],
+                    step_no=s.step_no,
+                )
+            if pieces is None:
+                pieces = encode_pieces(
+                    prompt,
+                    question=history.question,
+                    steps=history.steps,
+                    step_no=s.step_no,
+                    previous=previous,
+                )
+                # A shape learnt in a batch that then failed is harmless: its texts are
+                # looked up like any other, and a shape that does not fit is not used.
+                self._shape = shape_of(pieces, s.step_no) or self._shape
             encoded.append((pieces, prompt_hash(prompt)))
             step = StepText(clean_json(s.raw_output), clean_json(s.observation))
             self._staged[episode_id] = history.then(s.step_no, prompt, step)

@@ -42,6 +42,16 @@ T = TypeVar("T")
 _EPISODES = cast(Table, Episode.__table__)
 _RUNS = cast(Table, Run.__table__)
 _INSERT_STEP = insert(cast(Table, Step.__table__))
+# The write path's statements are built once: building and caching a statement per call cost
+# as much as running it, at one transaction per runner iteration.
+_HEARTBEAT = (
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("b_run"))
+    .values(heartbeat_at=bindparam("b_now", type_=_RUNS.c.heartbeat_at.type))
+)
+_INSERT_EPISODES = insert(_EPISODES).returning(
+    _EPISODES.c.id, _EPISODES.c.question_id, _EPISODES.c.sample_index
+)
 
 # Even with busy_timeout and BEGIN IMMEDIATE, SQLite can report "locked" (e.g. a checkpoint
 # holding the WAL); retry a few times with growing pauses (0.1 s .. 1.6 s, ~3 s in all).
@@ -86,8 +96,8 @@ def write_batch(
     `prompts` encodes the steps' prompts; call its `commit` once the transaction has.
     """
     now = now_utc()
-    beat = session.execute(update(_RUNS).where(_RUNS.c.id == run_id).values(heartbeat_at=now))
-    if beat.rowcount == 0:  # type: ignore[attr-defined]
+    beat = session.connection().execute(_HEARTBEAT, {"b_run": run_id, "b_now": now})
+    if beat.rowcount == 0:
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
     created = _insert_started(session, run_id, batch, now)
     ids = {**known, **created}
@@ -104,7 +114,7 @@ def write_batch(
         executemany(session, _INSERT_STEP, rows)
         _count_steps(session, ids, batch.steps)
     if batch.finished:
-        session.execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
+        session.connection().execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
     return created
 
 
@@ -117,7 +127,7 @@ def _insert_started(
     if len(set(keys)) != len(keys):
         raise ValueError(f"run {run_id}: the same episode was started twice in one batch")
     # A resumed run replays episodes that never finished: the earlier attempt's rows go.
-    session.execute(
+    session.connection().execute(
         delete(_EPISODES).where(
             _EPISODES.c.run_id == run_id,
             _EPISODES.c.outcome.is_(None),
@@ -137,9 +147,8 @@ def _insert_started(
         }
         for s in batch.started
     ]
-    stmt = insert(Episode).returning(Episode.id, Episode.question_id, Episode.sample_index)
     try:
-        result = session.execute(stmt, rows)
+        result = session.connection().execute(_INSERT_EPISODES, rows)
     except IntegrityError:
         raise ValueError(
             f"run {run_id} already has a finished episode among {keys[:3]!r}...; "

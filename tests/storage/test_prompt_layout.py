@@ -10,12 +10,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from storage.prompt_layout import (
+    Piece,
     StepText,
+    apply_shape,
     common_prefix_length,
     decode_episode,
+    decode_layout,
     encode_pieces,
     join_layout,
     layout_text_ids,
+    shape_of,
 )
 
 Render = Callable[[str, str, list[StepText]], str]
@@ -133,3 +137,39 @@ def test_common_prefix_length(a: str, b: str) -> None:
     n = common_prefix_length(a, b)
     assert a[:n] == b[:n]
     assert n == min(len(a), len(b)) or a[n] != b[n]
+
+
+def test_a_learnt_shape_encodes_the_next_step_or_declines() -> None:
+    steps = [StepText("DESCRIBE singer", "table singer"), StepText("SAMPLE singer", "1 | Joe")]
+    prompts = [_json_messages("sys", "How many?", steps[:n]) for n in range(3)]
+    pieces = encode_pieces(
+        prompts[1], question="How many?", steps={1: steps[0]}, step_no=2, previous=prompts[0]
+    )
+    shape = shape_of(pieces, 2)
+    assert shape is not None
+    again = apply_shape(
+        shape, prompts[2], previous=prompts[1], question="How many?", last=steps[1], step_no=3
+    )
+    assert again is not None and [p for p in again if isinstance(p, tuple)][1:] == [
+        ("r2",),
+        ("o2",),
+    ]
+    decoded = decode_layout(
+        join_layout(again, {t: i for i, t in enumerate(_literals(again))}.__getitem__),
+        texts=dict(enumerate(_literals(again))),
+        question="How many?",
+        steps={1: steps[0], 2: steps[1]},
+        step_no=3,
+        previous=prompts[1],
+    )
+    assert decoded == prompts[2]
+    # Another renderer's next prompt does not fit: the caller searches instead.
+    other = _chat_template("sys", "How many?", steps)
+    assert apply_shape(shape, other, previous=prompts[1], question="How many?", last=steps[1],
+                       step_no=3) is None  # fmt: skip
+    # A step that refers to older steps than the last has no reusable shape.
+    assert shape_of([("p10",), ("R1",)], 3) is None and shape_of([("t1",)], 2) is None
+
+
+def _literals(pieces: list[Piece]) -> list[str]:
+    return list(dict.fromkeys(p for p in pieces if isinstance(p, str)))
