@@ -15,7 +15,7 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any
 
-from sqlalchemy import Boolean, Dialect
+from sqlalchemy import Boolean, Connection, Dialect
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import UpdateBase
@@ -24,14 +24,16 @@ from sqlalchemy.sql.dml import UpdateBase
 _NATIVE = (Boolean,)
 
 
-def executemany(session: Session, stmt: UpdateBase, rows: Sequence[dict[str, Any]]) -> None:
-    """Execute `stmt` once per row (all rows with the same keys) in the session's transaction."""
+def executemany(
+    session: Session | Connection, stmt: UpdateBase, rows: Sequence[dict[str, Any]]
+) -> None:
+    """Execute `stmt` once per row (all rows with the same keys) in the caller's transaction."""
     if not rows:
         return
-    conn = session.connection()
+    conn = session.connection() if isinstance(session, Session) else session
     plan = _plan(stmt, tuple(rows[0]), conn.dialect) if conn.dialect.name == "sqlite" else None
     if plan is None:
-        session.execute(stmt, list(rows))
+        conn.execute(stmt, list(rows))
         return
     sql, values = plan
     # The driver's own cursor: SQLAlchemy would still look at every row's parameters.

@@ -7,13 +7,14 @@ import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, func, insert, select, text, update
+from sqlalchemy import Connection, Table, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
 from rollout_core.records import ACTION_KINDS, PolicyInfo, RunSpec
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from storage.bulk_sql import executemany
 from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
 from storage.prompt_layout import Piece, encode_pieces, join_layout, prompt_hash
@@ -30,6 +31,8 @@ from storage.synthetic_text import (
     system_prompt,
 )
 from storage.writes import now_utc
+
+_INSERT_STEP = insert(cast(Table, Step.__table__))
 
 
 @dataclass
@@ -114,7 +117,7 @@ def fill_synthetic(
                     )  # fmt: skip
                     conn.execute(insert(Episode), episodes)
                     for part in _parts(steps, 20_000):
-                        conn.execute(insert(Step), part)
+                        executemany(conn, _INSERT_STEP, part)
                     _sync_sequence(conn)
             done += n
         with engine.begin() as conn:
@@ -200,6 +203,7 @@ def _chunk(
                     "tokens_out": len(step.raw_output) // 4 + 1,
                     "policy_seconds": 0.05,
                     "env_seconds": 0.002,
+                    "truncated": False,
                 }
             )
             turn = ASSISTANT_OPEN + step.raw_json + USER_OPEN + step.observation_json
