@@ -28,7 +28,8 @@ from storage.store import Store
 from storage.synthetic import fill_synthetic
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, start_dashboard, stop
 
-pytestmark = pytest.mark.benchmark
+# A 1M-episode fill takes many minutes on a loaded machine: far past the default timeout.
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3 * 3600)]
 
 COMPARE_LIST_CAP = 5000  # the questions the Compare page lists (app/dashboard/data.py)
 

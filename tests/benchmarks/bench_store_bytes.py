@@ -25,7 +25,7 @@ from storage.migrations import alembic_config
 from storage.store import Store
 from storage.synthetic import fill_synthetic
 
-pytestmark = pytest.mark.benchmark
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(1800)]
 
 EXISTING = [Path(p) for p in os.environ.get("ROLLSCOPE_BENCH_BYTES_STORES", "").split(",") if p]
 EPISODES = int(os.environ.get("ROLLSCOPE_BENCH_BYTES_EPISODES", "5000"))
