@@ -31,8 +31,7 @@ def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:
     if not texts:
         return {}
     by_hash = {prompt_hash(t): t for t in texts}
-    stmt = select(PromptText.sha256, PromptText.id).where(PromptText.sha256.in_(by_hash))
-    found = {by_hash[h]: i for h, i in session.execute(stmt)}
+    found = _ids_by_hash(session, by_hash)
     missing = [{"sha256": h, "text": t} for h, t in by_hash.items() if t not in found]
     if missing:
         # Another writer (PostgreSQL, many machines) may add the same text meanwhile.
@@ -43,9 +42,13 @@ def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:
             session.execute(sqlite.insert(PromptText).on_conflict_do_nothing(), missing)
         else:
             session.execute(insert(PromptText), missing)
-        stmt = stmt.where(PromptText.sha256.in_([m["sha256"] for m in missing]))
-        found.update({by_hash[h]: i for h, i in session.execute(stmt)})
+        found.update(_ids_by_hash(session, {m["sha256"]: m["text"] for m in missing}))
     return found
+
+
+def _ids_by_hash(session: Session, by_hash: dict[bytes, str]) -> dict[str, int]:
+    stmt = select(PromptText.sha256, PromptText.id).where(PromptText.sha256.in_(by_hash))
+    return {by_hash[bytes(h)]: i for h, i in session.execute(stmt)}
 
 
 def load_texts(session: Session, ids: Iterable[int]) -> dict[int, str]:
