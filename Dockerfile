@@ -3,6 +3,10 @@
 #
 #   docker build -t rollscope .
 #   docker run --gpus all -p 8501:8501 -v rollscope:/data rollscope              # dashboard
+#
+# The dashboard binds 0.0.0.0 (a published port needs it), so it starts read-only: no Launch,
+# no Cancel, whoever reaches the port. Behind an authenticating proxy, turn them on with
+#   docker run ... -e ROLLSCOPE_ALLOW_WRITES=1 rollscope    (or append the CMD with --allow-writes)
 #   docker run --gpus all -v rollscope:/data -v /models:/models:ro rollscope \
 #       run --policy hf:/models/checkpoint-1000 --dataset demo --store /data/rollscope.db
 FROM python:3.11-slim-bookworm
@@ -40,4 +44,5 @@ HEALTHCHECK --interval=30s --timeout=5s --start-period=30s \
     CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8501/_stcore/health')"]
 
 ENTRYPOINT ["rollscope"]
+# Read-only by default (the first line it prints says so); ROLLSCOPE_ALLOW_WRITES=1 enables Launch.
 CMD ["dashboard", "--host", "0.0.0.0", "--port", "8501", "--checkpoint-root", "/data"]

@@ -167,7 +167,8 @@ class Episode(Base):
 
 
 class Step(Base):
-    """One agent step: prompt, output, parsed action and the environment's answer."""
+    """One agent step: prompt (as a layout, see PromptText), output, parsed action and the
+    environment's answer."""
 
     __tablename__ = "steps"
     __table_args__ = (Index(None, "episode_id", "step_no", unique=True),)
@@ -180,7 +181,10 @@ class Step(Base):
         ForeignKey("episodes.id", ondelete="CASCADE"),
     )
     step_no: Mapped[int]
-    prompt: Mapped[str]
+    prompt_layout: Mapped[str]
+    """How to rebuild the prompt from stored text (`storage.prompt_layout`); never read whole."""
+    prompt_sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
+    """SHA-256 of the exact prompt (UTF-8), to check every rebuilt prompt against."""
     raw_output: Mapped[str]
     action: Mapped[str] = mapped_column(String(16))
     argument: Mapped[str]
@@ -201,6 +205,20 @@ class Step(Base):
     mean_logprob: Mapped[float | None] = mapped_column(Float)
     """Mean log-probability of the output's tokens (kept apart for cheap aggregates)."""
     mean_entropy: Mapped[float | None] = mapped_column(Float)
+
+
+class PromptText(Base):
+    """A piece of prompt text stored once for the whole store (a system prompt, the framing of
+    a chat message, a database's table list), found again by the SHA-256 of its UTF-8 bytes."""
+
+    __tablename__ = "prompt_texts"
+    __table_args__ = (UniqueConstraint("sha256"),)
+
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True
+    )
+    sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
+    text: Mapped[str]
 
 
 class RunTag(Base):

@@ -234,12 +234,12 @@ def episode_summary(row: AnyRow) -> EpisodeSummary:
     )
 
 
-def stored_step(s: Step) -> StoredStep:
-    """A StoredStep from its ORM row."""
+def stored_step(s: Step, prompt: str) -> StoredStep:
+    """A StoredStep from its ORM row and its rebuilt prompt (`storage.prompt_store`)."""
     return StoredStep(
         id=s.id,
         step_no=s.step_no,
-        prompt=s.prompt,
+        prompt=prompt,
         raw_output=s.raw_output,
         action=cast(ActionKind, s.action),
         argument=s.argument,

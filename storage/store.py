@@ -41,6 +41,7 @@ from storage.migrations import (
     upgrade_to_head,
 )
 from storage.models import Episode, Run, RunTag, Step
+from storage.prompt_store import PromptWriter, rebuild_prompts
 from storage.read_models import (
     Distribution,
     EpisodeDetail,
@@ -69,9 +70,10 @@ class StoreSink:
         self.run_id = run_id
         self._ids: dict[EpisodeKey, int] = {}
         """(question_id, sample_index) -> episode id of the episodes still being played."""
+        self._prompts = PromptWriter()
 
     def write(self, batch: IterationBatch) -> None:
-        self.store._write(self.run_id, batch, self._ids)
+        self.store._write(self.run_id, batch, self._ids, self._prompts)
 
 
 class Store:
@@ -268,14 +270,21 @@ class Store:
         """A sink that writes each IterationBatch into this run as one transaction."""
         return StoreSink(self, run_id)
 
-    def _write(self, run_id: int, batch: IterationBatch, ids: dict[EpisodeKey, int]) -> None:
+    def _write(
+        self,
+        run_id: int,
+        batch: IterationBatch,
+        ids: dict[EpisodeKey, int],
+        prompts: PromptWriter,
+    ) -> None:
         def attempt() -> dict[EpisodeKey, int]:
             with self._writing() as session:
-                return write_batch(session, run_id, batch, ids)
+                return write_batch(session, run_id, batch, ids, prompts)
 
         created = retry_locked(attempt)
-        # The cache changes only after the commit, so a failed batch leaves it as it was.
+        # The caches change only after the commit, so a failed batch leaves them as they were.
         ids.update(created)
+        prompts.commit(ids[e.key] for e in batch.finished if e.key in ids)
         for e in batch.finished:
             ids.pop(e.key, None)
 
@@ -400,10 +409,12 @@ class Store:
             .order_by(Episode.id)
         ).all()
         steps: dict[int, list[Step]] = {r.id: [] for r in rows}
-        for s in session.scalars(
+        loaded = session.scalars(
             select(Step).where(Step.episode_id.in_(steps)).order_by(Step.episode_id, Step.step_no)
-        ):
+        ).all()
+        for s in loaded:
             steps[s.episode_id].append(s)
+        prompts = rebuild_prompts(session, {r.id: r.question for r in rows}, loaded)
         runs: dict[int, RunSummary] = {run.id: run} if run is not None else {}
         out = []
         for r in rows:
@@ -419,7 +430,9 @@ class Store:
                     progress=r.progress,
                     operational=r.operational,
                     error=r.error,
-                    steps=[reads.stored_step(s) for s in steps[r.id]],
+                    steps=[
+                        reads.stored_step(s, prompts[s.episode_id, s.step_no]) for s in steps[r.id]
+                    ],
                     run=runs[r.run_id],
                 )
             )

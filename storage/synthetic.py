@@ -2,27 +2,61 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, func, insert, select, text, update
+from sqlalchemy import Connection, Table, func, insert, select, text, update
+from sqlalchemy.orm import Session
 
 from rollout_core.records import ACTION_KINDS, PolicyInfo, RunSpec
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from storage.bulk_sql import executemany
 from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
+from storage.prompt_layout import Piece, encode_pieces, join_layout, prompt_hash
+from storage.prompt_store import text_ids
 from storage.store import Store
+from storage.synthetic_text import (
+    ASSISTANT_OPEN,
+    DBS,
+    MESSAGE_CLOSE,
+    USER_OPEN,
+    TextPools,
+    first_prompt,
+    question_text,
+    system_prompt,
+)
 from storage.writes import now_utc
 
-_DBS = ("concert_singer", "pets_1", "car_1", "flight_2", "employee_hire_evaluation", "world_1")
-_OUTPUTS = {
-    "DESCRIBE": "DESCRIBE: singer",
-    "SAMPLE": "SAMPLE: concert",
-    "QUERY": "QUERY: SELECT count(*) FROM singer WHERE country = 'France'",
-    "ANSWER": "ANSWER: 4",
-}
+_INSERT_STEP = insert(cast(Table, Step.__table__))
+
+
+@dataclass
+class _Prompts:
+    """Layouts of the runner's prompts over this filler's texts, built without the encoder:
+    a later step's layout is always `p<k> t<open> R<n-1> t<user> O<n-1> t<close>`."""
+
+    system: str
+    ids: dict[str, int]
+    first: dict[int, tuple[list[Piece], str]]
+    """question number -> (encoded first prompt, the prompt)"""
+
+    def need(self, questions: set[int]) -> set[str]:
+        """Literal texts the given questions' episodes need that have no id yet."""
+        wanted = {ASSISTANT_OPEN, USER_OPEN, MESSAGE_CLOSE + "]"}
+        for q in questions:
+            if q not in self.first:
+                prompt = first_prompt(self.system, question_text(q), DBS[q % len(DBS)])
+                pieces = encode_pieces(
+                    prompt, question=question_text(q), steps={}, step_no=1, previous=None
+                )
+                self.first[q] = (pieces, prompt)
+            wanted |= {p for p in self.first[q][0] if isinstance(p, str)}
+        return wanted - self.ids.keys()
 
 
 def fill_synthetic(
@@ -35,16 +69,21 @@ def fill_synthetic(
     name_prefix: str = "synthetic",
     questions: int = 1_000,
     chunk_episodes: int = 2_000,
+    system_prompt_chars: int | None = None,
 ) -> list[int]:
     """Add `runs` completed runs of synthetic episodes (about `steps_per_episode` steps each).
 
     Rows go in with bulk executemany inserts, a chunk of episodes and their steps per
-    transaction; no runner, no ORM objects. Returns the new run ids.
+    transaction; no runner, no ORM objects. Prompts are the runner's (JSON chat messages with
+    the system prompt padded to `system_prompt_chars`), stored as the sink stores them.
+    Returns the new run ids.
     """
     rng = random.Random(seed)
+    pools = TextPools(random.Random(seed + 1))
     engine = store._engine
     run_ids = []
     for r in range(runs):
+        environment = EnvironmentSettings(step_budget=steps_per_episode + 3)
         run_spec = RunSpec(
             name=f"{name_prefix}-{r}",
             policy=f"hf:/checkpoints/ckpt-{(r + 1) * 1000}",
@@ -53,12 +92,13 @@ def fill_synthetic(
             db_dir="synthetic",
             checkpoint=f"/checkpoints/ckpt-{(r + 1) * 1000}",
             generation=GenerationSettings(temperature=0.7, max_new_tokens=256),
-            environment=EnvironmentSettings(step_budget=steps_per_episode + 3),
+            environment=environment,
         )
         info = PolicyInfo(name="hf", fingerprint=f"{rng.getrandbits(48):012x}")
         run_id = store.create_run(
             run_spec, episodes_planned=episodes_per_run, status="completed", policy_info=info
         )
+        prompts = _Prompts(system_prompt(system_prompt_chars, environment.step_budget), {}, {})
         skill = 0.3 + 0.5 * r / max(1, runs - 1)  # later checkpoints answer better
         done = 0
         while done < episodes_per_run:
@@ -66,13 +106,18 @@ def fill_synthetic(
             with engine.connect() as conn:
                 conn = conn.execution_options(**{SQLITE_IMMEDIATE: True})
                 with conn.begin():
+                    chunk_questions = {(done + i) % questions for i in range(n)}
+                    if missing := prompts.need(chunk_questions):
+                        with Session(bind=conn) as session:
+                            prompts.ids.update(text_ids(session, missing))
                     first_id = int(conn.scalar(select(func.coalesce(func.max(Episode.id), 0))) or 0)
                     episodes, steps = _chunk(
-                        rng, run_id, first_id + 1, done, n, steps_per_episode, skill, questions
-                    )
+                        rng, pools, prompts, run_id, first_id + 1, done, n,
+                        steps_per_episode, skill, questions,
+                    )  # fmt: skip
                     conn.execute(insert(Episode), episodes)
                     for part in _parts(steps, 20_000):
-                        conn.execute(insert(Step), part)
+                        executemany(conn, _INSERT_STEP, part)
                     _sync_sequence(conn)
             done += n
         with engine.begin() as conn:
@@ -88,6 +133,8 @@ def fill_synthetic(
 
 def _chunk(
     rng: random.Random,
+    pools: TextPools,
+    prompts: _Prompts,
     run_id: int,
     first_id: int,
     offset: int,
@@ -101,6 +148,9 @@ def _chunk(
     episodes: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     spread = min(3, steps_per_episode - 1)
+    ids = prompts.ids
+    close = ids[MESSAGE_CLOSE + "]"]
+    later = f"t{ids[ASSISTANT_OPEN]} R{{0}} t{ids[USER_OPEN]} O{{0}} t{close}"
     for i in range(n):
         eid, k = first_id + i, offset + i
         q = k % questions
@@ -114,6 +164,11 @@ def _chunk(
         )  # fmt: skip
         unparsed = sql_errors = 0
         by_action = dict.fromkeys(ACTION_KINDS, 0)
+        pieces, first = prompts.first[q]
+        # The prompt grows by one turn a step: hash it incrementally, without its last `]`.
+        base = hashlib.sha256(first[:-1].encode())
+        base_len = len(first) - 1
+        layout, digest = join_layout(pieces, ids.__getitem__), prompt_hash(first)
         for s in range(1, n_steps + 1):
             last = s == n_steps
             action = (
@@ -124,28 +179,41 @@ def _chunk(
             parsed = last or rng.random() > 0.05
             stored = action if parsed else "QUERY"  # unparsed text falls back to QUERY
             error = None if parsed and rng.random() > 0.15 else "no such column: singer.nme"
+            if stored == "ANSWER":
+                error = None
             unparsed += 0 if parsed else 1
             by_action[action] += 1 if parsed else 0
             sql_errors += 1 if stored == "QUERY" and error else 0
+            step = pools.step(rng, action, parsed=parsed, error=error, correct=outcome == "correct")
             steps.append(
                 {
                     "episode_id": eid,
                     "step_no": s,
-                    "prompt": f"Question {q}: how many singers are from France? (step {s})",
-                    "raw_output": _OUTPUTS[action] if parsed else "I think the answer is 4",
+                    "prompt_layout": layout,
+                    "prompt_sha256": digest,
+                    "raw_output": step.raw_output,
                     "action": stored,
-                    "argument": _OUTPUTS[action].split(": ", 1)[1],
+                    "argument": step.argument,
                     "parsed": parsed,
-                    "observation": "count(*)\n4" if error is None else f"error: {error}",
+                    "observation": step.observation,
                     "error": error,
                     "reward": 1.0 if last and outcome == "correct" else 0.0,
                     "done": last,
-                    "tokens_in": 300 + 80 * s,
-                    "tokens_out": 12,
+                    "tokens_in": (base_len + 1) // 4,
+                    "tokens_out": len(step.raw_output) // 4 + 1,
                     "policy_seconds": 0.05,
                     "env_seconds": 0.002,
+                    "truncated": False,
                 }
             )
+            turn = ASSISTANT_OPEN + step.raw_json + USER_OPEN + step.observation_json
+            turn += MESSAGE_CLOSE
+            layout = f"p{base_len} " + later.format(s)
+            base.update(turn.encode())
+            base_len += len(turn)
+            closed = base.copy()
+            closed.update(b"]")
+            digest = closed.digest()
         reward = (1.0 if outcome == "correct" else 0.0) + round(rng.uniform(-0.2, 0.3), 2)
         episodes.append(
             {
@@ -154,8 +222,8 @@ def _chunk(
                 "question_id": f"q{q:05d}",
                 "sample_index": k // questions,
                 "seed": k,
-                "db_id": _DBS[q % len(_DBS)],
-                "question": f"How many singers from country {q} performed in concert {q % 97}?",
+                "db_id": DBS[q % len(DBS)],
+                "question": question_text(q),
                 "gold_sql": f"SELECT count(*) FROM singer WHERE country_id = {q}",
                 "started_at": now - timedelta(seconds=n - i),
                 "ended_at": now,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import (
     Boolean,
@@ -30,13 +30,28 @@ from rollout_core.records import (
     IterationBatch,
     StepRecord,
 )
+from storage.bulk_sql import executemany
 from storage.models import Episode, Run, Step
 from storage.token_codec import encode_trace, trace_means
+
+if TYPE_CHECKING:
+    from storage.prompt_store import PromptWriter
 
 T = TypeVar("T")
 
 _EPISODES = cast(Table, Episode.__table__)
 _RUNS = cast(Table, Run.__table__)
+_INSERT_STEP = insert(cast(Table, Step.__table__))
+# The write path's statements are built once: building and caching a statement per call cost
+# as much as running it, at one transaction per runner iteration.
+_HEARTBEAT = (
+    update(_RUNS)
+    .where(_RUNS.c.id == bindparam("b_run"))
+    .values(heartbeat_at=bindparam("b_now", type_=_RUNS.c.heartbeat_at.type))
+)
+_INSERT_EPISODES = insert(_EPISODES).returning(
+    _EPISODES.c.id, _EPISODES.c.question_id, _EPISODES.c.sample_index
+)
 
 # Even with busy_timeout and BEGIN IMMEDIATE, SQLite can report "locked" (e.g. a checkpoint
 # holding the WAL); retry a few times with growing pauses (0.1 s .. 1.6 s, ~3 s in all).
@@ -70,12 +85,19 @@ def retry_locked(fn: Callable[[], T]) -> T:
 
 
 def write_batch(
-    session: Session, run_id: int, batch: IterationBatch, known: dict[EpisodeKey, int]
+    session: Session,
+    run_id: int,
+    batch: IterationBatch,
+    known: dict[EpisodeKey, int],
+    prompts: PromptWriter,
 ) -> dict[EpisodeKey, int]:
-    """Write a batch in the caller's transaction; returns the ids of the episodes it created."""
+    """Write a batch in the caller's transaction; returns the ids of the episodes it created.
+
+    `prompts` encodes the steps' prompts; call its `commit` once the transaction has.
+    """
     now = now_utc()
-    beat = session.execute(update(_RUNS).where(_RUNS.c.id == run_id).values(heartbeat_at=now))
-    if beat.rowcount == 0:  # type: ignore[attr-defined]
+    beat = session.connection().execute(_HEARTBEAT, {"b_run": run_id, "b_now": now})
+    if beat.rowcount == 0:
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
     created = _insert_started(session, run_id, batch, now)
     ids = {**known, **created}
@@ -87,10 +109,12 @@ def write_batch(
             f"run {run_id} has no started episode {missing[0]}; send its EpisodeStart first"
         )
     if batch.steps:
-        session.execute(insert(Step), [_step_row(ids, s) for s in batch.steps])
+        encoded = prompts.encode(session, batch, ids)
+        rows = [_step_row(ids, s, *p) for s, p in zip(batch.steps, encoded, strict=True)]
+        executemany(session, _INSERT_STEP, rows)
         _count_steps(session, ids, batch.steps)
     if batch.finished:
-        session.execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
+        session.connection().execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
     return created
 
 
@@ -103,7 +127,7 @@ def _insert_started(
     if len(set(keys)) != len(keys):
         raise ValueError(f"run {run_id}: the same episode was started twice in one batch")
     # A resumed run replays episodes that never finished: the earlier attempt's rows go.
-    session.execute(
+    session.connection().execute(
         delete(_EPISODES).where(
             _EPISODES.c.run_id == run_id,
             _EPISODES.c.outcome.is_(None),
@@ -123,9 +147,8 @@ def _insert_started(
         }
         for s in batch.started
     ]
-    stmt = insert(Episode).returning(Episode.id, Episode.question_id, Episode.sample_index)
     try:
-        result = session.execute(stmt, rows)
+        result = session.connection().execute(_INSERT_EPISODES, rows)
     except IntegrityError:
         raise ValueError(
             f"run {run_id} already has a finished episode among {keys[:3]!r}...; "
@@ -163,12 +186,15 @@ def clean_json(value: Any) -> Any:
     return value
 
 
-def _step_row(ids: dict[EpisodeKey, int], s: StepRecord) -> dict[str, Any]:
+def _step_row(
+    ids: dict[EpisodeKey, int], s: StepRecord, prompt_layout: str, prompt_sha256: bytes
+) -> dict[str, Any]:
     mean_logprob, mean_entropy = trace_means(s.tokens)
     return {
         "episode_id": ids[s.key],
         "step_no": s.step_no,
-        "prompt": _text(s.prompt),
+        "prompt_layout": prompt_layout,
+        "prompt_sha256": prompt_sha256,
         "raw_output": _text(s.raw_output),
         "action": s.action,
         "argument": _text(s.argument),
@@ -232,7 +258,7 @@ def _count_steps(session: Session, ids: dict[EpisodeKey, int], steps: Iterable[S
         row["b_sql_error"] = row["b_sql_error"] or is_sql_error(s)
     for row in counts.values():
         row["b_any_unparsed"] = row["b_unparsed"] > 0
-    session.execute(_COUNT, list(counts.values()))
+    executemany(session, _COUNT, list(counts.values()))
 
 
 _FINISH = (

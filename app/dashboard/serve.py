@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from app.dashboard.settings import to_env
+from app.dashboard.settings import serve_mode, to_env
 
 MAIN_SCRIPT = Path(__file__).resolve().parent / "main.py"
 
@@ -51,19 +51,26 @@ def serve(
     port: int = 8501,
     host: str = "127.0.0.1",
     read_only: bool = False,
+    allow_writes: bool = False,
     checkpoint_roots: Sequence[Path] = (),
     headless: bool = True,
 ) -> NoReturn:
-    """Replace this process with the dashboard; its exit code becomes the process's."""
+    """Replace this process with the dashboard; its exit code becomes the process's.
+
+    Prints the mode first (`serve_mode`): on a non-loopback address the dashboard is
+    read-only unless `allow_writes`. ValueError when both flags are given.
+    """
+    mode = serve_mode(host, read_only=read_only, allow_writes=allow_writes)
     env = dict(os.environ)
     env.update(
         to_env(
             absolute_store_url(store_url),
-            read_only=read_only,
+            read_only=mode.read_only,
             checkpoint_roots=checkpoint_roots,
         )
     )
     command = streamlit_command(port=port, host=host, headless=headless)
+    print(f"rollscope dashboard: {mode.line}")
     sys.stdout.flush()  # what was printed so far must not die with this process image
     sys.stderr.flush()
     os.execve(command[0], command, env)
@@ -76,15 +83,20 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser.add_argument("--port", type=int, default=8501)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--read-only", action="store_true")
+    parser.add_argument("--allow-writes", action="store_true")
     parser.add_argument("--checkpoint-root", type=Path, action="append", default=[])
     args = parser.parse_args(argv)
-    serve(
-        args.store,
-        port=args.port,
-        host=args.host,
-        read_only=args.read_only,
-        checkpoint_roots=args.checkpoint_root,
-    )
+    try:
+        serve(
+            args.store,
+            port=args.port,
+            host=args.host,
+            read_only=args.read_only,
+            allow_writes=args.allow_writes,
+            checkpoint_roots=args.checkpoint_root,
+        )
+    except ValueError as exc:
+        parser.error(str(exc))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +23,60 @@ class Settings:
 
     store_url: str
     read_only: bool = False
+    """No writing control anywhere (Launch, Cancel, and any later one): `--read-only`, or a
+    non-loopback address without `--allow-writes` (`serve_mode`)."""
     checkpoint_roots: tuple[Path, ...] = ()
+
+    @property
+    def writes_allowed(self) -> bool:
+        """Whether a page may offer a control that writes or starts a process."""
+        return not self.read_only
+
+
+@dataclass(frozen=True, slots=True)
+class ServeMode:
+    """Whether a dashboard about to start may write, and the startup line that says so."""
+
+    read_only: bool
+    line: str
+
+
+def serve_mode(host: str, *, read_only: bool = False, allow_writes: bool = False) -> ServeMode:
+    """The mode for a bind address: on a non-loopback one, anyone who reaches the port could
+    launch runs on this host, so writing controls are off unless `allow_writes` says so."""
+    if read_only and allow_writes:
+        raise ValueError("give --read-only or --allow-writes, not both")
+    if read_only:
+        return ServeMode(True, f"read-only (--read-only): bound to {host}")
+    if is_loopback(host):
+        return ServeMode(False, f"writable: bound to {host}, reachable from this machine only")
+    if allow_writes:
+        return ServeMode(
+            False,
+            f"writable (--allow-writes): bound to {host}; anyone who reaches this port can "
+            "launch and cancel runs: put it behind authentication",
+        )
+    return ServeMode(True, f"read-only: bound to {host}; pass --allow-writes to enable Launch")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether every address `host` names is a loopback one (an unknown name is not)."""
+    name = host.strip().strip("[]")
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        pass
+    if not name:
+        return False  # Streamlit binds every interface when no address is given
+    try:
+        found = socket.getaddrinfo(name, None)
+    except (OSError, UnicodeError):
+        return False
+    return bool(found) and all(
+        ipaddress.ip_address(str(info[4][0]).split("%")[0]).is_loopback for info in found
+    )
 
 
 def to_env(

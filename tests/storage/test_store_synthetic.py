@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import json
+
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 from store_builders import play, spec
 
+from rollout_core.prompts import format_question
 from rollout_core.records import EpisodeKey
 from storage.models import Episode, Step
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from storage.synthetic import fill_synthetic
+from storage.synthetic_text import DB_TABLES, system_prompt
+from tests.storage.prompt_checks import check_hashes
 
 
 def test_fill_synthetic_small(store: Store) -> None:
@@ -52,3 +57,31 @@ def test_fill_synthetic_small(store: Store) -> None:
     run_id = store.create_run(spec("after"), episodes_planned=1)
     store.sink(run_id).write(play("q1", 0, "correct", 1.0, 2))
     assert store.finished_keys(run_id) == {EpisodeKey("q1", 0)}
+
+
+def test_synthetic_prompts_are_the_runners_and_come_back_exactly(store: Store) -> None:
+    """A filled store holds the runner's own prompts (JSON chat messages), as the sink would."""
+    ids = fill_synthetic(
+        store, runs=1, episodes_per_run=40, steps_per_episode=4, system_prompt_chars=2_000
+    )
+    checked = 0
+    for d in store.iter_episode_details(ids[0]):
+        db = d.summary.db_id
+        system = system_prompt(2_000, 7)
+        assert len(system) > 1_900
+        messages = [
+            {"role": "system", "content": system},
+            {
+                "role": "user",
+                "content": format_question(d.summary.question, list(DB_TABLES[db]), None, db),
+            },
+        ]
+        for s in d.steps:
+            assert s.prompt == json.dumps(messages, ensure_ascii=False)
+            messages += [
+                {"role": "assistant", "content": s.raw_output},
+                {"role": "user", "content": s.observation},
+            ]
+            checked += 1
+    assert checked > 100
+    assert check_hashes(store) == checked

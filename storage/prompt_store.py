@@ -1,0 +1,212 @@
+"""Step prompts in and out of the store: layouts and shared texts (`storage.prompt_layout`)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from sqlalchemy import insert, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from rollout_core.records import EpisodeKey, IterationBatch
+from storage.models import Episode, PromptText, Step
+from storage.prompt_layout import (
+    Shape,
+    StepText,
+    apply_shape,
+    decode_episode,
+    encode_pieces,
+    join_layout,
+    layout_text_ids,
+    prompt_hash,
+    shape_of,
+)
+from storage.writes import clean_json
+
+
+def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:
+    """The ids of these texts in `prompt_texts`, inserting those not there yet."""
+    if not texts:
+        return {}
+    by_hash = {prompt_hash(t): t for t in texts}
+    found = _ids_by_hash(session, by_hash)
+    missing = [{"sha256": h, "text": t} for h, t in by_hash.items() if t not in found]
+    if missing:
+        # Another writer (PostgreSQL, many machines) may add the same text meanwhile.
+        dialect = session.get_bind().dialect.name
+        if dialect == "postgresql":
+            session.execute(postgresql.insert(PromptText).on_conflict_do_nothing(), missing)
+        elif dialect == "sqlite":
+            session.execute(sqlite.insert(PromptText).on_conflict_do_nothing(), missing)
+        else:
+            session.execute(insert(PromptText), missing)
+        found.update(_ids_by_hash(session, {m["sha256"]: m["text"] for m in missing}))
+    return found
+
+
+def _ids_by_hash(session: Session, by_hash: dict[bytes, str]) -> dict[str, int]:
+    stmt = select(PromptText.sha256, PromptText.id).where(PromptText.sha256.in_(by_hash))
+    return {by_hash[bytes(h)]: i for h, i in session.execute(stmt)}
+
+
+def load_texts(session: Session, ids: Iterable[int]) -> dict[int, str]:
+    """`prompt_texts` rows by id."""
+    wanted = set(ids)
+    if not wanted:
+        return {}
+    rows = session.execute(select(PromptText.id, PromptText.text).where(PromptText.id.in_(wanted)))
+    return {i: t for i, t in rows}
+
+
+class StepRow(Protocol):
+    """The columns of a step row that rebuilding its prompt reads."""
+
+    @property
+    def episode_id(self) -> int: ...
+    @property
+    def step_no(self) -> int: ...
+    @property
+    def prompt_layout(self) -> str: ...
+    @property
+    def raw_output(self) -> str: ...
+    @property
+    def observation(self) -> str: ...
+
+
+def rebuild_prompts(
+    session: Session, questions: Mapping[int, str], steps: Sequence[StepRow]
+) -> dict[tuple[int, int], str]:
+    """Exact prompts of steps, (episode id, step_no) -> prompt, in one query for their texts.
+
+    `steps` hold whole episodes in step order; `questions` maps their episode ids to the
+    question. A step whose prompt cannot be rebuilt reads as a one-line note saying why.
+    """
+    texts = load_texts(session, (i for s in steps for i in layout_text_ids(s.prompt_layout)))
+    by_episode: dict[int, list[StepRow]] = {}
+    for s in steps:
+        by_episode.setdefault(s.episode_id, []).append(s)
+    out: dict[tuple[int, int], str] = {}
+    for episode_id, rows in by_episode.items():
+        prompts, errors = decode_episode(
+            [(s.step_no, s.prompt_layout) for s in rows],
+            texts=texts,
+            question=questions[episode_id],
+            steps={s.step_no: StepText(s.raw_output, s.observation) for s in rows},
+        )
+        for no, prompt in prompts.items():
+            out[episode_id, no] = prompt
+        for no, why in errors.items():
+            out[episode_id, no] = f"[prompt not rebuilt: {why}]"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _History:
+    """What encoding an episode's next prompt needs: its question and its steps so far."""
+
+    question: str
+    steps: Mapping[int, StepText]
+    last_no: int = 0
+    last_prompt: str | None = None
+
+    def then(self, step_no: int, prompt: str, step: StepText) -> _History:
+        return _History(self.question, {**self.steps, step_no: step}, step_no, prompt)
+
+
+class PromptWriter:
+    """Encodes the step prompts of one sink's batches against their episodes' earlier steps.
+
+    It remembers each live episode's last prompt, and the shape the last step added to it
+    (the renderer's framing around an output and an observation): a step that adds the same
+    costs a prefix comparison and one string comparison, any other a search in what it adds.
+    What a batch taught it counts only once that batch's transaction has committed
+    (`commit`), so a retried or failed batch starts from the same state.
+    """
+
+    def __init__(self) -> None:
+        self._histories: dict[int, _History] = {}
+        self._text_ids: dict[str, int] = {}
+        self._staged: dict[int, _History] = {}
+        self._staged_ids: dict[str, int] = {}
+        self._shape: Shape | None = None
+
+    def encode(
+        self, session: Session, batch: IterationBatch, ids: Mapping[EpisodeKey, int]
+    ) -> list[tuple[str, bytes]]:
+        """(prompt_layout, prompt_sha256) of each of the batch's steps, in order."""
+        self._staged, self._staged_ids = {}, {}
+        started = {s.key: s.question for s in batch.started}
+        encoded = []
+        for s in batch.steps:
+            episode_id = ids[s.key]
+            history = self._staged.get(episode_id) or self._histories.get(episode_id)
+            if history is None:
+                question = started.get(s.key)
+                history = (
+                    _History(clean_json(question), {})
+                    if question is not None
+                    else _load_history(session, episode_id)
+                )
+            prompt = clean_json(s.prompt)
+            previous = history.last_prompt if history.last_no == s.step_no - 1 else None
+            pieces = None
+            if previous is not None and self._shape is not None:
+                pieces = apply_shape(
+                    self._shape,
+                    prompt,
+                    previous=previous,
+                    question=history.question,
+                    last=history.steps[s.step_no - 1],
+                    step_no=s.step_no,
+                )
+            if pieces is None:
+                pieces = encode_pieces(
+                    prompt,
+                    question=history.question,
+                    steps=history.steps,
+                    step_no=s.step_no,
+                    previous=previous,
+                )
+                # A shape learnt in a batch that then failed is harmless: its texts are
+                # looked up like any other, and a shape that does not fit is not used.
+                self._shape = shape_of(pieces, s.step_no) or self._shape
+            encoded.append((pieces, prompt_hash(prompt)))
+            step = StepText(clean_json(s.raw_output), clean_json(s.observation))
+            self._staged[episode_id] = history.then(s.step_no, prompt, step)
+        literals = {p for pieces, _ in encoded for p in pieces if isinstance(p, str)}
+        unknown = literals - self._text_ids.keys()
+        self._staged_ids = text_ids(session, unknown)
+        known = self._text_ids | self._staged_ids
+        return [(join_layout(pieces, known.__getitem__), digest) for pieces, digest in encoded]
+
+    def commit(self, finished: Iterable[int]) -> None:
+        """The last `encode`'s batch is in the store; `finished` episodes are done for good."""
+        self._histories.update(self._staged)
+        self._text_ids.update(self._staged_ids)
+        self._staged, self._staged_ids = {}, {}
+        for episode_id in finished:
+            self._histories.pop(episode_id, None)
+
+
+def _load_history(session: Session, episode_id: int) -> _History:
+    """An episode's history from the store: a sink that did not write its earlier steps."""
+    question = session.scalar(select(Episode.question).where(Episode.id == episode_id)) or ""
+    rows = session.execute(
+        select(Step.step_no, Step.prompt_layout, Step.raw_output, Step.observation)
+        .where(Step.episode_id == episode_id)
+        .order_by(Step.step_no)
+    ).all()
+    steps = {s.step_no: StepText(s.raw_output, s.observation) for s in rows}
+    if not rows:
+        return _History(question, steps)
+    prompts, _ = decode_episode(
+        [(s.step_no, s.prompt_layout) for s in rows],
+        texts=load_texts(session, (i for s in rows for i in layout_text_ids(s.prompt_layout))),
+        question=question,
+        steps=steps,
+    )
+    last = rows[-1].step_no
+    # A last prompt that cannot be rebuilt is no base: the next one is stored without it.
+    return _History(question, steps, last, prompts.get(last))

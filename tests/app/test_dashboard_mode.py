@@ -1,0 +1,99 @@
+"""A dashboard bound beyond this machine writes nothing unless the operator says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard.settings import (
+    ENV_CHECKPOINT_ROOTS,
+    ENV_READ_ONLY,
+    ENV_STORE,
+    is_loopback,
+    load_settings,
+    serve_mode,
+    to_env,
+)
+from tests.app.dashboard_store import FixtureStore, build_fixture_store
+from tests.app.test_cli import rollscope
+
+MAIN = Path(__file__).resolve().parents[2] / "app" / "dashboard" / "main.py"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"])
+def test_loopback_addresses_are_writable(host: str) -> None:
+    mode = serve_mode(host)
+    assert not mode.read_only
+    assert mode.line == f"writable: bound to {host}, reachable from this machine only"
+
+
+@pytest.mark.parametrize(
+    "host", ["0.0.0.0", "::", "", "10.1.2.3", "192.168.0.7", "no-such-host.invalid"]
+)
+def test_other_addresses_are_read_only_unless_writes_are_allowed(host: str) -> None:
+    mode = serve_mode(host)
+    assert mode.read_only
+    assert mode.line == f"read-only: bound to {host}; pass --allow-writes to enable Launch"
+    allowed = serve_mode(host, allow_writes=True)
+    assert not allowed.read_only
+    assert allowed.line.startswith(f"writable (--allow-writes): bound to {host}; anyone who")
+
+
+def test_read_only_flag_wins_everywhere_and_conflicts_with_allow_writes() -> None:
+    for host in ("127.0.0.1", "0.0.0.0"):
+        assert serve_mode(host, read_only=True).read_only
+    with pytest.raises(ValueError, match="--read-only or --allow-writes, not both"):
+        serve_mode("0.0.0.0", read_only=True, allow_writes=True)
+
+
+def test_a_name_is_loopback_only_when_all_its_addresses_are() -> None:
+    assert is_loopback("localhost") and is_loopback("LOCALHOST")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("no-such-host.invalid")  # unknown: treated as reachable
+
+
+def test_the_mode_reaches_the_pages_through_the_settings() -> None:
+    for host, allow, writable in (("0.0.0.0", False, False), ("0.0.0.0", True, True),
+                                  ("127.0.0.1", False, True)):  # fmt: skip
+        mode = serve_mode(host, allow_writes=allow)
+        settings = load_settings(to_env("store.db", read_only=mode.read_only))
+        assert settings.writes_allowed is writable
+        assert settings.read_only is not writable
+
+
+@pytest.fixture(scope="module")
+def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> FixtureStore:
+    return build_fixture_store(tmp_path_factory.mktemp("dashboard-mode"))
+
+
+@pytest.mark.parametrize(("allow", "launch"), [(False, False), (True, True)])
+def test_pages_offer_launch_only_when_writes_are_allowed(
+    fixture_store: FixtureStore, monkeypatch: pytest.MonkeyPatch, allow: bool, launch: bool
+) -> None:
+    env = to_env(fixture_store.url, read_only=serve_mode("0.0.0.0", allow_writes=allow).read_only)
+    for key in (ENV_STORE, ENV_READ_ONLY, ENV_CHECKPOINT_ROOTS):
+        monkeypatch.setenv(key, env[key])
+    at = AppTest.from_file(str(MAIN), default_timeout=30).run()
+    assert not at.exception
+    caption = at.sidebar.caption[0].value
+    assert ("(read-only)" in caption) is not launch
+    if launch:
+        at.switch_page("views/launch.py").run()
+        assert not at.exception
+        assert at.button  # the form's Launch button
+    else:
+        with pytest.raises(ValueError, match="navigation page"):
+            at.switch_page("views/launch.py")
+
+
+def test_cli_refuses_both_flags_in_one_line(tmp_path: Path) -> None:
+    res = rollscope(
+        "dashboard", "--store", tmp_path / "s.db", "--read-only", "--allow-writes", cwd=tmp_path
+    )
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        "error: give --read-only or --allow-writes, not both"
+    ]
+    assert not (tmp_path / "s.db").exists()
