@@ -57,6 +57,8 @@ class ServedModel:
     checkpoint: Path
     port: int
     log: Path
+    extra_args: list[str] = field(default_factory=list)
+    """More `transformers serve` flags (e.g. `--continuous-batching`)."""
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -72,6 +74,7 @@ class ServedModel:
         exe = Path(sys.executable).parent / "transformers"
         command = [str(exe), "serve", str(self.checkpoint), "--host", "127.0.0.1"]
         command += ["--port", str(self.port), "--device", "cpu", "--log-level", "warning"]
+        command += self.extra_args
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
         with self.log.open("ab") as log:
             self.proc = subprocess.Popen(
