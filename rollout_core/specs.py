@@ -78,6 +78,7 @@ def build_spec(req: RunRequest) -> PlannedRun:
                 "the openai policy needs the model's name: --model NAME "
                 "(the server lists its models at BASE_URL/models)"
             )
+        checkpoint = req.generation.endpoint.model  # what the runs and Compare pages show
     elif req.generation.endpoint is not None:
         raise SpecError("--model, --api-key-env and --concurrency apply to the openai policy only")
     if req.samples < 1:
@@ -87,7 +88,8 @@ def build_spec(req: RunRequest) -> PlannedRun:
     questions = select_questions(dataset, limit=None if ids else req.limit, question_ids=ids)
     if not questions:
         raise SpecError(f"dataset {dataset.name!r} has no questions to run")
-    name = (req.name or "").strip() or default_run_name(policy, req.dataset or req.questions)
+    label = f"{entry.name}:{checkpoint}" if checkpoint else policy
+    name = (req.name or "").strip() or default_run_name(label, req.dataset or req.questions)
     if len(name) > _MAX_NAME or "\x00" in name:
         raise SpecError(f"run name must be at most {_MAX_NAME} characters of text, without NUL")
     spec = RunSpec(

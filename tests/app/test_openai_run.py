@@ -68,10 +68,11 @@ def test_a_batch_through_the_server_is_recorded(
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
     conn = sqlite3.connect(db)
-    policy, spec, info, status = conn.execute(
-        "SELECT policy, spec, policy_info, status FROM runs"
+    policy, checkpoint, spec, info, status = conn.execute(
+        "SELECT policy, checkpoint, spec, policy_info, status FROM runs"
     ).fetchone()
     assert status == "completed" and policy == f"openai:{openai_server.base_url}"
+    assert checkpoint == openai_server.model  # the pages show the model like a checkpoint
     generation = json.loads(spec)["generation"]
     assert generation["batch_size"] == 4  # the concurrency, as no --batch-size was given
     assert generation["endpoint"]["model"] == openai_server.model

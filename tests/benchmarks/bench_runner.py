@@ -15,7 +15,8 @@ BENCH_POLICY picks what is measured against the sequential loop:
   (BENCH_SERVE_ARGS adds flags, e.g. `--continuous-batching`), or against a server already
   running at BENCH_OPENAI_URL serving BENCH_OPENAI_MODEL (e.g. `vllm serve`). Each concurrency
   is also played with episodes advancing as their replies arrive (no lockstep), to show what
-  the runner's lockstep costs. BENCH_EPISODES defaults to 48 here.
+  the runner's lockstep costs. BENCH_EPISODES defaults to 48 here; BENCH_REQUEST_TIMEOUT (600)
+  is the per-request timeout.
 
 A random-init model of about 0.5B parameters shaped like released small models (grouped-query
 attention), for a GPU: BENCH_HIDDEN=896 BENCH_LAYERS=32 BENCH_HEADS=14 BENCH_KV_HEADS=2
@@ -112,6 +113,7 @@ def _bench_checkpoint(tmp_path: Path, questions: list[Any]) -> tuple[Path, int]:
     return save_checkpoint(model, tokenizer, tmp_path / "ckpt"), params
 
 
+@pytest.mark.timeout(3600)
 def test_batched_vs_sequential(tmp_path: Path) -> None:
     kind = _policy_kind()
     if kind == "openai":
@@ -229,6 +231,7 @@ def _vllm_row(
     assert stats.episodes == len(questions)
 
 
+@pytest.mark.timeout(3600)
 def test_openai_concurrency(tmp_path: Path) -> None:
     """The `openai:` policy at each concurrency, in lockstep and with episodes advancing as
     their replies arrive; prints one row per concurrency."""
@@ -241,6 +244,8 @@ def test_openai_concurrency(tmp_path: Path) -> None:
     episodes = _env_int("BENCH_EPISODES", 48)
     budget, new_tokens = _env_int("BENCH_BUDGET", 4), _env_int("BENCH_NEW_TOKENS", 24)
     levels = [int(c) for c in os.environ.get("BENCH_CONCURRENCY", "1,8,32").split(",")]
+    # A continuous-batching server's first request sets up its cache: minutes on a small CPU.
+    timeout = float(os.environ.get("BENCH_REQUEST_TIMEOUT", "600"))
     ds = load_named_dataset("demo")
     questions = list(ds.questions[:episodes])
     server = None
@@ -255,7 +260,8 @@ def test_openai_concurrency(tmp_path: Path) -> None:
         )
         server.start()
         url, model = server.base_url, server.model
-        where = f"transformers serve {' '.join(server.extra_args)} on a {params / 1e6:.2f}M model"
+        flags = " ".join(server.extra_args) or "(no flags)"
+        where = f"transformers serve {flags} on a {params / 1e6:.2f}M model, CPU"
     else:
         where = f"{url} serving {model}"
     assert model, "give BENCH_OPENAI_MODEL with BENCH_OPENAI_URL"
@@ -265,7 +271,7 @@ def test_openai_concurrency(tmp_path: Path) -> None:
             settings = GenerationSettings(
                 max_new_tokens=new_tokens,
                 batch_size=concurrency,
-                endpoint=EndpointSettings(model, concurrency=concurrency),
+                endpoint=EndpointSettings(model, concurrency=concurrency, timeout_seconds=timeout),
             )
             assert settings.endpoint is not None
             policy = OpenAIPolicy(url, settings.endpoint, settings)

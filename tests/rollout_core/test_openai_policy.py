@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import random
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,13 +16,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 from openai.types.chat import ChatCompletion
 
+from rollout_core.errors import SpecError
 from rollout_core.policies.base import PolicyError, PolicyRequest
 from rollout_core.policies.openai.policy import OpenAIPolicy
 from rollout_core.policies.openai.replies import completion_from_reply
 from rollout_core.policies.openai.retry import Backoff, GaveUp, call_with_retries
 from rollout_core.policies.registry import make_policy
 from rollout_core.policies.token_text import fit_pieces, pieces_from_bytes
-from rollout_core.records import EpisodeKey, Question
+from rollout_core.records import EpisodeKey, Question, RunSpec
 from rollout_core.settings import EndpointSettings, GenerationSettings
 from tests.serving import FaultProxy, ServedModel
 
@@ -334,3 +337,45 @@ def test_retries_stop_at_the_deadline_and_final_errors_pass_through() -> None:
     with pytest.raises(ConnectionError):
         asyncio.run(run(lambda exc: None))
     assert len(calls) == 1
+
+
+# -- settings in the run spec ---------------------------------------------------------------
+
+
+def test_endpoint_settings_round_trip_through_the_stored_spec() -> None:
+    from rollout_core.specs import RunRequest, build_spec
+
+    endpoint = EndpointSettings("m", api_key_env="VLLM_API_KEY", concurrency=8, retry_seconds=9)
+    plan = build_spec(
+        RunRequest(
+            policy="openai:http://127.0.0.1:8000/v1/",
+            dataset="demo",
+            limit=1,
+            generation=GenerationSettings(endpoint=endpoint),
+        )
+    )
+    stored = plan.spec.to_stored()
+    assert stored["generation"]["endpoint"]["api_key_env"] == "VLLM_API_KEY"
+    assert RunSpec.from_stored(stored) == plan.spec
+    older = {
+        **stored,
+        "generation": {k: v for k, v in stored["generation"].items() if k != "endpoint"},
+    }
+    assert RunSpec.from_stored(older).generation.endpoint is None  # specs stored before it
+    bad = {
+        **stored,
+        "generation": {**stored["generation"], "endpoint": {"model": "m", "concurrency": 0}},
+    }
+    with pytest.raises(SpecError, match="concurrency must be between 1 and 1024"):
+        RunSpec.from_stored(bad)
+
+
+def test_importing_the_policies_imports_no_client_or_engine() -> None:
+    code = (
+        "import sys, rollout_core.specs, rollout_core.policies.registry, "
+        "rollout_core.policies.openai, rollout_core.policies.vllm, app.dashboard.launch\n"
+        "print(sorted(m for m in ('openai', 'vllm', 'torch', 'httpx2') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
