@@ -22,7 +22,15 @@ from rollout_core.errors import RollscopeError
 from rollout_core.policies.registry import usage as policy_usage
 from rollout_core.records import EpisodeKey, EpisodeRecord
 from rollout_core.runner import RunStats
-from rollout_core.settings import EnvironmentSettings, GenerationSettings, SettingsError
+from rollout_core.settings import (
+    DEFAULT_CONCURRENCY,
+    DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_RETRY_SECONDS,
+    EndpointSettings,
+    EnvironmentSettings,
+    GenerationSettings,
+    SettingsError,
+)
 from rollout_core.specs import RunRequest
 from storage.engine import StoreMissing
 from storage.store import Store, StoreError
@@ -117,6 +125,22 @@ def run(
         _Opt(help=f"Seconds one query may run; default {_ENV.sandbox.deadline_seconds}."),
     ] = None,
     name: Annotated[str | None, _Opt(help="Run name (unique in the store).")] = None,
+    model: Annotated[str | None, _Opt(help="openai: the model name the server serves.")] = None,
+    api_key_env: Annotated[
+        str | None, _Opt(help="openai: name of the environment variable holding the API key.")
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        _Opt(help=f"openai: requests in flight; default {DEFAULT_CONCURRENCY} (sets the batch)."),
+    ] = None,
+    request_timeout: Annotated[
+        float | None,
+        _Opt(help=f"openai: seconds a reply may take; default {DEFAULT_REQUEST_TIMEOUT:g}."),
+    ] = None,
+    retry_deadline: Annotated[
+        float | None,
+        _Opt(help=f"openai: seconds to retry a request; default {DEFAULT_RETRY_SECONDS:g}."),
+    ] = None,
     run_id: Annotated[int | None, _Opt(help="Play a queued run (the dashboard's worker).")] = None,
     resume: Annotated[
         str | None, _Opt(help="Finish an unfinished run (name or id) with its own settings.")
@@ -131,7 +155,9 @@ def run(
         "--top-p": top_p, "--max-new-tokens": max_new_tokens, "--device": device,
         "--dtype": dtype, "--threads": threads, "--seed": seed, "--sample-rows": sample_rows,
         "--max-observation-tokens": max_observation_tokens, "--query-timeout": query_timeout,
-        "--name": name,
+        "--name": name, "--model": model, "--api-key-env": api_key_env,
+        "--concurrency": concurrency, "--request-timeout": request_timeout,
+        "--retry-deadline": retry_deadline,
     }  # fmt: skip
     if run_id is not None and resume is not None:
         fail("give --run-id or --resume, not both")
@@ -147,9 +173,13 @@ def run(
             ref = str(run_id) if run_id is not None else str(resume)
             run_id, prepared, skip = batch.reopen_run(st, ref, resume=resume is not None)
         else:
+            endpoint = _endpoint(model, api_key_env, concurrency, request_timeout, retry_deadline)
+            if endpoint is not None and batch_size is None:
+                batch_size = endpoint.concurrency  # the runner sends one iteration at once
             generation = _overlay(
                 _GEN, temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens,
                 seed=seed, batch_size=batch_size, device=device, dtype=dtype, threads=threads,
+                endpoint=endpoint,
             )  # fmt: skip
             environment = _overlay(
                 _ENV, step_budget=step_budget, sample_rows=sample_rows,
@@ -192,6 +222,32 @@ def _overlay(base: T, **given: object) -> T:
         return dataclasses.replace(base, **values)  # type: ignore[type-var]
     except SettingsError as exc:  # named as the user typed it
         fail(f"--{exc.field.replace('_', '-')} {exc.problem}")
+
+
+def _endpoint(
+    model: str | None,
+    api_key_env: str | None,
+    concurrency: int | None,
+    timeout: float | None,
+    retry: float | None,
+) -> EndpointSettings | None:
+    """The server settings of an openai policy, from its flags (None when none was given)."""
+    flags = {
+        "model": ("--model", model), "api_key_env": ("--api-key-env", api_key_env),
+        "concurrency": ("--concurrency", concurrency),
+        "timeout_seconds": ("--request-timeout", timeout),
+        "retry_seconds": ("--retry-deadline", retry),
+    }  # fmt: skip
+    if model is None:
+        extra = [flag for flag, value in flags.values() if value is not None]
+        if extra:
+            fail(f"{', '.join(extra)} need --model NAME (the openai policy's model)")
+        return None
+    given = {field: value for field, (_, value) in flags.items() if value is not None}
+    try:
+        return EndpointSettings(**given)  # type: ignore[arg-type]
+    except SettingsError as exc:  # named as the user typed it
+        fail(f"{flags[exc.field][0]} {exc.problem}")
 
 
 def _play(

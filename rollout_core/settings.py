@@ -6,6 +6,7 @@ reports about itself: that is `PolicyInfo`, stored apart and never fed back as i
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -15,6 +16,9 @@ from rollout_core.sandbox import SandboxLimits
 DEFAULT_STEP_BUDGET = 10
 DEFAULT_MAX_NEW_TOKENS = 64
 DEFAULT_BATCH_SIZE = 16
+DEFAULT_CONCURRENCY = 32
+DEFAULT_REQUEST_TIMEOUT = 60.0
+DEFAULT_RETRY_SECONDS = 300.0
 
 Device = str
 """`auto`, `cpu`, `cuda`, `cuda:1`, ..."""
@@ -30,6 +34,53 @@ class SettingsError(RollscopeError, ValueError):
         self.field = field
         """The setting's name, so a face can name its own flag or form field instead."""
         self.problem = problem
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointSettings:
+    """How to talk to an OpenAI-compatible server (the `openai:BASE_URL` policy).
+
+    The API key itself is never part of a run: only the name of the variable that holds it.
+    """
+
+    model: str
+    """Model name sent with every request (the server lists its own at BASE_URL/models)."""
+    api_key_env: str | None = None
+    """Environment variable holding the API key; None: send no key (local servers)."""
+    concurrency: int = DEFAULT_CONCURRENCY
+    """Requests in flight at once, so a server's continuous batching stays full."""
+    timeout_seconds: float = DEFAULT_REQUEST_TIMEOUT
+    """Longest wait for one reply before the request is retried."""
+    retry_seconds: float = DEFAULT_RETRY_SECONDS
+    """How long one request keeps being retried (429, 5xx, connection errors, timeouts)
+    before the run fails; long enough to ride out a server restart."""
+    top_logprobs: int = 0
+    """Alternatives per token recorded with the log-probabilities (0: the sampled one only)."""
+
+    def __post_init__(self) -> None:
+        if not self.model.strip():
+            raise SettingsError("model", "is empty (give the name the server serves)")
+        if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
+            raise SettingsError(
+                "api_key_env", f"must be an environment variable name, got {self.api_key_env!r}"
+            )
+        if not 1 <= self.concurrency <= 1024:
+            raise SettingsError(
+                "concurrency", f"must be between 1 and 1024, got {self.concurrency}"
+            )
+        if self.timeout_seconds <= 0:
+            raise SettingsError(
+                "timeout_seconds", f"must be more than 0, got {self.timeout_seconds}"
+            )
+        if self.retry_seconds < 0:
+            raise SettingsError("retry_seconds", f"must be 0 or more, got {self.retry_seconds}")
+        if not 0 <= self.top_logprobs <= 20:
+            raise SettingsError(
+                "top_logprobs", f"must be between 0 and 20, got {self.top_logprobs}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +103,8 @@ class GenerationSettings:
     """`auto` is bf16 on CUDA, fp32 on CPU."""
     threads: int | None = None
     """CPU threads for torch during generation (restored after each call); None: torch's."""
+    endpoint: EndpointSettings | None = None
+    """The server to ask, for policies that generate on one (`openai:`); None for the rest."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.temperature <= 10.0:

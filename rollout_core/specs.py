@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from rollout_core.checkpoints import check_checkpoint_dir
 from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
@@ -66,6 +67,20 @@ def build_spec(req: RunRequest) -> PlannedRun:
     if entry.name == "hf" and arg:
         checkpoint = str(check_checkpoint_dir(arg))
         policy = f"hf:{checkpoint}"
+    if entry.name == "vllm" and arg:
+        # A local directory is checked here; anything else is a model id vLLM resolves.
+        checkpoint = str(check_checkpoint_dir(arg)) if Path(arg).expanduser().exists() else arg
+        policy = f"vllm:{checkpoint}"
+    if entry.name == "openai" and arg:
+        policy = f"openai:{check_base_url(arg)}"
+        if req.generation.endpoint is None:
+            raise SpecError(
+                "the openai policy needs the model's name: --model NAME "
+                "(the server lists its models at BASE_URL/models)"
+            )
+        checkpoint = req.generation.endpoint.model  # what the runs and Compare pages show
+    elif req.generation.endpoint is not None:
+        raise SpecError("--model, --api-key-env and --concurrency apply to the openai policy only")
     if req.samples < 1:
         raise SpecError(f"samples must be at least 1, got {req.samples}")
     dataset = resolve_dataset(req.dataset, req.questions, req.db_dir)
@@ -73,7 +88,8 @@ def build_spec(req: RunRequest) -> PlannedRun:
     questions = select_questions(dataset, limit=None if ids else req.limit, question_ids=ids)
     if not questions:
         raise SpecError(f"dataset {dataset.name!r} has no questions to run")
-    name = (req.name or "").strip() or default_run_name(policy, req.dataset or req.questions)
+    label = f"{entry.name}:{checkpoint}" if checkpoint else policy
+    name = (req.name or "").strip() or default_run_name(label, req.dataset or req.questions)
     if len(name) > _MAX_NAME or "\x00" in name:
         raise SpecError(f"run name must be at most {_MAX_NAME} characters of text, without NUL")
     spec = RunSpec(
@@ -91,6 +107,19 @@ def build_spec(req: RunRequest) -> PlannedRun:
         kind=req.kind,
     )
     return PlannedRun(spec, dataset, questions)
+
+
+def check_base_url(url: str) -> str:
+    """An http(s) server URL without credentials in it, without its trailing slash."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise SpecError(f"server URL {url!r} must look like http://HOST:PORT/v1")
+    if parts.username or parts.password:
+        raise SpecError(
+            "the server URL holds credentials; put the key in an environment variable and "
+            "name it with --api-key-env"
+        )
+    return url.strip().rstrip("/")
 
 
 def plan_stored(spec: RunSpec) -> PlannedRun:

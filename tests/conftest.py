@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.serving import ServedModel, free_port, serving_copy
+
 REPO = Path(__file__).resolve().parents[1]
 
 # Property tests draw new examples on every local run (failures replay from .hypothesis/).
@@ -82,3 +84,21 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_random_checkpoint(
         path, texts * 4, vocab_size=400, hidden=32, layers=2, heads=2, ffn=64, max_positions=1024
     )
+
+
+@pytest.fixture(scope="session")
+def served_checkpoint(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny checkpoint as `transformers serve` needs it to sample (see tests/serving.py)."""
+    return serving_copy(tiny_checkpoint, tmp_path_factory.mktemp("served"))
+
+
+@pytest.fixture(scope="session")
+def openai_server(
+    served_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServedModel]:
+    """A real OpenAI-compatible server (`transformers serve`, CPU, loopback) for the session."""
+    log = tmp_path_factory.mktemp("serve-log") / "serve.log"
+    server = ServedModel(served_checkpoint, free_port(), log)
+    server.start()
+    yield server
+    server.stop()

@@ -12,11 +12,14 @@ from rollout_core.checkpoints import CheckpointError, check_checkpoint_dir
 from rollout_core.errors import RollscopeError
 from rollout_core.settings import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_CONCURRENCY,
     DEFAULT_STEP_BUDGET,
+    EndpointSettings,
     EnvironmentSettings,
     GenerationSettings,
+    SettingsError,
 )
-from rollout_core.specs import PlannedRun, RunRequest
+from rollout_core.specs import PlannedRun, RunRequest, check_base_url
 from rollout_core.specs import build_spec as build_run_spec
 from storage.store import Store
 
@@ -36,7 +39,7 @@ class LaunchRequest:
     """The Launch form's fields, as typed."""
 
     policy: str
-    """`oracle`, `random` or `hf:<checkpoint dir>`."""
+    """`oracle`, `random`, `hf:<checkpoint dir>` or `openai:<server URL>`."""
     dataset: str
     """`demo` or a questions file path."""
     run_name: str
@@ -48,6 +51,12 @@ class LaunchRequest:
     temperature: float = 0.0
     seed: int = 0
     batch_size: int = DEFAULT_BATCH_SIZE
+    model: str = ""
+    """For `openai:`: the model name the server serves."""
+    api_key_env: str = ""
+    """For `openai:`: the variable holding the API key (a name ending in `_API_KEY`), if any."""
+    concurrency: int = DEFAULT_CONCURRENCY
+    """For `openai:`: requests in flight (also the batch size)."""
 
 
 def find_checkpoints(roots: Sequence[Path]) -> list[Path]:
@@ -67,9 +76,15 @@ def resolve_policy(policy: str, roots: Sequence[Path]) -> str:
     policy = policy.strip()
     if policy in SCRIPTED_POLICIES:
         return policy
+    if policy.startswith("openai:"):
+        try:
+            return f"openai:{check_base_url(policy[7:])}"
+        except RollscopeError as exc:
+            raise LaunchError(str(exc)) from None
     if not policy.startswith("hf:"):
         raise LaunchError(
-            f"unknown policy {policy!r}; choose oracle, random or hf:<checkpoint dir>"
+            f"unknown policy {policy!r}; choose oracle, random, hf:<checkpoint dir> "
+            "or openai:<server URL>"
         )
     raw = policy[3:].strip()
     if not raw:
@@ -111,10 +126,11 @@ def build_spec(req: LaunchRequest, roots: Sequence[Path]) -> PlannedRun:
     if not ids and (req.limit is None or not 1 <= req.limit <= MAX_QUESTIONS):
         raise LaunchError(f"number of questions must be between 1 and {MAX_QUESTIONS}")
     policy = resolve_policy(req.policy, roots)
+    endpoint = server_endpoint(req) if policy.startswith("openai:") else None
     try:
         generation = dataclasses.replace(
             GenerationSettings(), temperature=req.temperature, seed=req.seed,
-            batch_size=req.batch_size,
+            batch_size=endpoint.concurrency if endpoint else req.batch_size, endpoint=endpoint,
         )  # fmt: skip
         environment = dataclasses.replace(EnvironmentSettings(), step_budget=req.step_budget)
         return build_run_spec(
@@ -131,6 +147,25 @@ def build_spec(req: LaunchRequest, roots: Sequence[Path]) -> PlannedRun:
         )
     except RollscopeError as exc:
         raise LaunchError(f"{_message(exc)}") from exc
+
+
+def server_endpoint(req: LaunchRequest) -> EndpointSettings:
+    """The server settings of an `openai:` request.
+
+    The worker runs on the dashboard's host with its environment, so the key variable must
+    be one meant for an API key (`*_API_KEY`): a form can never send, say, a database
+    password to a URL of its choosing.
+    """
+    name = req.api_key_env.strip()
+    if name and not name.endswith("_API_KEY"):
+        raise LaunchError(f"API key variable {name!r} must be a name ending in _API_KEY")
+    try:
+        return EndpointSettings(
+            model=req.model.strip(), api_key_env=name or None, concurrency=req.concurrency
+        )
+    except SettingsError as exc:
+        label = {"model": "server model", "api_key_env": "API key variable"}
+        raise LaunchError(f"{label.get(exc.field, exc.field)} {exc.problem}") from None
 
 
 def queue_run(store: Store, req: LaunchRequest, roots: Sequence[Path]) -> int:

@@ -5,6 +5,7 @@ Building one from a spec string is the registry's job (`rollout_core.policies.re
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +41,12 @@ class PolicyRequest:
     """Actions left including this one."""
     episode: EpisodeKey | None = None
     """The episode within the run, for policies that keep per-episode state; None: keep none."""
+
+    @property
+    def step_seed(self) -> int:
+        """A seed for this step alone (episode seed and step number), for backends that take one
+        per request (servers, vLLM): sampled outputs then repeat whatever the batching."""
+        return zlib.crc32(f"{self.seed}:{self.step_no}".encode()) & 0x7FFFFFFF
 
 
 @dataclass(frozen=True, slots=True)

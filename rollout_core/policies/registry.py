@@ -89,3 +89,15 @@ register_policy(
     arg="CHECKPOINT_DIR",
     help="a local transformers checkpoint",
 )
+register_policy(
+    "openai",
+    "rollout_core.policies.openai.policy:openai_policy",
+    arg="BASE_URL",
+    help="an OpenAI-compatible chat server (give --model)",
+)
+register_policy(
+    "vllm",
+    "rollout_core.policies.vllm:vllm_policy",
+    arg="CHECKPOINT",
+    help="a checkpoint played in-process by vLLM on a GPU",
+)

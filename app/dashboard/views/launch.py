@@ -23,6 +23,7 @@ from storage import lifecycle
 from storage.engine import StoreError
 
 _OTHER = "other checkpoint directory..."
+_SERVER = "OpenAI-compatible server..."
 _LOG_TAIL_BYTES = 4000
 
 
@@ -93,10 +94,17 @@ if settings.read_only:
 
 checkpoints = [f"hf:{p}" for p in find_checkpoints(settings.checkpoint_roots)]
 with st.form("launch"):
-    policy_choice = st.selectbox("Policy / checkpoint", [*SCRIPTED_POLICIES, *checkpoints, _OTHER])
-    other = st.text_input(
-        "Checkpoint directory (for the last option)", placeholder="/models/ckpt-1000"
+    policy_choice = st.selectbox(
+        "Policy / checkpoint", [*SCRIPTED_POLICIES, *checkpoints, _OTHER, _SERVER]
     )
+    other = st.text_input(
+        "Checkpoint directory (for the other-directory option)", placeholder="/models/ckpt-1000"
+    )
+    # The OpenAI-compatible server option: its URL, model, and the name of the key's variable.
+    s1, s2, s3 = st.columns(3)
+    server_url = s1.text_input("Server URL", placeholder="http://127.0.0.1:8000/v1")
+    server_model = s2.text_input("Server model", placeholder="Qwen/Qwen2.5-0.5B-Instruct")
+    api_key_env = s3.text_input("API key variable (optional)", placeholder="OPENAI_API_KEY")
     dataset = st.text_input("Dataset (`demo` or a questions file path)", value="demo")
     c1, c2 = st.columns(2)
     limit = c1.number_input("Number of questions", 1, MAX_QUESTIONS, value=5, step=1)
@@ -110,8 +118,11 @@ with st.form("launch"):
     submitted = st.form_submit_button("Launch", icon=":material/rocket_launch:")
 
 if submitted:
+    policy = f"hf:{other.strip()}" if policy_choice == _OTHER else policy_choice
+    if policy_choice == _SERVER:
+        policy = f"openai:{server_url.strip()}"
     request = LaunchRequest(
-        policy=f"hf:{other.strip()}" if policy_choice == _OTHER else policy_choice,
+        policy=policy,
         dataset=dataset,
         run_name=run_name,
         limit=int(limit),
@@ -120,6 +131,8 @@ if submitted:
         step_budget=int(budget),
         temperature=float(temperature),
         seed=int(seed),
+        model=server_model,
+        api_key_env=api_key_env,
     )
     try:
         run_id = queue_run(data.writer(), request, settings.checkpoint_roots)
