@@ -370,6 +370,10 @@ def dashboard(
     checkpoint_root: Annotated[
         list[Path] | None, typer.Option(help="Folders Launch may load checkpoints from.")
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Offer Launch on this Ray cluster (auto, HOST:6379, or local)."),
+    ] = None,
 ) -> None:
     """Serve the Streamlit dashboard on a store."""
     from app.dashboard.serve import serve
@@ -384,7 +388,14 @@ def dashboard(
         open_store(store).close()
     except StoreError as exc:
         fail(str(exc))
-    serve(store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or [])
+    serve(
+        store,
+        port=port,
+        host=host,
+        read_only=read_only,
+        checkpoint_roots=checkpoint_root or [],
+        ray_address=ray_address,
+    )
 
 
 @cli.command()

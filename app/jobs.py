@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from storage import lifecycle
@@ -19,9 +20,12 @@ from storage.store import Store
 _workers: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def worker_command(store_url: str, run_id: int) -> list[str]:
-    """The command line of the worker for one run."""
-    return [sys.executable, "-m", "app.cli", "run", "--run-id", str(run_id), "--store", store_url]
+def worker_command(store_url: str, run_id: int, extra: Sequence[str] = ()) -> list[str]:
+    """The command line of the worker for one run (`extra`: e.g. the Ray fan-out flags)."""
+    return [
+        sys.executable, "-m", "app.cli", "run", "--run-id", str(run_id), "--store", store_url,
+        *extra,
+    ]  # fmt: skip
 
 
 def worker_log_path(run_id: int, log_dir: Path | None = None) -> Path:
@@ -30,13 +34,15 @@ def worker_log_path(run_id: int, log_dir: Path | None = None) -> Path:
     return base / f"run-{run_id}.log"
 
 
-def start_worker(store_url: str, run_id: int, *, log_dir: Path | None = None) -> int:
+def start_worker(
+    store_url: str, run_id: int, *, log_dir: Path | None = None, extra: Sequence[str] = ()
+) -> int:
     """Start the worker of a queued run in its own session; returns its pid."""
     log_path = worker_log_path(run_id, log_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            worker_command(store_url, run_id),
+            worker_command(store_url, run_id, extra),
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

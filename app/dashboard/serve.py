@@ -53,6 +53,7 @@ def serve(
     read_only: bool = False,
     checkpoint_roots: Sequence[Path] = (),
     headless: bool = True,
+    ray_address: str | None = None,
 ) -> NoReturn:
     """Replace this process with the dashboard; its exit code becomes the process's."""
     env = dict(os.environ)
@@ -61,6 +62,7 @@ def serve(
             absolute_store_url(store_url),
             read_only=read_only,
             checkpoint_roots=checkpoint_roots,
+            ray_address=ray_address,
         )
     )
     command = streamlit_command(port=port, host=host, headless=headless)
@@ -77,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--read-only", action="store_true")
     parser.add_argument("--checkpoint-root", type=Path, action="append", default=[])
+    parser.add_argument("--ray-address", default=None)
     args = parser.parse_args(argv)
     serve(
         args.store,
@@ -84,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         host=args.host,
         read_only=args.read_only,
         checkpoint_roots=args.checkpoint_root,
+        ray_address=args.ray_address,
     )
 
 

@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from app import batch, jobs
 from app.fanout.cluster import RAY_TAG, RayFanout
 from app.fanout.driver import FanoutError
-from app.fanout.target import RayTarget
+from app.fanout.target import RayTarget, TargetError
 from rollout_core.records import EpisodeKey, EpisodeRecord
 from rollout_core.runner import RunStats
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
@@ -55,7 +55,10 @@ Outputs = dict[tuple[str, int, int], str]
 def ray_cluster() -> Iterator[None]:
     """A local Ray cluster with 2 CPUs for the module; RayFanout uses it and leaves it up."""
     ray = pytest.importorskip("ray", reason="Ray is not installed: pip install -e '.[dev]'")
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    ray.init(
+        num_cpus=2, num_gpus=0, include_dashboard=False, logging_level=logging.ERROR,
+        log_to_driver=False,
+    )  # fmt: skip
     yield
     ray.shutdown()
 
@@ -355,3 +358,37 @@ def test_ctrl_c_stops_a_ray_run_and_resume_finishes_it(
     with Session(get_engine(writer._url)) as s:
         assert s.scalar(select(Run.status)) == "completed"
     _check_recorded_once(writer, 1, HF_QUESTIONS)
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--workers", "2"], "--workers and --gpus-per-worker need --ray local or --ray ADDRESS"),
+        (["--ray", "local"], "--ray needs --workers N"),
+        (["--ray", "local", "--workers", "0"], "--workers must be at least 1, got 0"),
+        (["--ray", "local", "--workers", "1", "--gpus-per-worker", "-1"],
+         "--gpus-per-worker must be 0 or more"),
+    ],
+)  # fmt: skip
+def test_bad_ray_flags_are_one_line_and_leave_no_store(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    db = tmp_path / "store.db"
+    res = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "--store", str(db), *flags],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert not db.exists()
+
+
+@pytest.mark.slow
+def test_more_gpus_than_the_cluster_has_are_refused_before_a_run_exists(
+    tmp_path: Path, ray_cluster: None
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    fanout = RayFanout(RayTarget("local", 2, gpus_per_worker=1), store)
+    with pytest.raises(TargetError, match=r"2 workers x 1 GPU do not fit"):
+        batch.start_run(store, RunRequest(policy="oracle", name="too-wide"), fanout=fanout)
+    assert store.list_runs() == []
