@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import socket
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,6 +20,7 @@ from storage.store import Store
 
 RAY_TAG = "ray"
 """Run tag naming where a fanned-out run was played (`local, 2 workers`)."""
+_CONNECT_SECONDS = 5.0
 _CALLS_AT_ONCE = 3
 """A worker answers `stop` and `pid` while `play` runs."""
 
@@ -129,6 +131,7 @@ class RayFanout:
         if self.target.is_local:
             ray.init(include_dashboard=False, **quiet)
         else:
+            _check_reachable(self.target.address)
             try:
                 ray.init(address=self.target.address, **quiet)
             except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -163,6 +166,20 @@ class RayFanout:
     def _note(self, text: str) -> None:
         if self._on_note is not None:
             self._on_note(text)
+
+
+def _check_reachable(address: str) -> None:
+    """Refuse a HOST:PORT nothing answers on (Ray itself retries such an address for minutes)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # `auto`, or an address Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=_CONNECT_SECONDS).close()
+    except OSError as exc:
+        raise TargetError(
+            f"cannot reach the Ray cluster at {address!r}: {exc.strerror or exc} (is "
+            "`ray start --head` running there? or use --ray local)"
+        ) from None
 
 
 def _last_line(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -193,7 +194,7 @@ def test_oracle_on_spider_dev_matches_one_process(
             rows = s.execute(
                 select(Episode.question_id, Episode.outcome).where(Episode.run_id == run_id)
             )
-            outcomes.append(dict(rows.tuples().all()))
+            outcomes.append({q: o for q, o in rows})
         _check_recorded_once(store, run_id, 972)
     one, fanned = outcomes
     assert fanned == one
@@ -381,6 +382,24 @@ def test_bad_ray_flags_are_one_line_and_leave_no_store(
     assert res.returncode == 2
     assert message in res.stderr and len(res.stderr.strip().splitlines()) == 1, res.stderr
     assert not db.exists()
+
+
+def test_an_unreachable_cluster_is_refused_in_one_line_before_a_run_exists(
+    tmp_path: Path,
+) -> None:
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    db = tmp_path / "store.db"
+    res = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "--store", str(db),
+         "--ray", f"127.0.0.1:{port}", "--workers", "1"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert res.returncode == 2
+    assert f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1
+    assert Store(str(db), read_only=True).list_runs() == []
 
 
 @pytest.mark.slow
