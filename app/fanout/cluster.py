@@ -7,6 +7,7 @@ import contextlib
 import logging
 import math
 import socket
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -54,6 +55,7 @@ class RayFanout:
         """Connect, start the workers and wait until each has built its policy; returns what
         the first one's policy reports. Bad input (a checkpoint a node cannot read) raises."""
         ray = import_ray()
+        began = time.perf_counter()
         self._connect(ray)
         cpus, gpus = self._worker_resources(ray)
         actor = ray.remote(ShardPlayer).options(
@@ -74,6 +76,7 @@ class RayFanout:
         except BaseException:
             self.close()
             raise
+        self._note(f"{len(infos)} Ray workers ready in {time.perf_counter() - began:.1f} s")
         info: PolicyInfo = infos[0]
         return info
 
