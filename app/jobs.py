@@ -20,12 +20,9 @@ from storage.store import Store
 _workers: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def worker_command(store_url: str, run_id: int, extra: Sequence[str] = ()) -> list[str]:
-    """The command line of the worker for one run (`extra`: e.g. the Ray fan-out flags)."""
-    return [
-        sys.executable, "-m", "app.cli", "run", "--run-id", str(run_id), "--store", store_url,
-        *extra,
-    ]  # fmt: skip
+def worker_command(store_url: str, run_id: int) -> list[str]:
+    """The command line of the worker for one run."""
+    return [sys.executable, "-m", "app.cli", "run", "--run-id", str(run_id), "--store", store_url]
 
 
 def worker_log_path(run_id: int, log_dir: Path | None = None) -> Path:
@@ -37,12 +34,13 @@ def worker_log_path(run_id: int, log_dir: Path | None = None) -> Path:
 def start_worker(
     store_url: str, run_id: int, *, log_dir: Path | None = None, extra: Sequence[str] = ()
 ) -> int:
-    """Start the worker of a queued run in its own session; returns its pid."""
+    """Start the worker of a queued run in its own session; returns its pid. `extra`: more
+    `rollscope run` flags (where to play it, e.g. the Ray fan-out's)."""
     log_path = worker_log_path(run_id, log_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            worker_command(store_url, run_id, extra),
+            [*worker_command(store_url, run_id), *extra],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
