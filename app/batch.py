@@ -10,16 +10,17 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
+from typing import Protocol
 
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.policies.base import Policy
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import EpisodeKey, EpisodeRecord, PolicyInfo, RunSpec
-from rollout_core.runner import RunStats, plan_episodes, run_episodes
+from rollout_core.runner import EpisodeTask, RunStats, plan_episodes, run_episodes
 from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored
 from storage import lifecycle
 from storage.store import Store
@@ -36,13 +37,42 @@ class Cancelled(JobError):
     """The job was stopped by a signal or from the dashboard."""
 
 
+class Fanout(Protocol):
+    """Plays a run's episodes in other processes (Ray actors), each with its own policy."""
+
+    def prepare(self, plan: PlannedRun) -> PolicyInfo:
+        """Start the workers, each building the plan's policy; raises on bad input."""
+        ...
+
+    def play(
+        self,
+        store: Store,
+        run_id: int,
+        plan: PlannedRun,
+        tasks: Sequence[EpisodeTask],
+        *,
+        should_stop: Callable[[], bool],
+        on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
+        on_note: Callable[[str], None] | None,
+    ) -> RunStats:
+        """Play `tasks` into the run, every episode recorded once; stops the workers after."""
+        ...
+
+    def close(self) -> None:
+        """Stop the workers (when the run cannot start after all); safe to call twice."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """A run ready to play: its validated plan, the built policy and what it reported."""
 
     plan: PlannedRun
-    policy: Policy
+    policy: Policy | None
+    """Built in this process; None when a fan-out's workers build their own."""
     info: PolicyInfo
+    fanout: Fanout | None = None
+    """Where the episodes are played when not here."""
 
     @property
     def spec(self) -> RunSpec:
@@ -53,23 +83,31 @@ class Prepared:
         return self.plan.planned
 
 
-def prepare(plan: PlannedRun) -> Prepared:
-    """Build the run's policy from its settings alone; raises on any bad input."""
+def prepare(plan: PlannedRun, fanout: Fanout | None = None) -> Prepared:
+    """Build the run's policy from its settings alone (here, or in each fan-out worker);
+    raises on any bad input."""
+    if fanout is not None:
+        return Prepared(plan, None, fanout.prepare(plan), fanout)
     policy = make_policy(plan.spec.policy, plan.spec.generation)
     return Prepared(plan, policy, policy.describe())
 
 
-def start_run(store: Store, request: RunRequest) -> tuple[int, Prepared]:
+def start_run(
+    store: Store, request: RunRequest, *, fanout: Fanout | None = None
+) -> tuple[int, Prepared]:
     """Validate a request, build its policy, then create the run: nothing is written when any
     of that fails."""
-    prepared = prepare(build_spec(request))
-    run_id = store.create_run(
-        prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
-    )
+    prepared = prepare(build_spec(request), fanout)
+    with _closed_on_error(fanout):
+        run_id = store.create_run(
+            prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
+        )
     return run_id, prepared
 
 
-def reopen_run(store: Store, ref: str, *, resume: bool) -> tuple[int, Prepared, set[EpisodeKey]]:
+def reopen_run(
+    store: Store, ref: str, *, resume: bool, fanout: Fanout | None = None
+) -> tuple[int, Prepared, set[EpisodeKey]]:
     """A queued run (`--run-id`) or an unfinished one (`--resume`), claimed by this process.
 
     The policy is built before the run is touched; claiming it (status `running`, this host and
@@ -88,14 +126,26 @@ def reopen_run(store: Store, ref: str, *, resume: bool) -> tuple[int, Prepared, 
         spec = RunSpec.from_stored(found.spec)
     except SpecError as exc:
         raise JobError(f"run {found.name!r} cannot be played again: {exc}") from None
-    prepared = prepare(plan_stored(spec))
-    store.set_run_status(found.id, "running")
-    store.set_policy_info(found.id, prepared.info)
-    skip: set[EpisodeKey] = set()
-    if resume:
-        store.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
-        skip = store.finished_keys(found.id)
+    prepared = prepare(plan_stored(spec), fanout)
+    with _closed_on_error(fanout):
+        store.set_run_status(found.id, "running")
+        store.set_policy_info(found.id, prepared.info)
+        skip: set[EpisodeKey] = set()
+        if resume:
+            store.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
+            skip = store.finished_keys(found.id)
     return found.id, prepared, skip
+
+
+@contextmanager
+def _closed_on_error(fanout: Fanout | None) -> Iterator[None]:
+    """A fan-out's workers stop when the run they were started for cannot begin."""
+    try:
+        yield
+    except BaseException:
+        if fanout is not None:
+            fanout.close()
+        raise
 
 
 @contextmanager
@@ -168,17 +218,24 @@ def play_run(
     beat.start()
     try:
         with _stop_on_signals(stop):
-            stats = run_episodes(
-                prepared.plan.dataset,
-                tasks,
-                prepared.policy,
-                store.sink(run_id),
-                batch_size=spec.generation.batch_size,
-                environment=spec.environment,
-                should_stop=should_stop,
-                on_episode=on_episode,
-                on_note=on_note,
-            )
+            if prepared.fanout is not None:
+                stats = prepared.fanout.play(
+                    store, run_id, prepared.plan, tasks,
+                    should_stop=should_stop, on_episode=on_episode, on_note=on_note,
+                )  # fmt: skip
+            else:
+                assert prepared.policy is not None  # prepare() builds it when not fanned out
+                stats = run_episodes(
+                    prepared.plan.dataset,
+                    tasks,
+                    prepared.policy,
+                    store.sink(run_id),
+                    batch_size=spec.generation.batch_size,
+                    environment=spec.environment,
+                    should_stop=should_stop,
+                    on_episode=on_episode,
+                    on_note=on_note,
+                )
     except KeyboardInterrupt:
         store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
         raise Cancelled("interrupted: the run is marked cancelled") from None

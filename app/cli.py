@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app import batch
+from app.fanout.target import RayTarget
 from app.render import episode_transcript, runs_table
 from rollout_core.errors import RollscopeError
 from rollout_core.policies.registry import usage as policy_usage
@@ -146,6 +147,14 @@ def run(
         str | None, _Opt(help="Finish an unfinished run (name or id) with its own settings.")
     ] = None,
     quiet: Annotated[bool, _Opt(help="No progress bar.")] = False,
+    ray_address: Annotated[
+        str | None,
+        _Opt("--ray", help="Fan out over Ray: local (a cluster on this machine) or an address."),
+    ] = None,
+    workers: Annotated[int | None, _Opt(help="Ray workers, each with its own policy.")] = None,
+    gpus_per_worker: Annotated[
+        float | None, _Opt(help="GPUs each Ray worker holds (0.5 shares one); default 0.")
+    ] = None,
 ) -> None:
     """Play a batch of episodes and record every step in the store."""
     given = {
@@ -161,7 +170,9 @@ def run(
     }  # fmt: skip
     if run_id is not None and resume is not None:
         fail("give --run-id or --resume, not both")
+    target = _ray_target(ray_address, workers, gpus_per_worker)
     st = open_store(store)
+    fanout = None if target is None else _ray_fanout(target, st)
     try:
         if run_id is not None or resume is not None:
             extra = [flag for flag, value in given.items() if value is not None]
@@ -171,7 +182,9 @@ def run(
                     "it with its own settings"
                 )
             ref = str(run_id) if run_id is not None else str(resume)
-            run_id, prepared, skip = batch.reopen_run(st, ref, resume=resume is not None)
+            run_id, prepared, skip = batch.reopen_run(
+                st, ref, resume=resume is not None, fanout=fanout
+            )
         else:
             endpoint = _endpoint(model, api_key_env, concurrency, request_timeout, retry_deadline)
             if endpoint is not None and batch_size is None:
@@ -205,11 +218,34 @@ def run(
                 generation=generation,
                 environment=environment,
             )
-            run_id, prepared = batch.start_run(st, request)
+            run_id, prepared = batch.start_run(st, request, fanout=fanout)
             skip = set()
     except USER_ERRORS as exc:
         fail(_one_line(exc))
     _play(st, run_id, prepared, skip, quiet)
+
+
+def _ray_target(
+    address: str | None, workers: int | None, gpus_per_worker: float | None
+) -> RayTarget | None:
+    """Where --ray asks the run to be played; None for this process. Ray placement is not a
+    run setting, so it goes with --run-id and --resume too."""
+    if address is None:
+        if workers is not None or gpus_per_worker is not None:
+            fail("--workers and --gpus-per-worker need --ray local or --ray ADDRESS")
+        return None
+    if workers is None:
+        fail("--ray needs --workers N: how many Ray workers play the run")
+    try:
+        return RayTarget(address, workers, gpus_per_worker or 0.0)
+    except USER_ERRORS as exc:
+        fail(_one_line(exc))
+
+
+def _ray_fanout(target: RayTarget, st: Store) -> batch.Fanout:
+    from app.fanout.cluster import RayFanout  # imports Ray itself only when it starts
+
+    return RayFanout(target, st, on_note=lambda text: err.print(text, highlight=False))
 
 
 T = TypeVar("T")
@@ -399,6 +435,10 @@ def dashboard(
     checkpoint_root: Annotated[
         list[Path] | None, typer.Option(help="Folders Launch may load checkpoints from.")
     ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Offer Launch on this Ray cluster (auto, HOST:6379, or local)."),
+    ] = None,
 ) -> None:
     """Serve the Streamlit dashboard on a store.
 
@@ -430,6 +470,7 @@ def dashboard(
         read_only=read_only,
         allow_writes=allow_writes,
         checkpoint_roots=checkpoint_root or [],
+        ray_address=ray_address,
     )
 
 

@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from storage import lifecycle
@@ -30,13 +31,16 @@ def worker_log_path(run_id: int, log_dir: Path | None = None) -> Path:
     return base / f"run-{run_id}.log"
 
 
-def start_worker(store_url: str, run_id: int, *, log_dir: Path | None = None) -> int:
-    """Start the worker of a queued run in its own session; returns its pid."""
+def start_worker(
+    store_url: str, run_id: int, *, log_dir: Path | None = None, extra: Sequence[str] = ()
+) -> int:
+    """Start the worker of a queued run in its own session; returns its pid. `extra`: more
+    `rollscope run` flags (where to play it, e.g. the Ray fan-out's)."""
     log_path = worker_log_path(run_id, log_dir)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         proc = subprocess.Popen(
-            worker_command(store_url, run_id),
+            [*worker_command(store_url, run_id), *extra],
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,

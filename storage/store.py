@@ -28,7 +28,6 @@ from rollout_core.records import (
     PolicyInfo,
     RunSpec,
     RunStatus,
-    Sink,
 )
 from storage import aggregates, lifecycle, reads
 from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
@@ -53,7 +52,14 @@ from storage.read_models import (
     QuestionOutcomes,
     RunSummary,
 )
-from storage.writes import clean_json, now_utc, retry_locked, write_batch
+from storage.writes import (
+    clean_json,
+    finished_among,
+    now_utc,
+    retry_locked,
+    without_keys,
+    write_batch,
+)
 
 __all__ = ["DuplicateRunName", "Store", "StoreError", "StoreSink"]
 
@@ -65,15 +71,17 @@ class DuplicateRunName(StoreError):
 class StoreSink:
     """The runner's sink for one run: each `write` is one transaction."""
 
-    def __init__(self, store: Store, run_id: int) -> None:
+    def __init__(self, store: Store, run_id: int, *, skip_finished: bool = False) -> None:
         self.store = store
         self.run_id = run_id
         self._ids: dict[EpisodeKey, int] = {}
         """(question_id, sample_index) -> episode id of the episodes still being played."""
         self._prompts = PromptWriter()
+        self.skipped: set[EpisodeKey] | None = set() if skip_finished else None
+        """With skip_finished: the episodes this sink found finished already and drops."""
 
     def write(self, batch: IterationBatch) -> None:
-        self.store._write(self.run_id, batch, self._ids, self._prompts)
+        self.store._write(self.run_id, batch, self._ids, self._prompts, self.skipped)
 
 
 class Store:
@@ -266,9 +274,15 @@ class Store:
             )
             return {name: value for name, value in rows}
 
-    def sink(self, run_id: int) -> Sink:
-        """A sink that writes each IterationBatch into this run as one transaction."""
-        return StoreSink(self, run_id)
+    def sink(self, run_id: int, *, skip_finished: bool = False) -> StoreSink:
+        """A sink that writes each IterationBatch into this run as one transaction.
+
+        A started episode replaces an unfinished earlier attempt of the same (question, sample).
+        One that already finished raises, unless `skip_finished`: then the finished attempt
+        stands and this sink drops the new attempt's rows (a retried fan-out shard replays
+        episodes whose results were written before its worker died).
+        """
+        return StoreSink(self, run_id, skip_finished=skip_finished)
 
     def _write(
         self,
@@ -276,17 +290,24 @@ class Store:
         batch: IterationBatch,
         ids: dict[EpisodeKey, int],
         prompts: PromptWriter,
+        skipped: set[EpisodeKey] | None = None,
     ) -> None:
-        def attempt() -> dict[EpisodeKey, int]:
+        def attempt() -> tuple[dict[EpisodeKey, int], set[EpisodeKey]]:
             with self._writing() as session:
-                return write_batch(session, run_id, batch, ids, prompts)
+                newly: set[EpisodeKey] = set()
+                if skipped is not None:
+                    newly = finished_among(session, run_id, [s.key for s in batch.started])
+                kept = without_keys(batch, skipped | newly) if skipped is not None else batch
+                return write_batch(session, run_id, kept, ids, prompts), newly
 
-        created = retry_locked(attempt)
+        created, newly_skipped = retry_locked(attempt)
         # The caches change only after the commit, so a failed batch leaves them as they were.
         ids.update(created)
         prompts.commit(ids[e.key] for e in batch.finished if e.key in ids)
         for e in batch.finished:
             ids.pop(e.key, None)
+        if skipped is not None:
+            skipped |= newly_skipped
 
     def finished_keys(self, run_id: int) -> set[EpisodeKey]:
         """The run's finished episodes, for resume."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -116,6 +116,32 @@ def write_batch(
     if batch.finished:
         session.connection().execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
     return created
+
+
+def finished_among(session: Session, run_id: int, keys: Sequence[EpisodeKey]) -> set[EpisodeKey]:
+    """Which of these episodes of the run have finished already (in the caller's transaction)."""
+    if not keys:
+        return set()
+    pairs = [(k.question_id, k.sample_index) for k in keys]
+    rows = session.execute(
+        select(Episode.question_id, Episode.sample_index).where(
+            Episode.run_id == run_id,
+            Episode.outcome.is_not(None),
+            tuple_(Episode.question_id, Episode.sample_index).in_(pairs),
+        )
+    )
+    return {EpisodeKey(q, s) for q, s in rows}
+
+
+def without_keys(batch: IterationBatch, keys: set[EpisodeKey]) -> IterationBatch:
+    """The batch minus every record of these episodes."""
+    if not keys:
+        return batch
+    return IterationBatch(
+        started=[s for s in batch.started if s.key not in keys],
+        steps=[s for s in batch.steps if s.key not in keys],
+        finished=[e for e in batch.finished if e.key not in keys],
+    )
 
 
 def _insert_started(

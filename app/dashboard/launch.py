@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.fanout.target import RayTarget, TargetError
 from rollout_core.checkpoints import CheckpointError, check_checkpoint_dir
 from rollout_core.errors import RollscopeError
 from rollout_core.settings import (
@@ -27,6 +28,7 @@ SCRIPTED_POLICIES = ("oracle", "random")
 MAX_SAMPLES = 64
 MAX_STEP_BUDGET = 50
 MAX_QUESTIONS = 5000
+MAX_RAY_WORKERS = 256
 _CHECKPOINT_SEARCH_DEPTH = 3
 
 
@@ -177,6 +179,23 @@ def queue_run(store: Store, req: LaunchRequest, roots: Sequence[Path]) -> int:
         return store.create_run(plan.spec, episodes_planned=plan.planned, status="queued")
     except RollscopeError as exc:
         raise LaunchError(_message(exc)) from exc
+
+
+def ray_target(address: str | None, *, workers: int, gpus_per_worker: float) -> RayTarget | None:
+    """The Ray target of a launch (None: a worker process on this host plays it)."""
+    if address is None:
+        return None
+    if not 1 <= workers <= MAX_RAY_WORKERS:
+        raise LaunchError(f"Ray workers must be between 1 and {MAX_RAY_WORKERS}, got {workers}")
+    try:
+        return RayTarget(address, workers, gpus_per_worker)
+    except TargetError as exc:
+        raise LaunchError(str(exc)) from None
+
+
+def worker_flags(target: RayTarget | None) -> list[str]:
+    """The extra `rollscope run` flags of the launched worker."""
+    return [] if target is None else target.cli_flags()
 
 
 def _message(exc: BaseException) -> str:

@@ -54,6 +54,7 @@ def serve(
     allow_writes: bool = False,
     checkpoint_roots: Sequence[Path] = (),
     headless: bool = True,
+    ray_address: str | None = None,
 ) -> NoReturn:
     """Replace this process with the dashboard; its exit code becomes the process's.
 
@@ -67,6 +68,7 @@ def serve(
             absolute_store_url(store_url),
             read_only=mode.read_only,
             checkpoint_roots=checkpoint_roots,
+            ray_address=ray_address,
         )
     )
     command = streamlit_command(port=port, host=host, headless=headless)
@@ -85,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser.add_argument("--read-only", action="store_true")
     parser.add_argument("--allow-writes", action="store_true")
     parser.add_argument("--checkpoint-root", type=Path, action="append", default=[])
+    parser.add_argument("--ray-address", default=None)
     args = parser.parse_args(argv)
     try:
         serve(
@@ -94,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             read_only=args.read_only,
             allow_writes=args.allow_writes,
             checkpoint_roots=args.checkpoint_root,
+            ray_address=args.ray_address,
         )
     except ValueError as exc:
         parser.error(str(exc))

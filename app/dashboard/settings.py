@@ -12,6 +12,7 @@ from pathlib import Path
 ENV_STORE = "ROLLSCOPE_STORE"
 ENV_READ_ONLY = "ROLLSCOPE_READ_ONLY"
 ENV_CHECKPOINT_ROOTS = "ROLLSCOPE_CHECKPOINT_ROOTS"
+ENV_RAY_ADDRESS = "ROLLSCOPE_RAY_ADDRESS"
 DEFAULT_STORE = "rollscope.db"
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -26,6 +27,8 @@ class Settings:
     """No writing control anywhere (Launch, Cancel, and any later one): `--read-only`, or a
     non-loopback address without `--allow-writes` (`serve_mode`)."""
     checkpoint_roots: tuple[Path, ...] = ()
+    ray_address: str | None = None
+    """A Ray cluster Launch may fan runs out to (`--ray-address`); None offers none."""
 
     @property
     def writes_allowed(self) -> bool:
@@ -80,13 +83,18 @@ def is_loopback(host: str) -> bool:
 
 
 def to_env(
-    store_url: str, *, read_only: bool = False, checkpoint_roots: Sequence[Path] = ()
+    store_url: str,
+    *,
+    read_only: bool = False,
+    checkpoint_roots: Sequence[Path] = (),
+    ray_address: str | None = None,
 ) -> dict[str, str]:
     """The env vars that carry these settings to the dashboard process."""
     return {
         ENV_STORE: store_url,
         ENV_READ_ONLY: "1" if read_only else "0",
         ENV_CHECKPOINT_ROOTS: os.pathsep.join(str(Path(p).resolve()) for p in checkpoint_roots),
+        ENV_RAY_ADDRESS: ray_address or "",
     }
 
 
@@ -100,4 +108,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         store_url=env.get(ENV_STORE, "").strip() or DEFAULT_STORE,
         read_only=env.get(ENV_READ_ONLY, "").strip().lower() in _TRUE,
         checkpoint_roots=roots,
+        ray_address=env.get(ENV_RAY_ADDRESS, "").strip() or None,
     )

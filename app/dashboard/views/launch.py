@@ -10,6 +10,7 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.render import show_error, show_text
 from app.dashboard.launch import (
     MAX_QUESTIONS,
+    MAX_RAY_WORKERS,
     MAX_SAMPLES,
     MAX_STEP_BUDGET,
     SCRIPTED_POLICIES,
@@ -17,6 +18,8 @@ from app.dashboard.launch import (
     LaunchRequest,
     find_checkpoints,
     queue_run,
+    ray_target,
+    worker_flags,
 )
 from rollout_core.settings import DEFAULT_STEP_BUDGET
 from storage import lifecycle
@@ -114,6 +117,12 @@ with st.form("launch"):
     budget = c2.number_input("Step budget", 1, MAX_STEP_BUDGET, value=DEFAULT_STEP_BUDGET, step=1)
     temperature = c3.number_input("Temperature", 0.0, 2.0, value=0.0, step=0.1)
     seed = c4.number_input("Seed", 0, value=0, step=1)
+    on_ray, ray_workers, ray_gpus = False, 2, 0.0
+    if settings.ray_address:  # started with --ray-address: the run may fan out there
+        on_ray = st.checkbox(f"Fan out on the Ray cluster at {settings.ray_address}")
+        r1, r2 = st.columns(2)
+        ray_workers = int(r1.number_input("Ray workers", 1, MAX_RAY_WORKERS, value=2, step=1))
+        ray_gpus = float(r2.number_input("GPUs per Ray worker", 0.0, 64.0, value=0.0, step=0.5))
     run_name = st.text_input("Run name", placeholder="ckpt-1000-demo")
     submitted = st.form_submit_button("Launch", icon=":material/rocket_launch:")
 
@@ -135,11 +144,14 @@ if submitted:
         api_key_env=api_key_env,
     )
     try:
+        target = ray_target(
+            settings.ray_address if on_ray else None, workers=ray_workers, gpus_per_worker=ray_gpus
+        )
         run_id = queue_run(data.writer(), request, settings.checkpoint_roots)
     except (LaunchError, StoreError) as exc:  # StoreError: the store refused the writer
         show_error(str(exc))
     else:
-        pid = jobs.start_worker(settings.store_url, run_id)
+        pid = jobs.start_worker(settings.store_url, run_id, extra=worker_flags(target))
         data.clear()
         params.put(nav.P_RUN, run_id)
         st.session_state["ln_following"] = run_id
