@@ -182,6 +182,7 @@ def apply_shape(
     pieces: list[Piece] = [(f"p{keep}",)]
     pos, n = keep, step_no - 1
     for literal, item in shape:
+        piece: Piece
         if literal:
             text, piece = item, item
         else:

@@ -32,7 +32,8 @@ def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:
         return {}
     by_hash = {prompt_hash(t): t for t in texts}
     found = _ids_by_hash(session, by_hash)
-    missing = [{"sha256": h, "text": t} for h, t in by_hash.items() if t not in found]
+    absent = {h: t for h, t in by_hash.items() if t not in found}
+    missing = [{"sha256": h, "text": t} for h, t in absent.items()]
     if missing:
         # Another writer (PostgreSQL, many machines) may add the same text meanwhile.
         dialect = session.get_bind().dialect.name
@@ -42,7 +43,7 @@ def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:
             session.execute(sqlite.insert(PromptText).on_conflict_do_nothing(), missing)
         else:
             session.execute(insert(PromptText), missing)
-        found.update(_ids_by_hash(session, {m["sha256"]: m["text"] for m in missing}))
+        found.update(_ids_by_hash(session, absent))
     return found
 
 
