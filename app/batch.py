@@ -15,11 +15,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
+from app.forks import fork_tasks
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.policies.base import Policy
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import EpisodeKey, EpisodeRecord, PolicyInfo, RunSpec
-from rollout_core.runner import RunStats, plan_episodes, run_episodes
+from rollout_core.runner import EpisodeTask, RunStats, plan_episodes, run_episodes
 from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored
 from storage import lifecycle
 from storage.store import Store
@@ -98,6 +99,14 @@ def reopen_run(store: Store, ref: str, *, resume: bool) -> tuple[int, Prepared, 
     return found.id, prepared, skip
 
 
+def plan_tasks(store: Store, plan: PlannedRun, skip: set[EpisodeKey]) -> list[EpisodeTask]:
+    """The episodes a run still has to play: every (question, sample), or for a fork each
+    recorded episode continued, with its recorded steps (read from the store)."""
+    if plan.spec.fork is not None:
+        return fork_tasks(store, plan, skip)
+    return plan_episodes(plan.questions, plan.spec.samples, plan.spec.generation.seed, skip=skip)
+
+
 @contextmanager
 def _stop_on_signals(flag: threading.Event) -> Iterator[None]:
     """SIGINT/SIGTERM ask the job to stop after the current iteration's write."""
@@ -148,9 +157,11 @@ def play_run(
     failed (the run reads `failed` with the error recorded).
     """
     spec = prepared.spec
-    tasks = plan_episodes(
-        prepared.plan.questions, spec.samples, spec.generation.seed, skip=skip or set()
-    )
+    try:
+        tasks = plan_tasks(store, prepared.plan, skip or set())
+    except RollscopeError as exc:  # a fork whose source is gone: the run cannot start
+        store.set_run_status(run_id, "failed", error=str(exc))
+        raise JobError(f"run failed: {exc}") from exc
     stop = threading.Event()
     last_poll = [time.monotonic()]
 
