@@ -52,9 +52,7 @@ def _recorded(s: StepRecord) -> RecordedStep:
     )
 
 
-def _fork_tasks(
-    dataset: Dataset, source: ListSink, step: int, seed: int = 0
-) -> list[EpisodeTask]:
+def _fork_tasks(dataset: Dataset, source: ListSink, step: int, seed: int = 0) -> list[EpisodeTask]:
     """Every recorded episode with at least `step` steps, forked at `step`."""
     tasks = []
     for n, (key, steps) in enumerate(sorted(_episodes(source).items())):
