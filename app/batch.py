@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Protocol
 
+from app.forks import fork_tasks
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.policies.base import Policy
 from rollout_core.policies.registry import make_policy
@@ -137,6 +138,14 @@ def reopen_run(
     return found.id, prepared, skip
 
 
+def plan_tasks(store: Store, plan: PlannedRun, skip: set[EpisodeKey]) -> list[EpisodeTask]:
+    """The episodes a run still has to play: every (question, sample), or for a fork each
+    recorded episode continued, with its recorded steps (read from the store)."""
+    if plan.spec.fork is not None:
+        return fork_tasks(store, plan, skip)
+    return plan_episodes(plan.questions, plan.spec.samples, plan.spec.generation.seed, skip=skip)
+
+
 @contextmanager
 def _closed_on_error(fanout: Fanout | None) -> Iterator[None]:
     """A fan-out's workers stop when the run they were started for cannot begin."""
@@ -198,9 +207,11 @@ def play_run(
     failed (the run reads `failed` with the error recorded).
     """
     spec = prepared.spec
-    tasks = plan_episodes(
-        prepared.plan.questions, spec.samples, spec.generation.seed, skip=skip or set()
-    )
+    try:
+        tasks = plan_tasks(store, prepared.plan, skip or set())
+    except RollscopeError as exc:  # a fork whose source is gone: the run cannot start
+        store.set_run_status(run_id, "failed", error=str(exc))
+        raise JobError(f"run failed: {exc}") from exc
     stop = threading.Event()
     last_poll = [time.monotonic()]
 

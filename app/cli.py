@@ -6,6 +6,7 @@ Exit codes: 0 done, 1 the run failed, 2 bad input, 130 stopped (Ctrl-C, SIGTERM,
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import json
 import sys
 import traceback
@@ -330,6 +331,195 @@ def _play(
         f"{stats.wall_seconds:.1f} s ({eps:.1f} ep/s), accuracy {stats.accuracy:.1%}",
         highlight=False,
     )
+
+
+@cli.command()
+def fork(
+    episode_id: Annotated[
+        int | None, typer.Argument(help="Episode to continue (with --step).", show_default=False)
+    ] = None,
+    step: Annotated[
+        int | None, _Opt(help="First step the new policy plays; the ones before are replayed.")
+    ] = None,
+    run_ref: Annotated[
+        str | None, _Opt("--run", help="Fork every failed episode of this run (with --at).")
+    ] = None,
+    at: Annotated[str | None, _Opt(help="first-error: each at its first failing step.")] = None,
+    policy: Annotated[
+        str | None, _Opt(help=f"{policy_usage()}; default: the source run's.")
+    ] = None,
+    samples: Annotated[int, _Opt(help="Continuations of each episode (distinct seeds).")] = 1,
+    temperature: Annotated[float | None, _Opt(help="Default: the source run's.")] = None,
+    top_p: Annotated[float | None, _Opt(help="Default: the source run's.")] = None,
+    max_new_tokens: Annotated[int | None, _Opt(help="Default: the source run's.")] = None,
+    seed: Annotated[int | None, _Opt(help="Default: the source run's (same noise).")] = None,
+    batch_size: Annotated[int | None, _Opt(help="Default: the source run's.")] = None,
+    device: Annotated[str | None, _Opt(help="auto, cpu, cuda ...; default: the source's.")] = None,
+    dtype: Annotated[str | None, _Opt(help="auto, bf16, fp16, fp32; default: the source.")] = None,
+    threads: Annotated[int | None, _Opt(help="CPU threads for torch while generating.")] = None,
+    name: Annotated[str | None, _Opt(help="Run name (unique in the store).")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    quiet: Annotated[bool, _Opt(help="No progress bar.")] = False,
+) -> None:
+    """Continue recorded episodes with another policy, checkpoint or temperature.
+
+    The new run replays each episode's steps before the fork step (the environment executes the
+    recorded actions again and must answer as recorded), then its own policy plays on.
+    """
+    from app.forks import ForkRequest, plan_episode_fork, plan_failure_forks
+
+    if (episode_id is None) == (run_ref is None):
+        fail(
+            "name what to fork: an EPISODE with --step K, or --run RUN --at first-error"
+            if episode_id is None
+            else "give an EPISODE or --run, not both"
+        )
+    if episode_id is not None and (step is None or at is not None):
+        fail(
+            "an EPISODE forks at --step K (the first step the new policy plays), not --at"
+            if at is not None
+            else "--step K is needed: the first step the new policy plays (1 replays nothing)"
+        )
+    if run_ref is not None and (at != "first-error" or step is not None):
+        fail(
+            "--run forks at --at first-error; --step is for one EPISODE"
+            if step is not None
+            else f"--run needs --at first-error (got {at!r})"
+            if at
+            else "--run needs --at first-error"
+        )
+    if samples < 1:
+        fail(f"--samples must be at least 1, got {samples}")
+    changed = {
+        "temperature": temperature, "top_p": top_p, "max_new_tokens": max_new_tokens,
+        "seed": seed, "batch_size": batch_size, "device": device, "dtype": dtype,
+        "threads": threads,
+    }  # fmt: skip
+    _overlay(_GEN, **changed)  # each flag checked on its own, named as typed
+    request = ForkRequest(
+        policy=policy,
+        generation={k: v for k, v in changed.items() if v is not None},
+        samples=samples,
+        name=name,
+    )
+    st = open_store(store)
+    try:
+        if episode_id is not None:
+            assert step is not None
+            plan = plan_episode_fork(st, episode_id, step, request)
+        else:
+            assert run_ref is not None
+            found = plan_failure_forks(st, run_ref, request)
+            plan = found.plan
+            skipped = f"; {found.skipped} without steps left out" if found.skipped else ""
+            err.print(
+                f"forking {len(plan.spec.fork.points) if plan.spec.fork else 0} of "
+                f"{found.failed} failed episodes of run {run_ref!r}{skipped}",
+                highlight=False,
+            )
+        batch.plan_tasks(st, plan, set())  # a source gone or a changed question: refused now
+        prepared = batch.prepare(plan)
+        run_id = st.create_run(
+            prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
+        )
+    except SettingsError as exc:
+        fail(f"--{exc.field.replace('_', '-')} {exc.problem}")
+    except USER_ERRORS as exc:
+        fail(_one_line(exc))
+    _play(st, run_id, prepared, set(), quiet)
+
+
+@cli.command()
+def tag(
+    episode_id: Annotated[int, typer.Argument(help="Episode to label.", show_default=False)],
+    tag_name: Annotated[str, typer.Argument(metavar="TAG", help="A short label, e.g. wrong-join.")],
+    note: Annotated[str | None, _Opt(help="Free text kept with the tag.")] = None,
+    step: Annotated[int | None, _Opt(help="Label this step rather than the episode.")] = None,
+    remove: Annotated[bool, _Opt("--remove", help="Take the tag off instead.")] = False,
+    author: Annotated[
+        str | None, _Opt(help="Who labels it; default: $USER.", show_default=False)
+    ] = None,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Tag an episode (or one of its steps) with a label and a note; --remove takes it off.
+
+    Tagging again with the same tag replaces the note. List tags with `rollscope tags`.
+    """
+    from storage.tagging import clean_tag
+
+    if remove and note is not None:
+        fail("--remove takes a tag off; it has no --note")
+    st = open_store(store)
+    where = f"episode {episode_id}" + ("" if step is None else f" step {step}")
+    try:
+        if remove:
+            if not st.remove_annotation(episode_id, clean_tag(tag_name), step=step):
+                fail(f"{where} has no tag {tag_name.strip()!r} (see `rollscope tags --run RUN`)")
+            out.print(f"{where}: removed {tag_name.strip()!r}", highlight=False)
+            return
+        made = st.annotate(episode_id, tag_name, note=note, step=step, author=author or _login())
+    except USER_ERRORS as exc:
+        fail(_one_line(exc))
+    out.print(f"{where}: tagged {made.tag!r}", highlight=False)
+
+
+@cli.command()
+def tags(
+    run_refs: Annotated[
+        list[str] | None, _Opt("--run", help="Run name or id; repeatable (default: all runs).")
+    ] = None,
+    tag_name: Annotated[
+        str | None, _Opt("--tag", help="List the episodes carrying this tag, with their notes.")
+    ] = None,
+    limit: Annotated[int, _Opt(help="Episodes listed with --tag at most.")] = 100,
+    as_json: Annotated[bool, _Opt("--json", help="Machine-readable output.")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Tags in use and how many episodes carry each; --tag lists those episodes."""
+    from app.render import annotated_table, tag_table
+    from storage.read_models import EpisodeFilter
+
+    st = open_reader(store)
+    run_ids = []
+    for ref in dict.fromkeys(run_refs or []):
+        found = st.find_run(ref)
+        if found is None:
+            fail(f"no run {ref!r} in the store (list them with `rollscope runs`)")
+        run_ids.append(found.id)
+    if tag_name is None:
+        counts = st.annotation_tags(run_ids)
+        if as_json:
+            print(json.dumps([dataclasses.asdict(c) for c in counts], indent=2))
+        elif not counts:
+            out.print("no tags yet: add one with `rollscope tag EPISODE TAG --note ...`")
+        else:
+            out.print(tag_table(counts))
+        return
+    flt = EpisodeFilter(run_ids=tuple(run_ids), tags=(tag_name.strip(),), finished_only=False)
+    page = st.list_episodes(flt, limit=max(1, limit))
+    details = st.get_episodes([e.id for e in page.items])
+    if as_json:
+        rows = [
+            {"episode_id": d.summary.id, "run_name": d.summary.run_name}
+            | {"question_id": d.summary.question_id, "outcome": d.summary.outcome}
+            | {"annotations": [dataclasses.asdict(a) for a in d.annotations]}
+            for d in details
+        ]
+        print(json.dumps(_jsonable(rows), indent=2))
+    elif not details:
+        out.print(f"no episode carries the tag {tag_name.strip()!r}", highlight=False)
+    else:
+        out.print(annotated_table(details, tag_name.strip()))
+        if page.next_cursor is not None:
+            out.print(f"(first {len(details)} shown; --limit for more)", highlight=False)
+
+
+def _login() -> str | None:
+    """Who runs this command, for an annotation's author."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no $USER and no passwd entry (some containers)
+        return None
 
 
 @cli.command()

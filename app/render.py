@@ -1,4 +1,4 @@
-"""Terminal renderings of store records: the runs table and an episode transcript."""
+"""Terminal renderings of store records: the runs table, an episode transcript, tags."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from storage.read_models import EpisodeDetail, RunSummary
+from storage.read_models import Annotation, EpisodeDetail, RunSummary, TagCount
 
 
 def _pct(value: float | None) -> str:
@@ -65,9 +65,17 @@ def episode_transcript(detail: EpisodeDetail) -> Group:
         f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}  db {s.db_id}\n"
     )
     head.append(s.question)  # model- and dataset-written text is always plain Text, never markup
+    if s.forked_from is not None:
+        head.append(
+            f"\nfork of episode {s.forked_from}: steps before {s.fork_step} replayed",
+            style="italic",
+        )
     parts: list[Panel | Text | Syntax] = [head, Syntax(detail.gold_sql, "sql", word_wrap=True)]
+    parts += [_annotation_line(a) for a in detail.annotations]
     for step in detail.steps:
         body = Text()
+        if step.replayed:
+            body.append("replayed from the source episode\n", style="italic")
         body.append("output: ", style="bold")
         body.append(step.raw_output + "\n")
         flag = "" if step.parsed else "  (unparsed: fell back to QUERY)"
@@ -81,3 +89,45 @@ def episode_transcript(detail: EpisodeDetail) -> Group:
     )
     parts.append(outcome)
     return Group(*parts)
+
+
+def _annotation_line(a: Annotation) -> Text:
+    line = Text()
+    line.append(f"tag {a.tag}", style="bold magenta")
+    line.append("" if a.step is None else f" (step {a.step})")
+    line.append(f"  {a.author or 'someone'}, {a.created_at:%Y-%m-%d %H:%M} UTC")
+    if a.note:
+        line.append(f"\n  {a.note}")
+    return line
+
+
+def tag_table(counts: Sequence[TagCount]) -> Table:
+    """Tags in use with the number of episodes carrying each."""
+    table = Table(title="tags", title_justify="left")
+    table.add_column("tag")
+    table.add_column("episodes", justify="right")
+    for c in counts:
+        table.add_row(Text(c.tag), str(c.episodes))
+    return table
+
+
+def annotated_table(details: Sequence[EpisodeDetail], tag: str) -> Table:
+    """Episodes carrying a tag: one row per annotation with that tag, its step and note."""
+    table = Table(title=f"episodes tagged {tag}", title_justify="left")
+    for col in ("episode", "run", "question", "outcome", "step", "note", "by"):
+        table.add_column(col, justify="right" if col in ("episode", "step") else "left")
+    for d in details:
+        s = d.summary
+        for a in d.annotations:
+            if a.tag != tag:
+                continue
+            table.add_row(
+                str(s.id),
+                Text(s.run_name),
+                Text(s.question_id),
+                s.outcome or "playing",
+                "-" if a.step is None else str(a.step),
+                Text(a.note or ""),
+                Text(a.author or ""),
+            )
+    return table

@@ -18,6 +18,7 @@ from typing import Literal
 
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment, TokenCounter
+from rollout_core.fork_replay import ForkStart, replay_prefix
 from rollout_core.parse import parse_model_output
 from rollout_core.policies.base import (
     Completion,
@@ -32,6 +33,7 @@ from rollout_core.records import (
     EpisodeRecord,
     EpisodeStart,
     IterationBatch,
+    Outcome,
     Question,
     Sink,
     StepRecord,
@@ -54,6 +56,8 @@ class EpisodeTask:
     question: Question
     sample_index: int
     seed: int
+    fork: ForkStart | None = None
+    """For a fork: the recorded steps replayed before the policy's first turn."""
 
     @property
     def key(self) -> EpisodeKey:
@@ -178,9 +182,11 @@ def _run_episodes(
     while queue or live:
         started: list[EpisodeStart] = []
         finished: list[EpisodeRecord] = []
+        steps: list[StepRecord] = []  # a fork's replayed steps first, then this turn's
         while queue and len(live) < stats.batch_size and free_envs:
             task = queue.popleft()
             env = free_envs.pop()
+            t_episode = time.perf_counter()
             try:
                 obs = env.reset(seed=task.seed, question_id=task.question.id)
             except Exception as exc:  # a broken gold query or database: record, keep going
@@ -189,9 +195,26 @@ def _run_episodes(
                 free_envs.append(env)
                 continue
             started.append(_start_record(task))
-            live.append(_Live(task, env, initial_messages(obs, step_budget), time.perf_counter()))
+            messages = initial_messages(obs, step_budget)
+            if task.fork is not None:
+                replay = replay_prefix(
+                    env,
+                    task.fork,
+                    messages,
+                    question_id=task.question.id,
+                    sample_index=task.sample_index,
+                )
+                steps.extend(replay.steps)
+                if replay.divergence is not None:
+                    ended = _Live(task, env, messages, t_episode)
+                    finished.append(_episode_record(ended, error=replay.divergence))
+                    free_envs.append(env)
+                    continue
+                messages = replay.messages
+            live.append(_Live(task, env, messages, t_episode))
         if not live:
-            sink.write(IterationBatch(started=started, finished=finished))
+            sink.write(IterationBatch(started=started, steps=steps, finished=finished))
+            stats.steps += len(steps)
             _count(stats, finished, on_episode)
             continue
 
@@ -202,7 +225,6 @@ def _run_episodes(
         stats.policy_calls += 1
         stats.policy_seconds += policy_dt
 
-        steps: list[StepRecord] = []
         still: list[_Live] = []
         for ep, req, out in zip(live, requests, completions, strict=True):
             record, done = _step(ep, req, out, policy_dt / len(live))
@@ -306,12 +328,16 @@ def _start_record(task: EpisodeTask) -> EpisodeStart:
         db_id=q.db_id,
         question=q.question,
         gold_sql=q.gold_sql,
+        forked_from=None if task.fork is None else task.fork.source_episode,
+        fork_step=None if task.fork is None else task.fork.step,
     )
 
 
-def _episode_record(ep: _Live) -> EpisodeRecord:
+def _episode_record(ep: _Live, *, error: str | None = None) -> EpisodeRecord:
+    """The finished episode's record; `error` ends an unfinished one in `error` (a fork whose
+    replay did not reproduce its source)."""
     state = ep.env.state
-    outcome = state.outcome
+    outcome: Outcome | None = "error" if error is not None else state.outcome
     assert outcome is not None
     return EpisodeRecord(
         question_id=ep.task.question.id,
@@ -323,7 +349,7 @@ def _episode_record(ep: _Live) -> EpisodeRecord:
         steps=state.step_count,
         answer=state.answer,
         duration_seconds=time.perf_counter() - ep.started,
-        error=state.error,
+        error=error if error is not None else state.error,
     )
 
 

@@ -17,7 +17,7 @@ from rollout_core.checkpoints import check_checkpoint_dir
 from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
 from rollout_core.errors import SpecError
 from rollout_core.policies.registry import check_spec, split_spec
-from rollout_core.records import Question, RunKind, RunSpec
+from rollout_core.records import ForkSpec, Question, RunKind, RunSpec
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 
 _MAX_NAME = 200
@@ -43,6 +43,8 @@ class RunRequest:
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     environment: EnvironmentSettings = field(default_factory=EnvironmentSettings)
     kind: RunKind = "batch"
+    fork: ForkSpec | None = None
+    """For kind `fork`: the recorded episodes continued (built by `app.forks`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +57,9 @@ class PlannedRun:
 
     @property
     def planned(self) -> int:
-        """Episodes the run will play: questions x samples."""
+        """Episodes the run will play: questions (a fork: recorded episodes) x samples."""
+        if self.spec.fork is not None:
+            return len(self.spec.fork.points) * self.spec.samples
         return len(self.questions) * self.spec.samples
 
 
@@ -83,6 +87,10 @@ def build_spec(req: RunRequest) -> PlannedRun:
         raise SpecError("--model, --api-key-env and --concurrency apply to the openai policy only")
     if req.samples < 1:
         raise SpecError(f"samples must be at least 1, got {req.samples}")
+    if (req.kind == "fork") != (req.fork is not None):
+        raise SpecError("a fork run needs its fork points, and only a fork run has them")
+    if req.fork is not None and not req.fork.points:
+        raise SpecError("a fork run needs at least one recorded episode to continue")
     dataset = resolve_dataset(req.dataset, req.questions, req.db_dir)
     ids = tuple(req.question_ids) or None
     questions = select_questions(dataset, limit=None if ids else req.limit, question_ids=ids)
@@ -105,6 +113,7 @@ def build_spec(req: RunRequest) -> PlannedRun:
         question_ids=ids,
         checkpoint=checkpoint,
         kind=req.kind,
+        fork=req.fork,
     )
     return PlannedRun(spec, dataset, questions)
 

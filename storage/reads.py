@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from rollout_core.records import ActionKind, Outcome, RunKind, RunStatus, TokenTrace
 from storage.cursors import decode_cursor, encode_cursor
 from storage.lifecycle import RunPresence, effective_status
-from storage.models import Episode, Run, Step
+from storage.models import Annotation, Episode, Run, Step
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, RunSummary, StoredStep
 from storage.token_codec import TokenTraceError, decode_trace
 
@@ -123,6 +123,8 @@ def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
         c.append(Episode.has_sql_error.is_(flt.has_sql_error))
     if flt.has_unparsed is not None:
         c.append(Episode.has_unparsed.is_(flt.has_unparsed))
+    if flt.tags:
+        c.append(Episode.id.in_(tagged_episodes(flt.tags, flt.run_ids)))
     if flt.text:
         pattern = like_pattern(flt.text)
         # The EXISTS probes only the steps of episodes the outer (LIMITed) scan reaches.
@@ -139,6 +141,15 @@ def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
             )
         )
     return c
+
+
+def tagged_episodes(tags: Sequence[str], run_ids: Sequence[int] = ()) -> AnySelect:
+    """Ids of the episodes carrying any of `tags` (on themselves or a step), from the
+    (tag, run_id, episode_id) index alone."""
+    stmt = select(Annotation.episode_id).where(
+        Annotation.tag.in_(tags), Annotation.episode_id.is_not(None)
+    )
+    return stmt.where(Annotation.run_id.in_(run_ids)) if run_ids else stmt
 
 
 def episode_page_query(
@@ -206,6 +217,8 @@ _SUMMARY_COLUMNS = (
     Episode.has_sql_error,
     Episode.has_unparsed,
     Episode.answer,
+    Episode.forked_from,
+    Episode.fork_step,
 )
 
 
@@ -231,6 +244,8 @@ def episode_summary(row: AnyRow) -> EpisodeSummary:
         has_sql_error=bool(row.has_sql_error),
         has_unparsed=bool(row.has_unparsed),
         answer=row.answer,
+        forked_from=row.forked_from,
+        fork_step=row.fork_step,
     )
 
 
@@ -257,6 +272,7 @@ def stored_step(s: Step, prompt: str) -> StoredStep:
         tokens=_trace(s),
         mean_logprob=s.mean_logprob,
         mean_entropy=s.mean_entropy,
+        replayed=s.replayed,
     )
 
 

@@ -14,8 +14,9 @@ CONTRACT (helpers build against this; keep the signatures):
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from typing import TypeVar
 
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
@@ -29,7 +30,7 @@ from rollout_core.records import (
     RunSpec,
     RunStatus,
 )
-from storage import aggregates, lifecycle, reads
+from storage import aggregates, lifecycle, reads, tagging
 from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
 from storage.engine import store_error as _store_error
 from storage.migrations import (
@@ -39,9 +40,10 @@ from storage.migrations import (
     check_sqlite_file,
     upgrade_to_head,
 )
-from storage.models import Episode, Run, RunTag, Step
+from storage.models import Episode, Run, Step
 from storage.prompt_store import PromptWriter, rebuild_prompts
 from storage.read_models import (
+    Annotation,
     Distribution,
     EpisodeDetail,
     EpisodeFilter,
@@ -51,6 +53,7 @@ from storage.read_models import (
     QuestionComparison,
     QuestionOutcomes,
     RunSummary,
+    TagCount,
 )
 from storage.writes import (
     clean_json,
@@ -62,6 +65,8 @@ from storage.writes import (
 )
 
 __all__ = ["DuplicateRunName", "Store", "StoreError", "StoreSink"]
+
+T = TypeVar("T")
 
 
 class DuplicateRunName(StoreError):
@@ -256,8 +261,7 @@ class Store:
 
         def run() -> None:
             with self._writing() as session:
-                session.execute(delete(RunTag).where(RunTag.run_id == run_id, RunTag.name == name))
-                session.add(RunTag(run_id=run_id, name=name, value=value))
+                tagging.set_run_label(session, run_id, name, value)
 
         try:
             retry_locked(run)
@@ -267,12 +271,42 @@ class Store:
     def run_tags(self, run_id: int) -> dict[str, str]:
         """A run's labels, by name."""
         with Session(self._engine) as session:
-            rows = session.execute(
-                select(RunTag.name, RunTag.value)
-                .where(RunTag.run_id == run_id)
-                .order_by(RunTag.name)
-            )
-            return {name: value for name, value in rows}
+            return tagging.run_labels(session, run_id)
+
+    def annotate(
+        self,
+        episode_id: int,
+        tag: str,
+        *,
+        note: str | None = None,
+        step: int | None = None,
+        author: str | None = None,
+    ) -> Annotation:
+        """Tag an episode (or one of its steps) with a note; the same tag on the same target
+        replaces the earlier note. AnnotationError for a bad tag, episode or step."""
+        return retry_locked(
+            lambda: self._in_write(tagging.annotate_episode, episode_id, tag, note, step, author)
+        )
+
+    def remove_annotation(self, episode_id: int, tag: str, *, step: int | None = None) -> bool:
+        """Remove an episode's (or step's) tag; False when it had none such."""
+        return retry_locked(
+            lambda: self._in_write(tagging.remove_episode_annotation, episode_id, tag, step)
+        )
+
+    def _in_write(self, fn: Callable[..., T], *args: object) -> T:
+        with self._writing() as session:
+            return fn(session, *args)
+
+    def annotations(self, episode_id: int) -> list[Annotation]:
+        """An episode's tags and notes (on it and its steps), oldest first."""
+        with Session(self._engine) as session:
+            return tagging.episode_annotations(session, [episode_id])[episode_id]
+
+    def annotation_tags(self, run_ids: Sequence[int] = ()) -> list[TagCount]:
+        """Tags on the runs' episodes (all runs when none given), most used first."""
+        with Session(self._engine) as session:
+            return tagging.tag_counts(session, run_ids)
 
     def sink(self, run_id: int, *, skip_finished: bool = False) -> StoreSink:
         """A sink that writes each IterationBatch into this run as one transaction.
@@ -412,6 +446,16 @@ class Store:
             found = self._details(session, [episode_id], None)
         return found[0] if found else None
 
+    def get_episodes(self, episode_ids: Sequence[int], *, batch: int = 200) -> list[EpisodeDetail]:
+        """Several episodes with their steps, in id order; unknown ids are left out."""
+        ids = sorted(set(episode_ids))
+        found: list[EpisodeDetail] = []
+        for start in range(0, len(ids), batch):
+            # A short read per batch: a long-open read would stall SQLite's WAL checkpoints.
+            with Session(self._engine) as session:
+                found += self._details(session, ids[start : start + batch], None)
+        return found
+
     def _details(
         self, session: Session, episode_ids: list[int], run: RunSummary | None
     ) -> list[EpisodeDetail]:
@@ -437,6 +481,7 @@ class Store:
             steps[s.episode_id].append(s)
         prompts = rebuild_prompts(session, {r.id: r.question for r in rows}, loaded)
         runs: dict[int, RunSummary] = {run.id: run} if run is not None else {}
+        notes = tagging.episode_annotations(session, [r.id for r in rows])
         out = []
         for r in rows:
             if r.run_id not in runs:
@@ -455,6 +500,7 @@ class Store:
                         reads.stored_step(s, prompts[s.episode_id, s.step_no]) for s in steps[r.id]
                     ],
                     run=runs[r.run_id],
+                    annotations=notes[r.id],
                 )
             )
         return out

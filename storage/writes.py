@@ -170,6 +170,8 @@ def _insert_started(
             "question": _text(s.question),
             "gold_sql": _text(s.gold_sql),
             "started_at": now,
+            "forked_from": s.forked_from,
+            "fork_step": s.fork_step,
         }
         for s in batch.started
     ]
@@ -238,6 +240,7 @@ def _step_row(
         "token_trace": None if s.tokens is None else encode_trace(s.tokens, s.raw_output),
         "mean_logprob": mean_logprob,
         "mean_entropy": mean_entropy,
+        "replayed": s.replayed,
     }
 
 
