@@ -133,6 +133,20 @@ class Episode(Base):
         Index(None, "run_id", "question_id", "sample_index", unique=True),
         Index(None, "question_id"),
         Index(None, "db_id"),
+        # A training run's per-step curves: one GROUP BY over (train_step, group_index) that
+        # reads this index alone (storage.training).
+        Index(
+            "ix_episodes_run_train_step_metrics",
+            "run_id",
+            "train_step",
+            "group_index",
+            "outcome",
+            "reward",
+            "steps",
+            "unparsed_steps",
+            "mean_logprob",
+            "tokens_out",
+        ),
     )
 
     id: Mapped[int] = mapped_column(
@@ -164,6 +178,16 @@ class Episode(Base):
     sample_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     query_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     answer_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    # Training runs (kind `training`): when the episode was played and which GRPO group it
+    # belongs to; NULL for other runs.
+    train_step: Mapped[int | None]
+    """The trainer's global step when the episode was played."""
+    group_index: Mapped[int | None]
+    """The GRPO group (episodes of one prompt in one generation batch), numbered over the run."""
+    mean_logprob: Mapped[float | None] = mapped_column(Float)
+    """Mean log-probability of the model's tokens over the whole episode, when recorded."""
+    tokens_out: Mapped[int | None]
+    """Tokens the model wrote in the episode, when recorded."""
 
 
 class Step(Base):
