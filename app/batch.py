@@ -88,6 +88,11 @@ def reopen_run(store: Store, ref: str, *, resume: bool) -> tuple[int, Prepared, 
         spec = RunSpec.from_stored(found.spec)
     except SpecError as exc:
         raise JobError(f"run {found.name!r} cannot be played again: {exc}") from None
+    if spec.kind == "training":
+        raise JobError(
+            f"run {found.name!r} was recorded by a trainer; continue it from the training "
+            "script (app.trl.make_rollout_func(..., resume=True))"
+        )
     prepared = prepare(plan_stored(spec))
     store.set_run_status(found.id, "running")
     store.set_policy_info(found.id, prepared.info)

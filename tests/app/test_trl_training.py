@@ -39,6 +39,9 @@ class Call:
     output: dict[str, list[Any]]
     weights: torch.Tensor
     worst_logprob_gap: float
+    caller_state_kept: bool
+    """Torch's RNG and threads, the tokenizer's padding, the model's attention and training
+    mode: as the trainer had them before the call."""
 
 
 @dataclass
@@ -84,8 +87,21 @@ def _watch(rollout: RolloutFunction, calls: list[Call]) -> Any:
     """The rollout function, with each call's output checked against a fresh forward pass
     before the trainer's optimizer step changes the weights."""
 
+    def state(trainer: Any) -> tuple[Any, ...]:
+        model, tok = trainer.model, trainer.processing_class
+        return (
+            torch.get_rng_state().tolist(),
+            torch.get_num_threads(),
+            tok.padding_side,
+            tok.pad_token,
+            model.config._attn_implementation,
+            model.training,
+        )
+
     def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        before = state(trainer)
         output = rollout(prompts, trainer)
+        kept = state(trainer) == before
         model = trainer.model
         worst = 0.0
         for p, c, lp, m in zip(
@@ -101,7 +117,7 @@ def _watch(rollout: RolloutFunction, calls: list[Call]) -> Any:
             assert torch.all(recorded[~mask] == 0.0)
             worst = max(worst, float((fresh[mask] - recorded[mask]).abs().max()))
         weights = next(model.parameters()).detach().clone()
-        calls.append(Call(trainer.state.global_step, output, weights, worst))
+        calls.append(Call(trainer.state.global_step, output, weights, worst, kept))
         return output
 
     return rollout_func
@@ -161,7 +177,9 @@ def test_every_rollout_is_stored_with_its_training_step_in_groups(trained: Sessi
             assert detail is not None
             matching = [
                 e
-                for e in question_episodes(trained.store, trained.run_id, detail.summary.question_id)
+                for e in question_episodes(
+                    trained.store, trained.run_id, detail.summary.question_id
+                )
                 if e.id == episode_id
             ]
             assert matching[0].train_step == call.train_step
@@ -246,6 +264,10 @@ def test_env_mask_is_zero_exactly_on_environment_tokens(trained: Session) -> Non
 def test_recorded_logprobs_match_a_fresh_forward_pass(trained: Session) -> None:
     for call in trained.calls:
         assert call.worst_logprob_gap < 1e-4
+
+
+def test_the_rollouts_leave_the_trainers_state_alone(trained: Session) -> None:
+    assert all(call.caller_state_kept for call in trained.calls)
 
 
 def test_logged_mean_reward_equals_the_stores(trained: Session) -> None:
