@@ -23,7 +23,7 @@ from dataclasses import fields
 from typing import Any
 
 from app.training.rollout import RolloutFunction, opening_messages
-from app.training.tool_env import SQLToolEnvironment, ToolEnvironmentFactory
+from app.training.tool_env import SQLToolEnvironment, ToolEnvironmentFactory, tool_prompt
 from rollout_core.datasets import Dataset, select_questions
 from rollout_core.errors import SpecError
 from rollout_core.records import Question, RunSpec
@@ -67,18 +67,23 @@ def training_dataset(
     question_ids: Sequence[str] | None = None,
     limit: int | None = None,
     step_budget: int = DEFAULT_STEP_BUDGET,
+    tools: bool = False,
 ) -> Any:
     """A `datasets.Dataset` with the chat messages each question's episode opens with
     (`prompt`) and its `question_id`: the trainer's `train_dataset`.
 
     `dataset` takes the names `rollscope run --dataset` takes (`demo:train`, `demo:test`, a
-    questions file); `questions` (+ `db_dir`) a Spider/BIRD layout instead.
+    questions file); `questions` (+ `db_dir`) a Spider/BIRD layout instead. `tools=True` makes
+    the prompts for `SQLToolEnvironment` (the question alone; its `reset` adds the tables).
     """
     import datasets
 
     ds, chosen = _questions(dataset, questions, db_dir, question_ids, limit)
     environment = EnvironmentSettings(step_budget=step_budget)
-    prompts = opening_messages(ds, chosen, environment)
+    if tools:
+        prompts = [[{"role": "user", "content": tool_prompt(q)}] for q in chosen]
+    else:
+        prompts = opening_messages(ds, chosen, environment)
     return datasets.Dataset.from_dict({"prompt": prompts, "question_id": [q.id for q in chosen]})
 
 

@@ -24,6 +24,7 @@ from rollout_core.records import (
     EpisodeStart,
     IterationBatch,
     PolicyInfo,
+    Question,
     RunSpec,
     StepRecord,
 )
@@ -32,6 +33,17 @@ from rollout_core.sandbox import Sandbox
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.store import Store
 from storage.training import Counters, GroupTag, TrainingSink
+
+
+def tool_prompt(question: Question) -> str:
+    """The user message of a tool episode: the question and its database (the environment's
+    `reset` adds the tables)."""
+    lines = [f"Question: {question.question}"]
+    if question.evidence:
+        lines.append(f"Evidence: {question.evidence}")
+    lines.append(f"Database: {question.db_id}")
+    lines.append("Look at the database with the tools, then give the answer with `answer`.")
+    return "\n".join(lines)
 
 
 class ToolEnvironmentFactory:

@@ -145,3 +145,55 @@ def test_tool_environment_records_each_call_as_a_step(bench: tuple[str, str, Sto
         ("ANSWER", "5"),
     ]
     assert [s.episodes for s in training_steps(store, factory.run.run_id)] == [3]
+
+
+def test_a_grpo_step_with_the_tool_environment(
+    tiny_checkpoint: Path, bench: tuple[str, str, Store], tmp_path: Path
+) -> None:
+    """The tiny tokenizer with a chat template that renders tool calls (Qwen2.5's, which TRL
+    knows how to parse): one GRPOTrainer step plays every rollout in the environment."""
+    import os
+
+    import trl
+    from transformers import AutoModelForCausalLM
+    from trl import GRPOConfig, GRPOTrainer
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    questions, db_dir, store = bench
+    tok = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    tok.chat_template = (Path(trl.__file__).parent / "chat_templates/qwen2_5.jinja").read_text()
+    factory = make_environment_factory(
+        dataset=None, questions=questions, db_dir=db_dir, store=store, name="tools", step_budget=3
+    )
+    rows = training_dataset(None, questions=questions, db_dir=db_dir, tools=True)
+    assert "Tables" not in rows[0]["prompt"][0]["content"]
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=1,
+        max_completion_length=8,
+        use_cpu=True,
+        bf16=False,
+        gradient_checkpointing=False,
+        report_to=[],
+        save_strategy="no",
+        disable_tqdm=True,
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_checkpoint),
+        processing_class=tok,
+        args=args,
+        train_dataset=rows,
+        environment_factory=factory,
+        callbacks=[factory.callback()],
+    )
+    trainer.train()
+    assert factory.run.run_id is not None
+    run = store.get_run(factory.run.run_id)
+    assert run is not None and run.status == "completed" and run.episodes_finished == 4
+    assert run.spec["training"]["num_generations"] == 2
+    (step,) = training_steps(store, factory.run.run_id)
+    assert (step.train_step, step.episodes, step.groups) == (0, 4, 2)
+    logged = [h for h in trainer.state.log_history if "rewards/SQLToolEnvironment/mean" in h]
+    assert logged[0]["rewards/SQLToolEnvironment/mean"] == pytest.approx(step.reward)
