@@ -127,6 +127,11 @@ def reopen_run(
         spec = RunSpec.from_stored(found.spec)
     except SpecError as exc:
         raise JobError(f"run {found.name!r} cannot be played again: {exc}") from None
+    if spec.kind == "training":
+        raise JobError(
+            f"run {found.name!r} was recorded by a trainer; continue it from the training "
+            "script (app.trl.make_rollout_func(..., resume=True))"
+        )
     prepared = prepare(plan_stored(spec), fanout)
     with _closed_on_error(fanout):
         store.set_run_status(found.id, "running")

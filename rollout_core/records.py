@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from rollout_core.settings import EnvironmentSettings, GenerationSettings, TrainingSettings
 
 ActionKind = Literal["DESCRIBE", "SAMPLE", "QUERY", "ANSWER"]
 ACTION_KINDS: tuple[ActionKind, ...] = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
@@ -166,6 +166,8 @@ class RunSpec:
     """`batch` (rollscope run, Launch), `training` (played inside a trainer), `fork`."""
     fork: ForkSpec | None = None
     """For a `fork` run: the recorded episodes it continues and from which step."""
+    training: TrainingSettings | None = None
+    """The trainer's arguments, for a `training` run."""
 
     def to_stored(self) -> dict[str, Any]:
         """The JSON-able form kept in the store."""

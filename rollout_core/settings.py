@@ -147,3 +147,34 @@ class EnvironmentSettings:
             raise SettingsError(
                 "max_observation_tokens", f"must be at least 1, got {self.max_observation_tokens}"
             )
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingSettings:
+    """A trainer's arguments that shape a training run (recorded with it, never replayed)."""
+
+    trainer: str = "GRPOTrainer"
+    """The trainer class, with its library's version (`GRPOTrainer (trl 1.16.0)`)."""
+    model: str = ""
+    """The trained model's name or path."""
+    learning_rate: float = 0.0
+    num_generations: int = 1
+    """Episodes per prompt: the GRPO group size."""
+    beta: float = 0.0
+    """KL coefficient against the reference model (0: no reference model)."""
+    max_steps: int = -1
+    """Optimizer steps asked for; -1 when the epochs decide."""
+    num_train_epochs: float = 0.0
+    per_device_train_batch_size: int = 1
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: int | None = None
+    num_iterations: int = 1
+    """Optimisation passes over each generation batch (GRPO's mu)."""
+    epsilon: float = 0.2
+    loss_type: str = ""
+    scale_rewards: str = ""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+    reward_funcs: tuple[str, ...] = ()
+    """Names of the reward functions, in the trainer's order."""

@@ -134,6 +134,20 @@ class Episode(Base):
         Index(None, "question_id"),
         Index(None, "db_id"),
         Index(None, "forked_from"),
+        # A training run's per-step curves: one GROUP BY over (train_step, group_index) that
+        # reads this index alone (storage.training).
+        Index(
+            "ix_episodes_run_train_step_metrics",
+            "run_id",
+            "train_step",
+            "group_index",
+            "outcome",
+            "reward",
+            "steps",
+            "unparsed_steps",
+            "mean_logprob",
+            "tokens_out",
+        ),
     )
 
     id: Mapped[int] = mapped_column(
@@ -169,6 +183,16 @@ class Episode(Base):
     # No foreign key: a fork outlives a deleted source (and adding one rebuilds the table).
     forked_from: Mapped[int | None] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
     fork_step: Mapped[int | None]
+    # Training runs (kind `training`): when the episode was played and which GRPO group it
+    # belongs to; NULL for other runs.
+    train_step: Mapped[int | None]
+    """The trainer's global step when the episode was played."""
+    group_index: Mapped[int | None]
+    """The GRPO group (episodes of one prompt in one generation batch), numbered over the run."""
+    mean_logprob: Mapped[float | None] = mapped_column(Float)
+    """Mean log-probability of the model's tokens over the whole episode, when recorded."""
+    tokens_out: Mapped[int | None]
+    """Tokens the model wrote in the episode, when recorded."""
 
 
 class Step(Base):

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import streamlit as st
 
 from app.dashboard.settings import Settings, load_settings
+from storage import training
 from storage.read_models import (
     Distribution,
     EpisodeDetail,
@@ -178,3 +179,38 @@ def clear() -> None:
     _list_runs.clear()
     _get_run.clear()
     _list_episodes.clear()
+
+
+# -- training runs (storage.training) ---------------------------------------------------------
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _training_steps(_store: Store, url: str, run_id: int) -> list[training.TrainingStep]:
+    return training.training_steps(_store, run_id)
+
+
+def training_steps(run_id: int) -> list[training.TrainingStep]:
+    """A training run's per-step metrics."""
+    return _training_steps(store(), settings().store_url, run_id)
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _training_questions(_store: Store, url: str, run_id: int) -> list[training.TrainingQuestion]:
+    return training.training_questions(_store, run_id)
+
+
+def training_questions(run_id: int) -> list[training.TrainingQuestion]:
+    """The questions a training run played, most played first."""
+    return _training_questions(store(), settings().store_url, run_id)
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _question_episodes(
+    _store: Store, url: str, run_id: int, question_id: str
+) -> list[training.TrainingEpisode]:
+    return training.question_episodes(_store, run_id, question_id)
+
+
+def question_episodes(run_id: int, question_id: str) -> list[training.TrainingEpisode]:
+    """A question's episodes over a training run, in training order."""
+    return _question_episodes(store(), settings().store_url, run_id, question_id)

@@ -18,6 +18,9 @@ _pages: dict[str, list[st.Page]] = {
     ],
     "Analyse": [
         st.Page(nav.COMPARE, title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page(
+            nav.TRAINING, title="Training", icon=":material/model_training:", url_path="training"
+        ),
     ],
 }
 if not _settings.read_only:

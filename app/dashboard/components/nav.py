@@ -7,6 +7,7 @@ EPISODES = "views/episodes.py"
 REPLAY = "views/replay.py"
 COMPARE = "views/compare.py"
 LAUNCH = "views/launch.py"
+TRAINING = "views/training.py"
 
 P_RUN = "run"
 """A run id; repeated for several runs (Episodes filter, Compare)."""

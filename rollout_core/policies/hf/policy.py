@@ -7,7 +7,7 @@ RNG) is left as it was found: see `borrowed`.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -68,8 +68,13 @@ class HFPolicy:
         prefix_cache_entries: int = 1024,
         model: Any = None,
         tokenizer: PreTrainedTokenizerBase | None = None,
+        encoder: Callable[[Sequence[PolicyRequest]], list[list[int]]] | None = None,
     ) -> None:
+        """`encoder`, when given, turns requests into prompt token ids in place of the chat
+        template (a trainer's exact token history: the ids it trains on are the ids the model
+        saw, see app.training.tokens)."""
         settings = settings or GenerationSettings()
+        self.encoder = encoder
         self.settings = settings
         self.checkpoint = str(checkpoint)
         self.device = pick_device(settings.device)
@@ -204,8 +209,11 @@ class HFPolicy:
         self._encoder.release(episodes)
 
     def _encode(self, requests: Sequence[PolicyRequest]) -> list[list[int]]:
-        prompts = [self.render(r.messages) for r in requests]
-        encoded = self._encoder.encode([r.episode for r in requests], prompts)
+        if self.encoder is not None:
+            encoded = self.encoder(requests)
+        else:
+            prompts = [self.render(r.messages) for r in requests]
+            encoded = self._encoder.encode([r.episode for r in requests], prompts)
         # Long conversations keep their most recent turns: the model's context is the limit.
         return [ids[-self.max_prompt_tokens :] for ids in encoded]
 

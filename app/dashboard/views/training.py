@@ -1,0 +1,164 @@
+"""Training: a training run's rollouts over its steps, and one question across training."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.dashboard import analysis, data, training_curves
+from app.dashboard.components import nav, params
+from app.dashboard.components.render import escape_markdown, fmt_num, fmt_pct, show_error, show_text
+from rollout_core.errors import SpecError
+from rollout_core.records import RunSpec
+from storage import lifecycle
+from storage.read_models import EpisodeDetail, RunSummary
+from storage.training import TrainingEpisode
+
+LIVE_SECONDS = 3.0
+NO_RUNS = (
+    "No training runs yet - train with TRL's GRPOTrainer and `app.trl.make_rollout_func` "
+    "(README: Train with TRL), or run `make run` for the demo's."
+)
+
+
+def _settings(run: RunSummary) -> None:
+    try:
+        training = RunSpec.from_stored(run.spec).training
+    except SpecError:
+        training = None
+    if training is None:
+        return
+    rewards = ", ".join(training.reward_funcs) or "-"
+    st.caption(
+        escape_markdown(
+            f"{training.trainer} · model {training.model} · learning rate "
+            f"{training.learning_rate:g} · {training.num_generations} episodes per group · "
+            f"beta {training.beta:g} · max steps {training.max_steps} · temperature "
+            f"{training.temperature:g} · rewards: {rewards}"
+        )
+    )
+
+
+def _curves(run_id: int) -> None:
+    run = data.get_run_uncached(run_id)
+    steps = data.training_steps(run_id)
+    if run is not None:
+        last = steps[-1] if steps else None
+        cols = list(st.columns(5))
+        cols[0].metric("status", run.status)
+        cols[1].metric("episodes", run.episodes_finished)
+        cols[2].metric("training steps", len(steps))
+        cols[3].metric("accuracy (last step)", fmt_pct(last.accuracy if last else None))
+        cols[4].metric("reward (last step)", fmt_num(last.reward if last else None, 3))
+    if not steps:
+        st.info("No finished episodes yet.")
+        return
+    halves = st.columns(2)
+    for i, (title, series, fmt) in enumerate(training_curves.CURVES):
+        halves[i % 2].plotly_chart(
+            training_curves.curve(steps, title, series, fmt), width="stretch", key=f"tr_{i}"
+        )
+
+
+def _question(run_id: int) -> None:
+    st.subheader("One question across training")
+    questions = data.training_questions(run_id)
+    if not questions:
+        st.info("No question has finished an episode yet.")
+        return
+    by_id = {q.question_id: q for q in questions}
+    asked = params.get_str(nav.P_QUESTION)
+    if asked is not None and asked not in by_id:
+        st.warning(f"Question {asked} was not played in this run.")
+    if asked in by_id and asked != st.session_state.get("tr_question_linked"):
+        st.session_state["tr_question"] = asked
+    st.session_state["tr_question_linked"] = asked
+    if st.session_state.get("tr_question") not in by_id:
+        st.session_state["tr_question"] = questions[0].question_id
+    qid = st.selectbox(
+        "Question",
+        list(by_id),
+        key="tr_question",
+        format_func=lambda q: (
+            f"{q} · {by_id[q].correct}/{by_id[q].episodes} correct · {by_id[q].question[:70]}"
+        ),
+    )
+    params.put(nav.P_QUESTION, qid)
+    st.markdown(escape_markdown(by_id[qid].question))
+    episodes = data.question_episodes(run_id, qid)
+    shown = training_curves.shown_steps(episodes)
+    chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]] = []
+    for step in shown:
+        group = training_curves.at_step(episodes, step)
+        labels = {e.id: f"sample {e.sample_index}: {e.outcome}" for e in group}
+        pick: int = group[0].id
+        if len(group) > 1:
+            pick = st.selectbox(
+                f"Episode at step {step}",
+                list(labels),
+                key=f"tr_pick_{step}",
+                format_func=labels.__getitem__,
+            )
+        detail = data.get_episode(pick)
+        if detail is not None:
+            chosen.append((step, group, detail))
+    if not chosen:
+        return
+    diverge = analysis.first_divergence([d.steps for _, _, d in chosen])
+    if len(chosen) > 1:
+        if diverge is None:
+            st.success("The episodes take the same actions.")
+        else:
+            st.warning(f"First divergence at step {diverge + 1}.")
+    heads = st.columns(len(chosen))
+    for col, (step, group, detail) in zip(heads, chosen, strict=True):
+        correct = sum(e.outcome == "correct" for e in group)
+        col.markdown(
+            f"**Training step {step}**: {detail.summary.outcome or 'playing'}, reward "
+            f"{fmt_num(detail.summary.reward, 3)} · group {correct}/{len(group)} correct"
+        )
+        with col:
+            st.page_link(
+                nav.REPLAY, label="Replay", query_params={nav.P_EPISODE: str(detail.summary.id)}
+            )
+    longest = max(len(d.steps) for _, _, d in chosen)
+    for i in range(longest):
+        marker = " ◀ first divergence" if diverge == i else ""
+        st.markdown(f"**Step {i + 1}**{marker}")
+        cols = st.columns(len(chosen))
+        for col, (_, _, detail) in zip(cols, chosen, strict=True):
+            with col:
+                if i >= len(detail.steps):
+                    st.caption("(episode over)")
+                    continue
+                s = detail.steps[i]
+                st.caption(
+                    f"{s.action} · reward {s.reward:+.3f}" + ("" if s.parsed else " · unparsed")
+                )
+                show_text(s.argument, language="sql" if s.action == "QUERY" else None)
+                if s.error is not None:
+                    show_error(s.error)
+
+
+st.title("Training")
+runs = [r for r in data.list_runs() if r.kind == "training"]
+if not runs:
+    st.info(NO_RUNS)
+    st.stop()
+by_id = {r.id: r for r in runs}
+wanted = params.get_int(nav.P_RUN)
+if wanted is not None and wanted not in by_id:
+    st.warning(f"Run {wanted} is not a training run in this store.")
+params.init_state("tr_run", wanted if wanted in by_id else runs[0].id)
+if st.session_state["tr_run"] not in by_id:
+    st.session_state["tr_run"] = runs[0].id
+run_id: int = st.selectbox(
+    "Training run", list(by_id), key="tr_run", format_func=lambda i: f"{by_id[i].name} (#{i})"
+)
+params.put(nav.P_RUN, run_id)
+chosen_run = by_id[run_id]
+_settings(chosen_run)
+live = chosen_run.status in lifecycle.ACTIVE
+if live:
+    st.caption(f"Live: refreshes every {LIVE_SECONDS:.0f} s while the run trains.")
+st.fragment(run_every=LIVE_SECONDS if live else None)(_curves)(run_id)
+_question(run_id)

@@ -1,0 +1,1 @@
+"""Rollouts from inside training (TRL's GRPOTrainer); the public face is `app.trl`."""

@@ -1,0 +1,289 @@
+"""The function TRL's GRPOTrainer calls for rollouts: every prompt played as a multi-turn
+episode by the batched runner with the trainer's own model, recorded in the store, and handed
+back as token ids, log-probabilities and an environment mask."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from app.training.run import TrainingRun
+from app.training.settings import training_settings
+from app.training.tokens import EpisodeTokens, TurnTokens
+from rollout_core.datasets import Dataset
+from rollout_core.environment import SQLEnvironment
+from rollout_core.prompts import initial_messages
+from rollout_core.records import (
+    EpisodeKey,
+    EpisodeRecord,
+    IterationBatch,
+    Question,
+    RunSpec,
+)
+from rollout_core.runner import EpisodeTask, episode_seed, run_episodes
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from storage.store import Store
+from storage.training import Counters, GroupTag, TrainingSink
+
+Messages = list[dict[str, str]]
+
+
+def opening_messages(
+    dataset: Dataset, questions: Sequence[Question], environment: EnvironmentSettings
+) -> list[Messages]:
+    """The chat messages each question's episode opens with (system prompt, question, tables)."""
+    with SQLEnvironment(dataset=dataset, settings=environment) as env:
+        return [
+            initial_messages(env.reset(question_id=q.id), environment.step_budget)
+            for q in questions
+        ]
+
+
+def prompt_key(messages: Sequence[dict[str, Any]]) -> str:
+    """What identifies a question in a prompt: its user messages (the system prompt may differ)."""
+    return json.dumps([m.get("content") for m in messages if m.get("role") == "user"])
+
+
+@dataclass(frozen=True, slots=True)
+class Played:
+    """One episode as the trainer gets it back."""
+
+    record: EpisodeRecord
+    tokens: EpisodeTokens | None
+    episode_id: int
+
+
+class _Recorder:
+    """The runner's sink: the store first, then each step's tokens for the next turn."""
+
+    def __init__(self, sink: TrainingSink, tokens: TurnTokens) -> None:
+        self.sink = sink
+        self.tokens = tokens
+        self.finished: dict[EpisodeKey, EpisodeRecord] = {}
+        self.sequences: dict[EpisodeKey, EpisodeTokens] = {}
+
+    def write(self, batch: IterationBatch) -> None:
+        self.sink.write(batch)
+        for step in batch.steps:
+            self.tokens.record(step)
+        for episode in batch.finished:
+            self.finished[episode.key] = episode
+            if episode.key in self.tokens.episodes:
+                self.sequences[episode.key] = self.tokens.pop(episode.key)
+
+
+class RolloutFunction:
+    """`rollout_func(prompts, trainer)` for `GRPOTrainer`; build it with
+    `app.trl.make_rollout_func`."""
+
+    def __init__(
+        self,
+        *,
+        store: Store,
+        spec: RunSpec,
+        dataset: Dataset,
+        questions: Sequence[Question],
+        resume: bool = False,
+    ) -> None:
+        self.store = store
+        self.spec = spec
+        """The run's spec without the trainer's arguments (added at the first call)."""
+        self.dataset = dataset
+        self.questions = list(questions)
+        self.run = TrainingRun(store, spec.name, resume=resume)
+        self.run.check_name()
+        self._by_prompt: dict[str, Question] | None = None
+        self._numbering = Counters()
+        self._callback_added = False
+
+    @property
+    def run_id(self) -> int | None:
+        """The run's id in the store, once the trainer has asked for rollouts."""
+        return self.run.run_id
+
+    def recording(self) -> Any:
+        """`with rollout_func.recording(): trainer.train()` records a crash as `failed`."""
+        return self.run.recording()
+
+    def __call__(self, prompts: Sequence[Messages], trainer: Any) -> dict[str, list[Any]]:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+        training = bool(trainer.model.training)
+        size = trainer.num_generations if training else trainer.num_generations_eval
+        questions = self._questions(prompts, size)
+        generation = replace(
+            self.spec.generation,
+            temperature=float(trainer.args.temperature),
+            top_p=float(trainer.args.top_p),
+        )
+        tokens = TurnTokens(tokenizer, (), 0)
+        # Under mixed precision accelerate runs the model's forward in autocast: keys and values
+        # come out in bf16, which neither a cache preallocated in the weights' dtype nor the CPU
+        # shared-prefix kernel accepts; the growing cache takes them as they come.
+        mixed = getattr(trainer.accelerator, "mixed_precision", "no") != "no"
+        policy = _policy(model, tokenizer, generation, tokens, plain=not mixed)
+        if self.run.run_id is None:
+            self._start(trainer, generation, policy.describe(), len(prompts))
+        step = int(trainer.state.global_step)
+        tasks, tags = self._plan(questions, size, step)
+        sink = _Recorder(TrainingSink(self.store, self._run_id, tags), tokens)
+        try:
+            run_episodes(
+                self.dataset,
+                tasks,
+                policy,
+                sink,
+                batch_size=generation.batch_size,
+                environment=self.spec.environment,
+            )
+        except BaseException as exc:
+            self.run.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+            raise
+        played = [
+            Played(sink.finished[t.key], sink.sequences.get(t.key), sink.sink.episode_ids[t.key])
+            for t in tasks
+        ]
+        return _output(played, prompts, tokens)
+
+    @property
+    def _run_id(self) -> int:
+        assert self.run.run_id is not None
+        return self.run.run_id
+
+    def _start(self, trainer: Any, generation: GenerationSettings, info: Any, batch: int) -> None:
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        name = str(getattr(model, "name_or_path", "") or type(model).__name__)
+        spec = replace(
+            self.spec,
+            policy=f"hf:{name}",
+            checkpoint=name,
+            generation=generation,
+            samples=int(trainer.num_generations),
+            training=training_settings(trainer),
+        )
+        _, self._numbering = self.run.start(spec, _planned(trainer, batch), info)
+        if not self._callback_added:
+            trainer.add_callback(self.run.callback())
+            self._callback_added = True
+
+    def _questions(self, prompts: Sequence[Messages], size: int) -> list[Question]:
+        """The question of each group of `size` equal prompts."""
+        if size < 1 or len(prompts) % size:
+            raise ValueError(f"got {len(prompts)} prompts, not groups of {size} equal prompts")
+        if self._by_prompt is None:
+            opening = opening_messages(self.dataset, self.questions, self.spec.environment)
+            self._by_prompt = {}
+            for q, messages in zip(self.questions, opening, strict=True):
+                self._by_prompt.setdefault(prompt_key(messages), q)  # the same prompt: the first
+        out = []
+        for start in range(0, len(prompts), size):
+            keys = {prompt_key(p) for p in prompts[start : start + size]}
+            if len(keys) != 1:
+                raise ValueError(
+                    f"prompts {start}..{start + size - 1} differ: the trainer must repeat each "
+                    f"prompt num_generations ({size}) times in a row"
+                )
+            key = keys.pop()
+            if key not in self._by_prompt:
+                raise ValueError(
+                    "a prompt matches no question of this rollout function's dataset; build the "
+                    "training set with app.trl.training_dataset on the same dataset"
+                )
+            out.append(self._by_prompt[key])
+        return out
+
+    def _plan(
+        self, questions: Sequence[Question], size: int, step: int
+    ) -> tuple[list[EpisodeTask], dict[EpisodeKey, GroupTag]]:
+        """One task per prompt: each question's samples numbered on over the run."""
+        numbering = self._numbering
+        seed = self.spec.generation.seed
+        tasks, tags = [], {}
+        for q in questions:
+            group = numbering.next_group
+            numbering.next_group += 1
+            first = numbering.next_sample.get(q.id, 0)
+            numbering.next_sample[q.id] = first + size
+            for index in range(first, first + size):
+                task = EpisodeTask(q, index, episode_seed(seed, q.id, index))
+                tasks.append(task)
+                tags[task.key] = GroupTag(step, group)
+        return tasks, tags
+
+
+def _policy(
+    model: Any,
+    tokenizer: Any,
+    settings: GenerationSettings,
+    tokens: TurnTokens,
+    *,
+    plain: bool,
+) -> Any:
+    """The trainer's model as a policy for one rollout call (no copy; caches start empty)."""
+    from rollout_core.policies.hf.policy import HFPolicy
+
+    policy = HFPolicy.from_model(
+        model,
+        tokenizer,
+        settings,
+        encoder=tokens,
+        shared_prefix=None if plain else False,
+        static_cache=plain,
+    )
+    tokens.eos_ids = policy.eos_ids
+    tokens.max_prompt_tokens = policy.max_prompt_tokens
+    return policy
+
+
+def _planned(trainer: Any, batch: int) -> int:
+    """Episodes the training will play: rollout calls x prompts per call."""
+    args = trainer.args
+    steps = int(getattr(trainer.state, "max_steps", 0) or args.max_steps or 0)
+    per_call = int(args.steps_per_generation or 1) * int(args.num_iterations or 1)
+    return max(batch, -(-steps // per_call) * batch) if steps > 0 else batch
+
+
+def _output(
+    played: Sequence[Played], prompts: Sequence[Messages], tokens: TurnTokens
+) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {
+        k: []
+        for k in (
+            "prompt_ids",
+            "completion_ids",
+            "logprobs",
+            "env_mask",
+            "correct",
+            "reward",
+            "progress",
+            "operational",
+            "steps",
+            "outcome",
+            "episode_id",
+        )
+    }
+    for p, prompt in zip(played, prompts, strict=True):
+        seq = p.tokens
+        if seq is None or not seq.completion_ids:  # an episode that could not start
+            seq = _unplayed(prompt, tokens)
+        out["prompt_ids"].append(seq.prompt_ids)
+        out["completion_ids"].append(seq.completion_ids)
+        out["logprobs"].append(seq.logprobs)
+        out["env_mask"].append(seq.env_mask)
+        out["correct"].append(p.record.outcome == "correct")
+        out["reward"].append(p.record.reward)
+        out["progress"].append(p.record.progress)
+        out["operational"].append(p.record.operational)
+        out["steps"].append(p.record.steps)
+        out["outcome"].append(p.record.outcome)
+        out["episode_id"].append(p.episode_id)
+    return out
+
+
+def _unplayed(prompt: Messages, tokens: TurnTokens) -> EpisodeTokens:
+    """The prompt and one masked end token, for an episode whose environment failed to open."""
+    end = min(tokens.eos_ids)
+    ids = tokens.encode(tokens.render(list(prompt), generation=True))
+    return EpisodeTokens(ids, [end], [0.0], [0])

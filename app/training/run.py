@@ -1,0 +1,102 @@
+"""A training session as one run in the store: created when the trainer first asks for
+rollouts, `running` with a heartbeat while it trains, `completed`, `failed` or `cancelled` after.
+
+The statuses and moves are storage.lifecycle's; the heartbeat thread is the batch job's. A
+process that dies while training leaves its run reading `interrupted` (lifecycle tells it from
+the pid, or from the heartbeat on another host), with every episode played so far in the store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from app.batch import JobError
+from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
+from rollout_core.records import PolicyInfo, RunSpec, RunStatus
+from storage import lifecycle
+from storage.store import Store
+from storage.training import Counters, counters
+
+
+class TrainingRun:
+    """The run a trainer's rollouts go to; `start` once, `finish` once."""
+
+    def __init__(self, store: Store, name: str, *, resume: bool) -> None:
+        self.store = store
+        self.name = name
+        self.resume = resume
+        self.run_id: int | None = None
+        self._beat: Heartbeat | None = None
+        self._ended = False
+
+    def check_name(self) -> None:
+        """Refuse, before any training starts, a name that is taken (or a run that cannot
+        be continued)."""
+        found = self.store.find_run(self.name)
+        if found is None:
+            return
+        if not self.resume:
+            raise JobError(
+                f"a run named {self.name!r} already exists in this store; choose another name, "
+                "or pass resume=True to continue it"
+            )
+        if found.kind != "training":
+            raise JobError(f"run {self.name!r} is a {found.kind} run, not a training run")
+        refusal = lifecycle.resume_refusal(self.name, found.status)
+        if refusal is not None:
+            raise JobError(refusal)
+
+    def start(self, spec: RunSpec, planned: int, info: PolicyInfo) -> tuple[int, Counters]:
+        """Create (or reopen) the run as `running` and start its heartbeat."""
+        found = self.store.find_run(self.name) if self.resume else None
+        if found is None:
+            run_id = self.store.create_run(spec, episodes_planned=planned, policy_info=info)
+            numbering = Counters()
+        else:
+            run_id = found.id
+            self.store.set_run_status(run_id, "running")
+            self.store.set_policy_info(run_id, info)
+            self.store.delete_unfinished_episodes(run_id)
+            numbering = counters(self.store, run_id)
+        self.run_id = run_id
+        self._beat = Heartbeat(self.store, run_id)
+        self._beat.start()
+        return run_id, numbering
+
+    def finish(self, status: RunStatus, error: str | None = None) -> None:
+        """Stop the heartbeat and set the final status (once; later calls do nothing)."""
+        if self._ended or self.run_id is None:
+            return
+        self._ended = True
+        if self._beat is not None:
+            self._beat.stopped.set()
+        self.store.set_run_status(self.run_id, status, error=error)
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """Around `trainer.train()`: a crash reads `failed` with its error, Ctrl-C `cancelled`."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.finish("cancelled", "interrupted by Ctrl-C")
+            raise
+        except BaseException as exc:
+            self.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+            raise
+        self.finish("completed")
+
+    def callback(self) -> Any:
+        """A transformers TrainerCallback that completes the run when training ends."""
+        from transformers import TrainerCallback
+
+        run = self
+
+        class _EndOfTraining(TrainerCallback):
+            def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                with contextlib.suppress(lifecycle.RunStateError):
+                    run.finish("completed")
+
+        return _EndOfTraining()

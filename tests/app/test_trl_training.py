@@ -1,0 +1,332 @@
+"""A real TRL GRPOTrainer trains a tiny checkpoint on CPU with rollscope's rollout function."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("trl")
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from app.trl import RolloutFunction, make_rollout_func, shaped_reward, training_dataset
+from storage.store import Store
+from storage.training import question_episodes, training_steps
+from tests.fixtures import make_benchmark
+
+GROUP = 2
+PROMPTS_PER_STEP = 2
+STEPS = 2
+
+
+def spread_reward(*, completion_ids: list[list[int]], **_: Any) -> list[float]:
+    """A second reward that differs between episodes, so that a random model gets gradients."""
+    return [len(set(ids)) / 100.0 for ids in completion_ids]
+
+
+@dataclass
+class Call:
+    """One rollout call as the trainer saw it, with what a fresh forward pass said."""
+
+    train_step: int
+    output: dict[str, list[Any]]
+    weights: torch.Tensor
+    worst_logprob_gap: float
+    caller_state_kept: bool
+    """Torch's RNG and threads, the tokenizer's padding, the model's attention and training
+    mode: as the trainer had them before the call."""
+
+
+@dataclass
+class Session:
+    store: Store
+    run_id: int
+    tokenizer: Any
+    calls: list[Call] = field(default_factory=list)
+    log_history: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _grpo_args(out: Path, **over: Any) -> Any:
+    from trl import GRPOConfig
+
+    settings: dict[str, Any] = {
+        "output_dir": str(out),
+        "per_device_train_batch_size": GROUP * PROMPTS_PER_STEP,
+        "num_generations": GROUP,
+        "max_steps": STEPS,
+        "learning_rate": 5e-2,
+        "use_cpu": True,
+        "bf16": False,
+        "gradient_checkpointing": False,
+        "report_to": [],
+        "logging_steps": 1,
+        "save_strategy": "no",
+        "beta": 0.0,
+        "seed": 1,
+        "disable_tqdm": True,
+    }
+    return GRPOConfig(**{**settings, **over})
+
+
+def _fresh_logprobs(model: Any, prompt: list[int], completion: list[int]) -> torch.Tensor:
+    """Log-probabilities of the completion's tokens from one forward pass over the sequence."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1]
+    return torch.log_softmax(logits.float(), dim=-1).gather(1, ids[0, len(prompt) :, None])[:, 0]
+
+
+def _watch(rollout: RolloutFunction, calls: list[Call]) -> Any:
+    """The rollout function, with each call's output checked against a fresh forward pass
+    before the trainer's optimizer step changes the weights."""
+
+    def state(trainer: Any) -> tuple[Any, ...]:
+        model, tok = trainer.model, trainer.processing_class
+        return (
+            torch.get_rng_state().tolist(),
+            torch.get_num_threads(),
+            tok.padding_side,
+            tok.pad_token,
+            model.config._attn_implementation,
+            model.training,
+        )
+
+    def rollout_func(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        before = state(trainer)
+        output = rollout(prompts, trainer)
+        kept = state(trainer) == before
+        model = trainer.model
+        worst = 0.0
+        for p, c, lp, m in zip(
+            output["prompt_ids"],
+            output["completion_ids"],
+            output["logprobs"],
+            output["env_mask"],
+            strict=True,
+        ):
+            fresh = _fresh_logprobs(model, p, c)
+            mask = torch.tensor(m, dtype=torch.bool)
+            recorded = torch.tensor(lp)
+            assert torch.all(recorded[~mask] == 0.0)
+            worst = max(worst, float((fresh[mask] - recorded[mask]).abs().max()))
+        weights = next(model.parameters()).detach().clone()
+        calls.append(Call(trainer.state.global_step, output, weights, worst, kept))
+        return output
+
+    return rollout_func
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:
+    from trl import GRPOTrainer
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    root = tmp_path_factory.mktemp("trl")
+    questions, db_dir = make_benchmark(root)
+    store = Store(f"sqlite:///{root / 'store.db'}")
+    rollout = make_rollout_func(
+        dataset=None,
+        questions=str(questions),
+        db_dir=str(db_dir),
+        store=store,
+        name="grpo-tiny",
+        step_budget=2,
+        max_new_tokens=8,
+        batch_size=8,
+    )
+    model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    session = Session(store, 0, tokenizer)
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=tokenizer,
+        reward_funcs=[shaped_reward, spread_reward],
+        args=_grpo_args(root / "out"),
+        train_dataset=training_dataset(
+            None, questions=str(questions), db_dir=str(db_dir), step_budget=2
+        ),
+        rollout_func=_watch(rollout, session.calls),
+    )
+    with rollout.recording():
+        trainer.train()
+    assert rollout.run_id is not None
+    session.run_id = rollout.run_id
+    session.log_history = trainer.state.log_history
+    yield session
+    store.close()
+
+
+def test_every_rollout_is_stored_with_its_training_step_in_groups(trained: Session) -> None:
+    assert [c.train_step for c in trained.calls] == list(range(STEPS))
+    run = trained.store.get_run(trained.run_id)
+    assert run is not None and run.kind == "training" and run.status == "completed"
+    assert run.episodes_finished == STEPS * PROMPTS_PER_STEP * GROUP
+    for call in trained.calls:
+        ids = call.output["episode_id"]
+        assert len(ids) == PROMPTS_PER_STEP * GROUP
+        groups: dict[int, list[Any]] = {}
+        for episode_id in ids:
+            detail = trained.store.get_episode(episode_id)
+            assert detail is not None
+            matching = [
+                e
+                for e in question_episodes(
+                    trained.store, trained.run_id, detail.summary.question_id
+                )
+                if e.id == episode_id
+            ]
+            assert matching[0].train_step == call.train_step
+            groups.setdefault(matching[0].group_index, []).append(detail.summary.question_id)
+        # One group per prompt: num_generations episodes of one question.
+        assert sorted(len(g) for g in groups.values()) == [GROUP] * PROMPTS_PER_STEP
+        assert all(len(set(g)) == 1 for g in groups.values())
+
+
+def test_the_spec_records_the_trainers_arguments(trained: Session) -> None:
+    from rollout_core.records import RunSpec
+
+    run = trained.store.get_run(trained.run_id)
+    assert run is not None
+    spec = RunSpec.from_stored(run.spec)
+    assert spec.kind == "training" and spec.training is not None
+    assert spec.training.num_generations == GROUP
+    assert spec.training.learning_rate == pytest.approx(5e-2)
+    assert spec.training.max_steps == STEPS
+    assert spec.training.reward_funcs == ("shaped_reward", "spread_reward")
+    assert spec.training.trainer.startswith("GRPOTrainer (trl ")
+
+
+def _conversation(trained: Session, episode_id: int) -> tuple[str, list[list[int]], list[str]]:
+    """The rendered conversation of a stored episode (each model turn as its sampled ids
+    decode), with the model turns' ids and the observations."""
+    detail = trained.store.get_episode(episode_id)
+    assert detail is not None
+    tok = trained.tokenizer
+    messages = json.loads(detail.steps[0].prompt)
+    turns = []
+    for i, step in enumerate(detail.steps):
+        assert step.tokens is not None and step.tokens.ids is not None
+        ids = list(step.tokens.ids)
+        turns.append(ids)
+        if i == len(detail.steps) - 1:
+            break
+        content = ids[:-1] if ids and ids[-1] == tok.eos_token_id else ids
+        messages.append(
+            {"role": "assistant", "content": tok.decode(content, skip_special_tokens=False)}
+        )
+        messages.append({"role": "user", "content": step.observation})
+    rendered = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+    last = tok.decode(turns[-1], skip_special_tokens=False)
+    return rendered + last, turns, [s.observation for s in detail.steps[:-1]]
+
+
+def test_prompt_and_completion_decode_to_the_rendered_conversation(trained: Session) -> None:
+    tok = trained.tokenizer
+    for call in trained.calls:
+        out = call.output
+        for i, episode_id in enumerate(out["episode_id"]):
+            expected, _, _ = _conversation(trained, episode_id)
+            ids = out["prompt_ids"][i] + out["completion_ids"][i]
+            assert tok.decode(ids, skip_special_tokens=False) == expected
+
+
+def test_env_mask_is_zero_exactly_on_environment_tokens(trained: Session) -> None:
+    tok = trained.tokenizer
+    for call in trained.calls:
+        out = call.output
+        for i, episode_id in enumerate(out["episode_id"]):
+            _, turns, observations = _conversation(trained, episode_id)
+            completion, mask = out["completion_ids"][i], out["env_mask"][i]
+            assert len(mask) == len(completion) == len(out["logprobs"][i])
+            # Walk the completion: a model turn (mask 1), the environment's reply (mask 0), ...
+            pos = 0
+            for k, turn in enumerate(turns):
+                assert completion[pos : pos + len(turn)] == turn
+                assert mask[pos : pos + len(turn)] == [1] * len(turn)
+                pos += len(turn)
+                if k < len(observations):
+                    end = pos
+                    while end < len(mask) and mask[end] == 0:
+                        end += 1
+                    reply = tok.decode(completion[pos:end], skip_special_tokens=False)
+                    assert observations[k] in reply and reply.endswith("assistant\n")
+                    pos = end
+            assert pos == len(completion)
+
+
+def test_recorded_logprobs_match_a_fresh_forward_pass(trained: Session) -> None:
+    for call in trained.calls:
+        assert call.worst_logprob_gap < 1e-4
+
+
+def test_the_rollouts_leave_the_trainers_state_alone(trained: Session) -> None:
+    assert all(call.caller_state_kept for call in trained.calls)
+
+
+def test_logged_mean_reward_equals_the_stores(trained: Session) -> None:
+    logged = [h for h in trained.log_history if "rewards/shaped_reward/mean" in h]
+    stored = {s.train_step: s for s in training_steps(trained.store, trained.run_id)}
+    assert len(logged) == STEPS and sorted(stored) == list(range(STEPS))
+    for entry in logged:
+        # A log entry at step s + 1 holds the rollouts played at global step s.
+        step = stored[int(entry["step"]) - 1]
+        assert entry["rewards/shaped_reward/mean"] == pytest.approx(step.reward, abs=1e-6)
+        assert step.episodes == PROMPTS_PER_STEP * GROUP
+
+
+def test_the_weights_change_between_steps(trained: Session) -> None:
+    first, second = trained.calls[0].weights, trained.calls[1].weights
+    assert not torch.equal(first, second)
+
+
+def test_a_trainer_crash_fails_the_run_and_keeps_what_was_played(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    from trl import GRPOTrainer
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    questions, db_dir = make_benchmark(tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    rollout = make_rollout_func(
+        dataset=None,
+        questions=str(questions),
+        db_dir=str(db_dir),
+        store=store,
+        name="crashes",
+        step_budget=1,
+        max_new_tokens=4,
+    )
+    calls = []
+
+    def breaks_at_second_step(**kw: Any) -> list[float]:
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("reward server down")
+        return [0.0] * len(kw["completion_ids"])
+
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_checkpoint),
+        processing_class=AutoTokenizer.from_pretrained(tiny_checkpoint),
+        reward_funcs=[breaks_at_second_step],
+        args=_grpo_args(tmp_path / "out"),
+        train_dataset=training_dataset(
+            None, questions=str(questions), db_dir=str(db_dir), step_budget=1
+        ),
+        rollout_func=rollout,
+    )
+    with pytest.raises(RuntimeError, match="reward server down"), rollout.recording():
+        trainer.train()
+    assert rollout.run_id is not None
+    run = store.get_run(rollout.run_id)
+    assert run is not None and run.status == "failed"
+    assert run.error == "RuntimeError: reward server down"
+    # Both steps' rollouts were played and written before the reward function failed.
+    assert run.episodes_finished == 2 * PROMPTS_PER_STEP * GROUP
+    assert [s.train_step for s in training_steps(store, rollout.run_id)] == [0, 1]

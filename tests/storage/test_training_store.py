@@ -1,0 +1,136 @@
+"""Training runs in the store: the training sink's writes and the Training page's reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+
+import pytest
+
+from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
+from storage.store import Store
+from storage.training import (
+    GroupTag,
+    TrainingSink,
+    counters,
+    question_episodes,
+    training_questions,
+    training_steps,
+)
+from tests.storage.store_builders import finish, spec, start, step
+
+
+def _traced(q: str, sample: int, step_no: int, logprobs: list[float], **kw: object) -> object:
+    trace = TokenTrace(text=tuple("x" for _ in logprobs), logprobs=tuple(logprobs))
+    return dataclasses.replace(step(q, sample, step_no, **kw), tokens=trace)  # type: ignore[arg-type]
+
+
+def _group(
+    sink: TrainingSink, q: str, samples: range, rewards: list[float], *, unparsed: int = 0
+) -> None:
+    """Play one group: each episode one step, then finished with its reward."""
+    sink.write(IterationBatch(started=[start(q, s) for s in samples]))
+    steps = [
+        _traced(q, s, 1, [-1.0, -2.0], parsed=i >= unparsed, done=True)
+        for i, s in enumerate(samples)
+    ]
+    finished = [
+        finish(q, s, "correct" if r >= 1.0 else "wrong", r, 1)
+        for s, r in zip(samples, rewards, strict=True)
+    ]
+    sink.write(IterationBatch(steps=steps, finished=finished))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def training(store: Store) -> tuple[Store, int]:
+    """A training run of two steps: step 0 with a mixed and a uniform group, step 1 one group."""
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=10)
+    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(3)}
+    tags |= {EpisodeKey("q2", s): GroupTag(0, 1) for s in range(3)}
+    tags |= {EpisodeKey("q1", s): GroupTag(1, 2) for s in range(3, 6)}
+    sink = TrainingSink(store, run_id, tags)
+    _group(sink, "q1", range(3), [1.0, 0.0, 0.1], unparsed=1)
+    _group(sink, "q2", range(3), [0.0, 0.0, 0.0])
+    _group(sink, "q1", range(3, 6), [1.0, 1.0, 0.0])
+    return store, run_id
+
+
+def test_steps_sum_up_rewards_groups_and_tokens(training: tuple[Store, int]) -> None:
+    store, run_id = training
+    first, second = training_steps(store, run_id)
+    assert (first.train_step, first.episodes, first.groups) == (0, 6, 2)
+    rewards = [1.0, 0.0, 0.1, 0.0, 0.0, 0.0]
+    assert first.reward == pytest.approx(statistics.mean(rewards))
+    assert first.reward_std == pytest.approx(statistics.stdev(rewards))
+    assert first.group_reward_std == pytest.approx(statistics.stdev([1.0, 0.0, 0.1]) / 2)
+    assert first.frac_reward_zero_std == 0.5  # q2's group all got 0.0
+    assert first.accuracy == pytest.approx(1 / 6)
+    assert first.unparsed_rate == pytest.approx(1 / 6)
+    assert first.mean_steps == 1.0
+    assert first.mean_logprob == pytest.approx(-1.5)
+    assert first.mean_tokens == 2.0
+    assert (second.train_step, second.episodes, second.accuracy) == (1, 3, pytest.approx(2 / 3))
+    assert second.frac_reward_zero_std == 0.0
+
+
+def test_a_question_across_training_in_order(training: tuple[Store, int]) -> None:
+    store, run_id = training
+    episodes = question_episodes(store, run_id, "q1")
+    assert [(e.train_step, e.group_index, e.sample_index) for e in episodes] == [
+        (0, 0, 0),
+        (0, 0, 1),
+        (0, 0, 2),
+        (1, 2, 3),
+        (1, 2, 4),
+        (1, 2, 5),
+    ]
+    assert [e.reward for e in episodes] == [1.0, 0.0, 0.1, 1.0, 1.0, 0.0]
+    listed = {q.question_id: q for q in training_questions(store, run_id)}
+    assert (listed["q1"].episodes, listed["q1"].correct) == (6, 3)
+    assert (listed["q1"].first_step, listed["q1"].last_step) == (0, 1)
+    assert (listed["q2"].first_step, listed["q2"].last_step) == (0, 0)
+
+
+def test_counters_go_on_after_the_last_sample_and_group(training: tuple[Store, int]) -> None:
+    store, run_id = training
+    numbering = counters(store, run_id)
+    assert numbering.next_sample == {"q1": 6, "q2": 3}
+    assert numbering.next_group == 3
+
+
+def test_a_failed_write_leaves_nothing_behind(store: Store) -> None:
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=1)
+    sink = TrainingSink(store, run_id, {EpisodeKey("q1", 0): GroupTag(0, 0)})
+    with pytest.raises(ValueError, match="no training step and group"):
+        sink.write(IterationBatch(started=[start("q1", 0), start("q9", 0)]))
+    with pytest.raises(ValueError, match="has no started episode"):
+        sink.write(IterationBatch(started=[start("q1", 0)], steps=[step("q7", 0, 1)]))
+    assert training_questions(store, run_id) == []
+    assert store.finished_keys(run_id) == set()
+    # The same episode can be written once the batch is right: no cache kept a dead id.
+    _group(sink, "q1", range(1), [1.0])
+    assert [s.episodes for s in training_steps(store, run_id)] == [1]
+
+
+def test_other_runs_have_no_training_steps(store: Store) -> None:
+    run_id = store.create_run(spec("batch"), episodes_planned=1)
+    sink = store.sink(run_id)
+    sink.write(IterationBatch(started=[start("q1", 0)]))
+    sink.write(
+        IterationBatch(
+            steps=[step("q1", 0, 1, done=True)], finished=[finish("q1", 0, "wrong", 0.0, 1)]
+        )
+    )
+    assert training_steps(store, run_id) == []
+    assert counters(store, run_id).next_group == 0
+
+
+def test_one_episode_groups_have_no_spread(store: Store) -> None:
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=1)
+    sink = TrainingSink(store, run_id, {EpisodeKey("q1", 0): GroupTag(4, 0)})
+    _group(sink, "q1", range(1), [0.5])
+    (only,) = training_steps(store, run_id)
+    assert only.reward_std is None and only.group_reward_std is None
+    assert only.frac_reward_zero_std == 1.0
+    assert math.isclose(only.reward, 0.5)
