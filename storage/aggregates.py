@@ -11,7 +11,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from rollout_core.records import ACTION_KINDS, OUTCOMES
+from rollout_core.records import ACTION_KINDS, FAILURE_CLASSES, OUTCOMES
 from storage.cursors import decode_cursor, encode_cursor
 from storage.models import Episode
 from storage.read_models import (
@@ -197,4 +197,12 @@ def distributions(session: Session, run_ids: Sequence[int]) -> list[Distribution
     ):
         outcomes[run_id][str(outcome)] = int(n)
 
-    return [Distribution(r, actions[r], rewards[r], steps[r], outcomes[r]) for r in ids]
+    classes: dict[int, dict[str, int]] = {r: dict.fromkeys(FAILURE_CLASSES, 0) for r in ids}
+    for run_id, failure_class, n in session.execute(
+        select(Episode.run_id, Episode.failure_class, func.count())
+        .where(*finished, Episode.failure_class.is_not(None))
+        .group_by(Episode.run_id, Episode.failure_class)
+    ):
+        classes[run_id][str(failure_class)] = int(n)
+
+    return [Distribution(r, actions[r], rewards[r], steps[r], outcomes[r], classes[r]) for r in ids]

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from rollout_core.records import ActionKind, Outcome, RunKind, RunStatus, TokenTrace
+from rollout_core.records import (
+    ActionKind,
+    FailureClass,
+    Outcome,
+    RunKind,
+    RunStatus,
+    TokenTrace,
+)
 
 T = TypeVar("T")
 
@@ -79,6 +86,7 @@ class EpisodeFilter:
     has_sql_error: bool | None = None
     has_unparsed: bool | None = None
     finished_only: bool = True
+    failure_classes: tuple[FailureClass, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +108,8 @@ class EpisodeSummary:
     has_sql_error: bool
     has_unparsed: bool
     answer: str | None
+    failure_class: FailureClass | None = None
+    """Why it ended as it did (`rollout_core.failure_classes`); None while it is played."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,3 +212,73 @@ class Distribution:
     steps_histogram: list[tuple[int, int]]
     """(steps, count) of finished episodes."""
     outcome_counts: dict[str, int]
+    failure_counts: dict[str, int] = field(default_factory=dict)
+    """Finished episodes per failure class (every class, zeros included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    """Names one GRPO group within a run: the finished samples of one question
+    (`storage.groups` turns it into columns and back)."""
+
+    question_id: str
+
+    def __str__(self) -> str:
+        return self.question_id
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One GRPO group's rewards, as `rollout_core.grpo` defines its statistics."""
+
+    run_id: int
+    key: GroupKey
+    size: int
+    """Finished episodes in the group."""
+    correct: int
+    mean: float
+    std: float
+    """Sample standard deviation (n - 1); exactly 0 when every reward is equal."""
+    lowest: float
+    highest: float
+
+    @property
+    def has_signal(self) -> bool:
+        """False for a zero-variance group: every advantage is 0, GRPO learns nothing from it."""
+        return self.std > 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOverview:
+    """Every group of a run, for the run-level view of GRPO signal."""
+
+    run_id: int
+    groups: list[GroupStats]
+    """Highest standard deviation first (ties by key)."""
+    questions: dict[str, str]
+    """Question id -> text, for the first groups of the list (as many as were asked for)."""
+
+    @property
+    def with_signal(self) -> int:
+        return sum(g.has_signal for g in self.groups)
+
+    @property
+    def signal_fraction(self) -> float | None:
+        """Share of groups with reward variance; None for a run without groups."""
+        return self.with_signal / len(self.groups) if self.groups else None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One episode of a group with its GRPO advantage."""
+
+    detail: EpisodeDetail
+    advantage: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDetail:
+    """One group with its members' episodes (steps included), by sample index."""
+
+    stats: GroupStats
+    members: list[GroupMember]

@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import random
+import re
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import Connection, func, insert, select, text, update
 
-from rollout_core.records import ACTION_KINDS, PolicyInfo, RunSpec
+from rollout_core.failure_classes import StepFacts, classify_episode, gold_seen_from_progress
+from rollout_core.records import ACTION_KINDS, Outcome, PolicyInfo, RunSpec, TokenTrace
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
 from storage.store import Store
+from storage.token_codec import encode_trace, trace_means
 from storage.writes import now_utc
 
 _DBS = ("concert_singer", "pets_1", "car_1", "flight_2", "employee_hire_evaluation", "world_1")
+_PIECE = re.compile(r"\s*\S+")
 _OUTPUTS = {
     "DESCRIBE": "DESCRIBE: singer",
     "SAMPLE": "SAMPLE: concert",
@@ -106,7 +110,7 @@ def _chunk(
         q = k % questions
         n_steps = rng.randint(steps_per_episode - spread, steps_per_episode + spread)
         roll = rng.random()
-        outcome = (
+        outcome: Outcome = (
             "correct" if roll < skill
             else "wrong" if roll < skill + 0.4 * (1 - skill)
             else "budget_exhausted" if roll < 0.98
@@ -114,6 +118,7 @@ def _chunk(
         )  # fmt: skip
         unparsed = sql_errors = 0
         by_action = dict.fromkeys(ACTION_KINDS, 0)
+        facts: list[StepFacts] = []
         for s in range(1, n_steps + 1):
             last = s == n_steps
             action = (
@@ -127,14 +132,19 @@ def _chunk(
             unparsed += 0 if parsed else 1
             by_action[action] += 1 if parsed else 0
             sql_errors += 1 if stored == "QUERY" and error else 0
+            raw = _OUTPUTS[action] if parsed else "I think the answer is 4"
+            argument = _OUTPUTS[action].split(": ", 1)[1]
+            facts.append(StepFacts(stored, argument, parsed, error))
+            trace = _trace(rng, raw)
+            mean_logprob, mean_entropy = trace_means(trace)
             steps.append(
                 {
                     "episode_id": eid,
                     "step_no": s,
                     "prompt": f"Question {q}: how many singers are from France? (step {s})",
-                    "raw_output": _OUTPUTS[action] if parsed else "I think the answer is 4",
+                    "raw_output": raw,
                     "action": stored,
-                    "argument": _OUTPUTS[action].split(": ", 1)[1],
+                    "argument": argument,
                     "parsed": parsed,
                     "observation": "count(*)\n4" if error is None else f"error: {error}",
                     "error": error,
@@ -144,9 +154,13 @@ def _chunk(
                     "tokens_out": 12,
                     "policy_seconds": 0.05,
                     "env_seconds": 0.002,
+                    "token_trace": encode_trace(trace, raw),
+                    "mean_logprob": mean_logprob,
+                    "mean_entropy": mean_entropy,
                 }
             )
         reward = (1.0 if outcome == "correct" else 0.0) + round(rng.uniform(-0.2, 0.3), 2)
+        progress = rng.choice((0.0, 0.05, 0.1))
         episodes.append(
             {
                 "id": eid,
@@ -161,7 +175,7 @@ def _chunk(
                 "ended_at": now,
                 "outcome": outcome,
                 "reward": reward,
-                "progress": 0.1,
+                "progress": progress,
                 "operational": float(n_steps - 1),
                 "answer": "4" if outcome in ("correct", "wrong") else None,
                 "duration_seconds": round(0.05 * n_steps + rng.random(), 3),
@@ -170,10 +184,23 @@ def _chunk(
                 "unparsed_steps": unparsed,
                 "has_unparsed": unparsed > 0,
                 "has_sql_error": sql_errors > 0,
+                "failure_class": classify_episode(
+                    outcome, facts, gold_seen=gold_seen_from_progress(progress)
+                ),
             }
             | {f"{a.lower()}_steps": n for a, n in by_action.items()}
         )
     return episodes, steps
+
+
+def _trace(rng: random.Random, text: str) -> TokenTrace:
+    """Word-sized token pieces of `text` with made-up log-probabilities and entropies."""
+    pieces = tuple(p for p in _PIECE.findall(text) if p)
+    return TokenTrace(
+        text=pieces,
+        logprobs=tuple(-rng.expovariate(2.0) for _ in pieces),
+        entropies=tuple(rng.uniform(0.0, 3.0) for _ in pieces),
+    )
 
 
 def _parts(rows: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
@@ -30,6 +30,7 @@ from rollout_core.records import (
     IterationBatch,
     StepRecord,
 )
+from storage.classify import Finished, classify_stored
 from storage.models import Episode, Run, Step
 from storage.token_codec import encode_trace, trace_means
 
@@ -90,7 +91,14 @@ def write_batch(
         session.execute(insert(Step), [_step_row(ids, s) for s in batch.steps])
         _count_steps(session, ids, batch.steps)
     if batch.finished:
-        session.execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
+        # A producer that did not classify its episodes: classified from the stored steps.
+        unclassified = [
+            Finished(ids[e.key], e.outcome, e.progress)
+            for e in batch.finished
+            if e.failure_class is None
+        ]
+        classes = classify_stored(session, unclassified) if unclassified else {}
+        session.execute(_FINISH, [_finish_row(ids, e, now, classes) for e in batch.finished])
     return created
 
 
@@ -246,14 +254,18 @@ _FINISH = (
         answer=bindparam("b_answer"),
         duration_seconds=bindparam("b_duration", type_=Float),
         error=bindparam("b_error"),
+        failure_class=bindparam("b_failure_class"),
         ended_at=bindparam("b_ended_at", type_=_EPISODES.c.ended_at.type),
     )
 )
 
 
-def _finish_row(ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime) -> dict[str, Any]:
+def _finish_row(
+    ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime, classes: Mapping[int, str]
+) -> dict[str, Any]:
     return {
         "b_id": ids[e.key],
+        "b_failure_class": e.failure_class or classes[ids[e.key]],
         "b_outcome": e.outcome,
         "b_reward": e.reward,
         "b_progress": e.progress,
