@@ -32,6 +32,18 @@ from dataclasses import dataclass
 from rollout_core.records import FailureClass, Outcome
 from rollout_core.rewards import PROGRESS_SCALE
 
+FAILURE_LABELS: dict[FailureClass, str] = {
+    "correct": "correct",
+    "wrong_after_gold": "wrong answer after the right result",
+    "wrong_answer": "wrong answer",
+    "sql_errors": "stuck on SQL errors",
+    "unparsed": "unparsed output",
+    "action_loop": "repeated-action loop",
+    "budget_exhausted": "budget exhausted",
+    "env_error": "environment error",
+}
+"""How people read each class (tables, charts, filters)."""
+
 MAJORITY = 0.5
 """A step kind marks an episode when it makes up at least this share of the steps."""
 MIN_LOOP_REPEATS = 2

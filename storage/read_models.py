@@ -282,3 +282,15 @@ class GroupDetail:
 
     stats: GroupStats
     members: list[GroupMember]
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeMatrix:
+    """Finished episodes and correct ones per question (rows, by id) and run (columns, in
+    the order asked): the question x checkpoint map's input, as dense rows."""
+
+    run_ids: list[int]
+    question_ids: list[str]
+    episodes: list[list[int]]
+    """[question][run]: finished episodes; 0 where the run did not play the question."""
+    correct: list[list[int]]

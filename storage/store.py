@@ -52,6 +52,7 @@ from storage.read_models import (
     GroupKey,
     GroupMember,
     GroupOverview,
+    OutcomeMatrix,
     Page,
     QuestionComparison,
     QuestionOutcomes,
@@ -441,6 +442,12 @@ class Store:
         """Episode and correct counts per question and run, over every question they finished."""
         with Session(self._engine) as session:
             return aggregates.compare_outcomes(session, run_ids)
+
+    def outcome_matrix(self, run_ids: Sequence[int]) -> OutcomeMatrix:
+        """Finished and correct episodes per question and run (the question x checkpoint
+        map), over every question any of the runs finished."""
+        with Session(self._engine) as session:
+            return aggregates.outcome_matrix(session, run_ids)
 
     def run_distributions(self, run_ids: Sequence[int]) -> list[Distribution]:
         """Action mix, reward and steps histograms per run, computed in SQL."""

@@ -7,6 +7,8 @@ EPISODES = "views/episodes.py"
 REPLAY = "views/replay.py"
 COMPARE = "views/compare.py"
 LAUNCH = "views/launch.py"
+GROUPS = "views/groups.py"
+MAP = "views/checkpoint_map.py"
 
 P_RUN = "run"
 """A run id; repeated for several runs (Episodes filter, Compare)."""
