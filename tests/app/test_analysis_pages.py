@@ -3,11 +3,15 @@ GRPO groups, the question map, failure classes on Runs, Episodes and Compare."""
 
 from __future__ import annotations
 
+import json
+import re
 from html.parser import HTMLParser
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from app.dashboard.components.tokens import token_html
+from app.dashboard.components.tokens import token_html, token_tip
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
 from rollout_core.failure_classes import FAILURE_LABELS
 from rollout_core.records import TokenTrace
@@ -81,8 +85,31 @@ def test_token_markup_holds_only_its_own_spans_and_the_output_as_text() -> None:
         assert len(spans) == len(pieces)
         assert all(set(a) == {"class", "tabindex", "style", "data-tip"} for a in spans)
         assert "".join(markup.text) == "".join(pieces)  # the output, character for character
-        assert "'<b>'  p 0.368" in str(spans[0]["data-tip"])  # alternatives, literally
-        assert "'\"><script>'" in str(spans[0]["data-tip"])
+        tip = str(spans[0]["data-tip"])
+        assert '"<b>"  p 0.368' in tip  # alternatives, literally (as JSON strings)
+        assert '"\\"><script>"  p 0.135' in tip
+
+
+# DOMPurify (st.html's sanitizer) drops an attribute whose value matches this (its guard
+# against markup hidden in attributes); a hover tip must never match it, or it would vanish.
+_DROPPED = re.compile(
+    r"((--!?|])>)|<\/(style|script|title|xmp|textarea|noscript|iframe|noembed|noframes"
+    r"|plaintext)",
+    re.IGNORECASE,
+)
+
+
+@given(st.lists(st.text(alphabet="<>/-!]scriptSCRIPTtle x", max_size=12), min_size=1, max_size=4))
+def test_no_hover_tip_is_one_the_sanitizer_drops(pieces: list[str]) -> None:
+    trace = TokenTrace(
+        text=tuple(pieces),
+        logprobs=tuple(-0.5 for _ in pieces),
+        top=tuple(((p, -1.0), ("</SCRIPT>-->", -2.0)) for p in pieces),
+    )
+    for i in range(len(pieces)):
+        tip = token_tip(trace, i)
+        assert not _DROPPED.search(tip), tip
+        assert json.loads(tip.split(": ", 1)[1].split("\n", 1)[0]) == pieces[i]
 
 
 def test_shading_follows_probability_and_entropy() -> None:

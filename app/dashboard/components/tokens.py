@@ -11,7 +11,9 @@ CSS, so the text a reader selects and copies is exactly the output.
 from __future__ import annotations
 
 import html
+import json
 import math
+import re
 from typing import Literal
 
 import streamlit as st
@@ -50,9 +52,17 @@ def token_strength(trace: TokenTrace, i: int, shade: Shade) -> float | None:
     return min(1.0, max(0.0, trace.entropies[i] / ENTROPY_FULL))
 
 
+def quoted(text: str) -> str:
+    r"""A token's text as a JSON string, with the sequences for which DOMPurify drops a whole
+    attribute (`</script`, `-->`, `]>`: its guard against markup hidden in attributes)
+    written with JSON's own escapes (`<\/`, `\u003e`), as JSON embedded in HTML is."""
+    out = json.dumps(text, ensure_ascii=False).replace("</", "<\\/")
+    return re.sub(r"(--!?|\])>", lambda m: m.group(1) + "\\u003e", out)
+
+
 def token_tip(trace: TokenTrace, i: int) -> str:
     """What hovering token i shows (plain text, lines)."""
-    lines = [f"token {i + 1}: {trace.text[i]!r}"]
+    lines = [f"token {i + 1}: {quoted(trace.text[i])}"]
     if trace.logprobs is not None:
         lp = trace.logprobs[i]
         lines.append(f"p {math.exp(lp):.3f}  log-prob {lp:.3f}")
@@ -60,7 +70,7 @@ def token_tip(trace: TokenTrace, i: int) -> str:
         lines.append(f"entropy {trace.entropies[i]:.3f} nats")
     if trace.top is not None and trace.top[i]:
         lines.append("alternatives:")
-        lines += [f"  {text!r}  p {math.exp(lp):.3f}" for text, lp in trace.top[i]]
+        lines += [f"  {quoted(text)}  p {math.exp(lp):.3f}" for text, lp in trace.top[i]]
     return "\n".join(lines)
 
 
