@@ -17,6 +17,7 @@ from typing import Protocol
 from rollout_core import rewards
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset, load_dataset
+from rollout_core.failure_classes import action_key
 from rollout_core.gold import GoldQueryError, gold_result
 from rollout_core.grading import GRADING_FAILED, GoldResult, GradingError, grade_answer
 from rollout_core.records import Outcome, Question
@@ -80,6 +81,11 @@ class EpisodeState:
     def operational(self) -> int:
         """The original's operational signal: successful steps minus repeated actions."""
         return self.successful_steps - self.repeated_actions
+
+    @property
+    def gold_seen(self) -> bool:
+        """Whether a QUERY has returned exactly the gold rows (best overlap 1.0)."""
+        return self.best_overlap >= 1.0
 
     @property
     def outcome(self) -> Outcome | None:
@@ -192,7 +198,7 @@ class SQLEnvironment:
         if state.done:
             raise RuntimeError("the episode is over; call reset() to start another")
         state.step_count += 1
-        key = (action.action_type, " ".join(action.argument.split()).lower())
+        key = action_key(action.action_type, action.argument)
         if key in state.seen_actions:
             state.repeated_actions += 1
         state.seen_actions.add(key)

@@ -18,6 +18,28 @@ ACTION_KINDS: tuple[ActionKind, ...] = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
 Outcome = Literal["correct", "wrong", "budget_exhausted", "error"]
 OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "budget_exhausted", "error")
 
+FailureClass = Literal[
+    "correct",
+    "wrong_after_gold",
+    "wrong_answer",
+    "sql_errors",
+    "unparsed",
+    "action_loop",
+    "budget_exhausted",
+    "env_error",
+]
+"""Why a finished episode ended as it did; the rules are in `rollout_core.failure_classes`."""
+FAILURE_CLASSES: tuple[FailureClass, ...] = (
+    "correct",
+    "wrong_after_gold",
+    "wrong_answer",
+    "sql_errors",
+    "unparsed",
+    "action_loop",
+    "budget_exhausted",
+    "env_error",
+)
+
 RunKind = Literal["batch", "training", "fork"]
 RUN_KINDS: tuple[RunKind, ...] = ("batch", "training", "fork")
 
@@ -282,6 +304,9 @@ class EpisodeRecord:
     duration_seconds: float
     error: str | None = None
     """Why the episode ended in `error`, if it did."""
+    failure_class: FailureClass | None = None
+    """Its failure class (`rollout_core.failure_classes`); the runner always sets it, and a
+    store classifies a record that comes without one from the steps it holds."""
 
     @property
     def key(self) -> EpisodeKey:

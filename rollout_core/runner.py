@@ -18,6 +18,7 @@ from typing import Literal
 
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment, TokenCounter
+from rollout_core.failure_classes import StepFacts, classify_episode
 from rollout_core.fork_replay import ForkStart, replay_prefix
 from rollout_core.parse import parse_model_output
 from rollout_core.policies.base import (
@@ -109,6 +110,8 @@ class _Live:
     env: SQLEnvironment
     messages: Messages
     started: float
+    facts: list[StepFacts] = field(default_factory=list)
+    """What the failure classifier reads of each step played so far."""
 
 
 def run_episodes(
@@ -293,6 +296,7 @@ def _step(
     obs = ep.env.step(action)
     env_dt = time.perf_counter() - t0
     observation = format_observation(obs)
+    ep.facts.append(StepFacts(action.action_type, action.argument, action.parsed, obs.error))
     ep.messages.append({"role": "assistant", "content": out.text})
     ep.messages.append({"role": "user", "content": observation})
     record = StepRecord(
@@ -350,6 +354,7 @@ def _episode_record(ep: _Live, *, error: str | None = None) -> EpisodeRecord:
         answer=state.answer,
         duration_seconds=time.perf_counter() - ep.started,
         error=error if error is not None else state.error,
+        failure_class=classify_episode(outcome, ep.facts, gold_seen=state.gold_seen),
     )
 
 
@@ -365,6 +370,7 @@ def _failed_record(task: EpisodeTask, error: str) -> EpisodeRecord:
         answer=None,
         duration_seconds=0.0,
         error=error,
+        failure_class=classify_episode("error", (), gold_seen=False),
     )
 
 

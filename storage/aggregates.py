@@ -11,11 +11,12 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.functions import FunctionElement
 
-from rollout_core.records import ACTION_KINDS, OUTCOMES
+from rollout_core.records import ACTION_KINDS, FAILURE_CLASSES, OUTCOMES
 from storage.cursors import decode_cursor, encode_cursor
 from storage.models import Episode
 from storage.read_models import (
     Distribution,
+    OutcomeMatrix,
     Page,
     QuestionComparison,
     QuestionOutcomes,
@@ -113,6 +114,36 @@ def compare_outcomes(session: Session, run_ids: Sequence[int]) -> list[QuestionO
     return out
 
 
+def outcome_matrix(session: Session, run_ids: Sequence[int]) -> OutcomeMatrix:
+    """Episode and correct counts of every question any of the runs finished, per run.
+
+    One GROUP BY on the (run_id, question_id, outcome, reward) index through Core (no ORM
+    row loading): 10 runs x 5,000 questions is 50,000 small rows.
+    """
+    ids = list(dict.fromkeys(run_ids))
+    col = {r: j for j, r in enumerate(ids)}
+    if not ids:
+        return OutcomeMatrix(ids, [], [], [])
+    rows = session.connection().execute(
+        select(*_cell_counts())
+        .where(Episode.run_id.in_(ids), Episode.outcome.is_not(None))
+        .group_by(Episode.question_id, Episode.run_id)
+        .order_by(Episode.question_id)
+    )
+    qids: list[str] = []
+    episodes: list[list[int]] = []
+    correct: list[list[int]] = []
+    width = len(ids)
+    for qid, run_id, n, n_correct in rows:
+        if not qids or qids[-1] != qid:
+            qids.append(qid)
+            episodes.append([0] * width)
+            correct.append([0] * width)
+        episodes[-1][col[run_id]] = int(n)
+        correct[-1][col[run_id]] = int(n_correct or 0)
+    return OutcomeMatrix(ids, qids, episodes, correct)
+
+
 def _next_question_ids(
     session: Session, run_ids: list[int], after: str | None, n: int
 ) -> list[str]:
@@ -197,4 +228,12 @@ def distributions(session: Session, run_ids: Sequence[int]) -> list[Distribution
     ):
         outcomes[run_id][str(outcome)] = int(n)
 
-    return [Distribution(r, actions[r], rewards[r], steps[r], outcomes[r]) for r in ids]
+    classes: dict[int, dict[str, int]] = {r: dict.fromkeys(FAILURE_CLASSES, 0) for r in ids}
+    for run_id, failure_class, n in session.execute(
+        select(Episode.run_id, Episode.failure_class, func.count())
+        .where(*finished, Episode.failure_class.is_not(None))
+        .group_by(Episode.run_id, Episode.failure_class)
+    ):
+        classes[run_id][str(failure_class)] = int(n)
+
+    return [Distribution(r, actions[r], rewards[r], steps[r], outcomes[r], classes[r]) for r in ids]

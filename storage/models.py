@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from rollout_core.records import OUTCOMES, RUN_KINDS, RUN_STATUSES
+from rollout_core.records import FAILURE_CLASSES, OUTCOMES, RUN_KINDS, RUN_STATUSES
 
 # Stable constraint names, so migrations can name what they alter (SQLite needs names for
 # batch ALTERs).
@@ -111,6 +111,7 @@ class Episode(Base):
     __tablename__ = "episodes"
     __table_args__ = (
         CheckConstraint(_in("outcome", OUTCOMES), name="outcome"),
+        CheckConstraint(_in("failure_class", FAILURE_CLASSES), name="failure_class"),
         # Indexes in the sort orders of the episode list (keyset on (column, id)).
         Index(None, "run_id", "id"),
         Index(None, "run_id", "reward", "id"),
@@ -131,6 +132,11 @@ class Episode(Base):
             "answer_steps",
         ),
         Index(None, "run_id", "question_id", "sample_index", unique=True),
+        # The class mix (GROUP BY run, class) and the Episodes filter by class (keyset on id).
+        Index(None, "run_id", "failure_class", "id"),
+        # GRPO groups and the question map: per (run, question) counts, rewards and outcomes
+        # read from this index alone.
+        Index("ix_episodes_run_question_results", "run_id", "question_id", "outcome", "reward"),
         Index(None, "question_id"),
         Index(None, "db_id"),
         Index(None, "forked_from"),
@@ -169,6 +175,8 @@ class Episode(Base):
     answer: Mapped[str | None]
     duration_seconds: Mapped[float | None] = mapped_column(Float)
     error: Mapped[str | None]
+    failure_class: Mapped[str | None] = mapped_column(String(32))
+    """Why it ended as it did (`rollout_core.failure_classes`); NULL until it finishes."""
     # Denormalized from the steps, so filters and metrics never scan the steps table.
     steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     unparsed_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Literal, TypeVar
 
-from rollout_core.records import ActionKind, Outcome, RunKind, RunStatus, TokenTrace
+from rollout_core.records import (
+    ActionKind,
+    FailureClass,
+    Outcome,
+    RunKind,
+    RunStatus,
+    TokenTrace,
+)
 
 T = TypeVar("T")
 
@@ -81,6 +88,7 @@ class EpisodeFilter:
     finished_only: bool = True
     tags: tuple[str, ...] = ()
     """Episodes annotated (on the episode or any of its steps) with any of these tags."""
+    failure_classes: tuple[FailureClass, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +114,8 @@ class EpisodeSummary:
     """For a fork's episode: the recorded episode whose first steps it replays."""
     fork_step: int | None = None
     """For a fork's episode: the first step its own policy played."""
+    failure_class: FailureClass | None = None
+    """Why it ended as it did (`rollout_core.failure_classes`); None while it is played."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,3 +244,85 @@ class Distribution:
     steps_histogram: list[tuple[int, int]]
     """(steps, count) of finished episodes."""
     outcome_counts: dict[str, int]
+    failure_counts: dict[str, int] = field(default_factory=dict)
+    """Finished episodes per failure class (every class, zeros included)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GroupKey:
+    """Names one GRPO group within a run: the finished samples of one question
+    (`storage.groups` turns it into columns and back)."""
+
+    question_id: str
+
+    def __str__(self) -> str:
+        return self.question_id
+
+
+@dataclass(frozen=True, slots=True)
+class GroupStats:
+    """One GRPO group's rewards, as `rollout_core.grpo` defines its statistics."""
+
+    run_id: int
+    key: GroupKey
+    size: int
+    """Finished episodes in the group."""
+    correct: int
+    mean: float
+    std: float
+    """Sample standard deviation (n - 1); exactly 0 when every reward is equal."""
+    lowest: float
+    highest: float
+
+    @property
+    def has_signal(self) -> bool:
+        """False for a zero-variance group: every advantage is 0, GRPO learns nothing from it."""
+        return self.std > 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOverview:
+    """Every group of a run, for the run-level view of GRPO signal."""
+
+    run_id: int
+    groups: list[GroupStats]
+    """Highest standard deviation first (ties by key)."""
+    questions: dict[str, str]
+    """Question id -> text, for the first groups of the list (as many as were asked for)."""
+
+    @property
+    def with_signal(self) -> int:
+        return sum(g.has_signal for g in self.groups)
+
+    @property
+    def signal_fraction(self) -> float | None:
+        """Share of groups with reward variance; None for a run without groups."""
+        return self.with_signal / len(self.groups) if self.groups else None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """One episode of a group with its GRPO advantage."""
+
+    detail: EpisodeDetail
+    advantage: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDetail:
+    """One group with its members' episodes (steps included), by sample index."""
+
+    stats: GroupStats
+    members: list[GroupMember]
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeMatrix:
+    """Finished episodes and correct ones per question (rows, by id) and run (columns, in
+    the order asked): the question x checkpoint map's input, as dense rows."""
+
+    run_ids: list[int]
+    question_ids: list[str]
+    episodes: list[list[int]]
+    """[question][run]: finished episodes; 0 where the run did not play the question."""
+    correct: list[list[int]]

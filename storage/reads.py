@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING, Any, cast
 from sqlalchemy import ColumnElement, and_, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session
 
-from rollout_core.records import ActionKind, Outcome, RunKind, RunStatus, TokenTrace
+from rollout_core.records import (
+    ActionKind,
+    FailureClass,
+    Outcome,
+    RunKind,
+    RunStatus,
+    TokenTrace,
+)
 from storage.cursors import decode_cursor, encode_cursor
 from storage.lifecycle import RunPresence, effective_status
 from storage.models import Annotation, Episode, Run, Step
@@ -107,6 +114,8 @@ def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
         c.append(Episode.outcome.is_not(None))
     if flt.outcomes:
         c.append(Episode.outcome.in_(flt.outcomes))
+    if flt.failure_classes:
+        c.append(Episode.failure_class.in_(flt.failure_classes))
     if flt.db_ids:
         c.append(Episode.db_id.in_(flt.db_ids))
     if flt.question_id is not None:
@@ -219,6 +228,7 @@ _SUMMARY_COLUMNS = (
     Episode.answer,
     Episode.forked_from,
     Episode.fork_step,
+    Episode.failure_class,
 )
 
 
@@ -246,6 +256,7 @@ def episode_summary(row: AnyRow) -> EpisodeSummary:
         answer=row.answer,
         forked_from=row.forked_from,
         fork_step=row.fork_step,
+        failure_class=cast(FailureClass | None, row.failure_class),
     )
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from rollout_core import grpo
 from rollout_core.records import (
     RUN_STATUSES,
     EpisodeKey,
@@ -30,7 +31,7 @@ from rollout_core.records import (
     RunSpec,
     RunStatus,
 )
-from storage import aggregates, lifecycle, reads, tagging
+from storage import aggregates, groups, lifecycle, reads, tagging
 from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
 from storage.engine import store_error as _store_error
 from storage.migrations import (
@@ -49,6 +50,11 @@ from storage.read_models import (
     EpisodeFilter,
     EpisodeSort,
     EpisodeSummary,
+    GroupDetail,
+    GroupKey,
+    GroupMember,
+    GroupOverview,
+    OutcomeMatrix,
     Page,
     QuestionComparison,
     QuestionOutcomes,
@@ -517,10 +523,46 @@ class Store:
         with Session(self._engine) as session:
             return aggregates.compare_outcomes(session, run_ids)
 
+    def outcome_matrix(self, run_ids: Sequence[int]) -> OutcomeMatrix:
+        """Finished and correct episodes per question and run (the question x checkpoint
+        map), over every question any of the runs finished."""
+        with Session(self._engine) as session:
+            return aggregates.outcome_matrix(session, run_ids)
+
     def run_distributions(self, run_ids: Sequence[int]) -> list[Distribution]:
         """Action mix, reward and steps histograms per run, computed in SQL."""
         with Session(self._engine) as session:
             return aggregates.distributions(session, run_ids)
+
+    def group_overview(self, run_id: int, *, with_text: int = 500) -> GroupOverview:
+        """Every GRPO group of a run (its finished samples of one question) with its reward
+        statistics, highest standard deviation first; the question text of the first
+        `with_text` groups."""
+        with Session(self._engine) as session:
+            stats = groups.group_stats(session, run_id)
+            stats.sort(key=lambda g: (-g.std, str(g.key)))
+            listed = [g.key.question_id for g in stats[:with_text]]
+            texts = groups.question_texts(session, run_id, listed) if listed else {}
+        return GroupOverview(run_id=run_id, groups=stats, questions=texts)
+
+    def get_group(self, run_id: int, key: GroupKey) -> GroupDetail | None:
+        """One GRPO group: its statistics and its finished episodes (with steps and their GRPO
+        advantages), by sample index; None when the run has no finished episode of it."""
+        with Session(self._engine) as session:
+            members = groups.member_ids(session, run_id, key)
+            if not members:
+                return None
+            found = self._details(session, [m[0] for m in members], None)
+        details = {d.summary.id: d for d in found}
+        rewards = [reward for _, reward, _ in members]
+        stats = groups.stats_of(run_id, key, rewards, sum(c for _, _, c in members))
+        return GroupDetail(
+            stats=stats,
+            members=[
+                GroupMember(details[i], a)
+                for (i, _, _), a in zip(members, grpo.advantages(rewards), strict=True)
+            ],
+        )
 
     def iter_episode_details(
         self, run_id: int, *, flt: EpisodeFilter | None = None, batch: int = 200

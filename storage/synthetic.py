@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -12,7 +13,8 @@ from typing import Any, cast
 from sqlalchemy import Connection, Table, func, insert, select, text, update
 from sqlalchemy.orm import Session
 
-from rollout_core.records import ACTION_KINDS, PolicyInfo, RunSpec
+from rollout_core.failure_classes import StepFacts, classify_episode, gold_seen_from_progress
+from rollout_core.records import ACTION_KINDS, Outcome, PolicyInfo, RunSpec, TokenTrace
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.bulk_sql import executemany
 from storage.engine import SQLITE_IMMEDIATE
@@ -30,6 +32,7 @@ from storage.synthetic_text import (
     question_text,
     system_prompt,
 )
+from storage.token_codec import encode_trace, trace_means
 from storage.writes import now_utc
 
 _INSERT_STEP = insert(cast(Table, Step.__table__))
@@ -57,6 +60,7 @@ class _Prompts:
                 self.first[q] = (pieces, prompt)
             wanted |= {p for p in self.first[q][0] if isinstance(p, str)}
         return wanted - self.ids.keys()
+_PIECE = re.compile(r"\s*\S+")
 
 
 def fill_synthetic(
@@ -156,7 +160,7 @@ def _chunk(
         q = k % questions
         n_steps = rng.randint(steps_per_episode - spread, steps_per_episode + spread)
         roll = rng.random()
-        outcome = (
+        outcome: Outcome = (
             "correct" if roll < skill
             else "wrong" if roll < skill + 0.4 * (1 - skill)
             else "budget_exhausted" if roll < 0.98
@@ -169,6 +173,7 @@ def _chunk(
         base = hashlib.sha256(first[:-1].encode())
         base_len = len(first) - 1
         layout, digest = join_layout(pieces, ids.__getitem__), prompt_hash(first)
+        facts: list[StepFacts] = []
         for s in range(1, n_steps + 1):
             last = s == n_steps
             action = (
@@ -185,6 +190,9 @@ def _chunk(
             by_action[action] += 1 if parsed else 0
             sql_errors += 1 if stored == "QUERY" and error else 0
             step = pools.step(rng, action, parsed=parsed, error=error, correct=outcome == "correct")
+            facts.append(StepFacts(stored, step.argument, parsed, error))
+            trace = _trace(rng, step.raw_output)
+            mean_logprob, mean_entropy = trace_means(trace)
             steps.append(
                 {
                     "episode_id": eid,
@@ -204,6 +212,9 @@ def _chunk(
                     "policy_seconds": 0.05,
                     "env_seconds": 0.002,
                     "truncated": False,
+                    "token_trace": encode_trace(trace, step.raw_output),
+                    "mean_logprob": mean_logprob,
+                    "mean_entropy": mean_entropy,
                 }
             )
             turn = ASSISTANT_OPEN + step.raw_json + USER_OPEN + step.observation_json
@@ -215,6 +226,7 @@ def _chunk(
             closed.update(b"]")
             digest = closed.digest()
         reward = (1.0 if outcome == "correct" else 0.0) + round(rng.uniform(-0.2, 0.3), 2)
+        progress = rng.choice((0.0, 0.05, 0.1))
         episodes.append(
             {
                 "id": eid,
@@ -229,7 +241,7 @@ def _chunk(
                 "ended_at": now,
                 "outcome": outcome,
                 "reward": reward,
-                "progress": 0.1,
+                "progress": progress,
                 "operational": float(n_steps - 1),
                 "answer": "4" if outcome in ("correct", "wrong") else None,
                 "duration_seconds": round(0.05 * n_steps + rng.random(), 3),
@@ -238,10 +250,23 @@ def _chunk(
                 "unparsed_steps": unparsed,
                 "has_unparsed": unparsed > 0,
                 "has_sql_error": sql_errors > 0,
+                "failure_class": classify_episode(
+                    outcome, facts, gold_seen=gold_seen_from_progress(progress)
+                ),
             }
             | {f"{a.lower()}_steps": n for a, n in by_action.items()}
         )
     return episodes, steps
+
+
+def _trace(rng: random.Random, text: str) -> TokenTrace:
+    """Word-sized token pieces of `text` with made-up log-probabilities and entropies."""
+    pieces = tuple(p for p in _PIECE.findall(text) if p)
+    return TokenTrace(
+        text=pieces,
+        logprobs=tuple(-rng.expovariate(2.0) for _ in pieces),
+        entropies=tuple(rng.uniform(0.0, 3.0) for _ in pieces),
+    )
 
 
 def _parts(rows: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:

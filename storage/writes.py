@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -31,6 +31,7 @@ from rollout_core.records import (
     StepRecord,
 )
 from storage.bulk_sql import executemany
+from storage.classify import Finished, classify_stored
 from storage.models import Episode, Run, Step
 from storage.token_codec import encode_trace, trace_means
 
@@ -114,7 +115,15 @@ def write_batch(
         executemany(session, _INSERT_STEP, rows)
         _count_steps(session, ids, batch.steps)
     if batch.finished:
-        session.connection().execute(_FINISH, [_finish_row(ids, e, now) for e in batch.finished])
+        # A producer that did not classify its episodes: classified from the stored steps.
+        unclassified = [
+            Finished(ids[e.key], e.outcome, e.progress)
+            for e in batch.finished
+            if e.failure_class is None
+        ]
+        classes = classify_stored(session, unclassified) if unclassified else {}
+        rows = [_finish_row(ids, e, now, classes) for e in batch.finished]
+        session.connection().execute(_FINISH, rows)
     return created
 
 
@@ -301,14 +310,18 @@ _FINISH = (
         answer=bindparam("b_answer"),
         duration_seconds=bindparam("b_duration", type_=Float),
         error=bindparam("b_error"),
+        failure_class=bindparam("b_failure_class"),
         ended_at=bindparam("b_ended_at", type_=_EPISODES.c.ended_at.type),
     )
 )
 
 
-def _finish_row(ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime) -> dict[str, Any]:
+def _finish_row(
+    ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime, classes: Mapping[int, str]
+) -> dict[str, Any]:
     return {
         "b_id": ids[e.key],
+        "b_failure_class": e.failure_class or classes[ids[e.key]],
         "b_outcome": e.outcome,
         "b_reward": e.reward,
         "b_progress": e.progress,

@@ -14,6 +14,8 @@ Cell = Literal["both right", "only A", "only B", "both wrong"]
 CELLS: tuple[Cell, ...] = ("both right", "only A", "only B", "both wrong")
 BOOTSTRAP_SEED = 0
 BOOTSTRAP_RESAMPLES = 2000
+SOLVED_RATE = 0.5
+"""With several samples per question, a run solves a question with at least this success rate."""
 
 
 class HasCells(Protocol):
@@ -75,7 +77,7 @@ def bootstrap_accuracy_diff(
 
 def outcome_cell(rate_a: float, rate_b: float) -> Cell:
     """Where a question falls; with several samples a run 'solves' it with >= half correct."""
-    right_a, right_b = rate_a >= 0.5, rate_b >= 0.5
+    right_a, right_b = rate_a >= SOLVED_RATE, rate_b >= SOLVED_RATE
     if right_a and right_b:
         return "both right"
     if right_a:

@@ -18,6 +18,8 @@ _pages: dict[str, list[st.Page]] = {
     ],
     "Analyse": [
         st.Page(nav.COMPARE, title="Compare", icon=":material/compare:", url_path="compare"),
+        st.Page(nav.MAP, title="Question map", icon=":material/grid_on:", url_path="map"),
+        st.Page(nav.GROUPS, title="GRPO groups", icon=":material/workspaces:", url_path="groups"),
         st.Page(
             nav.TRAINING, title="Training", icon=":material/model_training:", url_path="training"
         ),

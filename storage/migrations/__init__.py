@@ -4,7 +4,8 @@ reading Store only checks the revision and refuses, in one line, one it cannot r
 from __future__ import annotations
 
 import sqlite3
-from contextlib import closing
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,7 +63,7 @@ def upgrade_to_head(engine: Engine) -> SchemaUpgrade:
     script = ScriptDirectory.from_config(cfg)
     head = script.get_current_head()
     assert head is not None
-    with engine.connect() as conn:
+    with engine.connect() as conn, sqlite_foreign_keys_off(conn):
         # BEGIN IMMEDIATE on SQLite: two processes opening a new store migrate one at a time.
         conn = conn.execution_options(**{SQLITE_IMMEDIATE: True})
         with conn.begin():
@@ -77,7 +78,41 @@ def upgrade_to_head(engine: Engine) -> SchemaUpgrade:
                 raise _newer(current, head)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
+            _check_foreign_keys(conn)
             return SchemaUpgrade(current, head)
+
+
+@contextmanager
+def sqlite_foreign_keys_off(conn: Connection) -> Iterator[None]:
+    """SQLite foreign keys off while migrating, on again after.
+
+    A batch migration copies a table, drops the old one and renames the copy; with foreign
+    keys on, that DROP deletes every row referring to the table (ON DELETE CASCADE): altering
+    `runs` would empty `episodes` and `steps`. The pragma is a no-op inside a transaction, so
+    it is set on the raw connection before BEGIN.
+    """
+    if conn.dialect.name != "sqlite":
+        yield
+        return
+    raw = conn.connection.driver_connection
+    assert raw is not None
+    raw.execute("PRAGMA foreign_keys=OFF")
+    try:
+        yield
+    finally:
+        raw.execute("PRAGMA foreign_keys=ON")
+
+
+def _check_foreign_keys(conn: Connection) -> None:
+    """Refuse (rolling the migration back) a migrated SQLite store with dangling references."""
+    if conn.dialect.name != "sqlite":
+        return
+    broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+    if broken:
+        raise StoreError(
+            f"migrating left {len(broken)} rows referring to missing rows (first: {broken[0]}); "
+            "the store was left as it was"
+        )
 
 
 def check_readable(conn: Connection, url: str) -> None:

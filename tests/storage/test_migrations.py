@@ -134,3 +134,36 @@ def test_the_tolerant_reader_reads_an_old_layout_without_migrating() -> None:
     spec = RunSpec.from_stored(_LEGACY_HF)
     assert spec.generation.batch_size == 64 and spec.generation.dtype == "fp32"
     assert RunSpec.from_stored(spec.to_stored()) == spec
+
+
+def test_upgrading_an_old_store_keeps_every_episode_and_step(store_url: str) -> None:
+    """SQLite batch migrations copy and drop tables: with foreign keys on, dropping `runs`
+    would delete every episode and step (ON DELETE CASCADE)."""
+    _old_store(store_url, [_LEGACY_ORACLE])
+    engine = create_engine(store_url)
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO episodes (id, run_id, question_id, sample_index, seed, db_id, "
+                "question, gold_sql, started_at, ended_at, outcome, reward, progress, steps) "
+                "VALUES (1, 1, 'q1', 0, 0, 'db', '?', 'SELECT 1', CURRENT_TIMESTAMP, "
+                "CURRENT_TIMESTAMP, 'budget_exhausted', 0, 0, 3)"
+            )
+        )
+        for step_no in (1, 2, 3):
+            conn.execute(
+                text(
+                    "INSERT INTO steps (episode_id, step_no, prompt, raw_output, action, "
+                    "argument, parsed, observation, reward, done, policy_seconds, env_seconds) "
+                    "VALUES (1, :n, 'p', 'DESCRIBE t', 'DESCRIBE', 't', TRUE, 'o', 0, :t, 0, 0)"
+                ),
+                {"n": step_no, "t": step_no == 3},
+            )
+    engine.dispose()
+    store = Store(store_url)
+    try:
+        detail = store.get_episode(1)
+        assert detail is not None and [s.step_no for s in detail.steps] == [1, 2, 3]
+        assert detail.summary.failure_class == "action_loop"  # back-filled from those steps
+    finally:
+        store.close()

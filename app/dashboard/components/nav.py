@@ -8,6 +8,8 @@ REPLAY = "views/replay.py"
 COMPARE = "views/compare.py"
 LAUNCH = "views/launch.py"
 TRAINING = "views/training.py"
+GROUPS = "views/groups.py"
+MAP = "views/checkpoint_map.py"
 
 P_RUN = "run"
 """A run id; repeated for several runs (Episodes filter, Compare)."""

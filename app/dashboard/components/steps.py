@@ -7,6 +7,7 @@ import streamlit as st
 
 from app.dashboard import requery
 from app.dashboard.components.render import show_error, show_prompt, show_text
+from app.dashboard.components.tokens import show_tokens
 from storage.read_models import EpisodeDetail, StoredStep
 
 
@@ -35,6 +36,8 @@ def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
             show_prompt(step.prompt)
     st.caption("raw model output")
     show_text(step.raw_output)
+    if with_prompt:  # the player, not the transcript
+        show_tokens(step, key=f"tokens_{step.id}")
     show_action(step)
     st.caption("observation")
     show_observation(step)

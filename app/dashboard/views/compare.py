@@ -6,7 +6,8 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import analysis, data
-from app.dashboard.components import nav, params
+from app.dashboard.components import failure_mix, nav, params
+from app.dashboard.components.confidence import confidence_chart, has_confidence
 from app.dashboard.components.render import (
     escape_markdown,
     fmt_num,
@@ -142,6 +143,9 @@ def _side_by_side(row: QuestionComparison, runs: list[RunSummary]) -> None:
             st.page_link(
                 nav.REPLAY, label="Replay", query_params={nav.P_EPISODE: str(detail.summary.id)}
             )
+    traced = [(f"{run.name} #{d.summary.sample_index}", d.steps) for run, d in details]
+    if any(has_confidence(steps) for _, steps in traced):
+        st.plotly_chart(confidence_chart(traced), width="stretch", key="cmp_confidence")
     longest = max(len(d.steps) for _, d in details)
     for i in range(longest):
         marker = " ◀ first divergence" if diverge == i else ""
@@ -198,6 +202,8 @@ for other in runs[1:]:
     _interval(outcomes, runs[0], other)
 if len(runs) == 2:
     _matrix(outcomes, {r.question_id: r for r in rows}, runs[0], runs[1])
+    dist_a, dist_b = data.run_distributions(chosen_ids)
+    failure_mix.show_shift(dist_a, dist_b, runs[0].name, runs[1].name)
 else:
     st.subheader("Per-question success rate")
     st.dataframe(

@@ -9,7 +9,9 @@ import streamlit as st
 
 from app.dashboard import data
 from app.dashboard.components import nav, params
-from rollout_core.records import OUTCOMES
+from app.dashboard.components.failure_mix import P_CLASS
+from rollout_core.failure_classes import FAILURE_LABELS
+from rollout_core.records import FAILURE_CLASSES, OUTCOMES
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
@@ -24,6 +26,7 @@ def _tristate_name(value: bool | None) -> str:
 def _seed_widgets_from_url() -> None:
     params.init_state("ep_runs", params.get_ints(nav.P_RUN))
     params.init_state("ep_outcomes", [o for o in params.get_all("outcome") if o in OUTCOMES])
+    params.init_state("ep_classes", [c for c in params.get_all(P_CLASS) if c in FAILURE_CLASSES])
     params.init_state("ep_dbs", params.get_all("db"))
     params.init_state("ep_text", params.get_str("q") or "")
     params.init_state("ep_rmin", params.get_float("rmin"))
@@ -41,13 +44,19 @@ def _seed_widgets_from_url() -> None:
 
 def _filters(run_names: dict[int, str], db_options: list[str]) -> EpisodeFilter:
     with st.expander("Filters", expanded=True):
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4 = st.columns(4)
         c1.multiselect(
             "Runs", list(run_names), key="ep_runs", format_func=lambda i: run_names.get(i, str(i))
         )
         c2.multiselect("Outcome", list(OUTCOMES), key="ep_outcomes")
+        c3.multiselect(
+            "Failure class",
+            FAILURE_CLASSES,
+            key="ep_classes",
+            format_func=FAILURE_LABELS.__getitem__,
+        )
         extra = [d for d in st.session_state["ep_dbs"] if d not in db_options]
-        c3.multiselect("Database", db_options + extra, key="ep_dbs", accept_new_options=True)
+        c4.multiselect("Database", db_options + extra, key="ep_dbs", accept_new_options=True)
         st.text_input("Search question, gold SQL and model output", key="ep_text")
         c1, c2, c3, c4, c5, c6 = st.columns(6)
         c1.number_input("Min reward", key="ep_rmin", value=None, step=0.1)
@@ -68,6 +77,7 @@ def _filters(run_names: dict[int, str], db_options: list[str]) -> EpisodeFilter:
         max_steps=None if ss["ep_smax"] is None else int(ss["ep_smax"]),
         has_sql_error=_TRISTATE[ss["ep_sqlerr"]],
         has_unparsed=_TRISTATE[ss["ep_unparsed"]],
+        failure_classes=tuple(ss["ep_classes"]),
     )
 
 
@@ -75,6 +85,7 @@ def _write_url(flt: EpisodeFilter) -> None:
     ss = st.session_state
     params.put(nav.P_RUN, list(flt.run_ids))
     params.put("outcome", list(flt.outcomes))
+    params.put(P_CLASS, list(flt.failure_classes))
     params.put("db", list(flt.db_ids))
     params.put("q", flt.text)
     params.put("rmin", flt.min_reward)
@@ -107,6 +118,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
                 "database": e.db_id,
                 "question": e.question,
                 "outcome": e.outcome or "playing",
+                "class": FAILURE_LABELS[e.failure_class] if e.failure_class else None,
                 "reward": e.reward,
                 "steps": e.steps,
                 "seconds": e.duration_seconds,
@@ -125,6 +137,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
             "database",
             "question",
             "outcome",
+            "class",
             "reward",
             "steps",
             "seconds",

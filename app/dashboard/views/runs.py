@@ -6,7 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import charts, nav
+from app.dashboard.components import charts, failure_mix, nav
 from app.dashboard.components.render import fmt_duration, fmt_time
 from storage import lifecycle
 from storage.read_models import RunSummary
@@ -102,3 +102,4 @@ if finished:
     right.plotly_chart(charts.action_mix(dists, names), width="stretch")
     left.plotly_chart(charts.reward_distribution(dists, names), width="stretch")
     right.plotly_chart(charts.steps_distribution(dists, names), width="stretch")
+    left.plotly_chart(failure_mix.mix_chart(dists, names), width="stretch")

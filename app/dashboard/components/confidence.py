@@ -1,0 +1,68 @@
+"""Per-step confidence of episodes side by side: mean token log-probability and entropy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from storage.read_models import StoredStep
+
+
+def has_confidence(steps: Sequence[StoredStep]) -> bool:
+    """Whether any step recorded its tokens' log-probabilities or entropies."""
+    return any(s.mean_logprob is not None or s.mean_entropy is not None for s in steps)
+
+
+def confidence_chart(
+    episodes: Sequence[tuple[str, Sequence[StoredStep]]], current: int | None = None
+) -> go.Figure:
+    """Mean log-prob (top) and mean entropy (bottom) per step, one line per episode; steps
+    without recorded tokens are gaps."""
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.08,
+        subplot_titles=("mean token log-probability", "mean token entropy (nats)"),
+    )
+    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
+    for i, (name, steps) in enumerate(episodes):
+        xs = [s.step_no for s in steps]
+        color = palette[i % len(palette)]
+        fig.add_scatter(
+            x=xs,
+            y=[s.mean_logprob for s in steps],
+            name=name,
+            legendgroup=name,
+            mode="lines+markers",
+            line_color=color,
+            text=[s.action for s in steps],
+            hovertemplate="step %{x} · %{text}<br>mean log-prob %{y:.3f}<extra>%{fullData.name}"
+            "</extra>",
+            row=1,
+            col=1,
+        )
+        fig.add_scatter(
+            x=xs,
+            y=[s.mean_entropy for s in steps],
+            name=name,
+            legendgroup=name,
+            showlegend=False,
+            mode="lines+markers",
+            line_color=color,
+            line_dash="dot",
+            text=[s.action for s in steps],
+            hovertemplate="step %{x} · %{text}<br>mean entropy %{y:.3f}<extra>%{fullData.name}"
+            "</extra>",
+            row=2,
+            col=1,
+        )
+    if current is not None:
+        fig.add_vline(x=current, line_dash="dot", line_color="gray")
+    fig.update_xaxes(dtick=1, title_text="step", row=2, col=1)
+    fig.update_layout(
+        title="Confidence per step", height=380, margin={"l": 40, "r": 10, "t": 60, "b": 40}
+    )
+    return fig

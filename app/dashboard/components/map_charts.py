@@ -1,0 +1,118 @@
+"""Figures of the question x checkpoint map: the success-rate heatmap and accuracy per run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from app.dashboard.question_map import AccuracyPoint, QuestionMap
+
+LABELLED_ROWS = 60
+"""Up to this many questions the y axis names each one; beyond, hover names them."""
+_NOT_PLAYED = "#e8e8e8"
+
+
+def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
+    """Success rate per question (rows, easiest at the top) and run (columns, in order).
+
+    A heatmap cannot be selected in Streamlit, so an invisible WebGL scatter with one point
+    per cell lies over it: hovering names the cell, clicking selects it (point index =
+    row x runs + column). Coordinates are positions, so the payload carries each question id
+    once per cell only as hover text.
+    """
+    n, runs = qmap.rates.shape
+    fig = go.Figure()
+    fig.add_heatmap(
+        z=qmap.rates,
+        x=list(range(runs)),
+        y=list(range(n)),
+        zmin=0.0,
+        zmax=1.0,
+        colorscale="RdYlGn",
+        colorbar={"title": {"text": "success"}, "tickformat": ".0%"},
+        hoverinfo="skip",
+        xgap=1 if runs <= 40 else 0,
+        ygap=1 if n <= LABELLED_ROWS else 0,
+    )
+    rows, cols = np.divmod(np.arange(n * runs), runs)
+    rates = qmap.rates.ravel()
+    shown = np.where(
+        np.isnan(rates), "not played", np.char.mod("%.0f%%", np.nan_to_num(rates) * 100)
+    )
+    text = [
+        f"{qmap.question_ids[r]}<br>{names[c]}: {s} of {e}"
+        for r, c, s, e in zip(
+            rows.tolist(),
+            cols.tolist(),
+            shown.tolist(),
+            qmap.episodes.ravel().tolist(),
+            strict=True,
+        )
+    ]
+    fig.add_scattergl(
+        x=cols,
+        y=rows,
+        mode="markers",
+        marker={"size": 8, "opacity": 0.0},
+        selected={"marker": {"opacity": 0.0}},
+        unselected={"marker": {"opacity": 0.0}},
+        text=text,
+        hovertemplate="%{text}<extra></extra>",
+        showlegend=False,
+    )
+    labelled = n <= LABELLED_ROWS
+    fig.update_yaxes(
+        autorange="reversed",
+        tickvals=list(range(n)) if labelled else [],
+        ticktext=qmap.question_ids if labelled else [],
+        title_text=None if labelled else f"{n} questions, easiest first",
+        showgrid=False,
+        zeroline=False,
+    )
+    fig.update_xaxes(
+        tickvals=list(range(runs)), ticktext=list(names), showgrid=False, zeroline=False
+    )
+    fig.update_layout(
+        title="Success rate per question and run",
+        height=min(900, max(320, 18 * n + 140)),
+        margin={"l": 10, "r": 10, "t": 40, "b": 40},
+        plot_bgcolor=_NOT_PLAYED,
+        clickmode="event+select",
+        hovermode="closest",
+        dragmode="zoom",
+    )
+    return fig
+
+
+def cell_of(qmap: QuestionMap, point_index: int) -> tuple[int, str]:
+    """(run id, question id) of a heatmap point from its index in the overlay."""
+    row, col = divmod(point_index, len(qmap.run_ids))
+    return qmap.run_ids[col], qmap.question_ids[row]
+
+
+def accuracy_line(points: Sequence[AccuracyPoint], names: Sequence[str]) -> go.Figure:
+    """Each run's accuracy with its bootstrap 95% interval, runs in order."""
+    acc = [p.accuracy for p in points]
+    up = [None if p.high is None or p.accuracy is None else p.high - p.accuracy for p in points]
+    down = [None if p.low is None or p.accuracy is None else p.accuracy - p.low for p in points]
+    fig = go.Figure()
+    fig.add_scatter(
+        x=list(names),
+        y=acc,
+        mode="lines+markers",
+        error_y={"type": "data", "array": up, "arrayminus": down, "visible": True},
+        customdata=[[p.low, p.high, p.questions] for p in points],
+        hovertemplate="%{x}: %{y:.1%}<br>95% CI %{customdata[0]:.1%} to %{customdata[1]:.1%}"
+        "<br>%{customdata[2]} questions<extra></extra>",
+        name="accuracy",
+    )
+    fig.update_layout(
+        title="Accuracy per run (95% bootstrap CI over questions)",
+        yaxis_tickformat=".0%",
+        yaxis_title="accuracy",
+        height=320,
+        margin={"l": 40, "r": 10, "t": 40, "b": 40},
+    )
+    return fig

@@ -1,0 +1,267 @@
+"""GRPO groups: which questions give a run's samples reward variance (learning signal), and one
+group's episodes side by side, aligned by step, with their rewards and advantages."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from app.dashboard import analysis_data, data
+from app.dashboard.components import nav, params
+from app.dashboard.components.confidence import confidence_chart, has_confidence
+from app.dashboard.components.render import (
+    escape_markdown,
+    fmt_num,
+    fmt_pct,
+    show_error,
+    show_text,
+)
+from rollout_core.failure_classes import FAILURE_LABELS
+from rollout_core.grpo import ADVANTAGE_EPSILON
+from storage.read_models import GroupDetail, GroupKey, GroupOverview, RunSummary
+
+_CELL_CHARS = 80  # a step's argument in the aligned grid; the full text is below it
+_COLUMNS_PER_ROW = 4
+FORMULA = (
+    "advantage = (reward − mean) / (std + 1e-4), std the sample standard deviation (n − 1), "
+    "as TRL's GRPOTrainer computes it; a group whose rewards are all equal has std 0 and gives "
+    "every sample advantage 0 (no learning signal)."
+)
+assert ADVANTAGE_EPSILON == 1e-4  # the formula above says so
+
+
+def group_link(run_id: int, question_id: str) -> str:
+    """The URL of one group's view."""
+    return f"groups?{nav.P_RUN}={run_id}&{nav.P_QUESTION}={question_id}"
+
+
+def _std_histogram(overview: GroupOverview) -> go.Figure:
+    stds = [g.std for g in overview.groups]
+    fig = go.Figure()
+    fig.add_histogram(x=stds, xbins={"start": 0.0, "size": 0.05}, marker_color="#1f77b4")
+    fig.update_layout(
+        title="Reward standard deviation of the groups",
+        xaxis_title="group std (0: no learning signal)",
+        yaxis_title="groups",
+        height=300,
+        margin={"l": 40, "r": 10, "t": 40, "b": 40},
+        bargap=0.05,
+    )
+    return fig
+
+
+def _overview(run: RunSummary) -> None:
+    overview = analysis_data.group_overview(run.id)
+    groups = overview.groups
+    if not groups:
+        st.info(f"{run.name} has no finished episodes yet.")
+        return
+    sizes = [g.size for g in groups]
+    if max(sizes) < 2:
+        st.info(
+            f"{run.name} has one sample per question, so no GRPO groups: record a run with "
+            "`rollscope run --samples K` (K of 2 or more) to see them."
+        )
+        return
+    flat = [g for g in groups if not g.has_signal]
+    cols = st.columns(5)
+    cols[0].metric("groups", len(groups))
+    cols[1].metric("with signal", fmt_pct(overview.signal_fraction))
+    cols[2].metric("all correct", sum(g.correct == g.size for g in flat))
+    cols[3].metric("all wrong", sum(g.correct == 0 for g in flat))
+    cols[4].metric("mean samples", fmt_num(sum(sizes) / len(sizes), 1))
+    st.caption(FORMULA)
+    st.plotly_chart(_std_histogram(overview), width="stretch", key="gr_hist")
+    listed = groups[: len(overview.questions)]
+    st.subheader("Questions by reward variance")
+    if len(listed) < len(groups):
+        st.caption(f"The {len(listed)} groups with the highest std of {len(groups)}.")
+    table = pd.DataFrame(
+        [
+            {
+                "question id": g.key.question_id,
+                "question": overview.questions.get(g.key.question_id, ""),
+                "samples": g.size,
+                "correct": g.correct,
+                "mean reward": g.mean,
+                "std": g.std,
+                "signal": g.has_signal,
+                "open": group_link(run.id, g.key.question_id),
+            }
+            for g in listed
+        ]
+    )
+    event = st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        on_select="rerun",
+        selection_mode="single-row",
+        key="gr_table",
+        column_config={
+            "mean reward": st.column_config.NumberColumn(format="%.3f"),
+            "std": st.column_config.NumberColumn(format="%.3f"),
+            "open": st.column_config.LinkColumn("open", display_text="group"),
+        },
+    )
+    selected = event.selection.rows if event is not None else []
+    if selected:
+        params.put(nav.P_QUESTION, listed[selected[0]].key.question_id)
+        st.rerun()
+
+
+def _members_table(group: GroupDetail) -> None:
+    rows = []
+    for m in group.members:
+        s = m.detail.summary
+        rows.append(
+            {
+                "sample": s.sample_index,
+                "outcome": s.outcome,
+                "class": FAILURE_LABELS.get(s.failure_class, "-") if s.failure_class else "-",
+                "reward": s.reward,
+                "advantage": m.advantage,
+                "steps": s.steps,
+                "answer": s.answer,
+                "replay": f"replay?{nav.P_EPISODE}={s.id}",
+            }
+        )
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "reward": st.column_config.NumberColumn(format="%.3f"),
+            "advantage": st.column_config.NumberColumn(format="%+.3f"),
+            "replay": st.column_config.LinkColumn("replay", display_text="open"),
+        },
+    )
+
+
+def _member_label(group: GroupDetail, i: int) -> str:
+    m = group.members[i]
+    return (
+        f"#{m.detail.summary.sample_index} r {fmt_num(m.detail.summary.reward, 2)}"
+        f" A {m.advantage:+.2f}"
+    )
+
+
+def _aligned_grid(group: GroupDetail) -> None:
+    """Rows are steps, columns are samples: each cell the action and its argument."""
+    longest = max(len(m.detail.steps) for m in group.members)
+    grid: dict[str, list[str]] = {}
+    for i, m in enumerate(group.members):
+        cells = []
+        for k in range(longest):
+            if k >= len(m.detail.steps):
+                cells.append("")
+                continue
+            step = m.detail.steps[k]
+            arg = " ".join(step.argument.split())
+            arg = arg if len(arg) <= _CELL_CHARS else arg[: _CELL_CHARS - 1] + "…"
+            marks = ("" if step.parsed else " [unparsed]") + (" [error]" if step.error else "")
+            cells.append(f"{step.action} {arg}{marks}")
+        grid[_member_label(group, i)] = cells
+    frame = pd.DataFrame(grid, index=pd.Index(range(1, longest + 1), name="step"))
+    st.dataframe(frame, width="stretch")
+
+
+def _step_side_by_side(group: GroupDetail) -> None:
+    longest = max(len(m.detail.steps) for m in group.members)
+    step_no = (
+        st.slider("Step", 1, longest, 1, key="gr_step") if longest > 1 else 1
+    )  # fmt: skip
+    members = group.members
+    for start in range(0, len(members), _COLUMNS_PER_ROW):
+        chunk = list(enumerate(members))[start : start + _COLUMNS_PER_ROW]
+        cols = st.columns(_COLUMNS_PER_ROW)
+        for col, (i, m) in zip(cols, chunk, strict=False):
+            with col:
+                st.markdown(f"**{escape_markdown(_member_label(group, i))}**")
+                if step_no > len(m.detail.steps):
+                    st.caption("(episode over)")
+                    continue
+                step = m.detail.steps[step_no - 1]
+                st.caption(
+                    f"{step.action} · reward {step.reward:+.3f}"
+                    + ("" if step.parsed else " · unparsed")
+                )
+                show_text(step.argument, language="sql" if step.action == "QUERY" else None)
+                if step.error is not None:
+                    show_error(step.error)
+                st.page_link(
+                    nav.REPLAY,
+                    label="Replay this step",
+                    query_params={
+                        nav.P_EPISODE: str(m.detail.summary.id),
+                        nav.P_STEP: str(step_no),
+                    },
+                    icon=":material/replay:",
+                )
+
+
+def _group_view(run: RunSummary, key: GroupKey) -> None:
+    st.page_link(
+        nav.GROUPS,
+        label=f"All groups of {run.name}",
+        query_params={nav.P_RUN: str(run.id)},
+        icon=":material/arrow_back:",
+    )
+    group = analysis_data.get_group(run.id, key)
+    if group is None:
+        st.warning(f"{run.name} has no finished episode of question {key.question_id}.")
+        return
+    first = group.members[0].detail
+    st.subheader(f"Question {key.question_id}")
+    st.markdown(escape_markdown(first.summary.question))
+    stats = group.stats
+    cols = st.columns(5)
+    cols[0].metric("samples", stats.size)
+    cols[1].metric("correct", stats.correct)
+    cols[2].metric("mean reward", fmt_num(stats.mean, 3))
+    cols[3].metric("std", fmt_num(stats.std, 3))
+    cols[4].metric("learning signal", "yes" if stats.has_signal else "none")
+    if not stats.has_signal:
+        st.warning(
+            "Zero reward variance: every sample has advantage 0, so GRPO learns nothing "
+            "from this group.",
+            icon=":material/block:",
+        )
+    st.caption(FORMULA)
+    _members_table(group)
+    st.subheader("Steps side by side")
+    _aligned_grid(group)
+    _step_side_by_side(group)
+    traced = [(_member_label(group, i), m.detail.steps) for i, m in enumerate(group.members)]
+    if any(has_confidence(steps) for _, steps in traced):
+        st.plotly_chart(confidence_chart(traced), width="stretch", key="gr_confidence")
+
+
+st.title("GRPO groups")
+runs = data.list_runs()
+if not runs:
+    st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")
+    st.stop()
+by_id = {r.id: r for r in runs}
+asked = params.get_int(nav.P_RUN)
+if asked is not None and asked not in by_id:
+    st.warning(f"Unknown run id {asked} in the link; ignored.")
+# A link naming a run wins over the run picked before; otherwise a run with groups first.
+if asked in by_id and asked != st.session_state.get("gr_run_linked"):
+    st.session_state["gr_run"] = asked
+st.session_state["gr_run_linked"] = asked
+if st.session_state.get("gr_run") not in by_id:
+    grouped = [r for r in runs if int(r.spec.get("samples") or 1) > 1]
+    st.session_state["gr_run"] = (grouped or runs)[0].id
+run_id: int = st.selectbox(
+    "Run", list(by_id), key="gr_run", format_func=lambda i: f"{by_id[i].name} (#{i})"
+)
+if run_id != asked:
+    params.put(nav.P_RUN, run_id)
+    params.put(nav.P_QUESTION, None)
+question = params.get_str(nav.P_QUESTION)
+if question is None:
+    _overview(by_id[run_id])
+else:
+    _group_view(by_id[run_id], GroupKey(question))

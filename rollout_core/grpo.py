@@ -1,0 +1,50 @@
+"""GRPO's group statistics: the mean, the standard deviation and each sample's advantage.
+
+As TRL's GRPOTrainer computes them: the standard deviation is the sample one (n - 1, torch's
+`std` default), and advantage = (reward - mean) / (std + ADVANTAGE_EPSILON). A group whose
+rewards are all equal has std 0 and gives every member advantage 0: no learning signal. A
+group of one sample has no standard deviation (torch returns NaN); it counts as std 0 here.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+ADVANTAGE_EPSILON = 1e-4
+"""Added to the std before dividing (TRL's constant), so a zero-variance group divides by it."""
+
+
+def group_mean(rewards: Sequence[float]) -> float:
+    """The mean reward of a group (0.0 for an empty one)."""
+    return math.fsum(rewards) / len(rewards) if rewards else 0.0
+
+
+def group_std(rewards: Sequence[float]) -> float:
+    """The sample standard deviation (n - 1); 0.0 for fewer than two rewards or equal ones."""
+    n = len(rewards)
+    if n < 2 or min(rewards) == max(rewards):
+        return 0.0
+    mean = group_mean(rewards)
+    return math.sqrt(math.fsum((r - mean) ** 2 for r in rewards) / (n - 1))
+
+
+def std_from_sums(n: int, total: float, total_sq: float, lowest: float, highest: float) -> float:
+    """The sample standard deviation from SQL aggregates (count, sum, sum of squares, min, max).
+
+    Equal rewards give exactly 0 (decided by min == max, not by the subtraction, whose
+    rounding would leave ~1e-8 behind).
+    """
+    if n < 2 or lowest == highest:
+        return 0.0
+    variance = (total_sq - total * total / n) / (n - 1)
+    return math.sqrt(max(0.0, variance))
+
+
+def advantages(rewards: Sequence[float]) -> list[float]:
+    """Each reward's GRPO advantage within its group, in the order given."""
+    std = group_std(rewards)
+    if std == 0.0:  # exactly 0, not (r - mean) / 1e-4 with the mean's last-bit rounding
+        return [0.0] * len(rewards)
+    mean = group_mean(rewards)
+    return [(r - mean) / (std + ADVANTAGE_EPSILON) for r in rewards]

@@ -1,0 +1,59 @@
+"""GRPO group statistics agree with TRL's computation (torch's std, epsilon 1e-4)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rollout_core import grpo
+
+# Episode rewards are sums of 1.0, 0.1 x an overlap and -0.01 penalties: four decimals.
+rewards_lists = st.lists(
+    st.integers(-2000, 12000).map(lambda x: x / 10_000), min_size=2, max_size=16
+)
+
+
+@settings(deadline=None)  # the first example imports torch
+@given(rewards_lists)
+def test_advantages_are_trls(rewards: list[float]) -> None:
+    torch = pytest.importorskip("torch")
+    r = torch.tensor(rewards, dtype=torch.float64)
+    std = r.std()  # unbiased, as GRPOTrainer's rewards.view(-1, G).std(dim=1)
+    expected = ((r - r.mean()) / (std + 1e-4)).tolist()
+    got = grpo.advantages(rewards)
+    if min(rewards) == max(rewards):
+        assert got == [0.0] * len(rewards)
+    else:
+        assert got == pytest.approx(expected, rel=1e-9, abs=1e-9)
+        assert grpo.group_std(rewards) == pytest.approx(float(std), rel=1e-9, abs=1e-12)
+
+
+@given(rewards_lists)
+def test_the_std_from_sql_sums_matches_the_two_pass_one(rewards: list[float]) -> None:
+    std = grpo.std_from_sums(
+        len(rewards), sum(rewards), sum(r * r for r in rewards), min(rewards), max(rewards)
+    )
+    assert std == pytest.approx(grpo.group_std(rewards), abs=1e-6)
+    assert (std == 0.0) == (min(rewards) == max(rewards))
+
+
+def test_a_zero_variance_group_has_no_signal_even_with_float_noise_in_its_mean() -> None:
+    rewards = [0.1, 0.1, 0.1]  # fsum / 3 is not exactly 0.1
+    assert grpo.group_std(rewards) == 0.0
+    assert grpo.advantages(rewards) == [0.0, 0.0, 0.0]
+    assert grpo.std_from_sums(3, 0.3, 0.03, 0.1, 0.1) == 0.0
+
+
+def test_a_single_sample_has_no_standard_deviation_and_no_advantage() -> None:
+    assert grpo.group_std([1.0]) == 0.0
+    assert grpo.advantages([1.0]) == [0.0]
+
+
+def test_one_right_of_four_gets_the_largest_advantage() -> None:
+    adv = grpo.advantages([1.0, 0.0, 0.0, 0.0])
+    std = math.sqrt(0.25)  # sample std of (1, 0, 0, 0): sqrt(0.75 / 3)
+    assert adv[0] == pytest.approx(0.75 / (std + 1e-4))
+    assert adv[1:] == [pytest.approx(-0.25 / (std + 1e-4))] * 3

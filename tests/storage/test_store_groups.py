@@ -1,0 +1,85 @@
+"""GRPO groups from the store: per-group statistics in SQL, one group's members with their
+advantages, zero-variance groups, unfinished samples left out."""
+
+from __future__ import annotations
+
+import pytest
+
+from rollout_core import grpo
+from rollout_core.records import IterationBatch
+from storage.read_models import GroupKey
+from storage.store import Store
+from tests.storage.store_builders import play, spec, start
+
+# question -> (outcome, reward) of each sample
+_GROUPS = {
+    "q-mixed": [("correct", 1.1), ("wrong", 0.0), ("wrong", 0.05), ("correct", 1.0)],
+    "q-flat": [("wrong", 0.0)] * 4,
+    "q-all-right": [("correct", 1.1)] * 4,
+    "q-one": [("budget_exhausted", -0.02)],
+}
+
+
+def _fill(store: Store) -> int:
+    run_id = store.create_run(spec("grpo", samples=4), episodes_planned=16)
+    sink = store.sink(run_id)
+    for qid, samples in _GROUPS.items():
+        for i, (outcome, reward) in enumerate(samples):
+            sink.write(play(qid, i, outcome, reward, 2))  # type: ignore[arg-type]
+    sink.write(IterationBatch(started=[start("q-one", 1)]))  # still playing: not a member
+    return run_id
+
+
+def test_the_overview_has_every_group_with_trls_statistics_highest_std_first(
+    store: Store,
+) -> None:
+    run_id = _fill(store)
+    overview = store.group_overview(run_id)
+    keys = [g.key.question_id for g in overview.groups]
+    assert keys[0] == "q-mixed" and set(keys) == set(_GROUPS)
+    by_key = {g.key.question_id: g for g in overview.groups}
+    rewards = [r for _, r in _GROUPS["q-mixed"]]
+    mixed = by_key["q-mixed"]
+    assert (mixed.size, mixed.correct) == (4, 2)
+    assert mixed.mean == pytest.approx(grpo.group_mean(rewards))
+    assert mixed.std == pytest.approx(grpo.group_std(rewards), rel=1e-9)
+    assert (mixed.lowest, mixed.highest) == (0.0, 1.1)
+    assert [by_key[k].has_signal for k in ("q-mixed", "q-flat", "q-all-right", "q-one")] == [
+        True, False, False, False
+    ]  # fmt: skip
+    assert by_key["q-all-right"].std == 0.0  # exactly, not the sums' rounding
+    assert overview.with_signal == 1 and overview.signal_fraction == 0.25
+    assert overview.questions["q-mixed"] == "How many rows for q-mixed?"
+
+
+def test_the_question_text_is_read_only_for_the_first_groups(store: Store) -> None:
+    run_id = _fill(store)
+    overview = store.group_overview(run_id, with_text=1)
+    assert list(overview.questions) == ["q-mixed"]
+    assert len(overview.groups) == 4
+
+
+def test_a_group_has_its_members_by_sample_with_advantages_and_steps(store: Store) -> None:
+    run_id = _fill(store)
+    group = store.get_group(run_id, GroupKey("q-mixed"))
+    assert group is not None
+    rewards = [r for _, r in _GROUPS["q-mixed"]]
+    assert [m.detail.summary.sample_index for m in group.members] == [0, 1, 2, 3]
+    assert [m.advantage for m in group.members] == pytest.approx(grpo.advantages(rewards))
+    assert all(len(m.detail.steps) == 2 for m in group.members)
+    assert group.stats.std == pytest.approx(store.group_overview(run_id).groups[0].std)
+
+    flat = store.get_group(run_id, GroupKey("q-flat"))
+    assert flat is not None and not flat.stats.has_signal
+    assert [m.advantage for m in flat.members] == [0.0] * 4
+
+    one = store.get_group(run_id, GroupKey("q-one"))
+    assert one is not None and [m.detail.summary.sample_index for m in one.members] == [0]
+
+
+def test_an_unknown_group_or_run_has_none(store: Store) -> None:
+    run_id = _fill(store)
+    assert store.get_group(run_id, GroupKey("q-nope")) is None
+    assert store.get_group(run_id + 100, GroupKey("q-mixed")) is None
+    empty = store.group_overview(run_id + 100)
+    assert empty.groups == [] and empty.signal_fraction is None
