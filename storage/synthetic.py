@@ -60,6 +60,8 @@ class _Prompts:
                 self.first[q] = (pieces, prompt)
             wanted |= {p for p in self.first[q][0] if isinstance(p, str)}
         return wanted - self.ids.keys()
+
+
 _PIECE = re.compile(r"\s*\S+")
 
 
