@@ -58,8 +58,10 @@ def test_runner_prompts_come_back_exactly(store: Store) -> None:
 
 def test_hf_prompts_come_back_exactly(store: Store, tiny_checkpoint: Path) -> None:
     from rollout_core.policies.hf import HFPolicy
+    from rollout_core.settings import GenerationSettings
 
-    policy = HFPolicy(tiny_checkpoint, max_new_tokens=24, temperature=1.0, seed=3)
+    settings = GenerationSettings(max_new_tokens=24, temperature=1.0, seed=3)
+    policy = HFPolicy(tiny_checkpoint, settings)
     run_id, records = _play(store, "hf", policy, samples=2, limit=8, budget=4)
     assert check_prompts(store, {run_id: records}) == len(records) >= 16
     assert check_hashes(store) == len(records)
