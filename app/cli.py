@@ -334,6 +334,10 @@ def dashboard(
     checkpoint_root: Annotated[
         list[Path] | None, typer.Option(help="Folders Launch may load checkpoints from.")
     ] = None,
+    dataset_root: Annotated[
+        list[Path] | None,
+        typer.Option(help="Folders Launch may read questions files from (demo always works)."),
+    ] = None,
 ) -> None:
     """Serve the Streamlit dashboard on a store."""
     from app.dashboard.serve import serve
@@ -348,7 +352,14 @@ def dashboard(
         open_store(store).close()
     except StoreError as exc:
         fail(str(exc))
-    serve(store, port=port, host=host, read_only=read_only, checkpoint_roots=checkpoint_root or [])
+    serve(
+        store,
+        port=port,
+        host=host,
+        read_only=read_only,
+        checkpoint_roots=checkpoint_root or [],
+        dataset_roots=dataset_root or [],
+    )
 
 
 @cli.command()

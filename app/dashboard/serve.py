@@ -52,6 +52,7 @@ def serve(
     host: str = "127.0.0.1",
     read_only: bool = False,
     checkpoint_roots: Sequence[Path] = (),
+    dataset_roots: Sequence[Path] = (),
     headless: bool = True,
 ) -> NoReturn:
     """Replace this process with the dashboard; its exit code becomes the process's."""
@@ -61,6 +62,7 @@ def serve(
             absolute_store_url(store_url),
             read_only=read_only,
             checkpoint_roots=checkpoint_roots,
+            dataset_roots=dataset_roots,
         )
     )
     command = streamlit_command(port=port, host=host, headless=headless)
@@ -77,6 +79,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--read-only", action="store_true")
     parser.add_argument("--checkpoint-root", type=Path, action="append", default=[])
+    parser.add_argument("--dataset-root", type=Path, action="append", default=[])
     args = parser.parse_args(argv)
     serve(
         args.store,
@@ -84,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         host=args.host,
         read_only=args.read_only,
         checkpoint_roots=args.checkpoint_root,
+        dataset_roots=args.dataset_root,
     )
 
 

@@ -1,0 +1,67 @@
+"""Two things Streamlit has no command for, done by a few lines of script in a same-origin iframe
+(no library, nothing fetched): a "Copy link" button, and keys that click buttons of the page."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import streamlit as st
+
+# Streamlit gives a keyed element the class `st-key-<key>`; the script clicks the button inside.
+# Keys typed into a text field, a select box or a slider are left alone.
+_KEYS_SCRIPT = """
+const P = window.parent, doc = P.document, keys = %s;
+if (P.__rollscopeKeys) doc.removeEventListener("keydown", P.__rollscopeKeys);
+P.__rollscopeKeys = (e) => {
+  if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+  const t = e.target, tag = ((t && t.tagName) || "").toLowerCase();
+  if (["input", "textarea", "select"].includes(tag) || (t && t.isContentEditable)) return;
+  if (t && t.getAttribute && t.getAttribute("role") === "slider") return;
+  const key = keys[e.key];
+  if (!key) return;
+  const button = doc.querySelector(".st-key-" + key + " button");
+  if (!button || button.disabled) return;
+  e.preventDefault();
+  button.click();
+};
+doc.addEventListener("keydown", P.__rollscopeKeys);
+"""
+
+_COPY_SCRIPT = """
+const button = document.getElementById("copy");
+button.addEventListener("click", async () => {
+  const url = window.parent.location.href;
+  try {
+    await navigator.clipboard.writeText(url);
+  } catch (err) {
+    const area = document.createElement("textarea");
+    area.value = url;
+    document.body.appendChild(area);
+    area.select();
+    document.execCommand("copy");
+    area.remove();
+  }
+  button.textContent = "Link copied";
+  setTimeout(() => { button.textContent = "Copy link"; }, 2000);
+});
+"""
+
+_STYLE = """
+body { margin: 0; font-family: "Source Sans Pro", "Source Sans 3", sans-serif; }
+button { font: inherit; font-size: 14px; padding: 5px 12px; cursor: pointer; color: #31333f;
+  background: #fff; border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 8px; }
+button:hover { border-color: #ff4b4b; color: #ff4b4b; }
+"""
+
+
+def page_tools(*, copy_link: bool = True, keys: Mapping[str, str] | None = None) -> None:
+    """A "Copy link" button (the page's URL, which holds its whole state) and, optionally,
+    keyboard shortcuts: `keys` maps a key name (`ArrowLeft`, `j`) to a button's widget key."""
+    parts = [f"<style>{_STYLE}</style>"]
+    if copy_link:
+        parts.append('<button id="copy" title="Copy this page\'s link">Copy link</button>')
+        parts.append(f"<script>{_COPY_SCRIPT}</script>")
+    if keys:
+        parts.append(f"<script>{_KEYS_SCRIPT % json.dumps(dict(keys))}</script>")
+    st.iframe("\n".join(parts), height=36 if copy_link else 1, width=120 if copy_link else 1)
