@@ -1,5 +1,6 @@
-"""Two things Streamlit has no command for, done by a few lines of script in a same-origin iframe
-(no library, nothing fetched): a "Copy link" button, and keys that click buttons of the page."""
+"""Things Streamlit has no command for, done by a few lines of script in a same-origin iframe (no
+library, nothing fetched): a "Copy link" button, keys that click buttons of the page, and
+following a page link from a script."""
 
 from __future__ import annotations
 
@@ -65,3 +66,25 @@ def page_tools(*, copy_link: bool = True, keys: Mapping[str, str] | None = None)
     if keys:
         parts.append(f"<script>{_KEYS_SCRIPT % json.dumps(dict(keys))}</script>")
     st.iframe("\n".join(parts), height=36 if copy_link else 1, width=120 if copy_link else 1)
+
+
+_FOLLOW_SCRIPT = """
+const started = Date.now();
+const attempt = () => {  // the link may mount after this frame does: look for it a while
+  const link = window.parent.document.querySelector(".st-key-%s a");
+  if (link) link.click();
+  else if (Date.now() - started < 15000) setTimeout(attempt, 100);
+};
+attempt();
+"""
+
+
+def follow(key: str, token: str) -> None:
+    """Click the page link inside the container keyed `key`, once per `token`.
+
+    `st.switch_page` with query parameters leaves a history entry of the old page's path with
+    the new page's parameters (Streamlit 1.67), so browser Back lands on a wrong page; a page
+    link, clicked, makes exactly one entry.
+    """
+    script = _FOLLOW_SCRIPT % key
+    st.iframe(f"<!-- {token} --><script>{script}</script>", height=1, width=1)

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app.dashboard import data, episode_query
 from app.dashboard.components import nav, params
+from app.dashboard.components.browser import follow
 from app.dashboard.components.export import export_menu
 from app.dashboard.components.header import header
 from app.dashboard.episode_query import PAGE_SIZES, SORTS, ListQuery
@@ -161,14 +162,19 @@ run_names = {r.id: f"{r.name} (#{r.id})" for r in runs}
 _filters(run_names)
 query = episode_query.from_values(st.session_state, tuple(params.get_all(nav.P_CURSOR)))
 if opening is not None:
-    # The row's "open" button: Replay gets this list, for its back link and prev/next.
-    st.switch_page(
-        nav.REPLAY,
-        query_params={
-            nav.P_EPISODE: str(opening),
-            nav.P_FROM: episode_query.to_query_string(query),
-        },
-    )
+    # The row's "open" button: Replay gets this list, for its back link and prev/next. A page
+    # link (clicked by the browser) rather than st.switch_page: see `browser.follow`.
+    with st.container(key="ep_open_link"):
+        st.page_link(
+            nav.REPLAY,
+            label=f"Opening the replay of episode {opening}...",
+            icon=":material/replay:",
+            query_params={
+                nav.P_EPISODE: str(opening),
+                nav.P_FROM: episode_query.to_query_string(query),
+            },
+        )
+    follow("ep_open_link", str(opening))
 try:
     page = _read(query)
 except ValueError as exc:  # a cursor cut or edited by hand, or made for another order

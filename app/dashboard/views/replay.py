@@ -138,18 +138,23 @@ def _list_of(detail: EpisodeDetail) -> tuple[ListQuery | None, str | None]:
     return query, qs
 
 
-def _neighbour_link(label: str, icon: str, neighbour: Neighbour | None) -> None:
-    if neighbour is None:
-        st.button(label, icon=icon, disabled=True, key=f"rp_{label}")
-        return
-    st.page_link(
-        nav.REPLAY,
-        label=label,
+def _open(neighbour: Neighbour) -> None:
+    # Same page, new parameters: written here they make one history entry (a page link to the
+    # page already shown would not change the address).
+    params.write(nav.P_STEP, [])
+    params.write(nav.P_EPISODE, [str(neighbour.episode_id)])
+    params.write(nav.P_FROM, [episode_query.to_query_string(neighbour.query)])
+
+
+def _neighbour_button(label: str, icon: str, neighbour: Neighbour | None, key: str) -> None:
+    st.button(
+        label,
         icon=icon,
-        query_params={
-            nav.P_EPISODE: str(neighbour.episode_id),
-            nav.P_FROM: episode_query.to_query_string(neighbour.query),
-        },
+        disabled=neighbour is None,
+        on_click=None if neighbour is None else _open,
+        args=None if neighbour is None else (neighbour,),
+        key=key,
+        type="tertiary",
     )
 
 
@@ -168,8 +173,8 @@ def _header(detail: EpisodeDetail) -> None:
                 before, after = episode_query.neighbours(_read, query, ep.id)
             except ValueError:  # a cursor of the list that no longer reads
                 before = after = None
-            _neighbour_link("Previous episode", ":material/skip_previous:", before)
-            _neighbour_link("Next episode", ":material/skip_next:", after)
+            _neighbour_button("Previous episode", ":material/skip_previous:", before, "rp_before")
+            _neighbour_button("Next episode", ":material/skip_next:", after, "rp_after")
         else:
             st.page_link(
                 nav.EPISODES,
