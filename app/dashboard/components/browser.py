@@ -10,23 +10,28 @@ from collections.abc import Mapping
 import streamlit as st
 
 # Streamlit gives a keyed element the class `st-key-<key>`; the script clicks the button inside.
-# Keys typed into a text field, a select box or a slider are left alone.
+# Keys typed into a text field are left alone, and so are arrows on a control that moves with
+# them itself (a slider, a select box, tabs). The step strip's chips do not: arrows there step.
 _KEYS_SCRIPT = """
 const P = window.parent, doc = P.document, keys = %s;
-if (P.__rollscopeKeys) doc.removeEventListener("keydown", P.__rollscopeKeys);
+const ARROW_ROLES = ["slider", "tab", "option", "combobox", "spinbutton", "menuitem"];
+if (P.__rollscopeKeys) doc.removeEventListener("keydown", P.__rollscopeKeys, true);
 P.__rollscopeKeys = (e) => {
-  if (e.defaultPrevented || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+  if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
   const t = e.target, tag = ((t && t.tagName) || "").toLowerCase();
   if (["input", "textarea", "select"].includes(tag) || (t && t.isContentEditable)) return;
-  if (t && t.getAttribute && t.getAttribute("role") === "slider") return;
+  const role = (t && t.getAttribute && t.getAttribute("role")) || "";
+  if (e.key.startsWith("Arrow") && ARROW_ROLES.includes(role)) return;
   const key = keys[e.key];
   if (!key) return;
   const button = doc.querySelector(".st-key-" + key + " button");
   if (!button || button.disabled) return;
   e.preventDefault();
+  e.stopPropagation();
   button.click();
 };
-doc.addEventListener("keydown", P.__rollscopeKeys);
+// Capture phase: before a focused chip's own arrow handling moves the focus instead.
+doc.addEventListener("keydown", P.__rollscopeKeys, true);
 """
 
 _COPY_SCRIPT = """

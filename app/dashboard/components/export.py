@@ -11,8 +11,6 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
-from typing import IO
-
 import streamlit as st
 
 from app.dashboard import data
@@ -24,13 +22,13 @@ a few hundred MB in the dashboard's memory until the browser has it."""
 _MIME = {"jsonl": "application/jsonl", "parquet": "application/vnd.apache.parquet"}
 
 
-def _write(url: str, run_ids: Sequence[int], fmt: str, flt: EpisodeFilter) -> IO[bytes]:
+def _write(url: str, run_ids: Sequence[int], fmt: str, flt: EpisodeFilter) -> bytes:
     from app.export import export_episodes  # pyarrow loads on the first export, not per page
 
-    out = tempfile.TemporaryFile()  # noqa: SIM115 - Streamlit reads and drops it
-    export_episodes(data.get_store(url), run_ids, out, fmt, flt)  # type: ignore[arg-type]
-    out.seek(0)
-    return out
+    with tempfile.TemporaryFile() as out:
+        export_episodes(data.get_store(url), run_ids, out, fmt, flt)  # type: ignore[arg-type]
+        out.seek(0)
+        return out.read()
 
 
 def file_name(run_names: Sequence[str], fmt: str) -> str:
@@ -60,7 +58,7 @@ def export_menu(flt: EpisodeFilter, total: int | None, runs: dict[int, str]) -> 
             st.code(f"rollscope export {refs} --format parquet --store {data.settings().store_url}")
         url = data.settings().store_url
         for fmt in ("jsonl", "parquet"):
-            writer: Callable[[], IO[bytes]] = partial(_write, url, run_ids, fmt, flt)
+            writer: Callable[[], bytes] = partial(_write, url, run_ids, fmt, flt)
             st.download_button(
                 f"Download {fmt.upper() if fmt == 'jsonl' else 'Parquet'}",
                 data=writer,
