@@ -101,9 +101,7 @@ def test_compare_defaults_to_the_first_question_where_the_runs_differ(
 
 def test_compare_keeps_each_runs_sample_in_the_url(compare_env: ComparisonStore) -> None:
     a, b = compare_env.sampled_a, compare_env.sampled_b
-    at = open_page(
-        "views/compare.py", run=[str(a), str(b)], question="q-count", sample=[f"{a}:1"]
-    )
+    at = open_page("views/compare.py", run=[str(a), str(b)], question="q-count", sample=[f"{a}:1"])
     assert at.selectbox(key=f"cmp_sample_{a}").value == 1
     assert at.selectbox(key=f"cmp_sample_{b}").value == 0
     at.selectbox(key=f"cmp_sample_{b}").set_value(1).run()
