@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from app.dashboard import launch
+from app.dashboard.components import charts
+from app.dashboard.components.run_table import short_path
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_DATASET_ROOTS, ENV_READ_ONLY, ENV_STORE
 from storage.read_models import EpisodeFilter
 from storage.store import Store
@@ -239,3 +242,49 @@ def test_launch_reports_each_field_under_it(
     assert "no dataset roots configured" in shown
     assert "Not launched: 4 fields to fix" in at.error[0].value
     assert Store(store_env.url).find_run("bad") is None
+
+
+def test_a_run_keeps_its_colour_whatever_else_is_charted(store_env: FixtureStore) -> None:
+    runs = {r.id: r for r in Store(store_env.url).list_runs()}
+
+    def colour_of(run_id: int, shown: list[int]) -> str:
+        bar = charts.accuracy([runs[i] for i in shown]).data[0]
+        return str(bar.marker.color[shown.index(run_id)])
+
+    a, b, running = store_env.run_a, store_env.run_b, store_env.running
+    alone = colour_of(a, [a])
+    assert colour_of(a, [running, b, a]) == colour_of(a, [b, a]) == alone
+    assert colour_of(b, [running, b, a]) != alone  # neighbouring ids, different colours
+
+
+def test_model_paths_show_their_last_two_parts() -> None:
+    assert short_path("hf:/data/models/run1/checkpoint-1000") == "hf:…/run1/checkpoint-1000"
+    assert short_path("/data/models/run1/checkpoint-1000") == "…/run1/checkpoint-1000"
+    assert short_path("oracle") == "oracle"
+    assert short_path(None) == "-"
+
+
+# -- item 9: the checkpoint and dataset fields ---------------------------------------------------
+
+
+def test_a_pasted_hf_policy_string_is_a_checkpoint_directory(tmp_path: Path) -> None:
+    ckpt = tmp_path / "models" / "run1" / "checkpoint-1000"
+    assert launch.form_policy(launch.OTHER_CHECKPOINT, f" 'hf:{ckpt}' ") == f"hf:{ckpt}"
+    assert launch.form_policy(launch.OTHER_CHECKPOINT, str(ckpt)) == f"hf:{ckpt}"
+    with pytest.raises(launch.LaunchError, match="oracle takes no checkpoint directory"):
+        launch.form_policy("oracle", f"hf:{ckpt}")
+    assert launch.form_policy("oracle", "  ") == "oracle"
+
+
+def test_a_dataset_must_lie_under_a_dataset_root(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    root.mkdir()
+    inside = root / "questions.json"
+    assert launch.resolve_dataset(str(inside), [root]) == str(inside.resolve())
+    assert launch.resolve_dataset("demo:test", []) == "demo:test"
+    with pytest.raises(launch.LaunchError, match="outside the dataset roots"):
+        launch.resolve_dataset("/etc/passwd", [root])
+    with pytest.raises(launch.LaunchError, match="outside the dataset roots"):
+        launch.resolve_dataset(str(root / ".." / "elsewhere.json"), [root])
+    with pytest.raises(launch.LaunchError, match="no dataset roots configured"):
+        launch.resolve_dataset("/etc/passwd", [])

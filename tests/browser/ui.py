@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 IDLE_TIMEOUT_MS = 120_000  # a first page load on a busy 2-core machine imports pandas, plotly
+PICK_TIMEOUT_MS = 10_000  # an open list shows its options within a frame; 10 s is a busy machine
 
 
 def wait_idle(page: Any) -> None:
@@ -24,13 +25,25 @@ def select_box(page: Any, label: str) -> Any:
 
 def pick(page: Any, label: str, option: str, *, typed: str | None = None) -> None:
     """Open a select box, optionally type to filter, and click the option containing `option`."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # tests skip without it
+
     field = select_box(page, label).get_by_role("combobox")
-    field.click()
-    if typed is not None:
-        field.fill(typed)
-    page.get_by_role("listbox").get_by_role(
-        "option", name=re.compile(re.escape(option))
-    ).first.click()
+    wanted = page.get_by_role("listbox").get_by_role("option", name=re.compile(re.escape(option)))
+    # A rerun that starts before the status widget shows (it appears after a delay) redraws the
+    # box and closes its list: open it again, up to three times.
+    for attempt in range(3):
+        field.click()
+        if typed is not None:
+            field.fill(typed)
+        try:
+            wanted.first.wait_for(timeout=PICK_TIMEOUT_MS)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
+            wait_idle(page)
+    wanted.first.click()
 
 
 def shown_value(page: Any, label: str) -> str:
