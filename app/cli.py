@@ -629,6 +629,10 @@ def dashboard(
         str | None,
         typer.Option(help="Offer Launch on this Ray cluster (auto, HOST:6379, or local)."),
     ] = None,
+    dataset_root: Annotated[
+        list[Path] | None,
+        typer.Option(help="Folders Launch may read questions files from (demo always works)."),
+    ] = None,
 ) -> None:
     """Serve the Streamlit dashboard on a store.
 
@@ -661,6 +665,7 @@ def dashboard(
         allow_writes=allow_writes,
         checkpoint_roots=checkpoint_root or [],
         ray_address=ray_address,
+        dataset_roots=dataset_root or [],
     )
 
 

@@ -1,4 +1,5 @@
-"""Numbers the Compare page shows: paired bootstrap, outcome matrix, first divergent step."""
+"""Numbers the pages show: paired bootstrap, outcome matrix, first divergent step, shared-question
+accuracy, accuracy intervals, the best run per dataset."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
-from storage.read_models import RunCell, StoredStep
+from storage.read_models import RunCell, RunSummary, StoredStep
 
 Cell = Literal["both right", "only A", "only B", "both wrong"]
 CELLS: tuple[Cell, ...] = ("both right", "only A", "only B", "both wrong")
@@ -120,3 +121,78 @@ def _played(row: HasCells, run_id: int) -> bool:
 
 def _rate(row: HasCells, run_id: int) -> float:
     return row.cells[run_id].correct / row.cells[run_id].episodes
+
+
+# -- shared questions and run quality ------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SharedAccuracy:
+    """Two runs' episode accuracy on the questions both played (finished episodes)."""
+
+    questions: int
+    base: float | None
+    run: float | None
+
+    @property
+    def delta(self) -> float | None:
+        """run - base; None when they share no question."""
+        if self.questions == 0 or self.base is None or self.run is None:
+            return None
+        return self.run - self.base
+
+
+def shared_accuracy(rows: Sequence[HasCells], base: int, run: int) -> SharedAccuracy:
+    """Each run's correct / episodes over the questions both played."""
+    both = [r for r in rows if _played(r, base) and _played(r, run)]
+
+    def acc(run_id: int) -> float | None:
+        n = sum(r.cells[run_id].episodes for r in both)
+        return None if n == 0 else sum(r.cells[run_id].correct for r in both) / n
+
+    return SharedAccuracy(len(both), acc(base), acc(run))
+
+
+def same_questions(rows: Sequence[HasCells], a: int, b: int) -> bool:
+    """Whether the two runs finished exactly the same questions (and at least one)."""
+    qa = {r.question_id for r in rows if _played(r, a)}
+    qb = {r.question_id for r in rows if _played(r, b)}
+    return bool(qa) and qa == qb
+
+
+def runs_differ(row: HasCells, run_ids: Sequence[int]) -> bool:
+    """Whether two or more of the runs played the question with different success rates."""
+    rates = {_rate(row, i) for i in run_ids if _played(row, i)}
+    return sum(_played(row, i) for i in run_ids) >= 2 and len(rates) > 1
+
+
+def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float] | None:
+    """95% Wilson score interval of a proportion (sound at 0 and n, unlike the normal one);
+    None without trials. Episodes are counted as independent trials."""
+    if n <= 0:
+        return None
+    p = correct / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * float(np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+BASELINE_POLICIES = ("oracle", "random")
+"""Scripted baselines: the oracle bounds a dataset from above, so it is never the best model."""
+
+
+def best_runs(runs: Sequence[RunSummary]) -> set[int]:
+    """Per dataset played to the end by two or more model runs, the run(s) with the highest
+    accuracy (ties broken by mean reward); runs still playing or cut short are not candidates."""
+    by_dataset: dict[str, list[RunSummary]] = {}
+    for r in runs:
+        if r.accuracy is not None and r.status == "completed" and r.policy not in BASELINE_POLICIES:
+            by_dataset.setdefault(r.dataset, []).append(r)
+    best: set[int] = set()
+    for group in by_dataset.values():
+        if len(group) < 2:
+            continue
+        top = max((r.accuracy or 0.0, r.mean_reward or 0.0) for r in group)
+        best.update(r.id for r in group if (r.accuracy or 0.0, r.mean_reward or 0.0) == top)
+    return best

@@ -72,6 +72,11 @@ def list_runs(limit: int = 200) -> list[RunSummary]:
     return _list_runs(store(), settings().store_url, limit)
 
 
+def list_runs_uncached(limit: int = 200) -> list[RunSummary]:
+    """Runs newest first, read now, for the live Runs table."""
+    return store().list_runs(limit=limit)
+
+
 @st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
 def _get_run(_store: Store, url: str, run_id: int) -> RunSummary | None:
     return _store.get_run(run_id)
@@ -96,9 +101,10 @@ def _list_episodes(
     descending: bool,
     limit: int,
     cursor: str | None,
+    with_total: bool,
 ) -> Page[EpisodeSummary]:
     return _store.list_episodes(
-        flt, sort=sort, descending=descending, limit=limit, cursor=cursor, with_total=True
+        flt, sort=sort, descending=descending, limit=limit, cursor=cursor, with_total=with_total
     )
 
 
@@ -109,9 +115,13 @@ def list_episodes(
     descending: bool = False,
     limit: int = 50,
     cursor: str | None = None,
+    with_total: bool = True,
 ) -> Page[EpisodeSummary]:
-    """One page of episodes, with the total count of matches."""
-    return _list_episodes(store(), settings().store_url, flt, sort, descending, limit, cursor)
+    """One page of episodes (with the total count of matches, unless told not to count).
+    ValueError for a cursor that is malformed or belongs to another order."""
+    return _list_episodes(
+        store(), settings().store_url, flt, sort, descending, limit, cursor, with_total
+    )
 
 
 @st.cache_data(ttl=_LIVE_TTL, show_spinner=False)

@@ -1,36 +1,45 @@
-"""The dashboard's route table: `streamlit run app/dashboard/main.py` (or `rollscope dashboard`)."""
+"""The dashboard's entry point: `streamlit run app/dashboard/main.py` (or `rollscope dashboard`).
+
+Pages come from the route table in `components/nav.py`; add a page there.
+"""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import nav
+from app.dashboard.components import nav, params
+from app.dashboard.components.icon import PAGE_ICON
+from app.dashboard.settings import Settings
 
-st.set_page_config(page_title="rollscope", page_icon=":material/query_stats:", layout="wide")
+# Navigation sits in the top bar, not a sidebar: a sidebar kept ~300 px of an 800 px window
+# and clipped the page's controls (issue 12, item 10); the top bar folds into a menu instead.
+st.set_page_config(page_title="rollscope", page_icon=PAGE_ICON, layout="wide")
+
+
+def pages(settings: Settings) -> list[st.Page]:
+    """The pages this dashboard serves, first the default; aliases are hidden pages."""
+    out: list[st.Page] = []
+    for i, route in enumerate(nav.ROUTES):
+        if route.writes and settings.read_only:
+            continue
+        out.append(
+            st.Page(
+                route.path,
+                title=route.title,
+                icon=route.icon,
+                url_path=route.url_path,
+                default=i == 0,
+            )
+        )
+        out.extend(
+            st.Page(route.path, title=route.title, url_path=alias, visibility="hidden")
+            for alias in route.aliases
+        )
+    return out
+
 
 _settings = data.settings()
-_pages: dict[str, list[st.Page]] = {
-    "Browse": [
-        st.Page(nav.RUNS, title="Runs", icon=":material/list:", url_path="runs", default=True),
-        st.Page(nav.EPISODES, title="Episodes", icon=":material/table:", url_path="episodes"),
-        st.Page(nav.REPLAY, title="Replay", icon=":material/replay:", url_path="replay"),
-    ],
-    "Analyse": [
-        st.Page(nav.COMPARE, title="Compare", icon=":material/compare:", url_path="compare"),
-        st.Page(nav.MAP, title="Question map", icon=":material/grid_on:", url_path="map"),
-        st.Page(nav.GROUPS, title="GRPO groups", icon=":material/workspaces:", url_path="groups"),
-        st.Page(
-            nav.TRAINING, title="Training", icon=":material/model_training:", url_path="training"
-        ),
-    ],
-}
-if not _settings.read_only:
-    _pages["Run"] = [
-        st.Page(nav.LAUNCH, title="Launch", icon=":material/rocket_launch:", url_path="launch")
-    ]
-
-st.sidebar.caption(
-    f"store: `{_settings.store_url}`" + (" (read-only)" if _settings.read_only else "")
-)
-st.navigation(_pages).run()
+page = st.navigation(pages(_settings), position="top")
+params.clear_notices()
+page.run()

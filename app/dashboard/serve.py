@@ -53,6 +53,7 @@ def serve(
     read_only: bool = False,
     allow_writes: bool = False,
     checkpoint_roots: Sequence[Path] = (),
+    dataset_roots: Sequence[Path] = (),
     headless: bool = True,
     ray_address: str | None = None,
 ) -> NoReturn:
@@ -69,6 +70,7 @@ def serve(
             read_only=mode.read_only,
             checkpoint_roots=checkpoint_roots,
             ray_address=ray_address,
+            dataset_roots=dataset_roots,
         )
     )
     command = streamlit_command(port=port, host=host, headless=headless)
@@ -87,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     parser.add_argument("--read-only", action="store_true")
     parser.add_argument("--allow-writes", action="store_true")
     parser.add_argument("--checkpoint-root", type=Path, action="append", default=[])
+    parser.add_argument("--dataset-root", type=Path, action="append", default=[])
     parser.add_argument("--ray-address", default=None)
     args = parser.parse_args(argv)
     try:
@@ -98,6 +101,7 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             allow_writes=args.allow_writes,
             checkpoint_roots=args.checkpoint_root,
             ray_address=args.ray_address,
+            dataset_roots=args.dataset_root,
         )
     except ValueError as exc:
         parser.error(str(exc))

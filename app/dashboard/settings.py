@@ -13,6 +13,7 @@ ENV_STORE = "ROLLSCOPE_STORE"
 ENV_READ_ONLY = "ROLLSCOPE_READ_ONLY"
 ENV_CHECKPOINT_ROOTS = "ROLLSCOPE_CHECKPOINT_ROOTS"
 ENV_RAY_ADDRESS = "ROLLSCOPE_RAY_ADDRESS"
+ENV_DATASET_ROOTS = "ROLLSCOPE_DATASET_ROOTS"
 DEFAULT_STORE = "rollscope.db"
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -29,6 +30,8 @@ class Settings:
     checkpoint_roots: tuple[Path, ...] = ()
     ray_address: str | None = None
     """A Ray cluster Launch may fan runs out to (`--ray-address`); None offers none."""
+    dataset_roots: tuple[Path, ...] = ()
+    """Folders Launch may read questions files from (besides the built-in demo)."""
 
     @property
     def writes_allowed(self) -> bool:
@@ -88,25 +91,33 @@ def to_env(
     read_only: bool = False,
     checkpoint_roots: Sequence[Path] = (),
     ray_address: str | None = None,
+    dataset_roots: Sequence[Path] = (),
 ) -> dict[str, str]:
     """The env vars that carry these settings to the dashboard process."""
     return {
         ENV_STORE: store_url,
         ENV_READ_ONLY: "1" if read_only else "0",
-        ENV_CHECKPOINT_ROOTS: os.pathsep.join(str(Path(p).resolve()) for p in checkpoint_roots),
+        ENV_CHECKPOINT_ROOTS: _paths(checkpoint_roots),
+        ENV_DATASET_ROOTS: _paths(dataset_roots),
         ENV_RAY_ADDRESS: ray_address or "",
     }
+
+
+def _paths(paths: Sequence[Path]) -> str:
+    return os.pathsep.join(str(Path(p).resolve()) for p in paths)
+
+
+def _read_paths(value: str) -> tuple[Path, ...]:
+    return tuple(Path(p).resolve() for p in value.split(os.pathsep) if p.strip())
 
 
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Read the settings from the environment (defaults: `rollscope.db`, writable, no roots)."""
     env = os.environ if environ is None else environ
-    roots = tuple(
-        Path(p).resolve() for p in env.get(ENV_CHECKPOINT_ROOTS, "").split(os.pathsep) if p.strip()
-    )
     return Settings(
         store_url=env.get(ENV_STORE, "").strip() or DEFAULT_STORE,
         read_only=env.get(ENV_READ_ONLY, "").strip().lower() in _TRUE,
-        checkpoint_roots=roots,
+        checkpoint_roots=_read_paths(env.get(ENV_CHECKPOINT_ROOTS, "")),
+        dataset_roots=_read_paths(env.get(ENV_DATASET_ROOTS, "")),
         ray_address=env.get(ENV_RAY_ADDRESS, "").strip() or None,
     )

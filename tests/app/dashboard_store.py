@@ -55,7 +55,10 @@ def _observation(db_dir: Path, sql: str) -> tuple[str, str | None]:
         res = run_select(conn, sql, SandboxLimits())
     finally:
         conn.close()
-    return ("", res.error) if res.error is not None else (format_rows(res), None)
+    # As the runner records it: the model saw the error as "Error: ..." (rollout_core/prompts.py).
+    if res.error is not None:
+        return f"Error: {res.error}", res.error
+    return format_rows(res), None
 
 
 def _step(
@@ -70,6 +73,7 @@ def _step(
     error: str | None = None,
     reward: float = 0.0,
     done: bool = False,
+    sample: int = 0,
 ) -> StepRecord:
     prompt = json.dumps(
         [
@@ -79,7 +83,7 @@ def _step(
     )
     return StepRecord(
         question_id=qid,
-        sample_index=0,
+        sample_index=sample,
         step_no=no,
         prompt=prompt,
         raw_output=raw if raw is not None else f"{action} {arg}",
@@ -97,14 +101,28 @@ def _step(
     )
 
 
-def _episode(
-    db_dir: Path, qid: str, question: str, gold: str, *, correct: bool, xss: bool = False
+def episode_batch(
+    db_dir: Path,
+    qid: str,
+    question: str,
+    gold: str,
+    *,
+    correct: bool,
+    xss: bool = False,
+    sample: int = 0,
 ) -> IterationBatch:
-    """DESCRIBE, then QUERY (gold or a broken one), then ANSWER."""
+    """One finished episode: DESCRIBE, then QUERY (gold or a broken one), then ANSWER."""
     sql = gold if correct else "SELECT nme FROM singer"
     obs, err = _observation(db_dir, sql)
     steps = [
-        _step(qid, 1, "DESCRIBE", "singer", observation="singer(singer_id, name, country, age)"),
+        _step(
+            qid,
+            1,
+            "DESCRIBE",
+            "singer",
+            observation="singer(singer_id, name, country, age)",
+            sample=sample,
+        ),
         _step(
             qid,
             2,
@@ -115,6 +133,7 @@ def _episode(
             reward=0.1 if correct else 0.0,
             raw=XSS_OUTPUT if xss else None,
             parsed=not xss,
+            sample=sample,
         ),
         _step(
             qid,
@@ -124,15 +143,16 @@ def _episode(
             observation="Answer submitted.",
             reward=1.0 if correct else 0.0,
             done=True,
+            sample=sample,
         ),
     ]
     return IterationBatch(
-        started=[EpisodeStart(qid, 0, 7, DB_ID, question, gold)],
+        started=[EpisodeStart(qid, sample, 7 + sample, DB_ID, question, gold)],
         steps=steps,
         finished=[
             EpisodeRecord(
                 question_id=qid,
-                sample_index=0,
+                sample_index=sample,
                 outcome="correct" if correct else "wrong",
                 reward=1.1 if correct else 0.0,
                 progress=0.1 if correct else 0.0,
@@ -160,7 +180,7 @@ def build_fixture_store(root: Path) -> FixtureStore:
         ids[name] = run_id
         for i, (qid, text, gold) in enumerate(QUESTIONS):
             store.sink(run_id).write(
-                _episode(
+                episode_batch(
                     db_dir, qid, text, gold, correct=i in good, xss=name == "ckpt-2000" and i == 0
                 ),
             )
@@ -168,7 +188,7 @@ def build_fixture_store(root: Path) -> FixtureStore:
     running = store.create_run(
         _spec("ckpt-3000", "/models/ckpt-3000", questions, db_dir), episodes_planned=10
     )
-    store.sink(running).write(_episode(db_dir, *QUESTIONS[0], correct=True))
+    store.sink(running).write(episode_batch(db_dir, *QUESTIONS[0], correct=True))
     from storage.read_models import EpisodeFilter
 
     def episode_of(run_id: int, qid: str) -> int:
@@ -187,3 +207,50 @@ def build_fixture_store(root: Path) -> FixtureStore:
     )
     store.close()
     return fixture
+
+
+@dataclass(frozen=True)
+class ComparisonStore:
+    """Runs on different question sets, and runs with several samples per question."""
+
+    url: str
+    train: int
+    """Questions 0-2, one sample each, all right."""
+    heldout: int
+    """Questions 3-5: none shared with `train`."""
+    everything: int
+    """All six questions, right on 0 and 3."""
+    sampled_a: int
+    """Two samples per question of questions 0-1 (sample 1 right on question 0)."""
+    sampled_b: int
+    """Two samples per question of questions 0-1, all wrong."""
+
+
+def build_comparison_store(root: Path) -> ComparisonStore:
+    """Runs for Compare's shared-question and sample tests."""
+    questions, db_dir = make_benchmark(root / "bench")
+    url = str(root / "compare.db")
+    store = Store(url)
+
+    def run(name: str, picks: list[tuple[int, int, bool]]) -> int:
+        run_id = store.create_run(
+            _spec(name, f"/models/{name}", questions, db_dir), episodes_planned=len(picks)
+        )
+        for i, sample, correct in picks:
+            qid, text, gold = QUESTIONS[i]
+            store.sink(run_id).write(
+                episode_batch(db_dir, qid, text, gold, correct=correct, sample=sample)
+            )
+        store.set_run_status(run_id, "completed")
+        return run_id
+
+    made = ComparisonStore(
+        url=url,
+        train=run("train", [(i, 0, True) for i in range(3)]),
+        heldout=run("heldout", [(i, 0, False) for i in range(3, 6)]),
+        everything=run("everything", [(i, 0, i in (0, 3)) for i in range(6)]),
+        sampled_a=run("sampled-a", [(i, s, i == 0 and s == 1) for i in range(2) for s in range(2)]),
+        sampled_b=run("sampled-b", [(i, s, False) for i in range(2) for s in range(2)]),
+    )
+    store.close()
+    return made

@@ -121,7 +121,7 @@ def test_build_spec_for_the_demo_dataset() -> None:
         ({"limit": 0}, "number of questions must be between"),
         ({"policy": "gpt"}, "unknown policy 'gpt'"),
         ({"policy": "hf:/somewhere"}, "no checkpoint roots configured"),
-        ({"dataset": "/no/such/file.json"}, "dataset not found: '/no/such/file.json'"),
+        ({"dataset": "/no/such/file.json"}, "no dataset roots configured"),
         ({"question_ids": "nope-1, nope-2"}, "unknown question ids"),
     ],
 )

@@ -76,12 +76,12 @@ def texts(at: AppTest) -> str:
 def test_runs_lists_every_run_with_metrics_and_charts(store_env: FixtureStore) -> None:
     at = open_page(None)
     table = at.dataframe[0].value
-    assert list(table["name"]) == ["ckpt-3000", "ckpt-2000", "ckpt-1000"]
-    by_name = table.set_index("name")
-    assert by_name.loc["ckpt-1000", "accuracy"] == pytest.approx(0.5)
-    assert by_name.loc["ckpt-2000", "accuracy"] == pytest.approx(4 / 6)
-    assert by_name.loc["ckpt-3000", "status"] == "running"
-    assert len(at.get("plotly_chart")) == 5  # accuracy, actions, reward, steps, classes
+    assert list(table["id"]) == [store_env.running, store_env.run_b, store_env.run_a]
+    by_id = table.set_index("id")
+    assert by_id.loc[store_env.run_a, "accuracy"] == pytest.approx(0.5)
+    assert by_id.loc[store_env.run_b, "accuracy"] == pytest.approx(4 / 6)
+    assert by_id.loc[store_env.running, "status"] == "running"
+    assert len(at.get("plotly_chart")) == 5
     assert "ckpt-3000: running, 1/10 episodes" in [p.proto.text for p in at.get("progress")]
 
 
@@ -201,7 +201,7 @@ def test_compare_two_runs_matrix_interval_and_divergence(store_env: FixtureStore
         question="q-oldest",
     )
     shown = texts(at)
-    assert "+0.167" in shown and "95% CI" in shown
+    assert "+16.7 pts" in shown and "95% CI" in shown
     grid = at.dataframe[0].value
     # Rows: B right / B wrong; columns: A right / A wrong.
     assert list(grid.index) == ["ckpt-2000 right", "ckpt-2000 wrong"]
@@ -222,10 +222,10 @@ def test_compare_statistics_cover_questions_beyond_the_list_cap(
     at = open_page("views/compare.py", run=[str(store_env.run_a), str(store_env.run_b)])
     shown = texts(at)
     # the same interval and matrix as with every question listed
-    assert "+0.167" in shown
+    assert "+16.7 pts" in shown
     assert at.dataframe[0].value.to_numpy().tolist() == [[2, 2], [1, 1]]
     assert "The statistics cover all 6 questions" in shown
-    listed = sum(len(df.value) for df in at.dataframe[1:] if "question id" in df.value.columns)
+    listed = sum(len(df.value) for df in at.dataframe[1:])
     assert listed == 2
 
 
@@ -239,7 +239,8 @@ def test_compare_three_runs_shows_the_per_question_table(store_env: FixtureStore
     ids = [str(store_env.run_a), str(store_env.run_b), str(store_env.running)]
     at = open_page("views/compare.py", run=ids)
     table = at.dataframe[0].value
-    assert {"ckpt-1000", "ckpt-2000", "ckpt-3000"} <= set(table.columns)
+    names = {f"ckpt-1000 #{store_env.run_a}", f"ckpt-2000 #{store_env.run_b}"}
+    assert names | {f"ckpt-3000 #{store_env.running}"} <= set(table.columns)
     assert len(table) == 6
 
 
@@ -257,12 +258,13 @@ def test_launch_rejects_bad_input_with_clear_errors(
     monkeypatch.setenv(ENV_CHECKPOINT_ROOTS, str(tmp_path / "models"))
     at = open_page("views/launch.py")
     at.form_submit_button[0].click().run()
-    assert "run name is empty" in at.error[0].value
-    at.selectbox[0].set_value("other checkpoint directory...")
-    at.text_input[0].set_value("/etc")
-    at.text_input[-1].set_value("try-1")
+    assert "run name is empty" in texts(at)
+    at.selectbox(key="ln_policy").set_value("other checkpoint directory...")
+    at.text_input(key="ln_checkpoint").set_value("/etc")
+    at.text_input(key="ln_run_name").set_value("try-1")
     at.form_submit_button[0].click().run()
-    assert "outside the checkpoint roots" in at.error[0].value
+    assert "outside the checkpoint roots" in texts(at)
+    assert "Not launched: 1 field to fix" in at.error[0].value
 
 
 def test_launch_is_hidden_in_read_only_mode(

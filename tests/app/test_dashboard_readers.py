@@ -40,7 +40,7 @@ def test_every_page_leaves_the_store_byte_identical(
         at.run()
         assert not at.exception, [e.value for e in at.exception]
         if page is None:  # the Runs page read the store through the reader
-            assert list(at.dataframe[0].value["name"]) == ["run-a"]
+            assert list(at.dataframe[0].value["run"]) == ["run-a"]
     assert files_beside(path) == before
     assert data.get_store(str(path)).read_only
 

@@ -8,6 +8,7 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -119,13 +120,25 @@ def dashboard(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     stop(proc)
 
 
+@contextmanager
+def open_page(
+    chromium: Any, width: int = 1400, height: int = 1000, **context: Any
+) -> Iterator[Any]:
+    """A page in a fresh browser context of the given viewport (generous waits for a loaded
+    machine: Playwright's auto-waiting, never fixed sleeps)."""
+    ctx = chromium.new_context(viewport={"width": width, "height": height}, **context)
+    pg = ctx.new_page()
+    pg.set_default_timeout(30_000)
+    try:
+        yield pg
+    finally:
+        ctx.close()
+
+
 @pytest.fixture
 def page(chromium: Any) -> Iterator[Any]:
-    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    pg = context.new_page()
-    pg.set_default_timeout(30_000)
-    yield pg
-    context.close()
+    with open_page(chromium) as pg:
+        yield pg
 
 
 def screenshot(page: Any, name: str) -> Path:

@@ -1,4 +1,8 @@
-"""Plotly figures of the pages, built from read-model records."""
+"""Plotly figures of the pages, built from read-model records.
+
+Every per-run chart has one row per run on the y axis, the run's colour from its id, so a chart
+of 20 runs stays readable and a run looks the same on every chart and page.
+"""
 
 from __future__ import annotations
 
@@ -6,78 +10,141 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from app.dashboard import analysis
+from app.dashboard.components.colors import plot_label, run_color
 from storage.read_models import Distribution, RunSummary, StoredStep
 
 ACTION_MIX_KEYS = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER", "UNPARSED")
-_LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "height": 320}
+_ACTION_COLORS = ("#8DB600", "#A1CAF1", "#0067A5", "#F38400", "#BE0032")
+_MARGIN = {"l": 10, "r": 10, "t": 40, "b": 40}
+_ROW_PX = 26
 
 
-def _name(run: RunSummary) -> str:
-    return f"{run.name} (#{run.id})"
+def _height(n: int) -> int:
+    return 110 + _ROW_PX * max(n, 2)
 
 
-def accuracy_and_reward(runs: Sequence[RunSummary]) -> go.Figure:
-    """Accuracy and mean reward per run, side by side."""
-    names = [_name(r) for r in runs]
-    fig = go.Figure()
-    fig.add_bar(name="accuracy", x=names, y=[r.accuracy for r in runs])
-    fig.add_bar(name="mean reward", x=names, y=[r.mean_reward for r in runs])
-    fig.update_layout(title="Accuracy and mean reward", barmode="group", **_LAYOUT)
+def _rows_layout(fig: go.Figure, title: str, n: int, **axes: object) -> go.Figure:
+    fig.update_layout(
+        title=title,
+        height=_height(n),
+        margin=_MARGIN,
+        showlegend=False,
+        yaxis={"autorange": "reversed", "automargin": True},
+        **axes,
+    )
     return fig
 
 
-def reward_distribution(dists: Sequence[Distribution], names: dict[int, str]) -> go.Figure:
-    """Episode reward histogram per run (bins from the store)."""
-    fig = go.Figure()
-    for d in dists:
-        xs = [start for start, _ in d.reward_histogram]
-        fig.add_bar(
-            name=names.get(d.run_id, str(d.run_id)), x=xs, y=[c for _, c in d.reward_histogram]
+def accuracy(runs: Sequence[RunSummary]) -> go.Figure:
+    """Accuracy per run with its 95% interval (Wilson, over episodes)."""
+    labels = [plot_label(r.id, r.name) for r in runs]
+    lows, highs = [], []
+    for r in runs:
+        ci = analysis.wilson_interval(r.correct, r.episodes_finished)
+        acc = r.accuracy or 0.0
+        lows.append(0.0 if ci is None else acc - ci[0])
+        highs.append(0.0 if ci is None else ci[1] - acc)
+    fig = go.Figure(
+        go.Bar(
+            x=[r.accuracy for r in runs],
+            y=labels,
+            orientation="h",
+            marker_color=[run_color(r.id) for r in runs],
+            error_x={"type": "data", "symmetric": False, "array": highs, "arrayminus": lows},
+            hovertemplate="%{x:.1%}<extra></extra>",
         )
-    fig.update_layout(
-        title="Episode reward",
-        xaxis_title="reward (bin start)",
-        yaxis_title="episodes",
-        barmode="group",
-        **_LAYOUT,
     )
-    return fig
+    return _rows_layout(
+        fig, "Accuracy (95% interval)", len(runs), xaxis={"tickformat": ".0%", "range": [0, 1]}
+    )
 
 
-def steps_distribution(dists: Sequence[Distribution], names: dict[int, str]) -> go.Figure:
-    """Steps-per-episode histogram per run."""
-    fig = go.Figure()
-    for d in dists:
-        fig.add_bar(
-            name=names.get(d.run_id, str(d.run_id)),
-            x=[s for s, _ in d.steps_histogram],
-            y=[c for _, c in d.steps_histogram],
+def mean_reward(runs: Sequence[RunSummary]) -> go.Figure:
+    """Mean episode reward per run, on its own axis."""
+    fig = go.Figure(
+        go.Bar(
+            x=[r.mean_reward for r in runs],
+            y=[plot_label(r.id, r.name) for r in runs],
+            orientation="h",
+            marker_color=[run_color(r.id) for r in runs],
+            hovertemplate="%{x:.3f}<extra></extra>",
         )
-    fig.update_layout(
-        title="Steps per episode",
-        xaxis_title="steps",
-        yaxis_title="episodes",
-        barmode="group",
-        **_LAYOUT,
     )
-    return fig
+    return _rows_layout(fig, "Mean episode reward", len(runs))
 
 
-def action_mix(dists: Sequence[Distribution], names: dict[int, str]) -> go.Figure:
-    """Share of each action kind (and unparsed outputs) per run, stacked."""
+def _quartiles(hist: Sequence[tuple[float, int]]) -> tuple[float, float, float, float, float]:
+    """min, q1, median, q3, max of the values a histogram counts (at their bin values)."""
+    values = sorted((v, c) for v, c in hist if c > 0)
+    total = sum(c for _, c in values)
+
+    def at(q: float) -> float:
+        rank, seen = q * (total - 1), 0
+        for v, c in values:
+            seen += c
+            if seen > rank:
+                return v
+        return values[-1][0]
+
+    return values[0][0], at(0.25), at(0.5), at(0.75), values[-1][0]
+
+
+def _boxes(
+    dists: Sequence[Distribution],
+    runs: dict[int, RunSummary],
+    pick: str,
+    title: str,
+    axis_title: str,
+) -> go.Figure:
     fig = go.Figure()
-    labels = [names.get(d.run_id, str(d.run_id)) for d in dists]
-    totals = [max(1, sum(d.action_mix.values())) for d in dists]
-    for key in ACTION_MIX_KEYS:
-        shares = [d.action_mix.get(key, 0) / t for d, t in zip(dists, totals, strict=True)]
-        fig.add_bar(name=key, x=labels, y=shares)
-    fig.update_layout(
-        title="Action mix",
-        yaxis_title="share of steps",
-        yaxis_tickformat=".0%",
-        barmode="stack",
-        **_LAYOUT,
-    )
+    shown = 0
+    for d in dists:
+        hist = [(float(v), c) for v, c in getattr(d, pick)]
+        run = runs.get(d.run_id)
+        if run is None or not any(c for _, c in hist):
+            continue
+        lo, q1, med, q3, hi = _quartiles(hist)
+        total = sum(c for _, c in hist)
+        mean = sum(v * c for v, c in hist) / total
+        fig.add_box(
+            y=[plot_label(run.id, run.name)],
+            lowerfence=[lo],
+            q1=[q1],
+            median=[med],
+            q3=[q3],
+            upperfence=[hi],
+            mean=[mean],
+            orientation="h",
+            marker_color=run_color(run.id),
+            name=run.name,
+        )
+        shown += 1
+    return _rows_layout(fig, title, shown, xaxis={"title": axis_title})
+
+
+def reward_spread(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> go.Figure:
+    """Episode reward per run as a box (from the store's 0.1-wide bins), mean dashed."""
+    return _boxes(dists, runs, "reward_histogram", "Episode reward", "reward (0.1 bins)")
+
+
+def steps_spread(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> go.Figure:
+    """Steps per finished episode per run, as a box."""
+    return _boxes(dists, runs, "steps_histogram", "Steps per episode", "steps")
+
+
+def action_mix(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> go.Figure:
+    """Share of each action kind (and unparsed outputs) per run, stacked to 100%."""
+    shown = [d for d in dists if d.run_id in runs]
+    labels = [plot_label(d.run_id, runs[d.run_id].name) for d in shown]
+    totals = [max(1, sum(d.action_mix.values())) for d in shown]
+    fig = go.Figure()
+    for key, color in zip(ACTION_MIX_KEYS, _ACTION_COLORS, strict=True):
+        shares = [d.action_mix.get(key, 0) / t for d, t in zip(shown, totals, strict=True)]
+        fig.add_bar(name=key, x=shares, y=labels, orientation="h", marker_color=color)
+    _rows_layout(fig, "Action mix", len(shown), xaxis={"tickformat": ".0%"}, barmode="stack")
+    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.15})
+    fig.update_layout(height=_height(len(shown)) + 30)
     return fig
 
 
@@ -95,6 +162,6 @@ def reward_timeline(steps: Sequence[StoredStep], current: int | None = None) -> 
     if current is not None:
         fig.add_vline(x=current, line_dash="dot", line_color="gray")
     fig.update_layout(
-        title="Reward per step", xaxis_title="step", xaxis_dtick=1, **{**_LAYOUT, "height": 260}
+        title="Reward per step", xaxis_title="step", xaxis_dtick=1, height=260, margin=_MARGIN
     )
     return fig

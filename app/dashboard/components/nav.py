@@ -1,6 +1,8 @@
-"""Page paths (relative to main.py) and the query-parameter names that make up a URL's state."""
+"""The route table (page files relative to main.py) and the query parameters of a URL's state."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 RUNS = "views/runs.py"
 EPISODES = "views/episodes.py"
@@ -11,11 +13,43 @@ TRAINING = "views/training.py"
 GROUPS = "views/groups.py"
 MAP = "views/checkpoint_map.py"
 
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One page of the dashboard, in menu order."""
+
+    path: str
+    title: str
+    icon: str
+    url_path: str
+    writes: bool = False
+    """Starts or changes runs: left out of a read-only dashboard."""
+    aliases: tuple[str, ...] = ()
+    """More URL paths that open the page (hidden from the menu)."""
+
+
+ROUTES: tuple[Route, ...] = (
+    # The first page is the default, served at "/"; Streamlit still reserves its url_path, so
+    # the natural "/runs" is a hidden alias and the reserved name is one nobody types.
+    Route(RUNS, "Runs", ":material/list:", "runs-home", aliases=("runs",)),
+    Route(EPISODES, "Episodes", ":material/table:", "episodes"),
+    Route(REPLAY, "Replay", ":material/replay:", "replay"),
+    Route(COMPARE, "Compare", ":material/compare:", "compare"),
+    Route(MAP, "Question map", ":material/grid_on:", "map"),
+    Route(GROUPS, "GRPO groups", ":material/workspaces:", "groups"),
+    Route(TRAINING, "Training", ":material/model_training:", "training"),
+    Route(LAUNCH, "Launch", ":material/rocket_launch:", "launch", writes=True),
+)
+
 P_RUN = "run"
-"""A run id; repeated for several runs (Episodes filter, Compare)."""
+"""A run id; repeated for several runs (Runs selection, Episodes filter, Compare)."""
 P_EPISODE = "episode"
 P_STEP = "step"
 """1-based step number in a replay."""
 P_QUESTION = "question"
 P_CURSOR = "cursor"
 """Episodes page: the stack of keyset cursors of the pages before this one, repeated."""
+P_FROM = "from"
+"""Replay: the Episodes list it was opened from, as that page's query string."""
+P_SAMPLE = "sample"
+"""Compare: `RUN:INDEX`, the sample shown of a run with several, repeated per run."""

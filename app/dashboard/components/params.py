@@ -1,74 +1,276 @@
-"""Typed reads and writes of st.query_params: the URL is the page state."""
+"""The URL is the page state: typed query parameters, widgets bound to them, and notices.
+
+A bound widget follows one rule (see `bind`): the URL seeds the widget only when the URL changed
+from outside (a link, a reload, browser Back), and only the widget's own change callback writes
+the URL. Seeding on every run and writing after the widget made Streamlit answer every other
+pick with the previous URL value (issue 12, bug 1). Nothing writes the URL while a page loads:
+each write is a browser history entry, and a write on load would trap browser Back on the page.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import streamlit as st
 
+T = TypeVar("T")
+N = TypeVar("N", int, float)
+
+_SEEN = "_url_seen:"
+"""Session-state prefix: the URL values a bound widget was last synchronised with."""
+_NOTICES = "_url_notices"
+
+
+@dataclass(frozen=True, slots=True)
+class Codec(Generic[T]):
+    """How one query parameter reads into a widget value and back."""
+
+    parse: Callable[[list[str]], tuple[T, list[str]]]
+    """URL values -> (value, notices about values that were ignored)."""
+    dump: Callable[[T], list[str]]
+    """Value -> URL values; [] leaves the parameter out (the default's clean URL)."""
+
+
+# -- reading -------------------------------------------------------------------------------------
+
+
+def raw(name: str) -> list[str]:
+    """Every value of a query parameter as the URL has it."""
+    return list(st.query_params.get_all(name))
+
 
 def get_str(name: str) -> str | None:
-    """A query parameter as text, None when absent or blank."""
-    value = st.query_params.get(name)
-    return value.strip() or None if isinstance(value, str) else None
+    """A query parameter as text (its last value), None when absent or blank."""
+    values = [v.strip() for v in raw(name) if v.strip()]
+    return values[-1] if values else None
 
 
-def get_int(name: str) -> int | None:
-    """A query parameter as an integer, None when absent or not a number."""
+def get_id(name: str, what: str) -> int | None:
+    """A positive integer id (`episode=812`); a notice and None when it is not one."""
     value = get_str(name)
-    try:
-        return None if value is None else int(value)
-    except ValueError:
+    if value is None:
         return None
-
-
-def get_float(name: str) -> float | None:
-    """A query parameter as a number, None when absent or not a number."""
-    value = get_str(name)
-    try:
-        return None if value is None else float(value)
-    except ValueError:
+    if not value.isdigit() or int(value) < 1:
+        notice(f"{name}={value!r} in the link is not {what}; ignored.")
         return None
+    return int(value)
 
 
 def get_all(name: str) -> list[str]:
-    """Every value of a repeated query parameter, blanks dropped."""
-    return [v for v in st.query_params.get_all(name) if v.strip()]
+    """Every non-blank value of a repeated query parameter."""
+    return [v.strip() for v in raw(name) if v.strip()]
 
 
-def get_ints(name: str) -> list[int]:
-    """Every integer value of a repeated query parameter; others are ignored."""
-    return [int(v) for v in get_all(name) if v.strip().lstrip("-").isdigit()]
+# -- writing -------------------------------------------------------------------------------------
 
 
-def get_bool(name: str) -> bool | None:
-    """`1`/`true` -> True, `0`/`false` -> False, else None."""
-    value = (get_str(name) or "").lower()
-    return (
-        True if value in {"1", "true", "yes"} else False if value in {"0", "false", "no"} else None
-    )
-
-
-def put(name: str, value: str | int | float | bool | Sequence[str | int] | None) -> None:
-    """Set (or remove, for None / empty) a query parameter when it changed."""
-    if value is None or (isinstance(value, (list, tuple)) and not value):
-        if name in st.query_params:
-            del st.query_params[name]
+def write(name: str, values: Sequence[str]) -> None:
+    """Set (or, with no values, remove) a query parameter, only when it changes."""
+    values = list(values)
+    if raw(name) == values:
         return
-    if isinstance(value, bool):
-        new: str | list[str] = "1" if value else "0"
-    elif isinstance(value, (list, tuple)):
-        new = [str(v) for v in value]
+    if not values:
+        del st.query_params[name]
     else:
-        new = str(value)
-    old: str | list[str] = st.query_params.get_all(name)
-    if isinstance(new, str):
-        old = old[-1] if len(old) == 1 else ""
-    if old != new:
-        st.query_params[name] = new
+        st.query_params[name] = values if len(values) > 1 else values[0]
 
 
-def init_state(key: str, value: object) -> None:
-    """Seed a widget's session-state value (from the URL) the first time the page renders it."""
-    if key not in st.session_state:
+def bind(
+    key: str, name: str, codec: Codec[Any], *, on_change: Callable[[], None] | None = None
+) -> dict[str, Any]:
+    """Widget keyword arguments (`key`, `on_change`) that bind the widget to query parameter
+    `name`: seeded from the URL when the URL changed from outside, written to it on change.
+
+    Use as `st.selectbox("Sort", options, **params.bind("ep_sort", "sort", codec))`.
+    """
+    values = raw(name)
+    value, problems = codec.parse(values)
+    for problem in problems:
+        notice(problem)
+    seen = _SEEN + key
+    if key not in st.session_state or st.session_state.get(seen) != values:
         st.session_state[key] = value
+        st.session_state[seen] = values
+
+    def changed() -> None:
+        _store(key, name, codec, st.session_state[key])
+        if on_change is not None:
+            on_change()
+
+    return {"key": key, "on_change": changed}
+
+
+def assign(key: str, name: str, codec: Codec[T], value: T) -> None:
+    """Set a bound widget's value and the URL together (in a callback, or before the widget)."""
+    st.session_state[key] = value
+    _store(key, name, codec, value)
+
+
+def forget(key: str, name: str) -> None:
+    """Drop a bound widget's value and its parameter, so the page picks its default again."""
+    write(name, [])
+    st.session_state.pop(key, None)
+    st.session_state.pop(_SEEN + key, None)
+
+
+def _store(key: str, name: str, codec: Codec[T], value: T) -> None:
+    values = codec.dump(value)
+    write(name, values)
+    st.session_state[_SEEN + key] = values
+
+
+# -- notices -------------------------------------------------------------------------------------
+
+
+def notice(message: str) -> None:
+    """Note a bad query parameter; `show_notices` prints each once, one line each."""
+    found: list[str] = st.session_state.setdefault(_NOTICES, [])
+    if message not in found:
+        found.append(message)
+
+
+def show_notices(where: Any = None) -> None:
+    """Print the notices gathered in this run, one line each, in one box (into `where`, e.g.
+    a container at the top). They quote the URL, so they are escaped: a link is user text."""
+    from app.dashboard.components.render import escape_markdown
+
+    found: list[str] = st.session_state.pop(_NOTICES, [])
+    if found:
+        target = st if where is None else where
+        target.warning("  \n".join(escape_markdown(m) for m in found), icon=":material/link_off:")
+
+
+def clear_notices() -> None:
+    """Forget notices left by an earlier run (each page calls it first)."""
+    st.session_state.pop(_NOTICES, None)
+
+
+# -- codecs --------------------------------------------------------------------------------------
+
+
+def ids(name: str, known: Collection[int], what: str = "run") -> Codec[list[int]]:
+    """A repeated id parameter (`run=3&run=4`); ids not in `known` are noted and dropped."""
+
+    def parse(values: list[str]) -> tuple[list[int], list[str]]:
+        out: list[int] = []
+        problems: list[str] = []
+        for v in (x.strip() for x in values if x.strip()):
+            if not v.isdigit():
+                problems.append(f"{name}={v!r} in the link is not a {what} id; ignored.")
+            elif int(v) not in known:
+                problems.append(f"No {what} with id {v} in this store; ignored.")
+            elif int(v) not in out:
+                out.append(int(v))
+        return out, problems
+
+    return Codec(parse, lambda value: [str(i) for i in value])
+
+
+def choice(name: str, options: Sequence[T], default: T, what: str) -> Codec[T]:
+    """One value out of `options` (compared as text); anything else notes and falls back."""
+    by_text = {str(o): o for o in options}
+
+    def parse(values: list[str]) -> tuple[T, list[str]]:
+        given = [v.strip() for v in values if v.strip()]
+        if not given:
+            return default, []
+        if given[-1] in by_text:
+            return by_text[given[-1]], []
+        shown = ", ".join(by_text) if len(by_text) <= 8 else f"{len(by_text)} choices"
+        return default, [
+            f"{name}={given[-1]!r} in the link is not {what} ({shown}); showing {default}."
+        ]
+
+    return Codec(parse, lambda value: [] if value == default else [str(value)])
+
+
+def choices(name: str, options: Sequence[str], what: str) -> Codec[list[str]]:
+    """A repeated value out of `options`; others are noted and dropped."""
+
+    def parse(values: list[str]) -> tuple[list[str], list[str]]:
+        out = [v for v in dict.fromkeys(x.strip() for x in values if x.strip())]
+        bad = [v for v in out if v not in options]
+        problems = [f"{name}={v!r} in the link is not {what}; ignored." for v in bad]
+        return [v for v in out if v in options], problems
+
+    return Codec(parse, list)
+
+
+def texts(name: str) -> Codec[list[str]]:
+    """A repeated free-text value (`db=concerts&db=pets`)."""
+
+    def parse(values: list[str]) -> tuple[list[str], list[str]]:
+        return list(dict.fromkeys(v.strip() for v in values if v.strip())), []
+
+    return Codec(parse, list)
+
+
+def text(name: str) -> Codec[str]:
+    """Free text; blank leaves the parameter out."""
+
+    def parse(values: list[str]) -> tuple[str, list[str]]:
+        return (values[-1] if values else ""), []
+
+    return Codec(parse, lambda value: [value] if value.strip() else [])
+
+
+def number(name: str, kind: type[N], what: str, minimum: N | None = None) -> Codec[N | None]:
+    """An optional number (None when absent); a bad one is noted and left out."""
+
+    def parse(values: list[str]) -> tuple[N | None, list[str]]:
+        given = [v.strip() for v in values if v.strip()]
+        if not given:
+            return None, []
+        try:
+            value = kind(given[-1])
+        except ValueError:
+            return None, [f"{name}={given[-1]!r} in the link is not {what}; ignored."]
+        if value != value or (minimum is not None and value < minimum):  # NaN or too small
+            return None, [f"{name}={given[-1]!r} in the link is not {what}; ignored."]
+        return value, []
+
+    def dump(value: N | None) -> list[str]:
+        if value is None:
+            return []
+        return [str(int(value))] if float(value).is_integer() else [str(value)]
+
+    return Codec(parse, dump)
+
+
+_TRUE = ("1", "true", "yes")
+_FALSE = ("0", "false", "no")
+
+
+def flag(name: str, what: str) -> Codec[bool]:
+    """On/off (`desc=1`); off leaves the parameter out."""
+
+    def parse(values: list[str]) -> tuple[bool, list[str]]:
+        given = [v.strip().lower() for v in values if v.strip()]
+        if not given:
+            return False, []
+        if given[-1] in _TRUE or given[-1] in _FALSE:
+            return given[-1] in _TRUE, []
+        return False, [f"{name}={given[-1]!r} in the link is not {what} (1 or 0); ignored."]
+
+    return Codec(parse, lambda value: ["1"] if value else [])
+
+
+TRISTATE: dict[str, bool | None] = {"any": None, "yes": True, "no": False}
+
+
+def tristate(name: str, what: str) -> Codec[str]:
+    """`any` / `yes` / `no` as a widget choice, `1` / `0` / absent in the URL."""
+
+    def parse(values: list[str]) -> tuple[str, list[str]]:
+        given = [v.strip().lower() for v in values if v.strip()]
+        if not given:
+            return "any", []
+        if given[-1] in _TRUE:
+            return "yes", []
+        if given[-1] in _FALSE:
+            return "no", []
+        return "any", [f"{name}={given[-1]!r} in the link is not {what} (1 or 0); ignored."]
+
+    return Codec(parse, lambda value: {"yes": ["1"], "no": ["0"]}.get(value, []))

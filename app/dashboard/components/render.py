@@ -84,3 +84,8 @@ def fmt_duration(seconds: float | None) -> str:
 def fmt_time(value: datetime | None) -> str:
     """A timestamp to the second; None -> '-'."""
     return "-" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def fmt_points(value: float | None) -> str:
+    """A difference of two shares in percentage points: 0.235 -> '+23.5 pts'; None -> '-'."""
+    return "-" if value is None else f"{value * 100:+.1f} pts"

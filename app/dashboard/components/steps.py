@@ -11,6 +11,20 @@ from app.dashboard.components.tokens import show_tokens
 from storage.read_models import EpisodeDetail, StoredStep
 
 
+def chip(step: StoredStep) -> str:
+    """A step's label in the step strip: number, action, marks, reward (markdown)."""
+    marks = []
+    if step.error is not None:
+        marks.append(":red[:material/error:]")
+    if not step.parsed:
+        marks.append(":orange[:material/help:]")
+    if step.action == "ANSWER" and step.error is None:
+        # An answer earns 1.0 when it is right (rollout_core/rewards.py), 0 otherwise.
+        marks.append(":green[:material/check:]" if step.reward >= 1.0 else ":red[:material/close:]")
+    reward = f" {step.reward:+.2f}" if step.reward else ""
+    return f"{step.step_no} {step.action} {' '.join(marks)}{reward}".replace("  ", " ")
+
+
 def show_action(step: StoredStep) -> None:
     """The parsed action; flagged when no action line was found (fell back to QUERY)."""
     if not step.parsed:
@@ -22,30 +36,40 @@ def show_action(step: StoredStep) -> None:
 
 
 def show_observation(step: StoredStep) -> None:
-    """The environment's answer, the error highlighted."""
+    """The environment's answer; an error once, in red (the model saw it as `Error: ...`)."""
     if step.error is not None:
         show_error(step.error)
-    if step.observation and step.observation != step.error:
+    if step.observation and step.observation not in (step.error, f"Error: {step.error}"):
         show_text(step.observation)
+    elif not step.observation and step.error is None:
+        st.caption("(empty)")
+
+
+def show_numbers(step: StoredStep) -> None:
+    """Reward, tokens and timings of a step, on one line."""
+    tokens = f"{step.tokens_in or '-'} in / {step.tokens_out or '-'} out"
+    st.caption(
+        f"reward **{step.reward:+.3f}** · tokens {tokens} · policy {step.policy_seconds:.2f} s"
+        f" · environment {step.env_seconds:.3f} s" + (" · output cut" if step.truncated else "")
+    )
 
 
 def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
-    """Prompt (collapsed), raw output, parsed action, observation and reward of one step."""
+    """Output and parsed action beside the observation, then the numbers; prompt folded."""
+    left, right = st.columns(2)
+    with left:
+        st.caption("raw model output")
+        show_text(step.raw_output)
+        if with_prompt:  # the player, not the transcript
+            show_tokens(step, key=f"tokens_{step.id}")
+        show_action(step)
+    with right:
+        st.caption("observation")
+        show_observation(step)
+    show_numbers(step)
     if with_prompt:
         with st.expander("Prompt as the model saw it"):
             show_prompt(step.prompt)
-    st.caption("raw model output")
-    show_text(step.raw_output)
-    if with_prompt:  # the player, not the transcript
-        show_tokens(step, key=f"tokens_{step.id}")
-    show_action(step)
-    st.caption("observation")
-    show_observation(step)
-    cols = st.columns(4)
-    cols[0].metric("reward", f"{step.reward:+.3f}")
-    cols[1].metric("tokens in / out", f"{step.tokens_in or '-'} / {step.tokens_out or '-'}")
-    cols[2].metric("policy s", f"{step.policy_seconds:.2f}")
-    cols[3].metric("env s", f"{step.env_seconds:.3f}")
 
 
 def show_rerun(result: requery.Rerun) -> None:
@@ -70,9 +94,9 @@ def show_rerun(result: requery.Rerun) -> None:
 
 
 def rerun_button(detail: EpisodeDetail, step: StoredStep, *, key: str) -> None:
-    """A button that runs the step's QUERY again now and shows whether it still matches."""
-    if step.action != "QUERY":
-        return
+    """For a parsed QUERY step: a button that runs the query again and says if it matches."""
+    if step.action != "QUERY" or not step.parsed:
+        return  # an unparsed output "ran" as QUERY is prose, not a query worth running again
     if st.button("Run this query again", key=key, icon=":material/play_arrow:"):
         try:
             path = requery.db_path(detail.run.spec, detail.summary.db_id)

@@ -9,6 +9,7 @@ import streamlit as st
 from app.dashboard import analysis_data, data
 from app.dashboard.analysis import BOOTSTRAP_RESAMPLES, SOLVED_RATE
 from app.dashboard.components import nav, params
+from app.dashboard.components.header import header
 from app.dashboard.components.map_charts import accuracy_line, cell_of, heatmap
 from app.dashboard.question_map import PairFlips
 from storage.read_models import RunSummary
@@ -104,24 +105,19 @@ def _flips(pairs: list[PairFlips], by_id: dict[int, RunSummary]) -> None:
         )
 
 
-st.title("Question map")
+notices = header("Question map", copy_link=True)
 runs = data.list_runs()
 if len(runs) < 2:
     st.info("The map needs two runs on the same questions - record them with `rollscope run`.")
     st.stop()
 by_id = {r.id: r for r in runs}
-wanted = params.get_ints(nav.P_RUN)
-unknown = [i for i in wanted if i not in by_id]
-if unknown:
-    st.warning(f"Unknown run id(s) in the link: {', '.join(map(str, unknown))}; ignored.")
-params.init_state("map_runs", [i for i in wanted if i in by_id])
 chosen_ids: list[int] = st.multiselect(
     "Runs, in order (checkpoints oldest first)",
     list(by_id),
-    key="map_runs",
     format_func=lambda i: f"{by_id[i].name} (#{i})",
+    **params.bind("map_runs", nav.P_RUN, params.ids(nav.P_RUN, by_id)),
 )
-params.put(nav.P_RUN, chosen_ids)
+params.show_notices(notices)
 if len(chosen_ids) < 2:
     st.info("Choose two or more runs, in the order to read them (e.g. checkpoints by step).")
     st.stop()

@@ -10,6 +10,7 @@ import streamlit as st
 from app.dashboard import analysis_data, data
 from app.dashboard.components import nav, params
 from app.dashboard.components.confidence import confidence_chart, has_confidence
+from app.dashboard.components.header import header
 from app.dashboard.components.render import (
     escape_markdown,
     fmt_num,
@@ -107,7 +108,7 @@ def _overview(run: RunSummary) -> None:
     )
     selected = event.selection.rows if event is not None else []
     if selected:
-        params.put(nav.P_QUESTION, listed[selected[0]].key.question_id)
+        params.write(nav.P_QUESTION, [listed[selected[0]].key.question_id])
         st.rerun()
 
 
@@ -238,28 +239,25 @@ def _group_view(run: RunSummary, key: GroupKey) -> None:
         st.plotly_chart(confidence_chart(traced), width="stretch", key="gr_confidence")
 
 
-st.title("GRPO groups")
+notices = header("GRPO groups", copy_link=True)
 runs = data.list_runs()
 if not runs:
     st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")
     st.stop()
 by_id = {r.id: r for r in runs}
-asked = params.get_int(nav.P_RUN)
-if asked is not None and asked not in by_id:
-    st.warning(f"Unknown run id {asked} in the link; ignored.")
-# A link naming a run wins over the run picked before; otherwise a run with groups first.
-if asked in by_id and asked != st.session_state.get("gr_run_linked"):
-    st.session_state["gr_run"] = asked
-st.session_state["gr_run_linked"] = asked
-if st.session_state.get("gr_run") not in by_id:
-    grouped = [r for r in runs if int(r.spec.get("samples") or 1) > 1]
-    st.session_state["gr_run"] = (grouped or runs)[0].id
+# Without a run in the link: a run with groups (several samples per question) first.
+grouped = [r for r in runs if int(r.spec.get("samples") or 1) > 1]
+run_codec = params.choice(nav.P_RUN, list(by_id), (grouped or runs)[0].id, "a run in this store")
 run_id: int = st.selectbox(
-    "Run", list(by_id), key="gr_run", format_func=lambda i: f"{by_id[i].name} (#{i})"
+    "Run",
+    list(by_id),
+    format_func=lambda i: f"{by_id[i].name} (#{i})",
+    # another run: back to its overview
+    **params.bind(
+        "gr_run", nav.P_RUN, run_codec, on_change=lambda: params.write(nav.P_QUESTION, [])
+    ),
 )
-if run_id != asked:
-    params.put(nav.P_RUN, run_id)
-    params.put(nav.P_QUESTION, None)
+params.show_notices(notices)
 question = params.get_str(nav.P_QUESTION)
 if question is None:
     _overview(by_id[run_id])

@@ -1,80 +1,111 @@
-"""Replay: one episode step by step, with its gold query, reward timeline and transcript."""
+"""Replay: one episode step by step, with a step strip, keys, and its place in the list."""
 
 from __future__ import annotations
 
 import time
+from urllib.parse import parse_qsl
 
 import streamlit as st
 
-from app.dashboard import data, requery
+from app.dashboard import data, episode_query, requery
 from app.dashboard.components import charts, nav, params
+from app.dashboard.components.colors import swatch
+from app.dashboard.components.header import header
+from app.dashboard.components.params import Codec
 from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
-from app.dashboard.components.steps import rerun_button, show_rerun, show_step
-from storage.read_models import EpisodeDetail
+from app.dashboard.components.steps import chip, rerun_button, show_rerun, show_step
+from app.dashboard.episode_query import ListQuery, Neighbour
+from storage.read_models import EpisodeDetail, EpisodeSummary, Page
 
 PLAY_SECONDS = 1.5
+# Keys that step through an episode: the arrows, and j / k as in a pager.
+KEYS = {"ArrowLeft": "rp_prev", "k": "rp_prev", "ArrowRight": "rp_next", "j": "rp_next"}
 
 
-def _set_step(value: int) -> None:
-    st.session_state["rp_step"] = value
+def _step_key(detail: EpisodeDetail) -> str:
+    # One widget per episode: a new episode starts from its link's step, not the last one's.
+    return f"rp_step_{detail.summary.id}"
 
 
-def _toggle_play() -> None:
-    st.session_state["rp_playing"] = not st.session_state.get("rp_playing", False)
+def _step_codec(n: int) -> Codec[int]:
+    return params.choice(nav.P_STEP, range(1, n + 1), 1, f"a step of this episode (1-{n})")
+
+
+def _go(key: str, n: int, value: int) -> None:
+    params.assign(key, nav.P_STEP, _step_codec(n), min(max(1, value), n))
+
+
+def _toggle_play(key: str, n: int) -> None:
+    playing = not st.session_state.get("rp_playing", False)
+    st.session_state["rp_playing"] = playing
     st.session_state["rp_tick"] = time.monotonic()
+    if not playing:  # the URL follows the step once playing stops (each write is a history entry)
+        _go(key, n, st.session_state[key])
 
 
-def _advance(n: int) -> None:
+def _advance(key: str, n: int) -> None:
     # Runs on every fragment run; a step passes only when the timer (not a click) brought us here.
     now = time.monotonic()
     if now - st.session_state.get("rp_tick", 0.0) < PLAY_SECONDS * 0.8:
         return
     st.session_state["rp_tick"] = now
-    if st.session_state["rp_step"] < n:
-        st.session_state["rp_step"] += 1
+    if st.session_state[key] < n:
+        st.session_state[key] += 1
     else:
         st.session_state["rp_playing"] = False
+        _go(key, n, n)
         st.rerun(scope="app")  # stops the fragment's timer
 
 
 def _player(detail: EpisodeDetail) -> None:
     steps = detail.steps
     n = len(steps)
+    key = _step_key(detail)
+    bound = params.bind(key, nav.P_STEP, _step_codec(n))
     if st.session_state.get("rp_playing"):
-        _advance(n)
-    cur = st.session_state["rp_step"]
-    cols = st.columns([1, 1, 1, 1, 3])
-    cols[0].button(
-        "First", on_click=_set_step, args=(1,), disabled=cur <= 1, icon=":material/first_page:"
-    )
-    cols[1].button(
-        "Prev",
-        on_click=_set_step,
-        args=(cur - 1,),
-        disabled=cur <= 1,
-        icon=":material/chevron_left:",
-    )
-    cols[2].button(
-        "Next",
-        on_click=_set_step,
-        args=(cur + 1,),
-        disabled=cur >= n,
-        icon=":material/chevron_right:",
-    )
-    cols[3].button(
-        "Last", on_click=_set_step, args=(n,), disabled=cur >= n, icon=":material/last_page:"
-    )
-    if n > 1:
-        cols[4].slider(
-            "Step", min_value=1, max_value=n, key="rp_step", label_visibility="collapsed"
+        _advance(key, n)
+    cur = st.session_state[key]
+    with st.container(horizontal=True, vertical_alignment="center", gap="small"):
+        playing = bool(st.session_state.get("rp_playing"))
+        st.button(
+            "Pause" if playing else "Play",
+            on_click=_toggle_play,
+            args=(key, n),
+            icon=":material/pause:" if playing else ":material/play_arrow:",
+            disabled=n <= 1,
+            key="rp_play",
         )
-    cur = st.session_state["rp_step"]
-    params.put(nav.P_STEP, cur)
+        for label, target, off, icon, widget in (
+            ("First", 1, cur <= 1, ":material/first_page:", "rp_first"),
+            ("Prev", cur - 1, cur <= 1, ":material/chevron_left:", "rp_prev"),
+            ("Next", cur + 1, cur >= n, ":material/chevron_right:", "rp_next"),
+            ("Last", n, cur >= n, ":material/last_page:", "rp_last"),
+        ):
+            st.button(
+                label,
+                on_click=_go,
+                args=(key, n, target),
+                disabled=off,
+                icon=icon,
+                key=widget,
+                help=None if widget not in ("rp_prev", "rp_next") else "Keys: ← → or k j",
+            )
+    st.pills(
+        "Steps",
+        list(range(1, n + 1)),
+        required=True,
+        format_func=lambda no: chip(steps[no - 1]),
+        label_visibility="collapsed",
+        width="content",
+        **bound,
+    )
+    cur = st.session_state[key]
     step = steps[cur - 1]
     st.subheader(f"Step {cur} of {n}: {step.action}")
-    st.plotly_chart(charts.reward_timeline(steps, cur), width="stretch", key="rp_timeline")
     show_step(step)
     rerun_button(detail, step, key=f"rp_rerun_{cur}")
+    with st.expander("Reward per step"):
+        st.plotly_chart(charts.reward_timeline(steps, cur), width="stretch", key="rp_timeline")
 
 
 def _gold(detail: EpisodeDetail) -> None:
@@ -96,54 +127,109 @@ def _transcript(detail: EpisodeDetail) -> None:
             st.divider()
 
 
-st.title("Replay")
-episode_id = params.get_int(nav.P_EPISODE)
+def _list_of(detail: EpisodeDetail) -> tuple[ListQuery | None, str | None]:
+    """The Episodes list this replay was opened from (the `from` parameter), if any."""
+    qs = params.get_str(nav.P_FROM)
+    if qs is None:
+        return None, None
+    query, problems = episode_query.from_query_string(qs, {r.id for r in data.list_runs()})
+    for problem in problems:
+        params.notice(f"In the list this replay came from: {problem}")
+    return query, qs
+
+
+def _open(neighbour: Neighbour) -> None:
+    # Same page, new parameters: written here they make one history entry (a page link to the
+    # page already shown would not change the address).
+    params.write(nav.P_STEP, [])
+    params.write(nav.P_EPISODE, [str(neighbour.episode_id)])
+    params.write(nav.P_FROM, [episode_query.to_query_string(neighbour.query)])
+
+
+def _neighbour_button(label: str, icon: str, neighbour: Neighbour | None, key: str) -> None:
+    st.button(
+        label,
+        icon=icon,
+        disabled=neighbour is None,
+        on_click=None if neighbour is None else _open,
+        args=None if neighbour is None else (neighbour,),
+        key=key,
+        type="tertiary",
+    )
+
+
+def _header(detail: EpisodeDetail) -> None:
+    ep, run = detail.summary, detail.run
+    query, qs = _list_of(detail)
+    with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
+        if query is not None and qs is not None:
+            st.page_link(
+                nav.EPISODES,
+                label="Back to the list",
+                icon=":material/arrow_back:",
+                query_params=parse_qsl(qs),
+            )
+            try:
+                before, after = episode_query.neighbours(_read, query, ep.id)
+            except ValueError:  # a cursor of the list that no longer reads
+                before = after = None
+            _neighbour_button("Previous episode", ":material/skip_previous:", before, "rp_before")
+            _neighbour_button("Next episode", ":material/skip_next:", after, "rp_after")
+        else:
+            st.page_link(
+                nav.EPISODES,
+                label=f"Episodes of {run.name}",
+                icon=":material/arrow_back:",
+                query_params={nav.P_RUN: str(run.id)},
+            )
+    st.markdown(escape_markdown(ep.question))
+    outcome = ep.outcome or "playing"
+    st.caption(
+        f"{swatch(run.id)} {escape_markdown(run.name)} #{run.id} · **{outcome}** · reward "
+        f"{fmt_num(ep.reward, 3)} · {ep.steps} steps · database {escape_markdown(ep.db_id)} · "
+        f"question {escape_markdown(ep.question_id)} · sample {ep.sample_index}"
+    )
+    if detail.error:
+        show_error(detail.error)
+
+
+def _read(query: ListQuery) -> Page[EpisodeSummary]:
+    return data.list_episodes(
+        query.flt,
+        sort=query.sort,
+        descending=query.descending,
+        limit=query.size,
+        cursor=query.cursor,
+        with_total=False,
+    )
+
+
+notices = header("Replay", copy_link=True, keys=KEYS)
+episode_id = params.get_id(nav.P_EPISODE, "an episode id")
 detail = None if episode_id is None else data.get_episode(episode_id)
 if detail is None:
-    if episode_id is None:
+    if episode_id is not None:
+        params.notice(f"No episode with id {episode_id} in this store.")
+    elif params.get_str(nav.P_EPISODE) is None:
         st.info("Pick an episode to replay on the Episodes page.")
-    else:
-        st.warning(f"No episode with id {episode_id} in this store.")
+    params.show_notices(notices)
     st.page_link(nav.EPISODES, label="Browse episodes", icon=":material/table:")
     st.stop()
 
-ep = detail.summary
-st.markdown(escape_markdown(ep.question))
-cols = st.columns(3)
-cols[0].metric("outcome", ep.outcome or "playing")
-cols[1].metric("reward", fmt_num(ep.reward, 3))
-cols[2].metric("steps", ep.steps)
-st.caption(f"database {ep.db_id} · question {ep.question_id} · sample {ep.sample_index}")
-st.page_link(
-    nav.EPISODES,
-    label=f"Run {detail.run.name} (#{detail.run.id})",
-    query_params={nav.P_RUN: str(detail.run.id)},
-    icon=":material/arrow_back:",
-)
-if ep.answer is not None:
-    st.caption("submitted answer")
-    show_text(ep.answer)
-if detail.error:
-    show_error(detail.error)
-_gold(detail)
-
+_header(detail)
 n = len(detail.steps)
 if n == 0:
+    params.show_notices(notices)
     st.info("This episode has no steps yet.")
     st.stop()
-
-# A new episode (or a link naming a step) positions the player; otherwise keep the user's step.
-if st.session_state.get("rp_episode") != detail.summary.id or "rp_step" not in st.session_state:
-    wanted = params.get_int(nav.P_STEP) or 1
-    st.session_state["rp_step"] = min(max(1, wanted), n)
+if st.session_state.get("rp_episode") != detail.summary.id:
     st.session_state["rp_episode"] = detail.summary.id
     st.session_state["rp_playing"] = False
 playing = bool(st.session_state.get("rp_playing"))
-st.button(
-    "Pause" if playing else "Play",
-    on_click=_toggle_play,
-    icon=":material/pause:" if playing else ":material/play_arrow:",
-    disabled=n <= 1,
-)
 st.fragment(run_every=PLAY_SECONDS if playing else None)(_player)(detail)
+if detail.summary.answer is not None:
+    st.caption("submitted answer")
+    show_text(detail.summary.answer)
+_gold(detail)
 _transcript(detail)
+params.show_notices(notices)  # after the player, whose step parameter may be one

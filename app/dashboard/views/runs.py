@@ -1,4 +1,4 @@
-"""Runs: one row per run with its metrics, live progress, and charts of the runs' results."""
+"""Runs: one row per run, live while runs play; the runs a user selects drive charts and links."""
 
 from __future__ import annotations
 
@@ -6,45 +6,45 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import charts, failure_mix, nav
-from app.dashboard.components.render import fmt_duration, fmt_time
+from app.dashboard.components import charts, failure_mix, nav, params, run_table
+from app.dashboard.components.colors import plot_label, swatch
+from app.dashboard.components.header import header
+from app.dashboard.components.render import escape_markdown
 from storage import lifecycle
 from storage.read_models import RunSummary
 
 NO_RUNS = "No runs yet - run `rollscope run --policy oracle --dataset demo` to record one."
+LIVE_SECONDS = 2.0
+CHART_RUNS = 20  # runs charted when none are selected: the newest (charts hold about 20)
+_SEEN = "runs_selection_seen"
+_GENERATION = "runs_table_generation"
 
 
-def _rows(runs: list[RunSummary]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "id": r.id,
-                "name": r.name,
-                "checkpoint": r.checkpoint or "-",
-                "policy": r.policy,
-                "dataset": r.dataset,
-                "status": r.status,
-                "progress": r.episodes_finished / r.episodes_planned if r.episodes_planned else 0.0,
-                "episodes": r.episodes_finished,
-                "planned": r.episodes_planned,
-                "accuracy": r.accuracy,
-                "mean reward": r.mean_reward,
-                "mean steps": r.mean_steps,
-                "parse failures": r.parse_failure_rate,
-                "started": fmt_time(r.started_at),
-                "duration": fmt_duration(r.duration_seconds),
-                "episodes link": f"episodes?{nav.P_RUN}={r.id}",
-            }
-            for r in runs
-        ]
-    )
+def _selection(known: set[int]) -> list[int]:
+    """The selected runs: the URL's `run` parameters."""
+    values = params.raw(nav.P_RUN)
+    chosen, problems = params.ids(nav.P_RUN, known).parse(values)
+    for problem in problems:
+        params.notice(problem)
+    if st.session_state.get(_SEEN) != values:
+        # Changed from outside (a link, browser Back): a fresh table shows the new selection.
+        st.session_state[_SEEN] = values
+        st.session_state[_GENERATION] = st.session_state.get(_GENERATION, 0) + 1
+    return chosen
 
 
-def _progress(run_ids: list[int]) -> None:
-    for run_id in run_ids:
-        run = data.get_run_uncached(run_id)
-        if run is None:
-            continue
+def _select(run_ids: list[int]) -> None:
+    params.write(nav.P_RUN, [str(i) for i in run_ids])
+    st.session_state[_SEEN] = params.raw(nav.P_RUN)
+    st.rerun()  # the whole page, not only the live table: the charts follow the selection
+
+
+def _progress(runs: list[RunSummary]) -> None:
+    active = [r for r in runs if r.status in lifecycle.ACTIVE]
+    if not active:
+        return
+    st.subheader("In progress")
+    for run in active:
         done = run.episodes_finished / run.episodes_planned if run.episodes_planned else 0.0
         st.progress(
             min(1.0, done),
@@ -53,53 +53,96 @@ def _progress(run_ids: list[int]) -> None:
         )
 
 
-st.title("Runs")
+def _links(chosen: list[RunSummary]) -> None:
+    if not chosen:
+        st.caption("Select runs in the table to chart them, open their episodes or compare them.")
+        return
+    with st.container(horizontal=True, gap="medium", vertical_alignment="center"):
+        st.markdown(
+            "Selected: " + ", ".join(f"{swatch(r.id)} {escape_markdown(r.name)}" for r in chosen),
+            width="content",
+        )
+        st.page_link(
+            nav.EPISODES,
+            label="Episodes of " + ("this run" if len(chosen) == 1 else "these runs"),
+            icon=":material/table:",
+            query_params=[(nav.P_RUN, str(r.id)) for r in chosen],
+        )
+        if len(chosen) >= 2:
+            st.page_link(
+                nav.COMPARE,
+                label=f"Compare these {len(chosen)} runs",
+                icon=":material/compare:",
+                query_params=[(nav.P_RUN, str(r.id)) for r in chosen],
+            )
+    with st.expander("Full paths and settings of the selected runs"):
+        st.dataframe(
+            pd.DataFrame(
+                [
+                    {
+                        "run": f"{r.name} #{r.id}",
+                        "policy": r.policy,
+                        "checkpoint": r.checkpoint or "-",
+                        "questions": str(r.spec.get("questions_path") or r.dataset),
+                        "host": r.host or "-",
+                    }
+                    for r in chosen
+                ]
+            ),
+            hide_index=True,
+            width="stretch",
+        )
+
+
+def _live(active: bool) -> None:
+    # A live table re-reads the store on every tick; its rows then match the progress bars.
+    runs = data.list_runs_uncached() if active else data.list_runs()
+    by_id = {r.id: r for r in runs}
+    chosen = [i for i in _selection(set(by_id)) if i in by_id]
+    _progress(runs)
+    if active:
+        st.caption(f"Refreshed every {LIVE_SECONDS:.0f} s while runs play.")
+    run_table.show(
+        runs,
+        chosen,
+        key=run_table.table_key(runs, st.session_state.get(_GENERATION, 0)),
+        on_select=_select,
+    )
+    _links([by_id[i] for i in chosen])
+
+
+def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
+    shown = [r for r in runs if r.id in chosen] if chosen else runs
+    shown = [r for r in shown if r.episodes_finished > 0]
+    if not chosen:
+        shown = shown[:CHART_RUNS]
+    if not shown:
+        return
+    st.caption(
+        f"Charts of the {len(shown)} selected runs."
+        if chosen
+        else f"Charts of the {len(shown)} newest runs with episodes; select runs to choose."
+    )
+    by_id = {r.id: r for r in shown}
+    dists = data.run_distributions([r.id for r in shown])
+    left, right = st.columns(2)
+    left.plotly_chart(charts.accuracy(shown), width="stretch", key="runs_accuracy")
+    right.plotly_chart(charts.mean_reward(shown), width="stretch", key="runs_reward")
+    left.plotly_chart(charts.reward_spread(dists, by_id), width="stretch", key="runs_rspread")
+    right.plotly_chart(charts.steps_spread(dists, by_id), width="stretch", key="runs_sspread")
+    st.plotly_chart(charts.action_mix(dists, by_id), width="stretch", key="runs_mix")
+    names = {r.id: plot_label(r.id, r.name) for r in shown}
+    st.plotly_chart(failure_mix.mix_chart(dists, names), width="stretch", key="runs_classes")
+
+
+notices = header("Runs", copy_link=True)
 runs = data.list_runs()
 if not runs:
     st.info(NO_RUNS)
     st.stop()
 
-active = [r.id for r in runs if r.status in lifecycle.ACTIVE]
-if active:
-    st.subheader("In progress")
-    # Only this part reruns every 2 s; the table and charts below stay as they are.
-    st.fragment(run_every=2.0)(_progress)(active)
-
-st.dataframe(
-    _rows(runs),
-    hide_index=True,
-    width="stretch",
-    column_config={
-        "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0),
-        "accuracy": st.column_config.NumberColumn(format="percent"),
-        "parse failures": st.column_config.NumberColumn(format="percent"),
-        "mean reward": st.column_config.NumberColumn(format="%.3f"),
-        "mean steps": st.column_config.NumberColumn(format="%.2f"),
-        "episodes link": st.column_config.LinkColumn("open", display_text="episodes"),
-    },
-)
-
-cols = st.columns(min(4, len(runs)))
-for col, run in zip(cols, runs[:4], strict=False):
-    with col:
-        st.page_link(
-            nav.EPISODES, label=f"Episodes of {run.name}", query_params={nav.P_RUN: str(run.id)}
-        )
-if len(runs) >= 2:
-    st.page_link(
-        nav.COMPARE,
-        label=f"Compare {runs[1].name} and {runs[0].name}",
-        icon=":material/compare:",
-        query_params=[(nav.P_RUN, str(runs[1].id)), (nav.P_RUN, str(runs[0].id))],
-    )
-
-names = {r.id: f"{r.name} (#{r.id})" for r in runs}
-finished = [r for r in runs if r.episodes_finished > 0]
-if finished:
-    dists = data.run_distributions([r.id for r in finished])
-    left, right = st.columns(2)
-    left.plotly_chart(charts.accuracy_and_reward(finished), width="stretch")
-    right.plotly_chart(charts.action_mix(dists, names), width="stretch")
-    left.plotly_chart(charts.reward_distribution(dists, names), width="stretch")
-    right.plotly_chart(charts.steps_distribution(dists, names), width="stretch")
-    left.plotly_chart(failure_mix.mix_chart(dists, names), width="stretch")
+any_active = any(r.status in lifecycle.ACTIVE for r in runs)
+st.fragment(run_every=LIVE_SECONDS if any_active else None)(_live)(any_active)
+params.show_notices(notices)
+selected, _ = params.ids(nav.P_RUN, {r.id for r in runs}).parse(params.raw(nav.P_RUN))
+_charts(runs, selected)

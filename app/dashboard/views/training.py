@@ -6,6 +6,7 @@ import streamlit as st
 
 from app.dashboard import analysis, data, training_curves
 from app.dashboard.components import nav, params
+from app.dashboard.components.header import header
 from app.dashboard.components.render import escape_markdown, fmt_num, fmt_pct, show_error, show_text
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
@@ -66,23 +67,17 @@ def _question(run_id: int) -> None:
         st.info("No question has finished an episode yet.")
         return
     by_id = {q.question_id: q for q in questions}
-    asked = params.get_str(nav.P_QUESTION)
-    if asked is not None and asked not in by_id:
-        st.warning(f"Question {asked} was not played in this run.")
-    if asked in by_id and asked != st.session_state.get("tr_question_linked"):
-        st.session_state["tr_question"] = asked
-    st.session_state["tr_question_linked"] = asked
-    if st.session_state.get("tr_question") not in by_id:
-        st.session_state["tr_question"] = questions[0].question_id
-    qid = st.selectbox(
+    codec = params.choice(
+        nav.P_QUESTION, list(by_id), questions[0].question_id, "a question played in this run"
+    )
+    qid: str = st.selectbox(
         "Question",
         list(by_id),
-        key="tr_question",
         format_func=lambda q: (
             f"{q} · {by_id[q].correct}/{by_id[q].episodes} correct · {by_id[q].question[:70]}"
         ),
+        **params.bind("tr_question", nav.P_QUESTION, codec),
     )
-    params.put(nav.P_QUESTION, qid)
     st.markdown(escape_markdown(by_id[qid].question))
     episodes = data.question_episodes(run_id, qid)
     shown = training_curves.shown_steps(episodes)
@@ -139,22 +134,26 @@ def _question(run_id: int) -> None:
                     show_error(s.error)
 
 
-st.title("Training")
+notices = header("Training", copy_link=True)
 runs = [r for r in data.list_runs() if r.kind == "training"]
 if not runs:
     st.info(NO_RUNS)
     st.stop()
 by_id = {r.id: r for r in runs}
-wanted = params.get_int(nav.P_RUN)
-if wanted is not None and wanted not in by_id:
-    st.warning(f"Run {wanted} is not a training run in this store.")
-params.init_state("tr_run", wanted if wanted in by_id else runs[0].id)
-if st.session_state["tr_run"] not in by_id:
-    st.session_state["tr_run"] = runs[0].id
+run_codec = params.choice(nav.P_RUN, list(by_id), runs[0].id, "a training run in this store")
 run_id: int = st.selectbox(
-    "Training run", list(by_id), key="tr_run", format_func=lambda i: f"{by_id[i].name} (#{i})"
+    "Training run",
+    list(by_id),
+    format_func=lambda i: f"{by_id[i].name} (#{i})",
+    # another run, other questions: the question picker goes back to its default
+    **params.bind(
+        "tr_run",
+        nav.P_RUN,
+        run_codec,
+        on_change=lambda: params.forget("tr_question", nav.P_QUESTION),
+    ),
 )
-params.put(nav.P_RUN, run_id)
+params.show_notices(notices)
 chosen_run = by_id[run_id]
 _settings(chosen_run)
 live = chosen_run.status in lifecycle.ACTIVE

@@ -1,0 +1,95 @@
+"""Things Streamlit has no command for, done by a few lines of script in a same-origin iframe (no
+library, nothing fetched): a "Copy link" button, keys that click buttons of the page, and
+following a page link from a script."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+import streamlit as st
+
+# Streamlit gives a keyed element the class `st-key-<key>`; the script clicks the button inside.
+# Keys typed into a text field are left alone, and so are arrows on a control that moves with
+# them itself (a slider, a select box, tabs). The step strip's chips do not: arrows there step.
+_KEYS_SCRIPT = """
+const P = window.parent, doc = P.document, keys = %s;
+const ARROW_ROLES = ["slider", "tab", "option", "combobox", "spinbutton", "menuitem"];
+if (P.__rollscopeKeys) doc.removeEventListener("keydown", P.__rollscopeKeys, true);
+P.__rollscopeKeys = (e) => {
+  if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+  const t = e.target, tag = ((t && t.tagName) || "").toLowerCase();
+  if (["input", "textarea", "select"].includes(tag) || (t && t.isContentEditable)) return;
+  const role = (t && t.getAttribute && t.getAttribute("role")) || "";
+  if (e.key.startsWith("Arrow") && ARROW_ROLES.includes(role)) return;
+  const key = keys[e.key];
+  if (!key) return;
+  const button = doc.querySelector(".st-key-" + key + " button");
+  if (!button || button.disabled) return;
+  e.preventDefault();
+  e.stopPropagation();
+  button.click();
+};
+// Capture phase: before a focused chip's own arrow handling moves the focus instead.
+doc.addEventListener("keydown", P.__rollscopeKeys, true);
+"""
+
+_COPY_SCRIPT = """
+const button = document.getElementById("copy");
+button.addEventListener("click", async () => {
+  const url = window.parent.location.href;
+  try {
+    await navigator.clipboard.writeText(url);
+  } catch (err) {
+    const area = document.createElement("textarea");
+    area.value = url;
+    document.body.appendChild(area);
+    area.select();
+    document.execCommand("copy");
+    area.remove();
+  }
+  button.textContent = "Link copied";
+  setTimeout(() => { button.textContent = "Copy link"; }, 2000);
+});
+"""
+
+_STYLE = """
+body { margin: 0; font-family: "Source Sans Pro", "Source Sans 3", sans-serif; }
+button { font: inherit; font-size: 14px; padding: 5px 12px; cursor: pointer; color: #31333f;
+  background: #fff; border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 8px; }
+button:hover { border-color: #ff4b4b; color: #ff4b4b; }
+"""
+
+
+def page_tools(*, copy_link: bool = True, keys: Mapping[str, str] | None = None) -> None:
+    """A "Copy link" button (the page's URL, which holds its whole state) and, optionally,
+    keyboard shortcuts: `keys` maps a key name (`ArrowLeft`, `j`) to a button's widget key."""
+    parts = [f"<style>{_STYLE}</style>"]
+    if copy_link:
+        parts.append('<button id="copy" title="Copy this page\'s link">Copy link</button>')
+        parts.append(f"<script>{_COPY_SCRIPT}</script>")
+    if keys:
+        parts.append(f"<script>{_KEYS_SCRIPT % json.dumps(dict(keys))}</script>")
+    st.iframe("\n".join(parts), height=36 if copy_link else 1, width=120 if copy_link else 1)
+
+
+_FOLLOW_SCRIPT = """
+const started = Date.now();
+const attempt = () => {  // the link may mount after this frame does: look for it a while
+  const link = window.parent.document.querySelector(".st-key-%s a");
+  if (link) link.click();
+  else if (Date.now() - started < 15000) setTimeout(attempt, 100);
+};
+attempt();
+"""
+
+
+def follow(key: str, token: str) -> None:
+    """Click the page link inside the container keyed `key`, once per `token`.
+
+    `st.switch_page` with query parameters leaves a history entry of the old page's path with
+    the new page's parameters (Streamlit 1.67), so browser Back lands on a wrong page; a page
+    link, clicked, makes exactly one entry.
+    """
+    script = _FOLLOW_SCRIPT % key
+    st.iframe(f"<!-- {token} --><script>{script}</script>", height=1, width=1)

@@ -1,0 +1,27 @@
+"""The top of every page: its title, the store it reads, and where link notices go."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import streamlit as st
+
+from app.dashboard import data
+from app.dashboard.components.browser import page_tools
+
+
+def header(title: str, *, copy_link: bool = False, keys: Mapping[str, str] | None = None) -> Any:
+    """Title row (with a "Copy link" button and key bindings when asked); returns the
+    container below it that `params.show_notices` fills."""
+    settings = data.settings()
+    with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
+        st.title(title, width="content")
+        if copy_link or keys:
+            page_tools(copy_link=copy_link, keys=keys)
+        st.caption(
+            f"store `{settings.store_url}`" + (" · read-only" if settings.read_only else ""),
+            width="stretch",
+            text_alignment="right",
+        )
+    return st.container()

@@ -1,0 +1,106 @@
+"""What a user does on the pages, in Chromium: select runs, click through Compare's lists,
+export episodes, and get Launch's reasons under the fields."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.browser.conftest import Dashboard
+from tests.browser.ui import shown_value, table_rows, wait_idle
+
+pytestmark = pytest.mark.browser
+
+_HEADER_PX = 35
+_ROW_PX = 35
+
+
+def _tick_row(page: Any, grid: Any, row: int) -> None:
+    """Click a row's selection box (the grid's first, unlabelled column)."""
+    grid.locator("[role='gridcell']").first.wait_for(state="attached")
+    grid.scroll_into_view_if_needed()
+    wait_idle(page)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 16, box["y"] + _HEADER_PX + _ROW_PX * row + _ROW_PX / 2)
+
+
+def test_selected_runs_drive_the_charts_and_the_links(dashboard: Dashboard, page: Any) -> None:
+    # Issue 12, item 8: the quick links and the charts follow the user's selection.
+    fx = dashboard.store
+    page.goto(dashboard.url("/runs"))
+    page.get_by_text("Select runs in the table").wait_for()
+    wait_idle(page)
+    grid = page.locator("[data-testid='stDataFrame']").first
+    names = [row[1] for row in table_rows(page)]
+    for name in ("ckpt-2000", "ckpt-1000"):
+        _tick_row(page, grid, next(i for i, n in enumerate(names) if name in n))
+        wait_idle(page)
+    page.wait_for_url(re.compile(r"run=\d+.*run=\d+"))
+    page.get_by_text("Charts of the 2 selected runs.").wait_for()
+    link = page.get_by_role("link", name="Compare these 2 runs")
+    assert sorted(parse_qs(urlparse(link.get_attribute("href") or "").query)["run"]) == sorted(
+        [str(fx.run_a), str(fx.run_b)]
+    )
+    charts = page.locator("[data-testid='stPlotlyChart']", has_text="Accuracy")
+    accuracy = charts.filter(has_text="ckpt-1000").filter(has_text="ckpt-2000").first
+    accuracy.wait_for()
+    assert "ckpt-3000" not in accuracy.inner_text()
+
+
+def test_compare_only_lists_open_a_question_side_by_side(dashboard: Dashboard, page: Any) -> None:
+    fx = dashboard.store
+    page.goto(dashboard.url(f"/compare?run={fx.run_a}&run={fx.run_b}"))
+    page.get_by_text("95% CI").wait_for()
+    wait_idle(page)
+    only_b = page.locator("[data-testid='stExpander']", has_text="only ckpt-2000: 2")
+    grid = only_b.locator("[data-testid='stDataFrame']")
+    second = grid.locator("tbody tr").nth(1)  # the first is the picker's default already
+    second.wait_for(state="attached")
+    question_id = second.locator("[role='gridcell']").first.inner_text()
+    _tick_row(page, grid, 1)
+    page.wait_for_url(re.compile(rf"question={question_id}(&|$)"))
+    wait_idle(page)
+    assert question_id in shown_value(page, "Question (")
+
+
+def test_export_downloads_the_filtered_episodes(dashboard: Dashboard, page: Any) -> None:
+    fx = dashboard.store
+    page.goto(dashboard.url(f"/episodes?run={fx.run_a}&outcome=correct"))
+    page.get_by_text("Episodes 1-3 of 3").wait_for()
+    wait_idle(page)
+    page.get_by_role("button", name=re.compile("Export")).click()
+    with page.expect_download() as jsonl:
+        page.get_by_role("button", name=re.compile("Download JSONL")).click()
+    lines = jsonl.value.path().read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert len(rows) == 3 and {r["outcome"] for r in rows} == {"correct"}
+    assert all(r["steps"] for r in rows)
+    assert jsonl.value.suggested_filename == "ckpt-1000-episodes.jsonl"
+    with page.expect_download() as parquet:
+        page.get_by_role("button", name=re.compile("Download Parquet")).click()
+    table = pq.read_table(io.BytesIO(parquet.value.path().read_bytes()))
+    assert table.num_rows == 3
+
+
+def test_launch_says_why_under_the_field(dashboard: Dashboard, page: Any) -> None:
+    # Issue 12, item 9: an out-of-range number made Launch do nothing, the reason in a tooltip.
+    page.goto(dashboard.url("/launch"))
+    page.get_by_role("textbox", name="Run name").wait_for()
+    wait_idle(page)
+    page.get_by_role("spinbutton", name=re.compile("Step budget")).fill("99")
+    page.get_by_role("textbox", name=re.compile("Checkpoint directory")).fill("hf:/models/ckpt-1")
+    page.get_by_role("textbox", name="Run name").fill("too-long-a-budget")
+    page.get_by_role("button", name=re.compile("Launch")).click()
+    page.get_by_text("step budget must be between 1 and 50, got 99").wait_for()
+    page.get_by_text("oracle takes no checkpoint directory").wait_for()
+    budget = page.get_by_role("spinbutton", name=re.compile("Step budget")).bounding_box()
+    reason = page.get_by_text("step budget must be between").bounding_box()
+    assert budget is not None and reason is not None
+    assert 0 < reason["y"] - budget["y"] < 120  # right under the field
+    page.get_by_text("Not launched: 2 fields to fix").wait_for()

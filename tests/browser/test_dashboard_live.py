@@ -1,0 +1,46 @@
+"""The Runs table while a run plays: its row follows the progress without a reload."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from storage.store import Store
+from tests.app.dashboard_store import episode_batch
+from tests.browser.conftest import Dashboard
+from tests.browser.ui import wait_idle
+from tests.fixtures import QUESTIONS
+
+pytestmark = pytest.mark.browser
+
+
+def _row(page: Any, name: str) -> Any:
+    return page.locator("[data-testid='stDataFrame'] tbody tr", has_text=name).first
+
+
+def test_the_runs_table_follows_a_running_run(dashboard: Dashboard, page: Any) -> None:
+    # Issue 12, bug 3: the bar read "running, 48/484" while the row said 0 episodes.
+    fx = dashboard.store
+    page.goto(dashboard.url("/runs"))
+    page.get_by_text("ckpt-3000: running, 1/10 episodes").wait_for()
+    wait_idle(page)
+    row = _row(page, "ckpt-3000")
+    row.wait_for(state="attached")
+    assert "1/10" in row.inner_text()
+    store = Store(fx.url)
+    try:
+        for qid, text, gold in QUESTIONS[1:3]:
+            store.sink(fx.running).write(episode_batch(fx.db_dir, qid, text, gold, correct=True))
+        store.heartbeat(fx.running)
+    finally:
+        store.close()
+    page.get_by_text("ckpt-3000: running, 3/10 episodes").wait_for()
+    # The table row shows the same count, read by the same refresh (no reload).
+    page.wait_for_function(
+        """() => [...document.querySelectorAll("[data-testid='stDataFrame'] tbody tr")]
+            .some(tr => tr.innerText.includes("ckpt-3000") && tr.innerText.includes("3/10"))""",
+        timeout=30_000,
+    )
+    assert re.search(r"3/10", _row(page, "ckpt-3000").inner_text())

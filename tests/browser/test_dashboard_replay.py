@@ -1,0 +1,68 @@
+"""Replay in Chromium: the step strip, the keys, and a step readable without scrolling."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.browser.conftest import Dashboard, open_page
+from tests.browser.ui import wait_idle
+
+pytestmark = pytest.mark.browser
+
+
+def _at_step(page: Any, n: int, action: str) -> None:
+    page.get_by_role("heading", name=f"Step {n} of 3: {action}").wait_for()
+    if n > 1:  # step 1 is the default: the URL leaves it out
+        page.wait_for_url(re.compile(rf"step={n}(&|$)"))
+    else:
+        page.wait_for_url(lambda url: "step=" not in url)
+    wait_idle(page)
+
+
+def test_step_strip_and_keys_move_through_the_episode(dashboard: Dashboard, page: Any) -> None:
+    # Issue 12, item 7: one chip per step (a failing step is one click away), and ← → j k.
+    page.goto(dashboard.url(f"/replay?episode={dashboard.store.query_episode}"))
+    page.get_by_role("heading", name="Step 1 of 3: DESCRIBE").wait_for()
+    wait_idle(page)
+    chips = page.get_by_role("radiogroup", name="Steps").get_by_role("radio")
+    assert chips.count() == 3
+    assert "QUERY" in chips.nth(1).inner_text() and "+0.10" in chips.nth(1).inner_text()
+    assert "ANSWER" in chips.nth(2).inner_text()
+    chips.nth(2).click()
+    _at_step(page, 3, "ANSWER")
+    # The keys work wherever the focus is: here on the chip just clicked.
+    page.keyboard.press("ArrowLeft")
+    _at_step(page, 2, "QUERY")
+    page.keyboard.press("k")
+    _at_step(page, 1, "DESCRIBE")
+    page.keyboard.press("j")
+    _at_step(page, 2, "QUERY")
+    page.keyboard.press("ArrowRight")
+    _at_step(page, 3, "ANSWER")
+    page.keyboard.press("ArrowRight")  # past the last step: nothing happens
+    wait_idle(page)
+    assert page.get_by_role("heading", name="Step 3 of 3: ANSWER").is_visible()
+    # The buttons the keys press are there for the mouse too.
+    page.get_by_role("button", name=re.compile("First")).click()
+    _at_step(page, 1, "DESCRIBE")
+
+
+def test_a_step_is_readable_at_900_px_without_scrolling(
+    dashboard: Dashboard, chromium: Any
+) -> None:
+    # Issue 12, item 7: the output and the observation show above the fold; the chart folds.
+    url = dashboard.url(f"/replay?episode={dashboard.store.query_episode}&step=2")
+    with open_page(chromium, width=1400, height=900) as page:
+        page.goto(url)
+        page.get_by_role("heading", name="Step 2 of 3: QUERY").wait_for()
+        wait_idle(page)
+        observation = page.locator("[data-testid='stCode']", has_text="Ada").first
+        box = observation.bounding_box()
+        assert box is not None and box["y"] + box["height"] <= 900, box
+        chart = page.locator(".js-plotly-plot").first
+        assert not chart.is_visible()  # folded until asked for
+        page.locator("[data-testid='stExpander']", has_text="Reward per step").click()
+        chart.wait_for()

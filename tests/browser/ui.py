@@ -1,0 +1,64 @@
+"""Small Playwright helpers for Streamlit pages: wait for a run to end, pick from a select box,
+read a data frame's rows (its accessible table), press a button by widget key."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+IDLE_TIMEOUT_MS = 120_000  # a first page load on a busy 2-core machine imports pandas, plotly
+PICK_TIMEOUT_MS = 10_000  # an open list shows its options within a frame; 10 s is a busy machine
+
+
+def wait_idle(page: Any) -> None:
+    """Wait until Streamlit is not running the script (its status widget is gone)."""
+    page.wait_for_selector("[data-testid='stApp']")
+    page.wait_for_function(
+        "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=IDLE_TIMEOUT_MS
+    )
+
+
+def select_box(page: Any, label: str) -> Any:
+    """The select box whose label contains `label`."""
+    return page.locator("[data-testid='stSelectbox']", has_text=label).first
+
+
+def pick(page: Any, label: str, option: str, *, typed: str | None = None) -> None:
+    """Open a select box, optionally type to filter, and click the option containing `option`."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # tests skip without it
+
+    field = select_box(page, label).get_by_role("combobox")
+    wanted = page.get_by_role("listbox").get_by_role("option", name=re.compile(re.escape(option)))
+    # A rerun that starts before the status widget shows (it appears after a delay) redraws the
+    # box and closes its list: open it again, up to three times.
+    for attempt in range(3):
+        field.click()
+        if typed is not None:
+            field.fill(typed)
+        try:
+            wanted.first.wait_for(timeout=PICK_TIMEOUT_MS)
+            break
+        except PlaywrightTimeout:
+            if attempt == 2:
+                raise
+            page.keyboard.press("Escape")
+            wait_idle(page)
+    wanted.first.click()
+
+
+def shown_value(page: Any, label: str) -> str:
+    """The text a select box shows as its value."""
+    return str(select_box(page, label).get_by_role("combobox").input_value())
+
+
+def table_rows(page: Any, nth: int = 0) -> list[list[str]]:
+    """Cell texts of the nth data frame on the page, row by row (header row left out)."""
+    grid = page.locator("[data-testid='stDataFrame']").nth(nth)
+    grid.locator("[role='gridcell']").first.wait_for(state="attached")
+    rows = grid.locator("tbody tr")
+    return [rows.nth(i).locator("[role='gridcell']").all_inner_texts() for i in range(rows.count())]
+
+
+def keyed(page: Any, key: str) -> Any:
+    """The element Streamlit rendered for the widget with this key."""
+    return page.locator(f".st-key-{key}")
