@@ -7,6 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rollout_core.errors import SpecError
+from rollout_core.records import RunSpec
+from rollout_core.sandbox import SandboxLimits
 from storage.read_models import StoredStep
 
 
@@ -33,13 +36,28 @@ def db_path(spec: Mapping[str, Any], db_id: str) -> Path:
     return Path(str(db_dir)) / db_id / f"{db_id}.sqlite"
 
 
-def run_query(path: Path, sql: str, recorded: StoredStep | None = None) -> Rerun:
-    """Execute one SELECT read-only in the sandbox; compare with `recorded` when given."""
-    from rollout_core.sandbox import SandboxLimits, format_rows, open_readonly, run_select
+def limits_of(spec: Mapping[str, Any]) -> SandboxLimits:
+    """The sandbox limits the run played under (a query run again must see the same row cap
+    and timeout to read as recorded); the defaults for a spec that cannot be read."""
+    try:
+        return RunSpec.from_stored(dict(spec)).environment.sandbox
+    except SpecError:
+        return SandboxLimits()
+
+
+def run_query(
+    path: Path,
+    sql: str,
+    recorded: StoredStep | None = None,
+    limits: SandboxLimits | None = None,
+) -> Rerun:
+    """Execute one SELECT read-only in the sandbox (the run's `limits`, else the defaults);
+    compare with `recorded` when given."""
+    from rollout_core.sandbox import format_rows, open_readonly, run_select
 
     if not path.is_file():
         raise FileNotFoundError(f"database {path} is missing; restore the dataset at that path")
-    limits = SandboxLimits()
+    limits = limits or SandboxLimits()
     conn = open_readonly(path)
     try:
         result = run_select(conn, sql, limits)

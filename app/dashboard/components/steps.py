@@ -100,6 +100,7 @@ def rerun_button(detail: EpisodeDetail, step: StoredStep, *, key: str) -> None:
     if st.button("Run this query again", key=key, icon=":material/play_arrow:"):
         try:
             path = requery.db_path(detail.run.spec, detail.summary.db_id)
-            show_rerun(requery.run_query(path, step.argument, step))
+            limits = requery.limits_of(detail.run.spec)
+            show_rerun(requery.run_query(path, step.argument, step, limits))
         except (OSError, ValueError) as exc:
             show_error(str(exc))

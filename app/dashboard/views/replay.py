@@ -114,7 +114,9 @@ def _gold(detail: EpisodeDetail) -> None:
     show_text(detail.gold_sql, language="sql")
     try:
         path = requery.db_path(detail.run.spec, detail.summary.db_id)
-        show_rerun(requery.run_query(path, detail.gold_sql))
+        show_rerun(
+            requery.run_query(path, detail.gold_sql, limits=requery.limits_of(detail.run.spec))
+        )
     except (OSError, ValueError) as exc:
         show_error(str(exc))
 
