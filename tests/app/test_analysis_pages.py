@@ -209,7 +209,7 @@ def test_groups_of_an_unknown_question_or_a_run_without_samples(fx: AnalysisStor
     at = open_page("views/groups.py", run=str(fx.runs["ckpt-100"]), question="q-nope")
     assert "no finished episode of question q-nope" in at.warning[0].value
     at = open_page("views/groups.py", run="999")
-    assert "Unknown run id 999" in at.warning[0].value
+    assert "run='999' in the link is not a run in this store" in at.warning[0].value
 
 
 # -- question map --------------------------------------------------------------------------------

@@ -100,8 +100,11 @@ def test_one_question_at_its_first_middle_and_last_steps(env: TrainingStore) -> 
 
 def test_an_unknown_run_or_question_is_said_and_the_first_shown(env: TrainingStore) -> None:
     at = open_page("views/training.py", run=str(env.batch_run), question="nope")
-    assert f"Run {env.batch_run} is not a training run" in at.warning[0].value
-    assert "Question nope was not played in this run." in [w.value for w in at.warning]
+    warnings = [w.value for w in at.warning]
+    assert f"run='{env.batch_run}' in the link is not a training run" in warnings[0]
+    assert any(
+        "question='nope' in the link is not a question played in this run" in w for w in warnings
+    )
 
 
 def test_no_training_runs_says_how_to_record_one(

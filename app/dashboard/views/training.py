@@ -153,7 +153,6 @@ run_id: int = st.selectbox(
         on_change=lambda: params.forget("tr_question", nav.P_QUESTION),
     ),
 )
-params.show_notices(notices)
 chosen_run = by_id[run_id]
 _settings(chosen_run)
 live = chosen_run.status in lifecycle.ACTIVE
@@ -161,3 +160,4 @@ if live:
     st.caption(f"Live: refreshes every {LIVE_SECONDS:.0f} s while the run trains.")
 st.fragment(run_every=LIVE_SECONDS if live else None)(_curves)(run_id)
 _question(run_id)
+params.show_notices(notices)
