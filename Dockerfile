@@ -31,8 +31,10 @@ COPY app ./app
 COPY rollout_core ./rollout_core
 COPY storage ./storage
 # The project itself, from this directory: its dependencies are pinned by pyproject.toml's ranges.
+# PostgreSQL (several writers) and Ray (fan-out) come with it; vLLM pins its own torch, so an
+# image for `vllm:` installs `.[vllm]` over this one's torch in a derived image.
 # hadolint ignore=DL3013
-RUN pip install ".[postgres]" \
+RUN pip install ".[postgres,ray]" \
     && useradd --create-home --uid 1000 rollscope \
     && mkdir -p /data \
     && chown rollscope:rollscope /data
