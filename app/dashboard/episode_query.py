@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 from urllib.parse import parse_qs, urlencode
 
 from app.dashboard.components import nav
@@ -52,9 +52,7 @@ FIELDS: tuple[Field, ...] = (
     Field("ep_unparsed", "unparsed", lambda _: tristate("unparsed", "a yes/no")),
     Field("ep_sort", "sort", lambda _: choice("sort", SORTS, "id", "a sort order")),
     Field("ep_desc", "desc", lambda _: flag("desc", "a yes/no")),
-    Field(
-        "ep_size", "size", lambda _: choice("size", PAGE_SIZES, DEFAULT_SIZE, "a page size")
-    ),
+    Field("ep_size", "size", lambda _: choice("size", PAGE_SIZES, DEFAULT_SIZE, "a page size")),
 )
 BY_KEY = {f.key: f for f in FIELDS}
 
@@ -76,7 +74,13 @@ class ListQuery:
         return self.cursors[-1] if self.cursors else None
 
 
-def from_values(values: Mapping[str, Any], cursors: tuple[str, ...] = ()) -> ListQuery:
+class WidgetValues(Protocol):
+    """What `from_values` reads: `st.session_state`, or a plain dict in tests."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+def from_values(values: WidgetValues, cursors: tuple[str, ...] = ()) -> ListQuery:
     """The query for widget values keyed by widget key (`ep_runs`, ...)."""
     return ListQuery(
         flt=EpisodeFilter(
@@ -131,9 +135,7 @@ def to_params(q: ListQuery, known_runs: Collection[int] = ()) -> list[tuple[str,
         "ep_desc": q.descending,
         "ep_size": q.size,
     }
-    out = [
-        (fl.param, v) for fl in FIELDS for v in fl.codec(known_runs).dump(values[fl.key])
-    ]
+    out = [(fl.param, v) for fl in FIELDS for v in fl.codec(known_runs).dump(values[fl.key])]
     return out + [(nav.P_CURSOR, c) for c in q.cursors]
 
 

@@ -97,7 +97,9 @@ def _inside(path: Path, roots: Sequence[Path]) -> bool:
 
 def _resolve_hf(raw: str, roots: Sequence[Path]) -> str:
     if not raw:
-        raise LaunchError("hf: needs a checkpoint directory, e.g. hf:/models/ckpt-1000", "checkpoint")
+        raise LaunchError(
+            "hf: needs a checkpoint directory, e.g. hf:/models/ckpt-1000", "checkpoint"
+        )
     if not roots:
         raise LaunchError(
             "no checkpoint roots configured; start the dashboard with --checkpoint-root DIR",
@@ -106,7 +108,9 @@ def _resolve_hf(raw: str, roots: Sequence[Path]) -> str:
     path = Path(raw).expanduser().resolve()
     if not _inside(path, roots):
         allowed = ", ".join(str(r) for r in roots)
-        raise LaunchError(f"checkpoint {path} is outside the checkpoint roots ({allowed})", "checkpoint")
+        raise LaunchError(
+            f"checkpoint {path} is outside the checkpoint roots ({allowed})", "checkpoint"
+        )
     try:
         check_checkpoint_dir(path)
     except CheckpointError as exc:  # e.g. a config.json but no weights: a half-saved checkpoint
@@ -260,7 +264,10 @@ def build_spec(
 
 
 def queue_run(
-    store: Store, req: LaunchRequest, roots: Sequence[Path] | Roots, dataset_roots: Sequence[Path] = ()
+    store: Store,
+    req: LaunchRequest,
+    roots: Sequence[Path] | Roots,
+    dataset_roots: Sequence[Path] = (),
 ) -> int:
     """Validate the request and create a queued run; returns its id."""
     plan = build_spec(req, roots, dataset_roots)

@@ -121,7 +121,9 @@ def dashboard(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 @contextmanager
-def open_page(chromium: Any, width: int = 1400, height: int = 1000, **context: Any) -> Iterator[Any]:
+def open_page(
+    chromium: Any, width: int = 1400, height: int = 1000, **context: Any
+) -> Iterator[Any]:
     """A page in a fresh browser context of the given viewport (generous waits for a loaded
     machine: Playwright's auto-waiting, never fixed sleeps)."""
     ctx = chromium.new_context(viewport={"width": width, "height": height}, **context)

@@ -111,9 +111,7 @@ def test_replay_keeps_the_episode_list_for_back_and_neighbours(
     assert [int(row[-1]) for row in table_rows(page)] == listed
 
 
-def test_copy_link_puts_the_page_url_on_the_clipboard(
-    dashboard: Dashboard, chromium: Any
-) -> None:
+def test_copy_link_puts_the_page_url_on_the_clipboard(dashboard: Dashboard, chromium: Any) -> None:
     url = dashboard.url(f"/replay?episode={dashboard.store.query_episode}&step=2")
     with open_page(chromium, permissions=["clipboard-read", "clipboard-write"]) as page:
         page.goto(url)
@@ -149,9 +147,11 @@ def test_wide_layout_and_an_icon_that_needs_no_internet(dashboard: Dashboard, pa
     outside: list[str] = []
     page.on(
         "request",
-        lambda r: outside.append(r.url)
-        if not r.url.startswith((dashboard.base_url, "data:", "blob:", "about:"))
-        else None,
+        lambda r: (
+            outside.append(r.url)
+            if not r.url.startswith((dashboard.base_url, "data:", "blob:", "about:"))
+            else None
+        ),
     )
     page.goto(dashboard.url("/"))
     page.get_by_role("heading", name="Runs").wait_for()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
+
 import streamlit as st
 
 from app.dashboard import data

@@ -11,9 +11,7 @@ from app.dashboard import data
 from app.dashboard.components.browser import page_tools
 
 
-def header(
-    title: str, *, copy_link: bool = False, keys: Mapping[str, str] | None = None
-) -> Any:
+def header(title: str, *, copy_link: bool = False, keys: Mapping[str, str] | None = None) -> Any:
     """Title row (with a "Copy link" button and key bindings when asked); returns the
     container below it that `params.show_notices` fills."""
     settings = data.settings()

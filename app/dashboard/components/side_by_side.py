@@ -64,9 +64,7 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
             sample = 0
             if len(cell.episode_ids) > 1:
                 count = len(cell.episode_ids)
-                bound = params.bind(
-                    sample_key(run.id), nav.P_SAMPLE, sample_codec(run.id, count)
-                )
+                bound = params.bind(sample_key(run.id), nav.P_SAMPLE, sample_codec(run.id, count))
                 sample = st.selectbox(
                     f"Sample ({cell.correct}/{cell.episodes} correct)", range(count), **bound
                 )

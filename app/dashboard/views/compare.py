@@ -72,6 +72,7 @@ def open_question(question_id: str) -> None:
     """Show a question side by side (from a click in a question list)."""
     _open_question(question_id, codec, chosen_ids)
 
+
 if len(runs) == 2:
     compare_summary.matrix(
         outcomes, {r.question_id: r for r in rows}, runs[0], runs[1], open_question

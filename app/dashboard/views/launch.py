@@ -138,9 +138,7 @@ def _dataset_block(settings: Settings) -> None:
 def _questions_block() -> None:
     c1, c2 = st.columns(2)
     with c1:
-        st.number_input(
-            f"Number of questions (1-{MAX_QUESTIONS})", value=5, step=1, key="ln_limit"
-        )
+        st.number_input(f"Number of questions (1-{MAX_QUESTIONS})", value=5, step=1, key="ln_limit")
         _problem("limit")
     with c2:
         st.text_input("Or question ids (comma separated)", key="ln_question_ids")

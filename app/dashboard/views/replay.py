@@ -9,8 +9,8 @@ import streamlit as st
 
 from app.dashboard import data, episode_query, requery
 from app.dashboard.components import charts, nav, params
-from app.dashboard.components.header import header
 from app.dashboard.components.colors import swatch
+from app.dashboard.components.header import header
 from app.dashboard.components.params import Codec
 from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
 from app.dashboard.components.steps import chip, rerun_button, show_rerun, show_step

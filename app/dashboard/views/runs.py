@@ -59,8 +59,7 @@ def _links(chosen: list[RunSummary]) -> None:
         return
     with st.container(horizontal=True, gap="medium", vertical_alignment="center"):
         st.markdown(
-            "Selected: "
-            + ", ".join(f"{swatch(r.id)} {escape_markdown(r.name)}" for r in chosen),
+            "Selected: " + ", ".join(f"{swatch(r.id)} {escape_markdown(r.name)}" for r in chosen),
             width="content",
         )
         st.page_link(
