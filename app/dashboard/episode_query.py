@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, get_args
+from typing import Any, Protocol, get_args
 from urllib.parse import parse_qs, urlencode
 
 from app.dashboard.components import nav
@@ -75,7 +75,13 @@ class ListQuery:
         return self.cursors[-1] if self.cursors else None
 
 
-def from_values(values: Mapping[str, Any], cursors: tuple[str, ...] = ()) -> ListQuery:
+class WidgetValues(Protocol):
+    """What `from_values` reads: `st.session_state`, or a plain dict in tests."""
+
+    def __getitem__(self, key: str) -> Any: ...
+
+
+def from_values(values: WidgetValues, cursors: tuple[str, ...] = ()) -> ListQuery:
     """The query for widget values keyed by widget key (`ep_runs`, ...)."""
     return ListQuery(
         flt=EpisodeFilter(

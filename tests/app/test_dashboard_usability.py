@@ -5,6 +5,7 @@ order and marks, Replay's single error and rerun rule, Launch's per-field reason
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -288,3 +289,15 @@ def test_a_dataset_must_lie_under_a_dataset_root(tmp_path: Path) -> None:
         launch.resolve_dataset(str(root / ".." / "elsewhere.json"), [root])
     with pytest.raises(launch.LaunchError, match="no dataset roots configured"):
         launch.resolve_dataset("/etc/passwd", [])
+
+
+def test_reward_and_steps_charts_hold_twenty_runs(store_env: FixtureStore) -> None:
+    store = Store(store_env.url)
+    run = next(r for r in store.list_runs() if r.id == store_env.run_a)
+    dist = next(d for d in store.run_distributions([run.id]) if d.run_id == run.id)
+    runs = {i: replace(run, id=i, name=f"run-{i}") for i in range(1, 21)}
+    dists = [replace(dist, run_id=i) for i in runs]
+    for fig in (charts.reward_spread(dists, runs), charts.steps_spread(dists, runs)):
+        assert [t.type for t in fig.data] == ["box"] * 20  # one row per run, not 20 bar series
+        assert len({t.marker.color for t in fig.data}) == 20
+        assert fig.layout.height >= 20 * 20  # each run keeps a readable row

@@ -9,6 +9,7 @@ import pytest
 
 from tests.app.dashboard_store import XSS_OUTPUT
 from tests.browser.conftest import Dashboard, screenshot
+from tests.browser.ui import select_box
 
 pytestmark = pytest.mark.browser
 
@@ -18,6 +19,10 @@ def _wait_app(page: Any) -> None:
     page.wait_for_selector("[data-testid='stApp']")
     page.wait_for_function(
         "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000
+    )
+    # Elements whose code is still loading (the data grid, the first time) draw as grey boxes.
+    page.wait_for_function(
+        "!document.querySelector('[data-testid^=\"stSkeleton\"]')", timeout=30_000
     )
 
 
@@ -35,6 +40,9 @@ def test_episodes_page_filters_from_the_url_and_opens_a_replay(
 ) -> None:
     page.goto(dashboard.url(f"/episodes?run={dashboard.store.run_a}"))
     page.get_by_text("Episodes 1-6 of 6").wait_for()
+    # The filters and the grid draw after the caption; the screenshot waits for both.
+    select_box(page, "Sort by").get_by_role("combobox").wait_for()
+    page.locator("[data-testid='stDataFrame'] [role='gridcell']").first.wait_for(state="attached")
     _wait_app(page)
     screenshot(page, "episodes")
     page.goto(dashboard.url(f"/replay?episode={dashboard.store.query_episode}"))

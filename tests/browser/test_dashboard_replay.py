@@ -28,6 +28,7 @@ def test_step_strip_and_keys_move_through_the_episode(dashboard: Dashboard, page
     page.get_by_role("heading", name="Step 1 of 3: DESCRIBE").wait_for()
     wait_idle(page)
     chips = page.get_by_role("radiogroup", name="Steps").get_by_role("radio")
+    chips.nth(2).wait_for()  # count() does not wait for the strip to draw
     assert chips.count() == 3
     assert "QUERY" in chips.nth(1).inner_text() and "+0.10" in chips.nth(1).inner_text()
     assert "ANSWER" in chips.nth(2).inner_text()

@@ -56,7 +56,10 @@ def accuracy(runs: Sequence[RunSummary]) -> go.Figure:
         )
     )
     return _rows_layout(
-        fig, "Accuracy (95% interval)", len(runs), xaxis={"tickformat": ".0%", "range": [0, 1]}
+        fig,
+        "Accuracy (95% interval)",
+        len(runs),
+        xaxis={"tickformat": ".0%", "range": [0, 1.04]},  # room for the 100% tick
     )
 
 
@@ -143,8 +146,14 @@ def action_mix(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> go
         shares = [d.action_mix.get(key, 0) / t for d, t in zip(shown, totals, strict=True)]
         fig.add_bar(name=key, x=shares, y=labels, orientation="h", marker_color=color)
     _rows_layout(fig, "Action mix", len(shown), xaxis={"tickformat": ".0%"}, barmode="stack")
-    fig.update_layout(showlegend=True, legend={"orientation": "h", "y": -0.15})
-    fig.update_layout(height=_height(len(shown)) + 30)
+    # The legend at the bottom of the figure, below the axis labels (a paper-relative y put it
+    # over the ticks of a short chart); 30 px more margin and height make room for it.
+    fig.update_layout(
+        showlegend=True,
+        legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom"},
+        margin={**_MARGIN, "b": _MARGIN["b"] + 30},
+        height=_height(len(shown)) + 30,
+    )
     return fig
 
 

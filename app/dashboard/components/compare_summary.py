@@ -43,7 +43,7 @@ def _metric(
         delta=None if delta is None else fmt(0.0 if unchanged else delta),
         delta_color="off" if unchanged else "inverse" if lower else "normal",
         delta_arrow="off" if unchanged else "auto",
-        width=170,
+        width=160,
     )
 
 
@@ -56,8 +56,10 @@ def headline(runs: Sequence[RunSummary], outcomes: Sequence[QuestionOutcomes]) -
         "questions each run shares with it."
     )
     for run in runs:
-        with st.container(horizontal=True, gap="medium", vertical_alignment="center"):
-            st.markdown(run_label(run), width=220)
+        # The name above its metrics, not beside them: four 160 px metrics then fit one line of
+        # an 800 px window (with the name beside them, two wrapped under the name).
+        st.markdown(run_label(run))
+        with st.container(horizontal=True, gap="small", vertical_alignment="center"):
             if run is base:
                 _metric("accuracy", fmt_pct(run.accuracy), None, fmt_points, lower=False)
                 for label, value, lower in _others(run):

@@ -40,19 +40,24 @@ def _filters(run_names: dict[int, str]) -> None:
             "Runs",
             list(run_names),
             format_func=lambda i: run_names.get(i, str(i)),
+            placeholder="all runs",
             **_bound("ep_runs", known),
         )
-        c2.multiselect("Outcome", list(OUTCOMES), **_bound("ep_outcomes", known))
+        # Short placeholders: at 800 px these columns are ~120 px wide ("Choose options" clipped).
+        c2.multiselect("Outcome", list(OUTCOMES), placeholder="any", **_bound("ep_outcomes", known))
         c2.multiselect(
             "Failure class",
             FAILURE_CLASSES,
             format_func=FAILURE_LABELS.__getitem__,
+            placeholder="any",
             **_bound("ep_classes", known),
         )
         dbs = _bound("ep_dbs", known)
         options = data.db_ids(st.session_state["ep_runs"])
         extra = [d for d in st.session_state["ep_dbs"] if d not in options]
-        c3.multiselect("Database", options + extra, accept_new_options=True, **dbs)
+        c3.multiselect(
+            "Database", options + extra, accept_new_options=True, placeholder="any", **dbs
+        )
         c4.text_input("Search question, gold SQL and output", **_bound("ep_text", known))
         # Fixed widths in a wrapping row: at 800 px the controls move to a second line
         # instead of being squeezed until their labels are cut.
@@ -206,15 +211,15 @@ else:
     )
     _table(page, query)
 
-prev_col, next_col, _ = st.columns([1, 1, 6])
-prev_col.button(
+pager = st.container(horizontal=True, gap="small")  # buttons at their own width, never clipped
+pager.button(
     "Previous",
     disabled=not query.cursors,
     on_click=_go_to,
     args=(list(query.cursors[:-1]),),
     icon=":material/chevron_left:",
 )
-next_col.button(
+pager.button(
     "Next",
     disabled=page.next_cursor is None,
     on_click=_go_to,
