@@ -79,6 +79,8 @@ def test_replay_keeps_the_episode_list_for_back_and_neighbours(
     # Issue 12, item 6, and "one click on a row's open link opens it".
     fx = dashboard.store
     listing = f"/episodes?run={fx.run_b}&outcome=correct&sort=reward&desc=1&size=10"
+    # wide enough that the grid renders its last column (the episode id) too
+    page.set_viewport_size({"width": 2200, "height": 1000})
     page.goto(dashboard.url(listing))
     page.get_by_text("Episodes 1-4 of 4").wait_for()
     wait_idle(page)
