@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 from storage.store import Store
 
@@ -32,6 +33,7 @@ class GrpoSettings:
 
 
 def run_name(checkpoint: Path) -> str:
+    """The training run's name in the store: `grpo-<checkpoint directory>`."""
     return f"grpo-{checkpoint.name}"
 
 
@@ -41,7 +43,8 @@ def train_demo_run(
     """Train `checkpoint` with GRPO for a few steps into run `grpo-<checkpoint>`; returns its
     name, or None when TRL is not installed (`pip install 'rollscope[trl]'`)."""
     try:
-        from trl import GRPOConfig, GRPOTrainer
+        from trl.trainer.grpo_config import GRPOConfig
+        from trl.trainer.grpo_trainer import GRPOTrainer
     except ImportError:
         log("no training run: TRL is not installed (pip install 'rollscope[trl]')")
         return None
@@ -77,13 +80,16 @@ def train_demo_run(
         disable_tqdm=True,
         seed=settings.seed,
     )
+    # TRL's hints take prompts as strings and rewards as list[float | None]; the prompts here
+    # are chat messages and the rewards floats, which it handles the same.
+    reward_funcs: list[Any] = [shaped_reward]
     trainer = GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(checkpoint),
         processing_class=AutoTokenizer.from_pretrained(checkpoint),
-        reward_funcs=[shaped_reward],
+        reward_funcs=reward_funcs,
         args=args,
         train_dataset=training_dataset("demo:train", step_budget=settings.step_budget),
-        rollout_func=rollout,
+        rollout_func=cast(Any, rollout),
     )
     t0 = time.perf_counter()
     with rollout.recording():
