@@ -75,8 +75,10 @@ def test_the_training_page_follows_a_running_run(live: LiveRun, page: Any) -> No
     # The curves' fragment reruns every few seconds: the third step appears without a reload.
     expect(_metric(page, "training steps")).to_have_text("3", timeout=30_000)
     expect(_metric(page, "episodes")).to_have_text("12")
-    page.get_by_text("One question across training").wait_for()
+    # The question's side-by-side view is read once per page load (it is not a live part).
+    page.reload()
     page.get_by_text("Training step 2", exact=False).first.wait_for()
+    page.locator(".js-plotly-plot").first.wait_for()
     screenshot(page, "training")
     page.set_viewport_size({"width": 800, "height": 1000})
     page.get_by_text("Training step 2", exact=False).first.wait_for()

@@ -43,12 +43,17 @@ def _curves(run_id: int) -> None:
     steps = data.training_steps(run_id)
     if run is not None:
         last = steps[-1] if steps else None
-        cols = list(st.columns(5))
-        cols[0].metric("status", run.status)
-        cols[1].metric("episodes", run.episodes_finished)
-        cols[2].metric("training steps", len(steps))
-        cols[3].metric("accuracy (last step)", fmt_pct(last.accuracy if last else None))
-        cols[4].metric("reward (last step)", fmt_num(last.reward if last else None, 3))
+        # A wrapping row: at 800 px five fixed columns cut every value to "co…".
+        with st.container(horizontal=True, gap="large"):
+            st.metric("status", run.status, width="content")
+            st.metric("episodes", run.episodes_finished, width="content")
+            st.metric("training steps", len(steps), width="content")
+            st.metric(
+                "accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content"
+            )
+            st.metric(
+                "reward (last step)", fmt_num(last.reward if last else None, 3), width="content"
+            )
     if not steps:
         st.info("No finished episodes yet.")
         return
