@@ -17,14 +17,15 @@ Log = Callable[[str], None]
 
 @dataclass(frozen=True, slots=True)
 class GrpoSettings:
-    """The demo's GRPO run; sized for 2 CPU cores (about 5 CPU-seconds a step, see README)."""
+    """The demo's GRPO run, sized for `make run`'s 5 minutes on 2 CPU cores: a step took 8-13
+    CPU-seconds (measured on a loaded machine), so 16 steps add about 2-3 minutes of CPU."""
 
-    steps: int = 24
+    steps: int = 16
     prompts_per_step: int = 2
     num_generations: int = 4
     """Episodes per prompt: the GRPO group."""
     questions: int = 8
-    """Train-split questions trained on: 24 steps x 2 prompts meet each of 8 about 6 times, so
+    """Train-split questions trained on: 16 steps x 2 prompts meet each of 8 about 4 times, so
     the Training page can show one question early, midway and late (85 would meet each once)."""
     learning_rate: float = 1e-3
     temperature: float = 0.7

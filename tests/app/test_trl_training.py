@@ -212,6 +212,30 @@ def test_the_run_reads_running_with_a_heartbeat_while_the_trainer_trains(
     assert [(c.run_status, c.heartbeat) for c in trained.calls] == [("running", True)] * STEPS
 
 
+def test_extra_fields_are_the_stored_episodes_and_groups_have_distinct_seeds(
+    trained: Session,
+) -> None:
+    from app.trl import correct_reward
+
+    for call in trained.calls:
+        out = call.output
+        seeds: dict[str, list[int]] = {}
+        for i, episode_id in enumerate(out["episode_id"]):
+            detail = trained.store.get_episode(episode_id)
+            assert detail is not None
+            assert out["correct"][i] == (detail.summary.outcome == "correct")
+            assert out["outcome"][i] == detail.summary.outcome
+            assert out["reward"][i] == pytest.approx(detail.summary.reward)
+            assert out["steps"][i] == detail.summary.steps == len(detail.steps)
+            assert out["progress"][i] == pytest.approx(detail.progress)
+            assert out["operational"][i] == pytest.approx(detail.operational)
+            seeds.setdefault(detail.summary.question_id, []).append(detail.seed)
+        # A question's episodes (its GRPO group) each sample with their own seed.
+        assert all(len(set(group)) == len(group) >= GROUP for group in seeds.values())
+        assert correct_reward(**out) == [1.0 if c else 0.0 for c in out["correct"]]
+        assert shaped_reward(**out) == [float(r) for r in out["reward"]]
+
+
 def test_the_spec_records_the_trainers_arguments(trained: Session) -> None:
     from rollout_core.records import RunSpec
 
