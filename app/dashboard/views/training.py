@@ -98,7 +98,7 @@ def _question(run_id: int) -> None:
         pick: int = group[0].id
         if len(group) > 1:
             pick = st.selectbox(
-                f"Episode at step {step}",
+                f"Episode at training step {step}",
                 list(labels),
                 key=f"tr_pick_{step}",
                 format_func=labels.__getitem__,
@@ -113,7 +113,7 @@ def _question(run_id: int) -> None:
         if diverge is None:
             st.success("The episodes take the same actions.")
         else:
-            st.warning(f"First divergence at step {diverge + 1}.")
+            st.warning(f"First divergence at action {diverge + 1}.")
     heads = st.columns(len(chosen))
     for col, (step, group, detail) in zip(heads, chosen, strict=True):
         correct = sum(e.outcome == "correct" for e in group)
@@ -128,7 +128,7 @@ def _question(run_id: int) -> None:
     longest = max(len(d.steps) for _, _, d in chosen)
     for i in range(longest):
         marker = " ◀ first divergence" if diverge == i else ""
-        st.markdown(f"**Step {i + 1}**{marker}")
+        st.markdown(f"**Action {i + 1}**{marker}")
         cols = st.columns(len(chosen))
         for col, (_, _, detail) in zip(cols, chosen, strict=True):
             with col:
