@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app import batch
+from app.demo.grpo import GrpoSettings
 from app.fanout.target import RayTarget
 from app.render import episode_transcript, runs_table
 from rollout_core.errors import RollscopeError
@@ -692,6 +693,9 @@ def demo(
     steps: Annotated[int, typer.Option(help="Training steps of the tiny model.")] = 500,
     samples: Annotated[int, typer.Option(help="Samples per held-out question.")] = 4,
     threads: Annotated[int | None, typer.Option(help="CPU threads for torch.")] = None,
+    grpo_steps: Annotated[
+        int, typer.Option(help="GRPO steps of the training run (TRL); 0 for none.")
+    ] = GrpoSettings().steps,
     serve_after: Annotated[bool, typer.Option("--serve", help="Open the dashboard after.")] = False,
     port: int = 8501,
 ) -> None:
@@ -700,9 +704,16 @@ def demo(
 
     if steps < max(DEFAULT_SAVE_AT[:-1]) + 1:
         fail(f"--steps must be more than {max(DEFAULT_SAVE_AT[:-1])}, got {steps}")
+    if grpo_steps < 0:
+        fail(f"--grpo-steps must be 0 (no training run) or more, got {grpo_steps}")
     save_at = (*DEFAULT_SAVE_AT[:-1], steps)
     settings = DemoSettings(
-        work_dir=work_dir, steps=steps, save_at=save_at, samples=samples, threads=threads
+        work_dir=work_dir,
+        steps=steps,
+        save_at=save_at,
+        samples=samples,
+        threads=threads,
+        grpo=GrpoSettings(steps=grpo_steps) if grpo_steps else None,
     )
     st = open_store(store)
     try:

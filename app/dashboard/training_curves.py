@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
 from storage.training import TrainingEpisode, TrainingStep
 
-_LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "height": 300}
+# The legend sits under the plot, so that a half-width chart keeps its width on a narrow
+# screen (at 800 px a legend on the right took half of it).
+_LAYOUT = {
+    "margin": {"l": 40, "r": 10, "t": 40, "b": 40},
+    "height": 320,
+    "legend": {"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0},
+}
+_MAX_TICKS = 10
 
 # (title, [(series name as TRL logs it, attribute)], y-axis format)
 CURVES: tuple[tuple[str, tuple[tuple[str, str], ...], str | None], ...] = (
@@ -40,10 +48,15 @@ def curve(
     xs = [s.train_step for s in steps]
     for name, attr in series:
         fig.add_scatter(name=name, x=xs, y=[getattr(s, attr) for s in steps], mode="lines+markers")
-    layout = {**_LAYOUT, "title": title, "xaxis_title": "training step"}
+    layout = {**_LAYOUT, "title": title}
     if tickformat:
         layout["yaxis_tickformat"] = tickformat
+    if tickformat == ".0%":  # a rate: its whole range, not -100%..100% around a flat 0
+        layout["yaxis_range"] = [-0.02, 1.02]
     fig.update_layout(**layout)
+    # Training steps are whole numbers: no 0.5 ticks on a short run.
+    span = max(xs) - min(xs) if xs else 0
+    fig.update_xaxes(title="training step", tick0=0, dtick=max(1, math.ceil(span / _MAX_TICKS)))
     return fig
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app import batch
+from app.demo.grpo import GrpoSettings, run_name, train_demo_run
 from rollout_core.datasets import Dataset, load_named_dataset
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import ListSink
@@ -51,6 +52,8 @@ class DemoSettings:
     batch_size: int = 64
     threads: int | None = None
     seed: int = 0
+    grpo: GrpoSettings | None = field(default_factory=GrpoSettings)
+    """The short GRPO run of the last checkpoint (None: none)."""
 
 
 @dataclass
@@ -183,5 +186,25 @@ def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoRe
             f"{name}: {stats.episodes} episodes, accuracy {stats.accuracy:.1%}, "
             f"{report.seconds[name]:.1f} s"
         )
+    if settings.grpo is not None:
+        _grpo_run(store, report, settings, settings.grpo, log)
     report.seconds["total"] = time.perf_counter() - t0
     return report
+
+
+def _grpo_run(
+    store: Store, report: DemoReport, settings: DemoSettings, grpo: GrpoSettings, log: Log
+) -> None:
+    """The trained checkpoint, trained on with GRPO for a few steps (TRL), recorded live."""
+    checkpoint = report.checkpoints[-1]
+    name = run_name(checkpoint)
+    existing = store.find_run(name)
+    if existing is not None and existing.status == "completed":
+        report.reused.append(name)
+        return
+    if existing is not None:  # stopped half-way: trained again from the checkpoint
+        store.delete_run(existing.id)
+    t1 = time.perf_counter()
+    if train_demo_run(store, checkpoint, settings.work_dir, grpo, log) is not None:
+        report.runs.append(name)
+        report.seconds[name] = time.perf_counter() - t1

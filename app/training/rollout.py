@@ -108,6 +108,11 @@ class RolloutFunction:
         return self.run.recording()
 
     def __call__(self, prompts: Sequence[Messages], trainer: Any) -> dict[str, list[Any]]:
+        if getattr(trainer.args, "use_vllm", False):
+            raise ValueError(
+                "use_vllm=True is not supported yet: rollscope's rollout_func generates with "
+                "the trainer's own model in process; set use_vllm=False in GRPOConfig"
+            )
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
         training = bool(trainer.model.training)

@@ -8,9 +8,11 @@ import textwrap
 
 import pytest
 
+from app.demo.grpo import GrpoSettings
 from app.demo.pipeline import DemoReport, DemoSettings, build_demo, oracle_conversations
 from rollout_core.datasets import load_named_dataset
 from storage.store import Store
+from storage.training import training_steps
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +26,7 @@ SETTINGS = dict(
     temperature=0.0,
     step_budget=3,
     max_new_tokens=32,
+    grpo=GrpoSettings(steps=2, prompts_per_step=2, num_generations=2, max_new_tokens=16),
 )
 
 
@@ -80,7 +83,7 @@ def test_checkpoints_load_offline_with_their_chat_template(
 def test_training_makes_valid_actions(demo: tuple[Store, DemoSettings, DemoReport]) -> None:
     store, _, _ = demo
     runs = {r.name: r for r in store.list_runs()}
-    train_runs = {"checkpoint-40-train", "checkpoint-150-train"}
+    train_runs = {"checkpoint-40-train", "checkpoint-150-train", "grpo-checkpoint-150"}
     assert (
         set(runs)
         == {"checkpoint-0", "checkpoint-40", "checkpoint-150", "oracle", "random"} | train_runs
@@ -98,6 +101,20 @@ def test_training_makes_valid_actions(demo: tuple[Store, DemoSettings, DemoRepor
     assert (
         runs["checkpoint-150"].checkpoint_fingerprint != runs["checkpoint-0"].checkpoint_fingerprint
     )
+
+
+def test_the_last_checkpoint_is_trained_with_grpo_on_the_train_split(
+    demo: tuple[Store, DemoSettings, DemoReport],
+) -> None:
+    store, _, report = demo
+    run = store.find_run("grpo-checkpoint-150")
+    assert run is not None and run.kind == "training" and run.dataset == "demo:train"
+    assert "grpo-checkpoint-150" in report.runs
+    # 2 GRPO steps x 2 prompts x 2 episodes each, every episode tagged with its step and group
+    assert [(s.train_step, s.episodes, s.groups) for s in training_steps(store, run.id)] == [
+        (0, 4, 2),
+        (1, 4, 2),
+    ]
 
 
 def test_second_build_reuses_everything(demo: tuple[Store, DemoSettings, DemoReport]) -> None:

@@ -54,7 +54,7 @@ def test_a_taken_name_is_refused_unless_resuming(bench: tuple[str, str, Store]) 
     from tests.storage.store_builders import spec
 
     run_id = store.create_run(spec("taken", kind="training"), episodes_planned=1)
-    with pytest.raises(JobError, match="already exists in this store; .* resume=True"):
+    with pytest.raises(JobError, match=r"already exists in this store; .* resume=True"):
         make_rollout_func(questions=questions, db_dir=db_dir, store=store, name="taken")
     with pytest.raises(JobError, match="still running"):
         make_rollout_func(
@@ -67,6 +67,22 @@ def test_a_taken_name_is_refused_unless_resuming(bench: tuple[str, str, Store]) 
         make_rollout_func(
             questions=questions, db_dir=db_dir, store=store, name="batch-run", resume=True
         )
+
+
+def test_generation_through_vllm_is_refused_before_any_rollout(
+    bench: tuple[str, str, Store],
+) -> None:
+    """A vLLM server cannot run here: the trainer stands in with its arguments alone."""
+    from types import SimpleNamespace
+
+    questions, db_dir, store = bench
+    rollout = make_rollout_func(
+        dataset=None, questions=questions, db_dir=db_dir, store=store, name="vllm"
+    )
+    trainer = SimpleNamespace(args=SimpleNamespace(use_vllm=True))
+    with pytest.raises(ValueError, match=r"use_vllm=True is not supported yet: .* use_vllm=False"):
+        rollout([[{"role": "user", "content": "?"}]], trainer)
+    assert store.find_run("vllm") is None
 
 
 def test_rollscope_run_does_not_resume_a_training_run(bench: tuple[str, str, Store]) -> None:

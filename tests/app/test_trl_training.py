@@ -42,6 +42,10 @@ class Call:
     caller_state_kept: bool
     """Torch's RNG and threads, the tokenizer's padding, the model's attention and training
     mode: as the trainer had them before the call."""
+    run_status: str
+    """The run's status as a reader saw it right after the call, mid-training."""
+    heartbeat: bool
+    """Whether the run had a heartbeat then."""
 
 
 @dataclass
@@ -117,7 +121,20 @@ def _watch(rollout: RolloutFunction, calls: list[Call]) -> Any:
             assert torch.all(recorded[~mask] == 0.0)
             worst = max(worst, float((fresh[mask] - recorded[mask]).abs().max()))
         weights = next(model.parameters()).detach().clone()
-        calls.append(Call(trainer.state.global_step, output, weights, worst, kept))
+        assert rollout.run_id is not None
+        run = rollout.store.get_run(rollout.run_id)
+        assert run is not None
+        calls.append(
+            Call(
+                trainer.state.global_step,
+                output,
+                weights,
+                worst,
+                kept,
+                run.status,
+                run.heartbeat_at is not None,
+            )
+        )
         return output
 
     return rollout_func
@@ -187,6 +204,36 @@ def test_every_rollout_is_stored_with_its_training_step_in_groups(trained: Sessi
         # One group per prompt: num_generations episodes of one question.
         assert sorted(len(g) for g in groups.values()) == [GROUP] * PROMPTS_PER_STEP
         assert all(len(set(g)) == 1 for g in groups.values())
+
+
+def test_the_run_reads_running_with_a_heartbeat_while_the_trainer_trains(
+    trained: Session,
+) -> None:
+    assert [(c.run_status, c.heartbeat) for c in trained.calls] == [("running", True)] * STEPS
+
+
+def test_extra_fields_are_the_stored_episodes_and_groups_have_distinct_seeds(
+    trained: Session,
+) -> None:
+    from app.trl import correct_reward
+
+    for call in trained.calls:
+        out = call.output
+        seeds: dict[str, list[int]] = {}
+        for i, episode_id in enumerate(out["episode_id"]):
+            detail = trained.store.get_episode(episode_id)
+            assert detail is not None
+            assert out["correct"][i] == (detail.summary.outcome == "correct")
+            assert out["outcome"][i] == detail.summary.outcome
+            assert out["reward"][i] == pytest.approx(detail.summary.reward)
+            assert out["steps"][i] == detail.summary.steps == len(detail.steps)
+            assert out["progress"][i] == pytest.approx(detail.progress)
+            assert out["operational"][i] == pytest.approx(detail.operational)
+            seeds.setdefault(detail.summary.question_id, []).append(detail.seed)
+        # A question's episodes (its GRPO group) each sample with their own seed.
+        assert all(len(set(group)) == len(group) >= GROUP for group in seeds.values())
+        assert correct_reward(**out) == [1.0 if c else 0.0 for c in out["correct"]]
+        assert shaped_reward(**out) == [float(r) for r in out["reward"]]
 
 
 def test_the_spec_records_the_trainers_arguments(trained: Session) -> None:

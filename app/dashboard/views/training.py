@@ -44,12 +44,17 @@ def _curves(run_id: int) -> None:
     steps = data.training_steps(run_id)
     if run is not None:
         last = steps[-1] if steps else None
-        cols = list(st.columns(5))
-        cols[0].metric("status", run.status)
-        cols[1].metric("episodes", run.episodes_finished)
-        cols[2].metric("training steps", len(steps))
-        cols[3].metric("accuracy (last step)", fmt_pct(last.accuracy if last else None))
-        cols[4].metric("reward (last step)", fmt_num(last.reward if last else None, 3))
+        # A wrapping row: at 800 px five fixed columns cut every value to "co…".
+        with st.container(horizontal=True, gap="large"):
+            st.metric("status", run.status, width="content")
+            st.metric("episodes", run.episodes_finished, width="content")
+            st.metric("training steps", len(steps), width="content")
+            st.metric(
+                "accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content"
+            )
+            st.metric(
+                "reward (last step)", fmt_num(last.reward if last else None, 3), width="content"
+            )
     if not steps:
         st.info("No finished episodes yet.")
         return
@@ -88,7 +93,7 @@ def _question(run_id: int) -> None:
         pick: int = group[0].id
         if len(group) > 1:
             pick = st.selectbox(
-                f"Episode at step {step}",
+                f"Episode at training step {step}",
                 list(labels),
                 key=f"tr_pick_{step}",
                 format_func=labels.__getitem__,
@@ -103,7 +108,7 @@ def _question(run_id: int) -> None:
         if diverge is None:
             st.success("The episodes take the same actions.")
         else:
-            st.warning(f"First divergence at step {diverge + 1}.")
+            st.warning(f"First divergence at action {diverge + 1}.")
     heads = st.columns(len(chosen))
     for col, (step, group, detail) in zip(heads, chosen, strict=True):
         correct = sum(e.outcome == "correct" for e in group)
@@ -118,7 +123,7 @@ def _question(run_id: int) -> None:
     longest = max(len(d.steps) for _, _, d in chosen)
     for i in range(longest):
         marker = " ◀ first divergence" if diverge == i else ""
-        st.markdown(f"**Step {i + 1}**{marker}")
+        st.markdown(f"**Action {i + 1}**{marker}")
         cols = st.columns(len(chosen))
         for col, (_, _, detail) in zip(cols, chosen, strict=True):
             with col:
