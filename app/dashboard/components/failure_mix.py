@@ -27,7 +27,12 @@ CLASS_COLORS: dict[FailureClass, str] = {
     "budget_exhausted": "#17becf",
     "env_error": "#1f1f1f",
 }
-_LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "height": 340}
+# Eight classes: a legend at the side takes half a narrow chart, so it sits below the bars.
+_LAYOUT = {
+    "margin": {"l": 40, "r": 10, "t": 40, "b": 40},
+    "height": 460,
+    "legend": {"orientation": "h", "yanchor": "top", "y": -0.2, "x": 0.0},
+}
 
 
 def shares(dist: Distribution) -> dict[FailureClass, float]:
