@@ -27,7 +27,10 @@ CLASS_COLORS: dict[FailureClass, str] = {
     "budget_exhausted": "#17becf",
     "env_error": "#1f1f1f",
 }
-_LAYOUT = {"margin": {"l": 40, "r": 10, "t": 40, "b": 40}, "height": 340}
+_BAR_PX = 34
+"""Height of one run's bar."""
+_LEGEND_PX = 110
+"""Room under the bars for the eight classes' legend (four rows when the chart is narrow)."""
 
 
 def shares(dist: Distribution) -> dict[FailureClass, float]:
@@ -37,25 +40,40 @@ def shares(dist: Distribution) -> dict[FailureClass, float]:
 
 
 def mix_chart(dists: Sequence[Distribution], names: dict[int, str]) -> go.Figure:
-    """Share of finished episodes in each failure class, one stacked bar per run."""
+    """Share of finished episodes in each failure class, one stacked bar per run.
+
+    Horizontal bars, the first run at the top: run names read across instead of on end, and
+    the legend goes under the bars, where a narrow chart still has room for eight classes.
+    """
     fig = go.Figure()
     labels = [names.get(d.run_id, str(d.run_id)) for d in dists]
     for c in FAILURE_CLASSES:
         fig.add_bar(
             name=FAILURE_LABELS[c],
-            x=labels,
-            y=[shares(d)[c] for d in dists],
+            y=labels,
+            x=[shares(d)[c] for d in dists],
+            orientation="h",
             customdata=[d.failure_counts.get(c, 0) for d in dists],
             marker_color=CLASS_COLORS[c],
-            hovertemplate="%{x}<br>" + FAILURE_LABELS[c] + ": %{y:.1%} (%{customdata})"
+            hovertemplate="%{y}<br>" + FAILURE_LABELS[c] + ": %{x:.1%} (%{customdata})"
             "<extra></extra>",
         )
+    fig.update_yaxes(autorange="reversed", automargin=True)
     fig.update_layout(
         title="Failure classes",
-        yaxis_title="share of episodes",
-        yaxis_tickformat=".0%",
+        xaxis_title="share of episodes",
+        xaxis_tickformat=".0%",
         barmode="stack",
-        **_LAYOUT,
+        height=100 + _LEGEND_PX + _BAR_PX * max(2, len(dists)),
+        margin={"l": 10, "r": 10, "t": 40, "b": 40 + _LEGEND_PX},
+        legend={
+            "orientation": "h",
+            "yref": "container",
+            "yanchor": "bottom",
+            "y": 0.0,
+            "x": 0.0,
+            "traceorder": "normal",
+        },
     )
     return fig
 

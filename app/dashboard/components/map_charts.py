@@ -41,16 +41,20 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     shown = np.where(
         np.isnan(rates), "not played", np.char.mod("%.0f%%", np.nan_to_num(rates) * 100)
     )
-    text = [
-        f"{qmap.question_ids[r]}<br>{names[c]}: {s} of {e}"
-        for r, c, s, e in zip(
-            rows.tolist(),
-            cols.tolist(),
-            shown.tolist(),
-            qmap.episodes.ravel().tolist(),
-            strict=True,
-        )
-    ]
+    # A numpy array, not a list: plotly checks a list's strings one by one (0.24 s of the
+    # figure's build for 10 runs x 5,000 questions, against 0.03 s for the array).
+    text = np.array(
+        [
+            f"{qmap.question_ids[r]}<br>{names[c]}: {s} of {e}"
+            for r, c, s, e in zip(
+                rows.tolist(),
+                cols.tolist(),
+                shown.tolist(),
+                qmap.episodes.ravel().tolist(),
+                strict=True,
+            )
+        ]
+    )
     fig.add_scattergl(
         x=cols,
         y=rows,
@@ -63,8 +67,10 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
         showlegend=False,
     )
     labelled = n <= LABELLED_ROWS
+    # Fixed ranges: autorange pads for the overlay's markers, and the padding would show as
+    # grey "not played" bands around the cells.
     fig.update_yaxes(
-        autorange="reversed",
+        range=[n - 0.5, -0.5],
         tickvals=list(range(n)) if labelled else [],
         ticktext=qmap.question_ids if labelled else [],
         title_text=None if labelled else f"{n} questions, easiest first",
@@ -72,7 +78,11 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
         zeroline=False,
     )
     fig.update_xaxes(
-        tickvals=list(range(runs)), ticktext=list(names), showgrid=False, zeroline=False
+        range=[-0.5, runs - 0.5],
+        tickvals=list(range(runs)),
+        ticktext=list(names),
+        showgrid=False,
+        zeroline=False,
     )
     fig.update_layout(
         title="Success rate per question and run",

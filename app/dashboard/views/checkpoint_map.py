@@ -128,12 +128,15 @@ if not view.qmap.question_ids:
     st.stop()
 names = [by_id[i].name for i in chosen_ids]
 _heatmap(view, names)
-left, right = st.columns([3, 2])
-with left:
-    _flips(view.flips, by_id)
-with right:
-    st.plotly_chart(accuracy_line(view.accuracy, names), width="stretch", key="map_accuracy")
-    st.caption(
-        f"Paired over questions: {BOOTSTRAP_RESAMPLES} resamples of the questions each run "
-        "played, the same draws for every run."
-    )
+# Full width, one under the other: side by side, a narrow window cut the chart's title and
+# turned its run names on end.
+st.plotly_chart(
+    accuracy_line(analysis_data.map_accuracy(chosen_ids), names),
+    width="stretch",
+    key="map_accuracy",
+)
+st.caption(
+    f"Paired over questions: {BOOTSTRAP_RESAMPLES} resamples of the questions each run "
+    "played, the same draws for every run."
+)
+_flips(view.flips, by_id)
