@@ -9,6 +9,8 @@ from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
+from rollout_core.errors import SpecError
+from rollout_core.records import RunSpec
 from storage.read_models import RunCell, RunSummary, StoredStep
 
 Cell = Literal["both right", "only A", "only B", "both wrong"]
@@ -95,6 +97,17 @@ def outcome_matrix(rows: Sequence[Row], run_a: int, run_b: int) -> dict[Cell, li
     for row, ra, rb in zip(both, a, b, strict=True):
         cells[outcome_cell(float(ra), float(rb))].append(row)
     return cells
+
+
+def fork_source(run: RunSummary) -> int | None:
+    """The id of the run a fork run continues; None for any other run."""
+    if run.kind != "fork":
+        return None
+    try:
+        fork = RunSpec.from_stored(run.spec).fork
+    except SpecError:
+        return None
+    return None if fork is None else fork.source_run_id
 
 
 def first_divergence(trajectories: Sequence[Sequence[StoredStep]]) -> int | None:

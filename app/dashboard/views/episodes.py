@@ -53,6 +53,16 @@ def _filters(run_names: dict[int, str]) -> None:
         options = data.db_ids(st.session_state["ep_runs"])
         extra = [d for d in st.session_state["ep_dbs"] if d not in options]
         c3.multiselect("Database", options + extra, accept_new_options=True, **dbs)
+        tags = _bound("ep_tags", known)
+        in_use = [t.tag for t in data.tag_counts(st.session_state["ep_runs"])]
+        extra = [t for t in st.session_state["ep_tags"] if t not in in_use]
+        c3.multiselect(
+            "Tag",
+            in_use + extra,
+            accept_new_options=True,
+            help="Episodes labelled (on the episode or a step) with any of these tags",
+            **tags,
+        )
         c4.text_input("Search question, gold SQL and output", **_bound("ep_text", known))
         # Fixed widths in a wrapping row: at 800 px the controls move to a second line
         # instead of being squeezed until their labels are cut.
@@ -96,15 +106,17 @@ def _read(query: ListQuery) -> Page[EpisodeSummary]:
 
 def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
     # What a reader compares comes first; the long question text and answer last.
+    tags = data.episode_tags([e.id for e in items])
     return pd.DataFrame(
         [
             {
                 "open": ":material/play_arrow: open",
                 "run": e.run_name,
                 "outcome": e.outcome or "playing",
-                "class": FAILURE_LABELS[e.failure_class] if e.failure_class else None,
                 "reward": e.reward,
                 "steps": e.steps,
+                "class": FAILURE_LABELS[e.failure_class] if e.failure_class else None,
+                "tags": tags.get(e.id, []),
                 "question id": e.question_id,
                 "sample": e.sample_index,
                 "SQL error": e.has_sql_error,
@@ -121,9 +133,10 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
             "open",
             "run",
             "outcome",
-            "class",
             "reward",
             "steps",
+            "class",
+            "tags",
             "question id",
             "sample",
             "SQL error",
@@ -153,6 +166,7 @@ def _table(page: Page[EpisodeSummary], query: ListQuery) -> None:
             "open": st.column_config.ButtonColumn(
                 "", type="tertiary", on_click=_clicked, args=(ids,), key=_OPEN, pinned=True
             ),
+            "tags": st.column_config.ListColumn(),
             "reward": st.column_config.NumberColumn(format="%.3f"),
             "seconds": st.column_config.NumberColumn(format="%.2f"),
             "question": st.column_config.TextColumn(width="large"),
