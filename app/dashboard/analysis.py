@@ -99,6 +99,11 @@ def outcome_matrix(rows: Sequence[Row], run_a: int, run_b: int) -> dict[Cell, li
     return cells
 
 
+def steps_before(step: int) -> str:
+    """The steps a fork at `step` replays, in words: `step 1`, `steps 1-3`."""
+    return "no step" if step <= 1 else "step 1" if step == 2 else f"steps 1-{step - 1}"
+
+
 def fork_source(run: RunSummary) -> int | None:
     """The id of the run a fork run continues; None for any other run."""
     if run.kind != "fork":

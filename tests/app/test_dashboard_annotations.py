@@ -240,7 +240,7 @@ def test_replay_forks_the_episode_at_the_step_shown_and_compare_aligns_them(
     assert at.selectbox(key=f"cmp_sample_{recorded.run_id}").value == 1
     shown = texts(at)
     assert f"continues rnd's episode {source.summary.id} from step 2" in shown
-    assert "steps 1-1 are replayed as recorded" in shown
+    assert "step 1 replayed as recorded, so the two can differ only from step 2" in shown
     assert any("Step 2" in m.value and "fork:" in m.value for m in at.markdown)
     assert any("replayed" in c.value for c in at.caption)
 

@@ -6,6 +6,7 @@ import streamlit as st
 
 from app import jobs
 from app.dashboard import data
+from app.dashboard.analysis import steps_before
 from app.dashboard.components import nav
 from app.dashboard.components.render import escape_markdown
 from app.dashboard.fork_launch import MAX_TEMPERATURE, ForkForm, policy_choices, queue_fork
@@ -94,7 +95,7 @@ def show(detail: EpisodeDetail, step: int) -> None:
     choices = policy_choices(settings.checkpoint_roots)
     source_policy, source_temperature = _source_settings(detail)
     st.caption(
-        f"A new run replays steps 1-{step - 1} of this episode exactly (same prompts, same "
+        f"A new run replays {steps_before(step)} of this episode exactly (same prompts, same "
         f"observations), then the chosen policy plays from step {step} on."
         if step > 1
         else "A new run plays this question again with the chosen policy from step 1."

@@ -91,7 +91,8 @@ def show(detail: EpisodeDetail, step: int, writable: bool) -> None:
             known,
             index=None,
             accept_new_options=True,
-            placeholder="Pick a tag of this run or type a new one",
+            placeholder="Pick or type a tag",
+            help="A tag this run's episodes already carry, or a new one typed here.",
             key="rp_label_tag",
         )
         c1.checkbox(

@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 from app.dashboard import analysis, data
-from app.dashboard.analysis import fork_source
+from app.dashboard.analysis import fork_source, steps_before
 from app.dashboard.components import nav, params
 from app.dashboard.components.compare_summary import run_label
 from app.dashboard.components.confidence import confidence_chart, has_confidence
@@ -165,7 +165,7 @@ class ForkPoint:
     def sentence(self, diverge: int | None) -> str:
         """What the reader should know about the alignment."""
         replayed = (
-            f"steps 1-{self.step - 1} are replayed as recorded, so the two can differ only from "
+            f"{steps_before(self.step)} replayed as recorded, so the two can differ only from "
             f"step {self.step}"
             if self.step > 1
             else "it plays from step 1"

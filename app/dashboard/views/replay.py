@@ -8,7 +8,7 @@ from urllib.parse import parse_qsl
 import streamlit as st
 
 from app.dashboard import data, episode_query, requery
-from app.dashboard.analysis import fork_source
+from app.dashboard.analysis import fork_source, steps_before
 from app.dashboard.components import charts, fork_panel, labels, nav, params
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.header import header
@@ -208,7 +208,7 @@ def _fork_origin(detail: EpisodeDetail) -> None:
     with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
         st.caption(
             f":material/call_split: continues episode {ep.forked_from} from step {ep.fork_step}: "
-            f"steps 1-{(ep.fork_step or 1) - 1} replayed as recorded",
+            f"{steps_before(ep.fork_step or 1)} replayed as recorded",
             width="content",
         )
         st.page_link(
