@@ -110,6 +110,7 @@ def test_a_fork_launched_from_replay_completes_and_compare_shows_where_it_takes_
     ).wait_for()
     page.get_by_text(re.compile(r"Step 2\s+◀ fork: .* plays from here")).wait_for()
     assert page.get_by_text(re.compile("replayed")).count() >= 1
+    page.set_viewport_size({"width": 1400, "height": 3200})  # the page scrolls inside
     wait_idle(page)
     screenshot(page, "compare-fork")
 
