@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from app import jobs
@@ -54,7 +56,10 @@ def _source_settings(detail: EpisodeDetail) -> tuple[str, float]:
         spec = RunSpec.from_stored(detail.run.spec)
     except SpecError:
         return detail.run.policy, 0.0
-    return spec.policy, spec.generation.temperature
+    policy = spec.policy
+    if policy.startswith("hf:"):  # the choices list checkpoints by their resolved paths
+        policy = f"hf:{Path(policy[3:]).expanduser().resolve()}"
+    return policy, spec.generation.temperature
 
 
 def _started(detail: EpisodeDetail) -> None:
