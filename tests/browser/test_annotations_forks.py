@@ -79,6 +79,7 @@ def test_a_new_tag_on_replay_is_found_through_the_episodes_tag_filter(
     wait_idle(page)
     rows = table_rows(page)
     assert len(rows) == 1 and "needs-review" in rows[0]
+    screenshot(page, "episodes-tag-filter")
 
 
 def test_a_fork_launched_from_replay_completes_and_compare_shows_where_it_takes_over(

@@ -166,10 +166,10 @@ def _table(page: Page[EpisodeSummary], query: ListQuery) -> None:
             "open": st.column_config.ButtonColumn(
                 "", type="tertiary", on_click=_clicked, args=(ids,), key=_OPEN, pinned=True
             ),
-            "tags": st.column_config.ListColumn(),
+            "tags": st.column_config.ListColumn(width=120),
             "reward": st.column_config.NumberColumn(format="%.3f"),
             "seconds": st.column_config.NumberColumn(format="%.2f"),
-            "question": st.column_config.TextColumn(width="large"),
+            "question": st.column_config.TextColumn(width="medium"),
         },
     )
 
