@@ -27,6 +27,18 @@ RUN_COLUMNS = ("policy", "checkpoint", "checkpoint_fingerprint", "dataset")
 rows of a multi-run export say which checkpoint played them."""
 _DETAIL_ONLY = frozenset({"summary", "run"})
 """EpisodeDetail fields that are not columns: the summary is flattened, the run is RUN_COLUMNS."""
+
+
+def _tags(d: EpisodeDetail) -> list[str]:
+    return sorted({a.tag for a in d.annotations})
+
+
+_DERIVED: tuple[tuple[str, Any, Callable[[EpisodeDetail], Any]], ...] = (
+    ("tags", list[str], _tags),
+)
+"""Columns computed from the read models, after theirs: (name, type hint, value). `tags`: the
+distinct tags on the episode and its steps, for filtering without unnesting `annotations`
+(which holds each tag with its step, note, author and time)."""
 _REPLACED = frozenset({"steps"})
 """Summary fields a detail field of the same name replaces: the step count by the step list
 (its length). Any other clash of names is an error."""
@@ -157,7 +169,8 @@ def _reader(part: str | None, attr: str, convert: Convert | None) -> Callable[[E
 
 @cache
 def episode_columns() -> tuple[Column, ...]:
-    """Summary fields, then `run_*` fields, then the detail's own fields (`steps` nested)."""
+    """Summary fields, then `run_*` fields, then the detail's own fields (`steps` and
+    `annotations` nested), then the derived ones (`tags`)."""
     sources: list[tuple[str | None, str, str, Shape]] = []  # (part, attr, column, shape)
     detail = _field_shapes(EpisodeDetail, "EpisodeDetail", _DETAIL_ONLY)
     detail_names = {n for n, _ in detail}
@@ -167,11 +180,16 @@ def episode_columns() -> tuple[Column, ...]:
     run = get_type_hints(RunSummary)
     sources += [("run", n, f"run_{n}", shape_of(run[n], f"RunSummary.{n}")) for n in RUN_COLUMNS]
     sources += [(None, n, n, s) for n, s in detail]
-    names = [column for _, _, column, _ in sources]
+    derived = [Column(n, shape_of(hint, n), read) for n, hint, read in _DERIVED]
+    names = [column for _, _, column, _ in sources] + [c.name for c in derived]
     if clash := sorted({n for n in names if names.count(n) > 1}):
         raise ExportSchemaError(f"export columns named twice: {', '.join(clash)}")
-    return tuple(
-        Column(column, s, _reader(part, attr, converter(s))) for part, attr, column, s in sources
+    return (
+        *(
+            Column(column, s, _reader(part, attr, converter(s)))
+            for part, attr, column, s in sources
+        ),
+        *derived,
     )
 
 

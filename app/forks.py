@@ -108,6 +108,16 @@ def plan_episode_fork(store: Store, episode_id: int, step: int, req: ForkRequest
     return _plan(found.run, "step", [point], req, label)
 
 
+def queue_episode_fork(store: Store, episode_id: int, step: int, req: ForkRequest) -> int:
+    """Create the fork of one episode at `step` as a queued run (a worker plays it: `rollscope
+    run --run-id ID`); its id. ForkError, with nothing written, when it cannot be made."""
+    plan = plan_episode_fork(store, episode_id, step, req)
+    fork_tasks(store, plan)  # a source gone or a question changed: refused now, not in the worker
+    if store.find_run(plan.spec.name) is not None:
+        raise ForkError(f"a run named {plan.spec.name!r} exists; give the fork another name")
+    return store.create_run(plan.spec, episodes_planned=plan.planned, status="queued")
+
+
 def plan_failure_forks(store: Store, run_ref: str, req: ForkRequest) -> FailureForks:
     """A fork of every failed episode of a run, each at its first failing step."""
     run = store.find_run(run_ref)

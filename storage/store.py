@@ -309,6 +309,11 @@ class Store:
         with Session(self._engine) as session:
             return tagging.episode_annotations(session, [episode_id])[episode_id]
 
+    def annotations_of(self, episode_ids: Sequence[int]) -> dict[int, list[Annotation]]:
+        """The tags and notes of several episodes (a page of a list), by episode, oldest first."""
+        with Session(self._engine) as session:
+            return tagging.episode_annotations(session, list(dict.fromkeys(episode_ids)))
+
     def annotation_tags(self, run_ids: Sequence[int] = ()) -> list[TagCount]:
         """Tags on the runs' episodes (all runs when none given), most used first."""
         with Session(self._engine) as session:

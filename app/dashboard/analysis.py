@@ -9,6 +9,8 @@ from typing import Literal, Protocol, TypeVar
 
 import numpy as np
 
+from rollout_core.errors import SpecError
+from rollout_core.records import RunSpec
 from storage.read_models import RunCell, RunSummary, StoredStep
 
 Cell = Literal["both right", "only A", "only B", "both wrong"]
@@ -95,6 +97,22 @@ def outcome_matrix(rows: Sequence[Row], run_a: int, run_b: int) -> dict[Cell, li
     for row, ra, rb in zip(both, a, b, strict=True):
         cells[outcome_cell(float(ra), float(rb))].append(row)
     return cells
+
+
+def steps_before(step: int) -> str:
+    """The steps a fork at `step` replays, in words: `step 1`, `steps 1-3`."""
+    return "no step" if step <= 1 else "step 1" if step == 2 else f"steps 1-{step - 1}"
+
+
+def fork_source(run: RunSummary) -> int | None:
+    """The id of the run a fork run continues; None for any other run."""
+    if run.kind != "fork":
+        return None
+    try:
+        fork = RunSpec.from_stored(run.spec).fork
+    except SpecError:
+        return None
+    return None if fork is None else fork.source_run_id
 
 
 def first_divergence(trajectories: Sequence[Sequence[StoredStep]]) -> int | None:

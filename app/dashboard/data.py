@@ -13,6 +13,7 @@ import streamlit as st
 from app.dashboard.settings import Settings, load_settings
 from storage import training
 from storage.read_models import (
+    Annotation,
     Distribution,
     EpisodeDetail,
     EpisodeFilter,
@@ -22,6 +23,7 @@ from storage.read_models import (
     QuestionComparison,
     QuestionOutcomes,
     RunSummary,
+    TagCount,
 )
 from storage.store import Store
 
@@ -184,11 +186,39 @@ def db_ids(run_ids: Sequence[int] = ()) -> list[str]:
     return _db_ids(store(), settings().store_url, tuple(run_ids))
 
 
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _tag_counts(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[TagCount]:
+    return _store.annotation_tags(run_ids)
+
+
+def tag_counts(run_ids: Sequence[int] = ()) -> list[TagCount]:
+    """Tags on the runs' episodes (every run's when none given), most used first."""
+    return _tag_counts(store(), settings().store_url, tuple(run_ids))
+
+
+@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
+def _episode_tags(_store: Store, url: str, episode_ids: tuple[int, ...]) -> dict[int, list[str]]:
+    found = _store.annotations_of(episode_ids)
+    return {i: sorted({a.tag for a in notes}) for i, notes in found.items()}
+
+
+def episode_tags(episode_ids: Sequence[int]) -> dict[int, list[str]]:
+    """The distinct tags on each episode (on it or its steps), for a page of the list."""
+    return _episode_tags(store(), settings().store_url, tuple(episode_ids))
+
+
+def episode_annotations(episode_id: int) -> list[Annotation]:
+    """An episode's tags and notes read now (Replay shows a label the moment it is added)."""
+    return store().annotations(episode_id)
+
+
 def clear() -> None:
     """Drop cached reads, after this process wrote to the store."""
     _list_runs.clear()
     _get_run.clear()
     _list_episodes.clear()
+    _tag_counts.clear()
+    _episode_tags.clear()
 
 
 # -- training runs (storage.training) ---------------------------------------------------------

@@ -153,6 +153,42 @@ def test_a_filter_narrows_the_episodes_of_each_run(runs: Runs, tmp_path: Path) -
     assert export_episodes(runs.store, [runs.late], out, "jsonl", only_small) == 0
 
 
+def test_tags_and_notes_are_exported_with_each_episode(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    run = write_run(store, "tagged", 4)
+    first, second, third, _ = [d.summary.id for d in store.iter_episode_details(run)]
+    store.annotate(first, "wrong-join", note="joined on name\n<b>not html</b>", author="ana")
+    store.annotate(first, "look-again", step=2)
+    store.annotate(second, "look-again", note="ünïcode ✓")
+    jsonl, parquet = tmp_path / "t.jsonl", tmp_path / "t.parquet"
+    export_episodes(store, [run], jsonl, "jsonl")
+    export_episodes(store, [run], parquet, "parquet")
+    rows = _jsonl(jsonl)
+    table = pq.read_table(parquet).to_pylist()
+    for row in table:  # JSON has no time type: JSONL writes ISO 8601 text
+        for a in row["annotations"]:
+            a["created_at"] = a["created_at"].replace(tzinfo=None).isoformat()
+    for row in rows:
+        for a in row["annotations"]:
+            a["created_at"] = (
+                datetime.fromisoformat(a["created_at"]).replace(tzinfo=None).isoformat()
+            )
+    assert rows == table
+    by_id = {r["id"]: r for r in rows}
+    assert by_id[first]["tags"] == ["look-again", "wrong-join"]
+    notes = [(a["tag"], a["step"], a["note"], a["author"]) for a in by_id[first]["annotations"]]
+    assert notes == [
+        ("wrong-join", None, "joined on name\n<b>not html</b>", "ana"),
+        ("look-again", 2, None, None),
+    ]
+    assert [a["note"] for a in by_id[second]["annotations"]] == ["ünïcode ✓"]
+    assert by_id[third]["tags"] == [] and by_id[third]["annotations"] == []
+    # The Episodes page's tag filter narrows the export as it narrows the list.
+    n = export_episodes(store, [run], jsonl, "jsonl", EpisodeFilter(tags=("look-again",)))
+    assert n == 2 and sorted(r["id"] for r in _jsonl(jsonl)) == sorted([first, second])
+    store.close()
+
+
 def test_a_stream_target_gets_the_file(runs: Runs) -> None:
     buf = io.BytesIO()
     assert export_episodes(runs.store, [runs.small], buf, "parquet") == SMALL
@@ -224,7 +260,7 @@ def test_every_read_model_field_has_a_column() -> None:
     summary = [f.name for f in dataclasses.fields(EpisodeSummary) if f.name != "steps"]
     detail = [f.name for f in dataclasses.fields(EpisodeDetail) if f.name not in ("summary", "run")]
     run = ["run_policy", "run_checkpoint", "run_checkpoint_fingerprint", "run_dataset"]
-    assert schema.names == summary + run + detail
+    assert schema.names == [*summary, *run, *detail, "tags"]
     step = schema.field("steps").type.value_type
     assert [f.name for f in step] == [f.name for f in dataclasses.fields(StoredStep)]
     assert not schema.field("id").nullable and schema.field("answer").nullable

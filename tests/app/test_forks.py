@@ -17,6 +17,7 @@ from app.forks import (
     fork_tasks,
     plan_episode_fork,
     plan_failure_forks,
+    queue_episode_fork,
 )
 from rollout_core.records import EpisodeRecord, RunSpec
 from rollout_core.runner import RunStats
@@ -220,3 +221,27 @@ def test_a_fork_whose_source_is_deleted_fails_in_one_line(
     run = store.get_run(fork_id)
     assert run is not None and run.status == "failed" and "no longer" in (run.error or "")
     assert store.list_episodes(EpisodeFilter(run_ids=(fork_id,))).items == []
+
+
+def test_queueing_a_fork_writes_one_queued_run_or_nothing(
+    recorded: tuple[Store, int, Path], tmp_path: Path
+) -> None:
+    from app.dashboard.fork_launch import ForkForm, queue_fork
+    from app.dashboard.launch import LaunchError
+
+    store, run_id, _ = recorded
+    source = next(d for d in _details(store, run_id) if len(d.steps) >= 2)
+    fork_id = queue_episode_fork(store, source.summary.id, 2, ForkRequest(policy="oracle"))
+    fork = store.get_run(fork_id)
+    assert fork is not None and (fork.status, fork.kind, fork.episodes_planned) == (
+        "queued",
+        "fork",
+        1,
+    )
+    before = [r.id for r in store.list_runs()]
+    with pytest.raises(LaunchError) as bad:  # the dashboard's form: every field at once
+        queue_fork(store, source.summary.id, 2, ForkForm("nope", 9.0), [tmp_path])
+    assert set(bad.value.errors) == {"policy", "temperature"}
+    with pytest.raises(LaunchError, match="between 1 and"):
+        queue_fork(store, source.summary.id, 99, ForkForm("oracle", 0.0), [tmp_path])
+    assert [r.id for r in store.list_runs()] == before  # refusals wrote nothing

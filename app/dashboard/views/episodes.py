@@ -58,6 +58,17 @@ def _filters(run_names: dict[int, str]) -> None:
         c3.multiselect(
             "Database", options + extra, accept_new_options=True, placeholder="any", **dbs
         )
+        tags = _bound("ep_tags", known)
+        in_use = [t.tag for t in data.tag_counts(st.session_state["ep_runs"])]
+        extra = [t for t in st.session_state["ep_tags"] if t not in in_use]
+        c3.multiselect(
+            "Tag",
+            in_use + extra,
+            accept_new_options=True,
+            placeholder="any",
+            help="Episodes labelled (on the episode or a step) with any of these tags",
+            **tags,
+        )
         c4.text_input("Search question, gold SQL and output", **_bound("ep_text", known))
         # Fixed widths in a wrapping row: at 800 px the controls move to a second line
         # instead of being squeezed until their labels are cut.
@@ -101,6 +112,7 @@ def _read(query: ListQuery) -> Page[EpisodeSummary]:
 
 def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
     # What a reader compares comes first; the long question text and answer last.
+    tags = data.episode_tags([e.id for e in items])
     return pd.DataFrame(
         [
             {
@@ -110,6 +122,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
                 "reward": e.reward,
                 "steps": e.steps,
                 "class": FAILURE_LABELS[e.failure_class] if e.failure_class else None,
+                "tags": tags.get(e.id, []),
                 "question id": e.question_id,
                 "sample": e.sample_index,
                 "SQL error": e.has_sql_error,
@@ -129,6 +142,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
             "reward",
             "steps",
             "class",
+            "tags",
             "question id",
             "sample",
             "SQL error",
@@ -158,9 +172,10 @@ def _table(page: Page[EpisodeSummary], query: ListQuery) -> None:
             "open": st.column_config.ButtonColumn(
                 "", type="tertiary", on_click=_clicked, args=(ids,), key=_OPEN, pinned=True
             ),
+            "tags": st.column_config.ListColumn(width=120),
             "reward": st.column_config.NumberColumn(format="%.3f"),
             "seconds": st.column_config.NumberColumn(format="%.2f"),
-            "question": st.column_config.TextColumn(width="large"),
+            "question": st.column_config.TextColumn(width="medium"),
         },
     )
 

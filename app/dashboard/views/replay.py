@@ -8,7 +8,8 @@ from urllib.parse import parse_qsl
 import streamlit as st
 
 from app.dashboard import data, episode_query, requery
-from app.dashboard.components import charts, nav, params
+from app.dashboard.analysis import fork_source, steps_before
+from app.dashboard.components import charts, fork_panel, labels, nav, params
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.header import header
 from app.dashboard.components.params import Codec
@@ -106,6 +107,11 @@ def _player(detail: EpisodeDetail) -> None:
     rerun_button(detail, step, key=f"rp_rerun_{cur}")
     with st.expander("Reward per step"):
         st.plotly_chart(charts.reward_timeline(steps, cur), width="stretch", key="rp_timeline")
+    # In the fragment: the label and fork forms act on the step shown, which it alone redraws.
+    writable = data.settings().writes_allowed
+    labels.show(detail, cur, writable)
+    if writable:
+        fork_panel.show(detail, cur)
 
 
 def _gold(detail: EpisodeDetail) -> None:
@@ -191,8 +197,39 @@ def _header(detail: EpisodeDetail) -> None:
         f"{fmt_num(ep.reward, 3)} · {ep.steps} steps · database {escape_markdown(ep.db_id)} · "
         f"question {escape_markdown(ep.question_id)} · sample {ep.sample_index}"
     )
+    if ep.forked_from is not None:
+        _fork_origin(detail)
     if detail.error:
         show_error(detail.error)
+
+
+def _fork_origin(detail: EpisodeDetail) -> None:
+    """Where a fork's episode comes from, with links to its source and to both side by side."""
+    ep = detail.summary
+    fork = fork_source(detail.run)
+    with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
+        st.caption(
+            f":material/call_split: continues episode {ep.forked_from} from step {ep.fork_step}: "
+            f"{steps_before(ep.fork_step or 1)} replayed as recorded",
+            width="content",
+        )
+        st.page_link(
+            nav.REPLAY,
+            label=f"Replay episode {ep.forked_from}",
+            icon=":material/replay:",
+            query_params={nav.P_EPISODE: str(ep.forked_from)},
+        )
+        if fork is not None:
+            st.page_link(
+                nav.COMPARE,
+                label="Compare with the original",
+                icon=":material/compare_arrows:",
+                query_params=[
+                    (nav.P_RUN, str(fork)),
+                    (nav.P_RUN, str(detail.run.id)),
+                    (nav.P_QUESTION, ep.question_id),
+                ],
+            )
 
 
 def _read(query: ListQuery) -> Page[EpisodeSummary]:
