@@ -54,7 +54,7 @@ def test_a_taken_name_is_refused_unless_resuming(bench: tuple[str, str, Store]) 
     from tests.storage.store_builders import spec
 
     run_id = store.create_run(spec("taken", kind="training"), episodes_planned=1)
-    with pytest.raises(JobError, match="already exists in this store; .* resume=True"):
+    with pytest.raises(JobError, match=r"already exists in this store; .* resume=True"):
         make_rollout_func(questions=questions, db_dir=db_dir, store=store, name="taken")
     with pytest.raises(JobError, match="still running"):
         make_rollout_func(
