@@ -271,8 +271,15 @@ def test_a_killed_worker_writing_to_postgresql_directly(
 
 @pytest.mark.slow
 def test_cancel_from_the_dashboard_then_resume_on_ray(
-    tmp_path: Path, tiny_checkpoint: Path, hf_reference: Outputs, ray_cluster: None
+    tmp_path: Path,
+    tiny_checkpoint: Path,
+    hf_reference: Outputs,
+    ray_cluster: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # Look for the cancel at every iteration: with the 2 s default the last episodes can all
+    # finish between two looks on a fast machine, and the run completes before it is seen.
+    monkeypatch.setattr(batch, "CANCEL_POLL_SECONDS", 0.0)
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     run_id, prepared = batch.start_run(
         store, _hf_request(tiny_checkpoint, "hf-cancelled"), fanout=_fanout(store)

@@ -72,7 +72,7 @@ def test_launch_fans_a_run_out_on_ray(tmp_path: Path, monkeypatch: pytest.Monkey
     at = _launch_page(tmp_path, monkeypatch, "local")
     assert at.checkbox[0].label == "Fan out on the Ray cluster at local"
     at.checkbox[0].check()
-    workers = next(n for n in at.number_input if n.label == "Ray workers")
+    workers = next(n for n in at.number_input if n.label.startswith("Ray workers"))
     workers.set_value(1)
     at.text_input[-1].set_value("oracle-on-ray")
     at.form_submit_button[0].click().run()

@@ -4,6 +4,7 @@ proxy for retries and timeouts, and its reply conversion on vLLM-shaped replies.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import random
 import subprocess
 import sys
@@ -313,6 +314,13 @@ def test_backoff_doubles_up_to_its_cap_with_jitter() -> None:
         assert len(set(delays)) > 1  # jittered
 
 
+def _in_own_loop(coro: Any) -> Any:
+    """Run a coroutine on a fresh loop in its own thread, as the policy does (another test in
+    the session may have left an event loop running in this one)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def test_retries_stop_at_the_deadline_and_final_errors_pass_through() -> None:
     calls = []
 
@@ -331,11 +339,11 @@ def test_retries_stop_at_the_deadline_and_final_errors_pass_through() -> None:
         )
 
     with pytest.raises(GaveUp) as gave_up:
-        asyncio.run(run(lambda exc: 0.0))
+        _in_own_loop(run(lambda exc: 0.0))
     assert gave_up.value.attempts == len(calls) >= 2
     calls.clear()
     with pytest.raises(ConnectionError):
-        asyncio.run(run(lambda exc: None))
+        _in_own_loop(run(lambda exc: None))
     assert len(calls) == 1
 
 
