@@ -7,6 +7,7 @@ a second dashboard) never share entries; the Store itself is passed as `_store` 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
@@ -26,6 +27,9 @@ from storage.read_models import (
     TagCount,
 )
 from storage.store import Store
+
+if TYPE_CHECKING:
+    from app.dashboard.episode_query import ListQuery
 
 # Live data (runs in progress) goes stale fast; finished data barely changes.
 _LIVE_TTL = 2
@@ -123,6 +127,18 @@ def list_episodes(
     ValueError for a cursor that is malformed or belongs to another order."""
     return _list_episodes(
         store(), settings().store_url, flt, sort, descending, limit, cursor, with_total
+    )
+
+
+def list_page(query: ListQuery, *, with_total: bool = True) -> Page[EpisodeSummary]:
+    """The page of episodes an Episodes list query names (Episodes shows it; Replay walks it)."""
+    return list_episodes(
+        query.flt,
+        sort=query.sort,
+        descending=query.descending,
+        limit=query.size,
+        cursor=query.cursor,
+        with_total=with_total,
     )
 
 

@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.utils import logging as hf_logging
 
 from app.demo.tokenizer import train_tokenizer
 from rollout_core.checkpoints import fingerprint_checkpoint as checkpoint_fingerprint
+from rollout_core.policies.hf.quiet import quiet_progress
 
 __all__ = ["build_model", "checkpoint_fingerprint", "make_random_checkpoint", "save_checkpoint"]
 
@@ -64,7 +63,7 @@ def save_checkpoint(
     """Write an ordinary Hugging Face directory (weights, config, tokenizer, chat template)."""
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
-    with _quiet_progress():  # a "Writing model shards" bar per checkpoint clutters training logs
+    with quiet_progress():  # a "Writing model shards" bar per checkpoint clutters training logs
         model.save_pretrained(out)
     tokenizer.save_pretrained(out)
     # transformers 5 writes the weights 0600; dashboards and workers of other users read them.
@@ -81,15 +80,3 @@ def make_random_checkpoint(path: Path | str, texts: Iterable[str], **model_kw: A
     vocab_size = model_kw.pop("vocab_size", 2048)
     tokenizer = train_tokenizer(texts, vocab_size=vocab_size)
     return save_checkpoint(build_model(tokenizer, **model_kw), tokenizer, path)
-
-
-@contextmanager
-def _quiet_progress() -> Iterator[None]:
-    """Hide transformers' progress bars inside the block, restoring the previous setting."""
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]

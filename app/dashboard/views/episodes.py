@@ -100,16 +100,6 @@ def _go_to(cursors: list[str]) -> None:
     params.write(nav.P_CURSOR, cursors)
 
 
-def _read(query: ListQuery) -> Page[EpisodeSummary]:
-    return data.list_episodes(
-        query.flt,
-        sort=query.sort,
-        descending=query.descending,
-        limit=query.size,
-        cursor=query.cursor,
-    )
-
-
 def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
     # What a reader compares comes first; the long question text and answer last.
     tags = data.episode_tags([e.id for e in items])
@@ -205,11 +195,11 @@ if opening is not None:
         )
     follow("ep_open_link", str(opening))
 try:
-    page = _read(query)
+    page = data.list_page(query)
 except ValueError as exc:  # a cursor cut or edited by hand, or made for another order
     params.notice(f"The link's page cursor is not valid here ({exc}); showing the first page.")
     query = dataclasses.replace(query, cursors=())
-    page = _read(query)
+    page = data.list_page(query)
 params.show_notices(notices)
 
 start = len(query.cursors) * query.size

@@ -16,7 +16,7 @@ from app.dashboard.components.params import Codec
 from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
 from app.dashboard.components.steps import chip, rerun_button, show_rerun, show_step
 from app.dashboard.episode_query import ListQuery, Neighbour
-from storage.read_models import EpisodeDetail, EpisodeSummary, Page
+from storage.read_models import EpisodeDetail
 
 PLAY_SECONDS = 1.5
 # Keys that step through an episode: the arrows, and j / k as in a pager.
@@ -178,7 +178,9 @@ def _header(detail: EpisodeDetail) -> None:
                 query_params=parse_qsl(qs),
             )
             try:
-                before, after = episode_query.neighbours(_read, query, ep.id)
+                before, after = episode_query.neighbours(
+                    lambda q: data.list_page(q, with_total=False), query, ep.id
+                )
             except ValueError:  # a cursor of the list that no longer reads
                 before = after = None
             _neighbour_button("Previous episode", ":material/skip_previous:", before, "rp_before")
@@ -230,17 +232,6 @@ def _fork_origin(detail: EpisodeDetail) -> None:
                     (nav.P_QUESTION, ep.question_id),
                 ],
             )
-
-
-def _read(query: ListQuery) -> Page[EpisodeSummary]:
-    return data.list_episodes(
-        query.flt,
-        sort=query.sort,
-        descending=query.descending,
-        limit=query.size,
-        cursor=query.cursor,
-        with_total=False,
-    )
 
 
 notices = header("Replay", copy_link=True, keys=KEYS)

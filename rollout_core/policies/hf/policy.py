@@ -20,13 +20,13 @@ from transformers import (
     LogitsProcessorList,
     PreTrainedTokenizerBase,
 )
-from transformers.utils import logging as hf_logging
 
 from rollout_core.checkpoints import CheckpointError, check_checkpoint_dir, fingerprint_checkpoint
 from rollout_core.policies.base import Completion, PolicyError, PolicyOutOfMemory, PolicyRequest
 from rollout_core.policies.hf.borrowed import borrowed
 from rollout_core.policies.hf.prefix_cache import PrefixCache, plain_attention_layers
 from rollout_core.policies.hf.prompt_encoder import PromptEncoder
+from rollout_core.policies.hf.quiet import quiet_progress
 from rollout_core.policies.hf.sampling import TokenChooser
 from rollout_core.policies.hf.shared_prefix import ATTENTION_NAME, SharedPrefix, register
 from rollout_core.policies.hf.shared_prefix import active as shared_prefix_active
@@ -133,7 +133,7 @@ class HFPolicy:
         except CheckpointError as exc:
             raise PolicyError(str(exc)) from None
         try:
-            with _quiet_progress():
+            with quiet_progress():
                 # A local directory only: never reach for a model hub.
                 tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
                 model = AutoModelForCausalLM.from_pretrained(
@@ -333,18 +333,6 @@ def _generated_length(ids: list[int], eos: frozenset[int], pad: int) -> int:
         if tok == pad:
             return i
     return len(ids)
-
-
-@contextmanager
-def _quiet_progress() -> Iterator[None]:
-    """No per-load progress bars, and transformers' own setting restored afterwards."""
-    enabled = hf_logging.is_progress_bar_enabled()
-    hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    try:
-        yield
-    finally:
-        if enabled:
-            hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
 
 
 def hf_policy(arg: str | None, settings: GenerationSettings) -> HFPolicy:
