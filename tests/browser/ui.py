@@ -11,10 +11,14 @@ PICK_TIMEOUT_MS = 10_000  # an open list shows its options within a frame; 10 s 
 
 
 def wait_idle(page: Any) -> None:
-    """Wait until Streamlit is not running the script (its status widget is gone)."""
+    """Wait until Streamlit is not running the script: the app reports `notRunning` (it says
+    `rerunRequested` from the moment a click asks for a rerun) and its status widget is gone."""
     page.wait_for_selector("[data-testid='stApp']")
     page.wait_for_function(
-        "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=IDLE_TIMEOUT_MS
+        "document.querySelector('[data-testid=\"stApp\"]')"
+        "?.getAttribute('data-test-script-state') === 'notRunning'"
+        " && !document.querySelector('[data-testid=\"stStatusWidget\"]')",
+        timeout=IDLE_TIMEOUT_MS,
     )
 
 
@@ -49,6 +53,14 @@ def pick(page: Any, label: str, option: str, *, typed: str | None = None) -> Non
 def shown_value(page: Any, label: str) -> str:
     """The text a select box shows as its value."""
     return str(select_box(page, label).get_by_role("combobox").input_value())
+
+
+def wait_shown(page: Any, label: str, text: str) -> None:
+    """Wait until a select box shows a value containing `text` (set by a rerun, not a pick)."""
+    from playwright.sync_api import expect  # tests skip without it
+
+    field = select_box(page, label).get_by_role("combobox")
+    expect(field).to_have_value(re.compile(re.escape(text)), timeout=IDLE_TIMEOUT_MS)
 
 
 def table_rows(page: Any, nth: int = 0) -> list[list[str]]:

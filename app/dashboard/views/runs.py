@@ -18,6 +18,7 @@ LIVE_SECONDS = 2.0
 CHART_RUNS = 20  # runs charted when none are selected: the newest (charts hold about 20)
 _SEEN = "runs_selection_seen"
 _GENERATION = "runs_table_generation"
+_CHARTED = "runs_charted_selection"  # the `run` values the charts below the table were drawn for
 
 
 def _selection(known: set[int]) -> list[int]:
@@ -36,7 +37,17 @@ def _selection(known: set[int]) -> list[int]:
 def _select(run_ids: list[int]) -> None:
     params.write(nav.P_RUN, [str(i) for i in run_ids])
     st.session_state[_SEEN] = params.raw(nav.P_RUN)
-    st.rerun()  # the whole page, not only the live table: the charts follow the selection
+
+
+def _follow_selection() -> None:
+    """Rerun the whole page when the charts show another selection than the URL's.
+
+    A tick in the table reruns only the live fragment; asking for the full rerun from the
+    fragment's body (not from the table's callback) also catches a request a timer tick of the
+    fragment swallowed, on the next tick.
+    """
+    if st.session_state.get(_CHARTED) != params.raw(nav.P_RUN):
+        st.rerun()
 
 
 def _progress(runs: list[RunSummary]) -> None:
@@ -109,6 +120,7 @@ def _live(active: bool) -> None:
         on_select=_select,
     )
     _links([by_id[i] for i in chosen])
+    _follow_selection()
 
 
 def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
@@ -142,6 +154,7 @@ if not runs:
     st.stop()
 
 any_active = any(r.status in lifecycle.ACTIVE for r in runs)
+st.session_state[_CHARTED] = params.raw(nav.P_RUN)  # before the fragment: no rerun in a full run
 st.fragment(run_every=LIVE_SECONDS if any_active else None)(_live)(any_active)
 params.show_notices(notices)
 selected, _ = params.ids(nav.P_RUN, {r.id for r in runs}).parse(params.raw(nav.P_RUN))
