@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from rollout_core.settings import EnvironmentSettings, GenerationSettings, TrainingSettings
 
@@ -54,9 +54,12 @@ RUN_STATUSES: tuple[RunStatus, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class EpisodeKey:
-    """Names one episode within a run: which question, and which of its samples."""
+class EpisodeKey(NamedTuple):
+    """Names one episode within a run: which question, and which of its samples.
+
+    A named tuple, not a dataclass: the sink hashes and compares keys several times per step,
+    and a tuple does that in C.
+    """
 
     question_id: str
     sample_index: int

@@ -23,7 +23,7 @@ from storage.prompt_layout import (
     prompt_hash,
     shape_of,
 )
-from storage.writes import clean_json
+from storage.writes import clean_text
 
 
 def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:
@@ -146,11 +146,11 @@ class PromptWriter:
             if history is None:
                 question = started.get(s.key)
                 history = (
-                    _History(clean_json(question), {})
+                    _History(clean_text(question), {})
                     if question is not None
                     else _load_history(session, episode_id)
                 )
-            prompt = clean_json(s.prompt)
+            prompt = clean_text(s.prompt)
             previous = history.last_prompt if history.last_no == s.step_no - 1 else None
             pieces = None
             if previous is not None and self._shape is not None:
@@ -174,7 +174,7 @@ class PromptWriter:
                 # looked up like any other, and a shape that does not fit is not used.
                 self._shape = shape_of(pieces, s.step_no) or self._shape
             encoded.append((pieces, prompt_hash(prompt)))
-            step = StepText(clean_json(s.raw_output), clean_json(s.observation))
+            step = StepText(clean_text(s.raw_output), clean_text(s.observation))
             self._staged[episode_id] = history.then(s.step_no, prompt, step)
         literals = {p for pieces, _ in encoded for p in pieces if isinstance(p, str)}
         unknown = literals - self._text_ids.keys()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from sqlalchemy import (
     Boolean,
@@ -176,8 +176,8 @@ def _insert_started(
             "sample_index": s.sample_index,
             "seed": s.seed,
             "db_id": s.db_id,
-            "question": _text(s.question),
-            "gold_sql": _text(s.gold_sql),
+            "question": clean_text(s.question),
+            "gold_sql": clean_text(s.gold_sql),
             "started_at": now,
             "forked_from": s.forked_from,
             "fork_step": s.fork_step,
@@ -207,7 +207,13 @@ def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[E
     return {EpisodeKey(q, s): i for i, q, s in rows}
 
 
-def _text(value: str | None) -> str | None:
+@overload
+def clean_text(value: str) -> str: ...
+@overload
+def clean_text(value: None) -> None: ...
+@overload
+def clean_text(value: str | None) -> str | None: ...
+def clean_text(value: str | None) -> str | None:
     """PostgreSQL text cannot hold NUL (psycopg raises DataError): U+FFFD stands in for it."""
     return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
 
@@ -215,7 +221,7 @@ def _text(value: str | None) -> str | None:
 def clean_json(value: Any) -> Any:
     """`value` with NUL mapped to U+FFFD in every string (PostgreSQL JSON cannot hold it)."""
     if isinstance(value, str):
-        return _text(value)
+        return clean_text(value)
     if isinstance(value, dict):
         return {clean_json(k): clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -232,12 +238,12 @@ def _step_row(
         "step_no": s.step_no,
         "prompt_layout": prompt_layout,
         "prompt_sha256": prompt_sha256,
-        "raw_output": _text(s.raw_output),
+        "raw_output": clean_text(s.raw_output),
         "action": s.action,
-        "argument": _text(s.argument),
+        "argument": clean_text(s.argument),
         "parsed": s.parsed,
-        "observation": _text(s.observation),
-        "error": _text(s.error),
+        "observation": clean_text(s.observation),
+        "error": clean_text(s.error),
         "reward": s.reward,
         "done": s.done,
         "tokens_in": s.tokens_in,
@@ -279,21 +285,26 @@ _COUNT = (
 )
 
 
+_ZERO_COUNTS: dict[str, Any] = {"b_steps": 0, "b_unparsed": 0, "b_sql_error": False} | {
+    f"b_{a}": 0 for a in ACTION_COLUMNS
+}
+_ACTION_PARAM = {a: f"b_{a.lower()}" for a in ACTION_KINDS}
+
+
 def _count_steps(session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord]) -> None:
     counts: dict[int, dict[str, Any]] = {}
     for s in steps:
         eid = ids[s.key]
-        row = counts.setdefault(
-            eid,
-            {"b_id": eid, "b_steps": 0, "b_unparsed": 0, "b_sql_error": False}
-            | {f"b_{a}": 0 for a in ACTION_COLUMNS},
-        )
+        row = counts.get(eid)
+        if row is None:
+            row = counts[eid] = {"b_id": eid, **_ZERO_COUNTS}
         row["b_steps"] += 1
         if s.parsed:
-            row[f"b_{s.action.lower()}"] += 1
+            row[_ACTION_PARAM[s.action]] += 1
         else:
             row["b_unparsed"] += 1
-        row["b_sql_error"] = row["b_sql_error"] or is_sql_error(s)
+        if not row["b_sql_error"] and is_sql_error(s):
+            row["b_sql_error"] = True
     for row in counts.values():
         row["b_any_unparsed"] = row["b_unparsed"] > 0
     executemany(session, _COUNT, list(counts.values()))
@@ -326,8 +337,8 @@ def _finish_row(
         "b_reward": e.reward,
         "b_progress": e.progress,
         "b_operational": e.operational,
-        "b_answer": _text(e.answer),
+        "b_answer": clean_text(e.answer),
         "b_duration": e.duration_seconds,
-        "b_error": _text(e.error),
+        "b_error": clean_text(e.error),
         "b_ended_at": now,
     }

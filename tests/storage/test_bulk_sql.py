@@ -1,0 +1,92 @@
+"""The write path's executemany on SQLite: values converted as SQLAlchemy would, and the
+driver's errors raised as SQLAlchemy's, so a lock is retried and a duplicate is refused."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+from sqlalchemy import (
+    Boolean,
+    Column,
+    Float,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    create_engine,
+    insert,
+)
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from storage.bulk_sql import executemany
+from storage.writes import is_lock_error
+
+_META = MetaData()
+_ROWS = Table(
+    "rows",
+    _META,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("name", String),
+    Column("score", Float),
+    Column("ok", Boolean),
+    Column("blob", LargeBinary),
+)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    path = tmp_path / "rows.db"
+    engine = create_engine(f"sqlite:///{path}")
+    _META.create_all(engine)
+    engine.dispose()
+    return path
+
+
+def test_floats_of_any_numeric_type_are_stored_as_reals(db: Path) -> None:
+    engine = create_engine(f"sqlite:///{db}")
+    rows = [
+        {"id": 1, "name": "a", "score": np.float32(0.25), "ok": True, "blob": b"\x00\x01"},
+        {"id": 2, "name": "b", "score": 3, "ok": False, "blob": None},
+        {"id": 3, "name": "c", "score": None, "ok": True, "blob": b""},
+    ]
+    with engine.begin() as conn:
+        executemany(conn, insert(_ROWS), rows)
+    engine.dispose()
+    with sqlite3.connect(db) as raw:
+        got = raw.execute(
+            "SELECT id, score, typeof(score), ok, blob FROM rows ORDER BY id"
+        ).fetchall()
+    assert got == [
+        (1, 0.25, "real", 1, b"\x00\x01"),
+        (2, 3.0, "real", 0, None),
+        (3, None, "null", 1, b""),
+    ]
+
+
+def test_a_duplicate_raises_sqlalchemys_integrity_error(db: Path) -> None:
+    engine = create_engine(f"sqlite:///{db}")
+    row = {"id": 1, "name": "a", "score": 1.0, "ok": True, "blob": None}
+    with pytest.raises(IntegrityError, match="UNIQUE constraint failed"), engine.begin() as conn:
+        executemany(conn, insert(_ROWS), [row, row])
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM rows").scalar() == 0
+    engine.dispose()
+
+
+def test_a_locked_file_raises_an_error_the_writer_retries(db: Path) -> None:
+    holder = sqlite3.connect(db, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer holds the write lock
+    engine = create_engine(f"sqlite:///{db}", connect_args={"timeout": 0.05})
+    row = {"id": 1, "name": "a", "score": 1.0, "ok": True, "blob": None}
+    try:
+        with pytest.raises(OperationalError) as caught, engine.begin() as conn:
+            executemany(conn, insert(_ROWS), [row])
+        assert is_lock_error(caught.value)
+    finally:
+        holder.rollback()
+        holder.close()
+        engine.dispose()
