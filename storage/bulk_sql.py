@@ -62,7 +62,7 @@ def _plan(
     order = compiled.positiontup
     if order is None or any(name not in keys for name in order):
         return None  # a default SQLAlchemy fills in, or a named style
-    floats = []
+    floats: list[int] = []
     for name in compiled._bind_processors:
         kind = compiled.binds[name].type
         if isinstance(kind, _FLOATS):

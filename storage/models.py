@@ -103,6 +103,14 @@ class Run(Base):
     started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
     heartbeat_at: Mapped[datetime | None]
+    # Running totals over the run's episodes, kept by the write path (`storage.run_totals`).
+    finished_episodes: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    correct_episodes: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    error_episodes: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    reward_sum: Mapped[float] = mapped_column(Float, default=0.0, server_default=text("0"))
+    finished_step_sum: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    step_sum: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    unparsed_sum: Mapped[int] = mapped_column(default=0, server_default=text("0"))
 
 
 class Episode(Base):

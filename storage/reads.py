@@ -6,8 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import ColumnElement, and_, case, func, or_, select, tuple_
-from sqlalchemy.orm import Session
+from sqlalchemy import ColumnElement, and_, or_, select, tuple_
 
 from rollout_core.records import (
     ActionKind,
@@ -40,34 +39,13 @@ SORT_COLUMNS: dict[str, Any] = {
 _NULLABLE_SORTS = {"reward", "duration"}
 
 
-def run_summaries(session: Session, runs: Sequence[Run], now: datetime) -> list[RunSummary]:
-    """Summaries of runs, with metrics from one GROUP BY over their episodes."""
-    finished = Episode.outcome.is_not(None)
-    stmt = (
-        select(
-            Episode.run_id,
-            func.count(Episode.outcome),
-            func.sum(case((Episode.outcome == "correct", 1), else_=0)),
-            func.avg(Episode.reward),
-            func.avg(case((finished, Episode.steps))),
-            func.sum(Episode.unparsed_steps),
-            func.sum(Episode.steps),
-            func.sum(case((Episode.outcome == "error", 1), else_=0)),
-        )
-        .where(Episode.run_id.in_([r.id for r in runs]))
-        .group_by(Episode.run_id)
-    )
-    metrics = {row[0]: row[1:] for row in session.execute(stmt)} if runs else {}
-    return [_summary(r, metrics.get(r.id), now) for r in runs]
+def run_summaries(runs: Sequence[Run], now: datetime) -> list[RunSummary]:
+    """Summaries of runs, their metrics from the totals on their rows (`storage.run_totals`)."""
+    return [_summary(r, now) for r in runs]
 
 
-def _summary(run: Run, m: Any, now: datetime) -> RunSummary:
-    finished, correct, mean_reward, mean_steps, unparsed, steps, errors = m or (
-        0, 0, None, None, 0, 0, 0
-    )  # fmt: skip
-    finished, correct, unparsed, steps, errors = (
-        int(x or 0) for x in (finished, correct, unparsed, steps, errors)
-    )
+def _summary(run: Run, now: datetime) -> RunSummary:
+    finished, steps = run.finished_episodes, run.step_sum
     presence = RunPresence(cast(RunStatus, run.status), run.host, run.pid, run.heartbeat_at)
     return RunSummary(
         id=run.id,
@@ -83,19 +61,18 @@ def _summary(run: Run, m: Any, now: datetime) -> RunSummary:
         heartbeat_at=run.heartbeat_at,
         episodes_planned=run.episodes_planned,
         episodes_finished=finished,
-        correct=correct,
-        accuracy=correct / finished if finished else None,
-        # PostgreSQL's avg() of integers is NUMERIC (Decimal).
-        mean_reward=None if mean_reward is None else float(mean_reward),
-        mean_steps=None if mean_steps is None else float(mean_steps),
-        parse_failure_rate=unparsed / steps if steps else None,
+        correct=run.correct_episodes,
+        accuracy=run.correct_episodes / finished if finished else None,
+        mean_reward=run.reward_sum / finished if finished else None,
+        mean_steps=run.finished_step_sum / finished if finished else None,
+        parse_failure_rate=run.unparsed_sum / steps if steps else None,
         error=run.error,
         spec=dict(run.spec),
         host=run.host,
         pid=run.pid,
         kind=cast(RunKind, run.kind),
         policy_info=dict(run.policy_info) if run.policy_info else None,
-        errors=errors,
+        errors=run.error_episodes,
     )
 
 

@@ -31,7 +31,7 @@ from rollout_core.records import (
     RunSpec,
     RunStatus,
 )
-from storage import aggregates, groups, lifecycle, reads, tagging
+from storage import aggregates, groups, lifecycle, reads, run_totals, tagging
 from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
 from storage.engine import store_error as _store_error
 from storage.migrations import (
@@ -62,6 +62,7 @@ from storage.read_models import (
     TagCount,
 )
 from storage.writes import (
+    DROPPED_COLUMNS,
     clean_json,
     finished_among,
     now_utc,
@@ -369,10 +370,13 @@ class Store:
 
         def run() -> int:
             with self._writing() as session:
-                result = session.execute(
-                    delete(Episode).where(Episode.run_id == run_id, Episode.outcome.is_(None))
-                )
-                return int(result.rowcount)  # type: ignore[attr-defined]
+                gone = session.execute(
+                    delete(Episode)
+                    .where(Episode.run_id == run_id, Episode.outcome.is_(None))
+                    .returning(*DROPPED_COLUMNS)
+                ).all()
+                run_totals.add(session.connection(), run_id, run_totals.dropped(gone))
+                return len(gone)
 
         return retry_locked(run)
 
@@ -394,7 +398,7 @@ class Store:
             runs = session.scalars(
                 select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
             ).all()
-            return reads.run_summaries(session, runs, now_utc())
+            return reads.run_summaries(runs, now_utc())
 
     def get_run(self, run_id: int) -> RunSummary | None:
         """One run with its metrics; None when there is no such run."""
@@ -413,7 +417,7 @@ class Store:
         run = session.scalars(select(Run).where(condition)).one_or_none()  # type: ignore[arg-type]
         if run is None:
             return None
-        return reads.run_summaries(session, [run], now_utc())[0]
+        return reads.run_summaries([run], now_utc())[0]
 
     def list_db_ids(self, run_ids: Sequence[int] = ()) -> list[str]:
         """Database names played in the given runs (all runs when none given), sorted."""

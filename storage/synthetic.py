@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 from rollout_core.failure_classes import StepFacts, classify_episode, gold_seen_from_progress
 from rollout_core.records import ACTION_KINDS, Outcome, PolicyInfo, RunSpec, TokenTrace
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from storage import run_totals
 from storage.bulk_sql import executemany
 from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
@@ -132,6 +133,7 @@ def fill_synthetic(
                 .where(Run.id == run_id)
                 .values(started_at=Run.created_at, heartbeat_at=now_utc(), ended_at=now_utc())
             )
+            run_totals.recompute(conn, [run_id])  # the rows went in without the write path
         run_ids.append(run_id)
     store.optimize()
     return run_ids

@@ -30,6 +30,7 @@ from rollout_core.records import (
     IterationBatch,
     StepRecord,
 )
+from storage import run_totals
 from storage.bulk_sql import executemany
 from storage.classify import Finished, classify_stored
 from storage.models import Episode, Run, Step
@@ -100,7 +101,7 @@ def write_batch(
     beat = session.connection().execute(_HEARTBEAT, {"b_run": run_id, "b_now": now})
     if beat.rowcount == 0:
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
-    created = _insert_started(session, run_id, batch, now)
+    created, change = _insert_started(session, run_id, batch, now)
     ids = {**known, **created}
     wanted = {s.key for s in batch.steps}
     wanted |= {e.key for e in batch.finished}
@@ -113,8 +114,9 @@ def write_batch(
         encoded = prompts.encode(session, batch, ids)
         rows = [_step_row(ids, s, *p) for s, p in zip(batch.steps, encoded, strict=True)]
         executemany(session, _INSERT_STEP, rows)
-        _count_steps(session, ids, batch.steps)
+        change += _count_steps(session, ids, batch.steps)
     if batch.finished:
+        change += run_totals.finishing(session.connection(), batch.finished, ids)
         # A producer that did not classify its episodes: classified from the stored steps.
         unclassified = [
             Finished(ids[e.key], e.outcome, e.progress)
@@ -124,6 +126,7 @@ def write_batch(
         classes = classify_stored(session, unclassified) if unclassified else {}
         rows = [_finish_row(ids, e, now, classes) for e in batch.finished]
         session.connection().execute(_FINISH, rows)
+    run_totals.add(session.connection(), run_id, change)
     return created
 
 
@@ -155,20 +158,24 @@ def without_keys(batch: IterationBatch, keys: set[EpisodeKey]) -> IterationBatch
 
 def _insert_started(
     session: Session, run_id: int, batch: IterationBatch, now: datetime
-) -> dict[EpisodeKey, int]:
+) -> tuple[dict[EpisodeKey, int], run_totals.Totals]:
+    """Insert the batch's new episodes: their ids, and the change to the run's totals."""
     if not batch.started:
-        return {}
+        return {}, run_totals.Totals()
     keys = [(s.question_id, s.sample_index) for s in batch.started]
     if len(set(keys)) != len(keys):
         raise ValueError(f"run {run_id}: the same episode was started twice in one batch")
     # A resumed run replays episodes that never finished: the earlier attempt's rows go.
-    session.connection().execute(
-        delete(_EPISODES).where(
+    gone = session.connection().execute(
+        delete(_EPISODES)
+        .where(
             _EPISODES.c.run_id == run_id,
             _EPISODES.c.outcome.is_(None),
             tuple_(_EPISODES.c.question_id, _EPISODES.c.sample_index).in_(keys),
         )
+        .returning(*DROPPED_COLUMNS)
     )
+    change = run_totals.dropped(gone)
     rows = [
         {
             "run_id": run_id,
@@ -191,7 +198,7 @@ def _insert_started(
             f"run {run_id} already has a finished episode among {keys[:3]!r}...; "
             "skip the keys Store.finished_keys returns when resuming"
         ) from None
-    return {EpisodeKey(q, s): i for i, q, s in result}
+    return {EpisodeKey(q, s): i for i, q, s in result}, change
 
 
 def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[EpisodeKey, int]:
@@ -259,6 +266,14 @@ def _step_row(
     }
 
 
+# What deleting an episode takes out of its run's totals (`run_totals.dropped`).
+DROPPED_COLUMNS = (
+    _EPISODES.c.outcome,
+    _EPISODES.c.reward,
+    _EPISODES.c.steps,
+    _EPISODES.c.unparsed_steps,
+)
+
 # Episode columns `<action>_steps` count the parsed steps of each action.
 ACTION_COLUMNS = tuple(a.lower() for a in ACTION_KINDS)
 
@@ -291,7 +306,10 @@ _ZERO_COUNTS: dict[str, Any] = {"b_steps": 0, "b_unparsed": 0, "b_sql_error": Fa
 _ACTION_PARAM = {a: f"b_{a.lower()}" for a in ACTION_KINDS}
 
 
-def _count_steps(session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord]) -> None:
+def _count_steps(
+    session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord]
+) -> run_totals.Totals:
+    """Bump the episodes' step counters; returns the change to the run's totals."""
     counts: dict[int, dict[str, Any]] = {}
     for s in steps:
         eid = ids[s.key]
@@ -308,6 +326,9 @@ def _count_steps(session: Session, ids: dict[EpisodeKey, int], steps: Iterable[S
     for row in counts.values():
         row["b_any_unparsed"] = row["b_unparsed"] > 0
     executemany(session, _COUNT, list(counts.values()))
+    return run_totals.counted(
+        sum(r["b_steps"] for r in counts.values()), sum(r["b_unparsed"] for r in counts.values())
+    )
 
 
 _FINISH = (
