@@ -5,15 +5,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Float, Integer, case, func, literal_column, select, union
-from sqlalchemy.ext.compiler import compiles
+from sqlalchemy import case, func, select, union
 from sqlalchemy.orm import Session
-from sqlalchemy.sql.compiler import SQLCompiler
-from sqlalchemy.sql.functions import FunctionElement
 
 from rollout_core.records import ACTION_KINDS, FAILURE_CLASSES, OUTCOMES
 from storage.cursors import decode_cursor, encode_cursor
-from storage.models import Episode
+from storage.models import Episode, RunCount
 from storage.read_models import (
     Distribution,
     OutcomeMatrix,
@@ -22,28 +19,10 @@ from storage.read_models import (
     QuestionOutcomes,
     RunCell,
 )
+from storage.run_totals import UNPARSED
 
 REWARD_BIN = 0.1
-# Guards the bin index against float error: (0.7 - 0.1) / 0.1 is 5.999999999999999.
-_BIN_EPSILON = 1e-9
-
-
-class floor_nonneg(FunctionElement[int]):
-    """floor() of a non-negative number; SQLite lacks floor() unless built with math functions."""
-
-    type = Integer()
-    inherit_cache = True
-
-
-@compiles(floor_nonneg)
-def _floor_default(element: floor_nonneg, compiler: SQLCompiler, **kw: Any) -> str:
-    return f"CAST(FLOOR({compiler.process(element.clauses, **kw)}) AS INTEGER)"
-
-
-@compiles(floor_nonneg, "sqlite")
-def _floor_sqlite(element: floor_nonneg, compiler: SQLCompiler, **kw: Any) -> str:
-    # CAST truncates toward zero in SQLite, which is floor for non-negative numbers.
-    return f"CAST({compiler.process(element.clauses, **kw)} AS INTEGER)"
+REWARD_BIN_THOUSANDTHS = 100  # REWARD_BIN in the thousandths the `reward` counts are kept in
 
 
 def compare_page(
@@ -172,68 +151,43 @@ def _next_question_ids(
 
 
 def distributions(session: Session, run_ids: Sequence[int]) -> list[Distribution]:
-    """Action mix, reward and steps histograms and outcome counts, one per requested run."""
+    """Action mix, reward and steps histograms and outcome counts, one per requested run.
+
+    From the counts the write path keeps (`storage.run_totals`): a few rows per run, however
+    many episodes it has.
+    """
     ids = list(dict.fromkeys(run_ids))
     if not ids:
         return []
-    finished = [Episode.run_id.in_(ids), Episode.outcome.is_not(None)]
-    # From the per-episode counters, so the chart never scans the steps table.
-    counters = [getattr(Episode, f"{a.lower()}_steps") for a in ACTION_KINDS]
-    counters.append(Episode.unparsed_steps)
-    names = (*ACTION_KINDS, "UNPARSED")
-    actions: dict[int, dict[str, int]] = {r: dict.fromkeys(names, 0) for r in ids}
-    for run_id, *sums in session.execute(
-        select(Episode.run_id, *(func.sum(c) for c in counters))
-        .where(Episode.run_id.in_(ids))
-        .group_by(Episode.run_id)
+    counts: dict[int, dict[str, dict[str, int]]] = {r: {} for r in ids}
+    for run_id, kind, key, n in session.execute(
+        select(RunCount.run_id, RunCount.kind, RunCount.key, RunCount.n).where(
+            RunCount.run_id.in_(ids), RunCount.n > 0
+        )
     ):
-        actions[run_id] = {name: int(n or 0) for name, n in zip(names, sums, strict=True)}
+        counts[run_id].setdefault(kind, {})[key] = int(n)
+    return [_distribution(r, counts[r]) for r in ids]
 
-    lowest = (
-        select(Episode.run_id.label("run_id"), func.min(Episode.reward).label("lo"))
-        .where(*finished)
-        .group_by(Episode.run_id)
-        .subquery()
+
+def _distribution(run_id: int, counts: dict[str, dict[str, int]]) -> Distribution:
+    actions = {a: counts.get("action", {}).get(a, 0) for a in (*ACTION_KINDS, UNPARSED)}
+    steps = sorted((int(k), n) for k, n in counts.get("steps", {}).items())
+    outcomes = dict.fromkeys(OUTCOMES, 0) | counts.get("outcome", {})
+    classes = dict.fromkeys(FAILURE_CLASSES, 0) | counts.get("class", {})
+    return Distribution(
+        run_id, actions, reward_bins(counts.get("reward", {})), steps, outcomes, classes
     )
-    # Constants inline, not bound: PostgreSQL matches the GROUP BY expression to the SELECT
-    # one textually, and two sets of $n parameters would not match.
-    width = literal_column(repr(REWARD_BIN), Float)
-    eps = literal_column(repr(_BIN_EPSILON), Float)
-    bin_no = floor_nonneg((Episode.reward - lowest.c.lo) / width + eps)
-    reward_rows = session.execute(
-        select(Episode.run_id, lowest.c.lo, bin_no, func.count())
-        .join(lowest, lowest.c.run_id == Episode.run_id)
-        .where(*finished)
-        .group_by(Episode.run_id, lowest.c.lo, bin_no)
-        .order_by(Episode.run_id, bin_no)
-    )
-    rewards: dict[int, list[tuple[float, int]]] = {r: [] for r in ids}
-    for run_id, lo, k, n in reward_rows:
-        rewards[run_id].append((round(float(lo) + int(k) * REWARD_BIN, 10), int(n)))
 
-    steps: dict[int, list[tuple[int, int]]] = {r: [] for r in ids}
-    for run_id, n_steps, n in session.execute(
-        select(Episode.run_id, Episode.steps, func.count())
-        .where(*finished)
-        .group_by(Episode.run_id, Episode.steps)
-        .order_by(Episode.run_id, Episode.steps)
-    ):
-        steps[run_id].append((int(n_steps), int(n)))
 
-    outcomes: dict[int, dict[str, int]] = {r: dict.fromkeys(OUTCOMES, 0) for r in ids}
-    for run_id, outcome, n in session.execute(
-        select(Episode.run_id, Episode.outcome, func.count())
-        .where(*finished)
-        .group_by(Episode.run_id, Episode.outcome)
-    ):
-        outcomes[run_id][str(outcome)] = int(n)
-
-    classes: dict[int, dict[str, int]] = {r: dict.fromkeys(FAILURE_CLASSES, 0) for r in ids}
-    for run_id, failure_class, n in session.execute(
-        select(Episode.run_id, Episode.failure_class, func.count())
-        .where(*finished, Episode.failure_class.is_not(None))
-        .group_by(Episode.run_id, Episode.failure_class)
-    ):
-        classes[run_id][str(failure_class)] = int(n)
-
-    return [Distribution(r, actions[r], rewards[r], steps[r], outcomes[r], classes[r]) for r in ids]
+def reward_bins(by_key: dict[str, int]) -> list[tuple[float, int]]:
+    """(bin start, count) in bins of width 0.1 from the lowest reward, from rewards counted in
+    thousandths (integer arithmetic: no bin is lost to float error)."""
+    if not by_key:
+        return []
+    keys = {int(k): n for k, n in by_key.items()}
+    lowest = min(keys)
+    bins: dict[int, int] = {}
+    for key, n in keys.items():
+        k = (key - lowest) // REWARD_BIN_THOUSANDTHS
+        bins[k] = bins.get(k, 0) + n
+    return [(round(lowest / 1000 + k * REWARD_BIN, 10), n) for k, n in sorted(bins.items())]

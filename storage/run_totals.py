@@ -1,51 +1,132 @@
-"""Each run's running totals (episodes finished and correct, reward and step sums), kept on its
-`runs` row by the write path, so the Runs list reads a row per run, not a run's episodes.
+"""Each run's totals (on its `runs` row) and counts (`run_counts`), kept by the write path, so
+the Runs list and its charts read a few rows per run instead of grouping the run's episodes.
 
-At a million episodes the GROUP BY over them took 2.3 s; the totals cost one UPDATE of the run's
-row per written batch. Every write that changes what they count goes through here: steps
-counted (`counted`), episodes finished (`finishing`) and unfinished episodes deleted
-(`dropped`). `recompute` rebuilds them from the episodes (the migration, bulk fills).
+At a million episodes the GROUP BYs over them took 2.3 s a read; keeping the numbers costs one
+UPDATE of the run's row and one upsert of a few count rows per written batch. Every write that
+changes what they count goes through a `RunChange`: steps counted, episodes finished (or
+finished again) and unfinished episodes deleted. `recompute` rebuilds them from the episodes
+(the migration, bulk fills).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, case, func, select, update
+from sqlalchemy import Connection, Table, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
-from rollout_core.records import EpisodeKey, EpisodeRecord
-from storage.models import Episode, Run
+from rollout_core.records import ACTION_KINDS
+from storage.bulk_sql import executemany
+from storage.models import Episode, Run, RunCount
 
 _RUNS = cast(Table, Run.__table__)
+_COUNTS = cast(Table, RunCount.__table__)
+
+UNPARSED = "UNPARSED"
+"""The `action` count of steps with no action line."""
+COLUMNS = (
+    "finished_episodes",
+    "correct_episodes",
+    "error_episodes",
+    "reward_sum",
+    "finished_step_sum",
+    "step_sum",
+    "unparsed_sum",
+)
+"""The totals on a run's row: finished, correct and errored episodes; the reward and step sums
+of the finished ones; the steps, and the unparsed ones, of all the run's episodes."""
+
+# What deleting an episode takes out of its run's numbers, in `dropped`'s order.
+DROPPED_COLUMNS = (
+    Episode.outcome,
+    Episode.failure_class,
+    Episode.reward,
+    Episode.steps,
+    Episode.unparsed_steps,
+    *(getattr(Episode, f"{a.lower()}_steps") for a in ACTION_KINDS),
+)
 
 
-@dataclass(frozen=True, slots=True)
-class Totals:
-    """A change to (or the value of) a run's totals; field names are the `runs` columns."""
-
-    finished_episodes: int = 0
-    correct_episodes: int = 0
-    error_episodes: int = 0
-    reward_sum: float = 0.0
-    finished_step_sum: int = 0
-    """Steps of the finished episodes: the mean steps per episode."""
-    step_sum: int = 0
-    """Steps of all the run's episodes, finished or not: the live parse failure rate."""
-    unparsed_sum: int = 0
-
-    def __add__(self, other: Totals) -> Totals:
-        return Totals(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
-
-    def __neg__(self) -> Totals:
-        return Totals(*(-getattr(self, f.name) for f in fields(self)))
-
-    def __bool__(self) -> bool:
-        return any(getattr(self, f.name) for f in fields(self))
+def reward_key(reward: float) -> int:
+    """The reward in thousandths: the `reward` count's key."""
+    return round(reward * 1000)
 
 
-COLUMNS = tuple(f.name for f in fields(Totals))
+class RunChange:
+    """What one transaction adds to a run's totals and counts (negative for what it removes)."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = dict.fromkeys(COLUMNS, 0)
+        self.counts: Counter[tuple[str, str]] = Counter()
+
+    def steps(self, by_action: Mapping[str, int]) -> None:
+        """Steps written, by action (`UNPARSED` for those with none)."""
+        self.totals["step_sum"] += sum(by_action.values())
+        self.totals["unparsed_sum"] += by_action.get(UNPARSED, 0)
+        for action, n in by_action.items():
+            if n:
+                self.counts["action", action] += n
+
+    def finished(
+        self, outcome: str, failure_class: str | None, reward: float, steps: int, weight: int = 1
+    ) -> None:
+        """`weight` episodes finished alike (-1: an earlier finish of one taken back)."""
+        t = self.totals
+        t["finished_episodes"] += weight
+        t["correct_episodes"] += weight * (outcome == "correct")
+        t["error_episodes"] += weight * (outcome == "error")
+        t["reward_sum"] += weight * reward
+        t["finished_step_sum"] += weight * steps
+        self.counts["outcome", outcome] += weight
+        if failure_class is not None:
+            self.counts["class", failure_class] += weight
+        self.counts["steps", str(steps)] += weight
+        self.counts["reward", str(reward_key(reward))] += weight
+
+    def finishing(
+        self, conn: Connection, finishes: Sequence[tuple[int, str, str | None, float]]
+    ) -> None:
+        """(episode id, outcome, failure class, reward) about to be written: their outcomes in,
+        and an earlier outcome of the same episode, if one was recorded, out. Call it after
+        the batch's steps are counted and before the finishes are written."""
+        by_id = {f[0]: f for f in finishes}
+        # Driver SQL: once per written batch, SQLAlchemy's statement handling cost more than
+        # the primary-key lookups.
+        marks = ", ".join("?" if conn.dialect.paramstyle == "qmark" else "%s" for _ in by_id)
+        rows = conn.exec_driver_sql(
+            "SELECT id, outcome, failure_class, reward, steps FROM episodes "
+            f"WHERE id IN ({marks})",
+            tuple(by_id),
+        )
+        for episode_id, outcome, failure_class, reward, steps in rows:
+            _, new_outcome, new_class, new_reward = by_id[episode_id]
+            self.finished(new_outcome, new_class, new_reward, steps)
+            if outcome is not None:
+                self.finished(outcome, failure_class, reward or 0.0, steps, weight=-1)
+
+    def dropped(self, rows: Iterable[Sequence[Any]]) -> None:
+        """Episodes deleted, as rows of `DROPPED_COLUMNS`."""
+        for outcome, failure_class, reward, steps, unparsed, *actions in rows:
+            if outcome is not None:
+                self.finished(outcome, failure_class, reward or 0.0, steps, weight=-1)
+            by_action = dict(zip(ACTION_KINDS, actions, strict=True))
+            self.steps({a: -n for a, n in (by_action | {UNPARSED: unparsed}).items()})
+
+    def apply(self, conn: Connection, run_id: int) -> None:
+        """Write the change, in the caller's transaction."""
+        if any(self.totals.values()):
+            totals = {"b_run": run_id} | {f"b_{n}": v for n, v in self.totals.items()}
+            executemany(conn, _ADD, [totals])
+        rows = [
+            {"run_id": run_id, "kind": kind, "key": key, "n": n}
+            for (kind, key), n in sorted(self.counts.items())  # one lock order for every writer
+            if n
+        ]
+        executemany(conn, _upsert(conn.dialect.name), rows)
+
 
 _ADD = (
     update(_RUNS)
@@ -54,86 +135,71 @@ _ADD = (
 )
 
 
-def add(conn: Connection, run_id: int, change: Totals) -> None:
-    """Add a change to the run's totals, in the caller's transaction."""
-    if change:
-        conn.execute(_ADD, {"b_run": run_id} | {f"b_{n}": getattr(change, n) for n in COLUMNS})
-
-
-def counted(steps: int, unparsed: int) -> Totals:
-    """Steps written to the run's episodes."""
-    return Totals(step_sum=steps, unparsed_sum=unparsed)
-
-
-def _finished_part(outcome: str | None, reward: float | None, steps: int) -> Totals:
-    if outcome is None:
-        return Totals()
-    return Totals(
-        finished_episodes=1,
-        correct_episodes=int(outcome == "correct"),
-        error_episodes=int(outcome == "error"),
-        reward_sum=float(reward or 0.0),
-        finished_step_sum=steps,
+@lru_cache(maxsize=4)
+def _upsert(dialect: str) -> Any:
+    """INSERT a count, or add to it when the run has one for that key already."""
+    if dialect not in ("sqlite", "postgresql"):
+        raise ValueError(f"run counts need SQLite or PostgreSQL, not {dialect}")
+    module = sqlite if dialect == "sqlite" else postgresql
+    stmt = module.insert(_COUNTS)
+    return stmt.on_conflict_do_update(
+        index_elements=[_COUNTS.c.run_id, _COUNTS.c.kind, _COUNTS.c.key],
+        set_={"n": _COUNTS.c.n + stmt.excluded.n},
     )
-
-
-def finishing(
-    conn: Connection, records: Sequence[EpisodeRecord], ids: Mapping[EpisodeKey, int]
-) -> Totals:
-    """The change these finish records make (read before they are written): their outcomes in,
-    and an earlier outcome of the same episode, if one was recorded, out."""
-    by_id = {ids[e.key]: e for e in records}
-    rows = conn.execute(
-        select(Episode.id, Episode.outcome, Episode.reward, Episode.steps).where(
-            Episode.id.in_(by_id)
-        )
-    )
-    change = Totals()
-    for episode_id, outcome, reward, steps in rows:
-        new = by_id[episode_id]
-        change += _finished_part(new.outcome, new.reward, steps)
-        change += -_finished_part(outcome, reward, steps)
-    return change
-
-
-def dropped(rows: Iterable[tuple[Any, ...]]) -> Totals:
-    """The change deleting episodes makes, from their (outcome, reward, steps, unparsed_steps)."""
-    change = Totals()
-    for outcome, reward, steps, unparsed in rows:
-        change += -(_finished_part(outcome, reward, steps) + counted(steps, unparsed))
-    return change
 
 
 def recompute(conn: Connection, run_ids: Sequence[int] | None = None) -> None:
-    """Set the totals of these runs (None: every run) from their episodes."""
-    finished = Episode.outcome.is_not(None)
-    stmt = select(
-        Episode.run_id,
-        func.count(Episode.outcome),
-        func.sum(case((Episode.outcome == "correct", 1), else_=0)),
-        func.sum(case((Episode.outcome == "error", 1), else_=0)),
-        func.sum(case((finished, Episode.reward), else_=0.0)),
-        func.sum(case((finished, Episode.steps), else_=0)),
-        func.sum(Episode.steps),
-        func.sum(Episode.unparsed_steps),
-    ).group_by(Episode.run_id)
+    """Set the totals and counts of these runs (None: every run) from their episodes."""
+    scope = [] if run_ids is None else [Episode.run_id.in_(run_ids)]
+    finished = [*scope, Episode.outcome.is_not(None)]
+    changes: dict[int, RunChange] = {}
+
+    def change(run_id: int) -> RunChange:
+        return changes.setdefault(run_id, RunChange())
+
+    counters = [getattr(Episode, f"{a.lower()}_steps") for a in ACTION_KINDS]
+    for run_id, unparsed, *sums in conn.execute(
+        select(Episode.run_id, func.sum(Episode.unparsed_steps), *map(func.sum, counters))
+        .where(*scope)
+        .group_by(Episode.run_id)
+    ):
+        by_action = dict(zip(ACTION_KINDS, sums, strict=True)) | {UNPARSED: unparsed}
+        change(run_id).steps({a: int(n or 0) for a, n in by_action.items()})
+    # Finished episodes grouped by everything `finished` reads: few distinct rows in practice.
+    for run_id, outcome, failure_class, reward, steps, n in conn.execute(
+        select(
+            Episode.run_id,
+            Episode.outcome,
+            Episode.failure_class,
+            Episode.reward,
+            Episode.steps,
+            func.count(),
+        )
+        .where(*finished)
+        .group_by(
+            Episode.run_id, Episode.outcome, Episode.failure_class, Episode.reward, Episode.steps
+        )
+    ):
+        weight = int(n)
+        change(run_id).finished(str(outcome), failure_class, float(reward or 0.0), steps, weight)
     wanted = select(_RUNS.c.id)
     if run_ids is not None:
-        stmt = stmt.where(Episode.run_id.in_(run_ids))
         wanted = wanted.where(_RUNS.c.id.in_(run_ids))
-    found = {
-        run_id: Totals(int(n), int(ok or 0), int(err or 0), float(reward or 0.0),
-                       int(fin_steps or 0), int(steps or 0), int(unparsed or 0))
-        for run_id, n, ok, err, reward, fin_steps, steps, unparsed in conn.execute(stmt)
-    }  # fmt: skip
+    ids = list(conn.scalars(wanted))
+    if not ids:
+        return
+    conn.execute(delete(_COUNTS).where(_COUNTS.c.run_id.in_(ids)))
+    conn.execute(
+        update(_RUNS)
+        .where(_RUNS.c.id == bindparam("b_run"))
+        .values({name: bindparam(f"b_{name}") for name in COLUMNS}),
+        [{"b_run": i} | {f"b_{n}": change(i).totals[n] for n in COLUMNS} for i in ids],
+    )
     rows = [
-        {"b_run": i} | {f"b_{n}": getattr(found.get(i, Totals()), n) for n in COLUMNS}
-        for (i,) in conn.execute(wanted)
+        {"run_id": i, "kind": kind, "key": key, "n": n}
+        for i in ids
+        for (kind, key), n in sorted(change(i).counts.items())
+        if n
     ]
     if rows:
-        conn.execute(
-            update(_RUNS)
-            .where(_RUNS.c.id == bindparam("b_run"))
-            .values({name: bindparam(f"b_{name}") for name in COLUMNS}),
-            rows,
-        )
+        conn.execute(insert(_COUNTS), rows)

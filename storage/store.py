@@ -31,7 +31,7 @@ from rollout_core.records import (
     RunSpec,
     RunStatus,
 )
-from storage import aggregates, groups, lifecycle, reads, run_totals, tagging
+from storage import aggregates, groups, lifecycle, reads, tagging
 from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
 from storage.engine import store_error as _store_error
 from storage.migrations import (
@@ -61,8 +61,8 @@ from storage.read_models import (
     RunSummary,
     TagCount,
 )
+from storage.run_totals import DROPPED_COLUMNS, RunChange
 from storage.writes import (
-    DROPPED_COLUMNS,
     clean_json,
     finished_among,
     now_utc,
@@ -375,7 +375,9 @@ class Store:
                     .where(Episode.run_id == run_id, Episode.outcome.is_(None))
                     .returning(*DROPPED_COLUMNS)
                 ).all()
-                run_totals.add(session.connection(), run_id, run_totals.dropped(gone))
+                change = RunChange()
+                change.dropped(gone)
+                change.apply(session.connection(), run_id)
                 return len(gone)
 
         return retry_locked(run)

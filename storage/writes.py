@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -30,10 +31,10 @@ from rollout_core.records import (
     IterationBatch,
     StepRecord,
 )
-from storage import run_totals
 from storage.bulk_sql import executemany
 from storage.classify import Finished, classify_stored
 from storage.models import Episode, Run, Step
+from storage.run_totals import DROPPED_COLUMNS, UNPARSED, RunChange
 from storage.token_codec import encode_trace, trace_means
 
 if TYPE_CHECKING:
@@ -101,7 +102,8 @@ def write_batch(
     beat = session.connection().execute(_HEARTBEAT, {"b_run": run_id, "b_now": now})
     if beat.rowcount == 0:
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
-    created, change = _insert_started(session, run_id, batch, now)
+    change = RunChange()
+    created = _insert_started(session, run_id, batch, now, change)
     ids = {**known, **created}
     wanted = {s.key for s in batch.steps}
     wanted |= {e.key for e in batch.finished}
@@ -114,9 +116,8 @@ def write_batch(
         encoded = prompts.encode(session, batch, ids)
         rows = [_step_row(ids, s, *p) for s, p in zip(batch.steps, encoded, strict=True)]
         executemany(session, _INSERT_STEP, rows)
-        change += _count_steps(session, ids, batch.steps)
+        _count_steps(session, ids, batch.steps, change)
     if batch.finished:
-        change += run_totals.finishing(session.connection(), batch.finished, ids)
         # A producer that did not classify its episodes: classified from the stored steps.
         unclassified = [
             Finished(ids[e.key], e.outcome, e.progress)
@@ -125,8 +126,12 @@ def write_batch(
         ]
         classes = classify_stored(session, unclassified) if unclassified else {}
         rows = [_finish_row(ids, e, now, classes) for e in batch.finished]
+        change.finishing(
+            session.connection(),
+            [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in rows],
+        )
         session.connection().execute(_FINISH, rows)
-    run_totals.add(session.connection(), run_id, change)
+    change.apply(session.connection(), run_id)
     return created
 
 
@@ -157,11 +162,11 @@ def without_keys(batch: IterationBatch, keys: set[EpisodeKey]) -> IterationBatch
 
 
 def _insert_started(
-    session: Session, run_id: int, batch: IterationBatch, now: datetime
-) -> tuple[dict[EpisodeKey, int], run_totals.Totals]:
-    """Insert the batch's new episodes: their ids, and the change to the run's totals."""
+    session: Session, run_id: int, batch: IterationBatch, now: datetime, change: RunChange
+) -> dict[EpisodeKey, int]:
+    """Insert the batch's new episodes (what they replace leaves the run's numbers)."""
     if not batch.started:
-        return {}, run_totals.Totals()
+        return {}
     keys = [(s.question_id, s.sample_index) for s in batch.started]
     if len(set(keys)) != len(keys):
         raise ValueError(f"run {run_id}: the same episode was started twice in one batch")
@@ -175,7 +180,7 @@ def _insert_started(
         )
         .returning(*DROPPED_COLUMNS)
     )
-    change = run_totals.dropped(gone)
+    change.dropped(gone)
     rows = [
         {
             "run_id": run_id,
@@ -198,7 +203,7 @@ def _insert_started(
             f"run {run_id} already has a finished episode among {keys[:3]!r}...; "
             "skip the keys Store.finished_keys returns when resuming"
         ) from None
-    return {EpisodeKey(q, s): i for i, q, s in result}, change
+    return {EpisodeKey(q, s): i for i, q, s in result}
 
 
 def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[EpisodeKey, int]:
@@ -266,14 +271,6 @@ def _step_row(
     }
 
 
-# What deleting an episode takes out of its run's totals (`run_totals.dropped`).
-DROPPED_COLUMNS = (
-    _EPISODES.c.outcome,
-    _EPISODES.c.reward,
-    _EPISODES.c.steps,
-    _EPISODES.c.unparsed_steps,
-)
-
 # Episode columns `<action>_steps` count the parsed steps of each action.
 ACTION_COLUMNS = tuple(a.lower() for a in ACTION_KINDS)
 
@@ -307,9 +304,9 @@ _ACTION_PARAM = {a: f"b_{a.lower()}" for a in ACTION_KINDS}
 
 
 def _count_steps(
-    session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord]
-) -> run_totals.Totals:
-    """Bump the episodes' step counters; returns the change to the run's totals."""
+    session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord], change: RunChange
+) -> None:
+    """Bump the episodes' step counters, and the run's."""
     counts: dict[int, dict[str, Any]] = {}
     for s in steps:
         eid = ids[s.key]
@@ -326,9 +323,12 @@ def _count_steps(
     for row in counts.values():
         row["b_any_unparsed"] = row["b_unparsed"] > 0
     executemany(session, _COUNT, list(counts.values()))
-    return run_totals.counted(
-        sum(r["b_steps"] for r in counts.values()), sum(r["b_unparsed"] for r in counts.values())
-    )
+    by_action = Counter[str]()
+    for row in counts.values():
+        by_action[UNPARSED] += row["b_unparsed"]
+        for action in ACTION_KINDS:
+            by_action[action] += row[_ACTION_PARAM[action]]
+    change.steps(by_action)
 
 
 _FINISH = (

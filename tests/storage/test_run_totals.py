@@ -1,9 +1,11 @@
-"""The totals on each run's row (what the Runs list reads) equal a GROUP BY over the run's
-episodes after every kind of write: steps, finishes, a resumed run's restarts, dropped
-unfinished episodes, a re-finished episode, the migration's back-fill and a bulk fill."""
+"""The totals on each run's row and its counts (what the Runs list and its charts read) equal
+what the run's episodes say after every kind of write: steps, finishes, a resumed run's
+restarts, dropped unfinished episodes, a re-finished episode, the migration's back-fill and a
+bulk fill."""
 
 from __future__ import annotations
 
+import math
 import random
 
 import pytest
@@ -63,8 +65,47 @@ def _shown(store: Store, run_id: int) -> tuple[object, ...]:
     )
 
 
+def _distribution_truth(store: Store, run_id: int) -> tuple[object, ...]:
+    """The Runs charts' numbers computed here from every episode row of the run."""
+    with Session(get_engine(store._url)) as session:
+        episodes = session.scalars(select(Episode).where(Episode.run_id == run_id)).all()
+    done = [e for e in episodes if e.outcome is not None]
+    actions = {
+        a: sum(getattr(e, f"{a.lower()}_steps") for e in episodes)
+        for a in ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
+    } | {"UNPARSED": sum(e.unparsed_steps for e in episodes)}
+    bins: dict[float, int] = {}
+    if done:
+        lo = min(float(e.reward or 0.0) for e in done)
+        for e in done:
+            k = math.floor((float(e.reward or 0.0) - lo) / 0.1 + 1e-9)
+            start_of_bin = round(lo + k * 0.1, 10)
+            bins[start_of_bin] = bins.get(start_of_bin, 0) + 1
+    steps: dict[int, int] = {}
+    outcomes: dict[str, int] = {}
+    classes: dict[str, int] = {}
+    for e in done:
+        steps[e.steps] = steps.get(e.steps, 0) + 1
+        outcomes[str(e.outcome)] = outcomes.get(str(e.outcome), 0) + 1
+        if e.failure_class is not None:
+            classes[e.failure_class] = classes.get(e.failure_class, 0) + 1
+    return actions, sorted(bins.items()), sorted(steps.items()), outcomes, classes
+
+
+def _distribution_shown(store: Store, run_id: int) -> tuple[object, ...]:
+    (d,) = store.run_distributions([run_id])
+    return (
+        d.action_mix,
+        d.reward_histogram,
+        d.steps_histogram,
+        {k: n for k, n in d.outcome_counts.items() if n},
+        {k: n for k, n in d.failure_counts.items() if n},
+    )
+
+
 def _assert_matches(store: Store, run_id: int) -> None:
     assert _shown(store, run_id) == pytest.approx(_truth(store, run_id), abs=1e-9)
+    assert _distribution_shown(store, run_id) == _distribution_truth(store, run_id)
 
 
 def test_totals_follow_every_write(store: Store) -> None:
@@ -88,7 +129,8 @@ def test_totals_follow_every_write(store: Store) -> None:
             steps.append(step(q, 0, episodes[q], parsed=rng.random() < 0.7))
             if rng.random() < 0.35:
                 outcome = rng.choice(_OUTCOMES)
-                finished.append(finish(q, 0, outcome, rng.uniform(-1, 1), episodes[q]))
+                reward = round(rng.uniform(-1, 1), 3)  # rewards are kept in thousandths
+                finished.append(finish(q, 0, outcome, reward, episodes[q]))
                 del episodes[q]
         sinks[run_id].write(IterationBatch(started=started, steps=steps, finished=finished))
         _assert_matches(store, run_id)

@@ -2,7 +2,7 @@
 
 The Runs list grouped every episode of the listed runs on each read (2.3 s at a million
 episodes); the write path now keeps these totals (`storage.run_totals`) and the list reads one
-row per run. The back-fill computes them once from the episodes, one GROUP BY over them.
+row per run. They are back-filled by 0008, in the same pass as the run counts it adds.
 
 Revision ID: 0007
 Revises: 0006
@@ -38,10 +38,6 @@ def upgrade() -> None:
         batch_op.add_column(
             sa.Column("reward_sum", sa.Float(), server_default=sa.text("0"), nullable=False)
         )
-    # The totals as the write path keeps them (reads only columns every revision has had).
-    from storage.run_totals import recompute
-
-    recompute(op.get_bind())
 
 
 def downgrade() -> None:
