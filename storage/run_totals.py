@@ -97,8 +97,7 @@ class RunChange:
         # the primary-key lookups.
         marks = ", ".join("?" if conn.dialect.paramstyle == "qmark" else "%s" for _ in by_id)
         rows = conn.exec_driver_sql(
-            "SELECT id, outcome, failure_class, reward, steps FROM episodes "
-            f"WHERE id IN ({marks})",
+            f"SELECT id, outcome, failure_class, reward, steps FROM episodes WHERE id IN ({marks})",
             tuple(by_id),
         )
         for episode_id, outcome, failure_class, reward, steps in rows:
