@@ -26,9 +26,18 @@ REWARD_BIN_THOUSANDTHS = 100  # REWARD_BIN in the thousandths the `reward` count
 
 
 def compare_page(
-    session: Session, run_ids: Sequence[int], limit: int, cursor: str | None
+    session: Session,
+    run_ids: Sequence[int],
+    limit: int,
+    cursor: str | None,
+    *,
+    with_episode_ids: bool = True,
 ) -> Page[QuestionComparison]:
-    """One page of questions (keyset on question_id) with each run's finished results."""
+    """One page of questions (keyset on question_id) with each run's finished results.
+
+    Without `with_episode_ids` the cells hold counts only (their `episode_ids` empty): a list
+    of questions reads the (run, question, outcome) index, not every episode's row.
+    """
     if not run_ids:
         return Page(items=[], next_cursor=None)
     ids = list(dict.fromkeys(run_ids))
@@ -36,32 +45,48 @@ def compare_page(
     qids = _next_question_ids(session, ids, after, limit + 1)
     more = len(qids) > limit
     qids = qids[:limit]
-    base = [Episode.run_id.in_(ids), Episode.outcome.is_not(None)]
-    cells: dict[str, dict[int, RunCell]] = {q: {} for q in qids}
-    about: dict[str, tuple[str, str]] = {}
-    if qids:
-        cell_rows = session.execute(
-            select(
-                *_cell_counts(),
-                func.min(Episode.db_id),
-                func.min(Episode.question),
-            )
-            .where(*base, Episode.question_id.in_(qids))
-            .group_by(Episode.question_id, Episode.run_id)
-        )
-        for qid, run_id, n, correct, db_id, question in cell_rows:
-            cells[qid][run_id] = RunCell(run_id, int(n), int(correct or 0), [])
-            about.setdefault(qid, (db_id, question))
-        id_rows = session.execute(
-            select(Episode.question_id, Episode.run_id, Episode.id)
-            .where(*base, Episode.question_id.in_(qids))
-            .order_by(Episode.id)
-        )
-        for qid, run_id, eid in id_rows:
-            cells[qid][run_id].episode_ids.append(eid)
-    items = [QuestionComparison(q, *about[q], cells[q]) for q in qids]
+    items = comparisons(session, ids, qids, with_episode_ids=with_episode_ids)
     next_cursor = encode_cursor(runs=ids, q=qids[-1]) if more else None
     return Page(items=items, next_cursor=next_cursor)
+
+
+def comparisons(
+    session: Session, run_ids: Sequence[int], qids: Sequence[str], *, with_episode_ids: bool
+) -> list[QuestionComparison]:
+    """These questions' finished results in each run, in `qids` order (unplayed ones left out)."""
+    if not qids or not run_ids:
+        return []
+    base = [
+        Episode.run_id.in_(run_ids),
+        Episode.outcome.is_not(None),
+        Episode.question_id.in_(qids),
+    ]
+    cells: dict[str, dict[int, RunCell]] = {q: {} for q in qids}
+    first: dict[str, int] = {}
+    for qid, run_id, n, correct, lowest in session.execute(
+        select(*_cell_counts(), func.min(Episode.id))
+        .where(*base)
+        .group_by(Episode.question_id, Episode.run_id)
+    ):
+        cells[qid][run_id] = RunCell(run_id, int(n), int(correct or 0), [])
+        first[qid] = min(lowest, first.get(qid, lowest))
+    # The question's text and database from one episode each, by primary key.
+    about = {
+        qid: (db_id, question)
+        for qid, db_id, question in session.execute(
+            select(Episode.question_id, Episode.db_id, Episode.question).where(
+                Episode.id.in_(first.values())
+            )
+        )
+    }
+    if with_episode_ids:
+        for qid, run_id, eid in session.execute(
+            select(Episode.question_id, Episode.run_id, Episode.id)
+            .where(*base)
+            .order_by(Episode.id)
+        ):
+            cells[qid][run_id].episode_ids.append(eid)
+    return [QuestionComparison(q, *about[q], cells[q]) for q in qids if q in about]
 
 
 def _cell_counts() -> tuple[Any, Any, Any, Any]:

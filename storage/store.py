@@ -523,11 +523,29 @@ class Store:
         return out
 
     def compare_runs(
-        self, run_ids: Sequence[int], *, limit: int = 100, cursor: str | None = None
+        self,
+        run_ids: Sequence[int],
+        *,
+        limit: int = 100,
+        cursor: str | None = None,
+        with_episode_ids: bool = True,
     ) -> Page[QuestionComparison]:
-        """Per-question results of several runs, over the questions any of them played."""
+        """Per-question results of several runs, over the questions any of them played;
+        `with_episode_ids=False` leaves each cell's episode ids out (a list needs counts)."""
         with Session(self._engine) as session:
-            return aggregates.compare_page(session, run_ids, limit, cursor)
+            return aggregates.compare_page(
+                session, run_ids, limit, cursor, with_episode_ids=with_episode_ids
+            )
+
+    def compare_question(
+        self, run_ids: Sequence[int], question_id: str
+    ) -> QuestionComparison | None:
+        """One question's results in each run, with the episode ids; None when none played it."""
+        with Session(self._engine) as session:
+            found = aggregates.comparisons(
+                session, list(dict.fromkeys(run_ids)), [question_id], with_episode_ids=True
+            )
+            return found[0] if found else None
 
     def compare_outcomes(self, run_ids: Sequence[int]) -> list[QuestionOutcomes]:
         """Episode and correct counts per question and run, over every question they finished."""

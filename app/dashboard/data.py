@@ -169,7 +169,9 @@ def _compare_all(
     items: list[QuestionComparison] = []
     cursor: str | None = None
     while len(items) < cap:
-        page = _store.compare_runs(run_ids, limit=min(500, cap - len(items)), cursor=cursor)
+        page = _store.compare_runs(
+            run_ids, limit=min(500, cap - len(items)), cursor=cursor, with_episode_ids=False
+        )
         items.extend(page.items)
         cursor = page.next_cursor
         if cursor is None:
@@ -178,8 +180,21 @@ def _compare_all(
 
 
 def compare_all(run_ids: Sequence[int]) -> tuple[list[QuestionComparison], bool]:
-    """Per-question results of the runs (up to the cap) and whether the cap cut them short."""
+    """Per-question results of the runs (up to the cap) and whether the cap cut them short;
+    counts only: `compare_question` has one question's episodes."""
     return _compare_all(store(), settings().store_url, tuple(run_ids), COMPARE_QUESTION_CAP)
+
+
+@st.cache_data(ttl=_TTL, show_spinner=False)
+def _compare_question(
+    _store: Store, url: str, run_ids: tuple[int, ...], question_id: str
+) -> QuestionComparison | None:
+    return _store.compare_question(run_ids, question_id)
+
+
+def compare_question(run_ids: Sequence[int], question_id: str) -> QuestionComparison | None:
+    """One question's results in each run, with its episodes' ids."""
+    return _compare_question(store(), settings().store_url, tuple(run_ids), question_id)
 
 
 @st.cache_data(ttl=_TTL, show_spinner=False)

@@ -101,6 +101,7 @@ def _page_queries(store: Store) -> dict[str, Callable[[], Any]]:
         "replay": lambda: store.get_episode(episode_id),
         "compare (statistics)": lambda: store.compare_outcomes(ids[:2]),
         "compare (question list)": lambda: _all_questions(store, ids[:2]),
+        "compare (one question)": lambda: store.compare_question(ids[:2], "q00000"),
     }
 
 
@@ -108,7 +109,7 @@ def _all_questions(store: Store, run_ids: list[int]) -> int:
     # What the Compare page lists with text: the questions, 500 a page, up to its cap.
     count, cursor = 0, None
     while count < COMPARE_LIST_CAP:
-        page = store.compare_runs(run_ids, limit=500, cursor=cursor)
+        page = store.compare_runs(run_ids, limit=500, cursor=cursor, with_episode_ids=False)
         count += len(page.items)
         cursor = page.next_cursor
         if cursor is None:

@@ -112,6 +112,24 @@ def test_compare_runs_cells(two_runs: tuple[Store, int, int]) -> None:
         assert detail is not None and detail.summary.run_id == r2
 
 
+def test_a_question_list_holds_counts_and_one_question_its_episodes(
+    two_runs: tuple[Store, int, int],
+) -> None:
+    store, r1, r2 = two_runs
+    full = store.compare_runs([r1, r2])
+    counts = store.compare_runs([r1, r2], with_episode_ids=False)
+    assert [q.question_id for q in counts.items] == [q.question_id for q in full.items]
+    for slim, whole in zip(counts.items, full.items, strict=True):
+        assert (slim.db_id, slim.question) == (whole.db_id, whole.question)
+        assert {r: (c.episodes, c.correct, c.episode_ids) for r, c in slim.cells.items()} == {
+            r: (c.episodes, c.correct, []) for r, c in whole.cells.items()
+        }
+        assert store.compare_question([r1, r2], whole.question_id) == whole
+    assert store.compare_question([r1, r2], "no-such-question") is None
+    only_r2 = store.compare_question([r2], "q2")
+    assert only_r2 is not None and set(only_r2.cells) == {r2}
+
+
 def test_compare_runs_paging(two_runs: tuple[Store, int, int]) -> None:
     store, r1, r2 = two_runs
     seen: list[str] = []

@@ -101,5 +101,5 @@ if by_question:
             on_change=lambda: side_by_side.forget_samples(chosen_ids),
         ),
     )
-    side_by_side.show(by_question[qid], runs)
+    side_by_side.show(data.compare_question(chosen_ids, qid) or by_question[qid], runs)
 params.show_notices(notices)
