@@ -127,6 +127,8 @@ class Page(Generic[T]):
     """Opaque cursor for the next page; None on the last page."""
     total: int | None = None
     """Number of matching rows, when the query asked for it."""
+    total_capped: bool = False
+    """True when counting stopped at the query's cap: `total` is a lower bound."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -438,23 +438,34 @@ class Store:
         limit: int = 50,
         cursor: str | None = None,
         with_total: bool = False,
+        total_cap: int | None = None,
     ) -> Page[EpisodeSummary]:
-        """Keyset-paged, filtered, sorted episode list."""
+        """Keyset-paged, filtered, sorted episode list; with `with_total`, the number of matches,
+        counted up to `total_cap` when one is given (a text search over millions of steps
+        stops counting there instead of reading every output)."""
         if limit < 1:
             raise ValueError(f"page limit must be at least 1, not {limit}")
         stmt = reads.episode_page_query(flt, sort, descending, limit, cursor)
+        total, capped = None, False
         with Session(self._engine) as session:
             rows = session.execute(stmt).all()
-            total = None
             if with_total:
-                count = select(func.count()).select_from(Episode)
-                total = session.scalar(count.where(*reads.episode_conditions(flt)))
+                conditions = reads.episode_conditions(flt)
+                if total_cap is None:
+                    count = select(func.count()).select_from(Episode).where(*conditions)
+                else:
+                    some = select(Episode.id).where(*conditions).limit(total_cap + 1).subquery()
+                    count = select(func.count()).select_from(some)
+                total = int(session.scalar(count) or 0)
+                if total_cap is not None and total > total_cap:
+                    total, capped = total_cap, True
         more = len(rows) > limit
         rows = rows[:limit]
         return Page(
             items=[reads.episode_summary(r) for r in rows],
             next_cursor=reads.next_cursor(rows[-1], sort, descending) if more else None,
             total=total,
+            total_capped=capped,
         )
 
     def get_episode(self, episode_id: int) -> EpisodeDetail | None:

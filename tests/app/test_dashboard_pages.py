@@ -109,6 +109,17 @@ def test_episodes_text_search_and_unparsed_filter(store_env: FixtureStore) -> No
     assert set(at.dataframe[0].value["question id"]) == {"q-empty"}
 
 
+def test_a_text_search_counts_up_to_the_cap(
+    store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.dashboard import data
+
+    monkeypatch.setattr(data, "TEXT_COUNT_CAP", 2)
+    at = open_page("views/episodes.py", q="select count")  # in every gold SQL
+    assert len(at.dataframe[0].value) > 2
+    assert any(c.value.startswith("Episodes 1-") and " of 2+." in c.value for c in at.caption)
+
+
 def test_episodes_pages_forward_and_back_with_a_cursor_stack(store_env: FixtureStore) -> None:
     at = open_page("views/episodes.py", size="10")
     first = list(at.dataframe[0].value["id"])

@@ -223,6 +223,19 @@ def test_every_filter(filled: tuple[Store, int, int, list[Truth]]) -> None:
         _check(store, truths, flt, want, at_least=0 if flt.text == "100_" else 1)
 
 
+def test_a_capped_count_stops_at_the_cap_and_says_so(
+    filled: tuple[Store, int, int, list[Truth]],
+) -> None:
+    store, _a, _b, truths = filled
+    flt = EpisodeFilter(finished_only=False)
+    assert len(truths) > 3
+    capped = store.list_episodes(flt, limit=2, with_total=True, total_cap=3)
+    assert (capped.total, capped.total_capped) == (3, True)
+    assert len(capped.items) == 2
+    whole = store.list_episodes(flt, limit=2, with_total=True, total_cap=len(truths))
+    assert (whole.total, whole.total_capped) == (len(truths), False)
+
+
 def test_summary_fields(filled: tuple[Store, int, int, list[Truth]]) -> None:
     store, a, _b, truths = filled
     page = store.list_episodes(EpisodeFilter(run_ids=(a,), finished_only=False), limit=1000)

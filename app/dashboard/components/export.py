@@ -40,14 +40,18 @@ def file_name(run_names: Sequence[str], fmt: str) -> str:
     return f"{stem}-episodes.{fmt}" if len(run_names) == 1 else f"rollscope-episodes.{fmt}"
 
 
-def export_menu(flt: EpisodeFilter, total: int | None, runs: dict[int, str]) -> None:
-    """An "Export" menu: the filtered episodes (with their steps) as JSONL or Parquet."""
+def export_menu(
+    flt: EpisodeFilter, total: int | None, runs: dict[int, str], *, at_least: bool = False
+) -> None:
+    """An "Export" menu: the filtered episodes (with their steps) as JSONL or Parquet.
+    `at_least`: `total` is where counting stopped, not the whole count."""
     run_ids = list(flt.run_ids) or sorted(runs)
     names = [runs[i] for i in run_ids if i in runs]
-    too_many = total is not None and total > DOWNLOAD_CAP
+    too_many = total is not None and (total > DOWNLOAD_CAP or at_least)
+    shown = "" if total is None else f"{total:,}{'+' if at_least else ''} "
     with st.popover("Export", icon=":material/download:"):
         st.caption(
-            f"The {total if total is not None else ''} episodes these filters match, each with "
+            f"The {shown}episodes these filters match, each with "
             "its steps, written as `rollscope export` writes them."
         )
         if too_many:

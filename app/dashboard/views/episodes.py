@@ -203,10 +203,10 @@ except ValueError as exc:  # a cursor cut or edited by hand, or made for another
 params.show_notices(notices)
 
 start = len(query.cursors) * query.size
-total = "?" if page.total is None else str(page.total)
+total = "?" if page.total is None else f"{page.total:,}{'+' if page.total_capped else ''}"
 head, tools = st.columns([4, 1], vertical_alignment="center")
 with tools:
-    export_menu(query.flt, page.total, {r.id: r.name for r in runs})
+    export_menu(query.flt, page.total, {r.id: r.name for r in runs}, at_least=page.total_capped)
 if not page.items:
     head.info("No episodes match these filters." if not query.cursors else "No more episodes.")
 else:
