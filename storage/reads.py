@@ -76,6 +76,12 @@ def _summary(run: Run, now: datetime) -> RunSummary:
     )
 
 
+TEXT_COUNT_CAP = 5_000
+"""Where a list counts a text search's matches up to ("5,000+"): counting them all reads every
+output of a large store (3.4 s at 10M steps). The dashboard's download cap: an export of no more
+matches is still offered."""
+
+
 def like_pattern(text: str) -> str:
     """`%text%` with LIKE's wildcards in the text escaped (escape char: backslash)."""
     escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
@@ -146,9 +152,12 @@ def episode_page_query(
         raise ValueError(f"unknown episode sort {sort!r}; use one of {', '.join(SORT_COLUMNS)}")
     col = SORT_COLUMNS[sort]
     nullable = sort in _NULLABLE_SORTS and not flt.finished_only
+    # An outer join (every episode has its run) keeps episodes the outer loop in SQLite: with an
+    # inner join it led with runs and sorted every match before the LIMIT (1.7 s at 1M episodes).
     stmt = (
         select(*_SUMMARY_COLUMNS)
-        .join(Run, Run.id == Episode.run_id)
+        .select_from(Episode)
+        .outerjoin(Run, Run.id == Episode.run_id)
         .where(*episode_conditions(flt))
     )
     if cursor is not None:

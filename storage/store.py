@@ -449,7 +449,9 @@ class Store:
         total, capped = None, False
         with Session(self._engine) as session:
             rows = session.execute(stmt).all()
-            if with_total:
+            if with_total and cursor is None and len(rows) <= limit:
+                total = len(rows)  # the first page holds every match: nothing left to count
+            elif with_total:
                 conditions = reads.episode_conditions(flt)
                 if total_cap is None:
                     count = select(func.count()).select_from(Episode).where(*conditions)

@@ -26,6 +26,7 @@ from storage.read_models import (
     RunSummary,
     TagCount,
 )
+from storage.reads import TEXT_COUNT_CAP
 from storage.store import Store
 
 if TYPE_CHECKING:
@@ -96,11 +97,6 @@ def get_run(run_id: int) -> RunSummary | None:
 def get_run_uncached(run_id: int) -> RunSummary | None:
     """One run read now, for the live progress views."""
     return store().get_run(run_id)
-
-
-# A text search counts its matches up to here ("10,000+"): counting them all reads every
-# output of a large store (3 s at 10M steps). Above the Export menu's download cap.
-TEXT_COUNT_CAP = 10_000
 
 
 @st.cache_data(ttl=_LIVE_TTL, show_spinner=False)

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from storage.read_models import EpisodeFilter
+from storage.reads import TEXT_COUNT_CAP
 from storage.store import Store
 from storage.synthetic import fill_synthetic
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, start_dashboard, stop
@@ -92,8 +93,15 @@ def _page_queries(store: Store) -> dict[str, Callable[[], Any]]:
         "episodes": lambda: store.list_episodes(
             EpisodeFilter(run_ids=tuple(ids[:1])), limit=50, with_total=True
         ),
+        # As the Episodes page searches: its total counted up to the page's cap.
         "episodes (text search)": lambda: store.list_episodes(
-            EpisodeFilter(text="singer"), limit=50, with_total=True
+            EpisodeFilter(text="singer"), limit=50, with_total=True, total_cap=TEXT_COUNT_CAP
+        ),
+        "episodes (rare text)": lambda: store.list_episodes(
+            EpisodeFilter(text="zq-no-such-text"),
+            limit=50,
+            with_total=True,
+            total_cap=TEXT_COUNT_CAP,
         ),
         "episodes (sorted by reward)": lambda: store.list_episodes(
             EpisodeFilter(), sort="reward", descending=True, limit=50, with_total=True
