@@ -109,6 +109,7 @@ def _list_episodes(
     limit: int,
     cursor: str | None,
     with_total: bool,
+    total_cap: int | None,
 ) -> Page[EpisodeSummary]:
     return _store.list_episodes(
         flt,
@@ -117,7 +118,7 @@ def _list_episodes(
         limit=limit,
         cursor=cursor,
         with_total=with_total,
-        total_cap=TEXT_COUNT_CAP if flt.text else None,
+        total_cap=total_cap,
     )
 
 
@@ -130,10 +131,12 @@ def list_episodes(
     cursor: str | None = None,
     with_total: bool = True,
 ) -> Page[EpisodeSummary]:
-    """One page of episodes (with the total count of matches, unless told not to count).
-    ValueError for a cursor that is malformed or belongs to another order."""
+    """One page of episodes (with the total count of matches, unless told not to count; a text
+    search's counted up to `TEXT_COUNT_CAP`). ValueError for a cursor that is malformed or
+    belongs to another order."""
+    cap = TEXT_COUNT_CAP if flt.text else None
     return _list_episodes(
-        store(), settings().store_url, flt, sort, descending, limit, cursor, with_total
+        store(), settings().store_url, flt, sort, descending, limit, cursor, with_total, cap
     )
 
 

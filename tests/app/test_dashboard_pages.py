@@ -114,10 +114,18 @@ def test_a_text_search_counts_up_to_the_cap(
 ) -> None:
     from app.dashboard import data
 
+    store = Store(store_env.url, read_only=True)
+    matches = store.list_episodes(EpisodeFilter(text="select"), with_total=True).total
+    store.close()
+    assert matches is not None and 10 < matches <= 25  # "select" is in every gold SQL
     monkeypatch.setattr(data, "TEXT_COUNT_CAP", 2)
-    at = open_page("views/episodes.py", q="select count")  # in every gold SQL
-    assert len(at.dataframe[0].value) > 2
-    assert any(c.value.startswith("Episodes 1-") and " of 2+." in c.value for c in at.caption)
+    # More matches than a page of 10: the rest is counted, up to the cap.
+    at = open_page("views/episodes.py", q="select", size="10")
+    assert len(at.dataframe[0].value) == 10
+    assert any(c.value.startswith("Episodes 1-10 of 2+.") for c in at.caption)
+    # A first page that holds every match is its own count, exact: no cap applies.
+    at = open_page("views/episodes.py", q="select", size="25")
+    assert any(c.value.startswith(f"Episodes 1-{matches} of {matches}.") for c in at.caption)
 
 
 def test_episodes_pages_forward_and_back_with_a_cursor_stack(store_env: FixtureStore) -> None:
