@@ -229,7 +229,8 @@ class Step(Base):
     prompt_layout: Mapped[str]
     """How to rebuild the prompt from stored text (`storage.prompt_layout`); never read whole."""
     prompt_sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
-    """SHA-256 of the exact prompt (UTF-8), to check every rebuilt prompt against."""
+    """The first 8 bytes of the exact prompt's SHA-256 (UTF-8; all 32 in rows written before),
+    to check every rebuilt prompt against (`prompt_layout.digest_matches`)."""
     raw_output: Mapped[str]
     action: Mapped[str] = mapped_column(String(16))
     argument: Mapped[str]

@@ -47,8 +47,25 @@ class StepText:
 
 
 def prompt_hash(prompt: str) -> bytes:
-    """SHA-256 of the prompt's UTF-8 bytes: what each step keeps to check its rebuilt prompt."""
+    """SHA-256 of a text's UTF-8 bytes (the key of a shared text in `prompt_texts`)."""
     return hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest()
+
+
+STEP_DIGEST_BYTES = 8
+"""What a step keeps of its prompt's SHA-256 to check the rebuilt prompt against: a wrong rebuild
+goes unnoticed once in 2^64, and the other 24 bytes were 5% of a step's row. Steps written
+before keep all 32; `digest_matches` compares as many as a step holds."""
+
+
+def step_digest(prompt: str) -> bytes:
+    """The digest a step stores of its exact prompt."""
+    return prompt_hash(prompt)[:STEP_DIGEST_BYTES]
+
+
+def digest_matches(stored: bytes, prompt: str) -> bool:
+    """True when `prompt` has the digest a step stored (8 bytes, or 32 in older rows)."""
+    stored = bytes(stored)
+    return len(stored) >= STEP_DIGEST_BYTES and prompt_hash(prompt)[: len(stored)] == stored
 
 
 def json_inner(text: str) -> str:

@@ -22,6 +22,7 @@ from storage.prompt_layout import (
     layout_text_ids,
     prompt_hash,
     shape_of,
+    step_digest,
 )
 from storage.writes import clean_text
 
@@ -136,7 +137,7 @@ class PromptWriter:
     def encode(
         self, session: Session, batch: IterationBatch, ids: Mapping[EpisodeKey, int]
     ) -> list[tuple[str, bytes]]:
-        """(prompt_layout, prompt_sha256) of each of the batch's steps, in order."""
+        """(prompt_layout, prompt digest) of each of the batch's steps, in order."""
         self._staged, self._staged_ids = {}, {}
         started = {s.key: s.question for s in batch.started}
         encoded = []
@@ -173,7 +174,7 @@ class PromptWriter:
                 # A shape learnt in a batch that then failed is harmless: its texts are
                 # looked up like any other, and a shape that does not fit is not used.
                 self._shape = shape_of(pieces, s.step_no) or self._shape
-            encoded.append((pieces, prompt_hash(prompt)))
+            encoded.append((pieces, step_digest(prompt)))
             step = StepText(clean_text(s.raw_output), clean_text(s.observation))
             self._staged[episode_id] = history.then(s.step_no, prompt, step)
         literals = {p for pieces, _ in encoded for p in pieces if isinstance(p, str)}

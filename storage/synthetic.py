@@ -20,7 +20,13 @@ from storage import run_totals
 from storage.bulk_sql import executemany
 from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
-from storage.prompt_layout import Piece, encode_pieces, join_layout, prompt_hash
+from storage.prompt_layout import (
+    STEP_DIGEST_BYTES,
+    Piece,
+    encode_pieces,
+    join_layout,
+    step_digest,
+)
 from storage.prompt_store import text_ids
 from storage.store import Store
 from storage.synthetic_text import (
@@ -176,7 +182,7 @@ def _chunk(
         # The prompt grows by one turn a step: hash it incrementally, without its last `]`.
         base = hashlib.sha256(first[:-1].encode())
         base_len = len(first) - 1
-        layout, digest = join_layout(pieces, ids.__getitem__), prompt_hash(first)
+        layout, digest = join_layout(pieces, ids.__getitem__), step_digest(first)
         facts: list[StepFacts] = []
         for s in range(1, n_steps + 1):
             last = s == n_steps
@@ -228,7 +234,7 @@ def _chunk(
             base_len += len(turn)
             closed = base.copy()
             closed.update(b"]")
-            digest = closed.digest()
+            digest = closed.digest()[:STEP_DIGEST_BYTES]
         reward = (1.0 if outcome == "correct" else 0.0) + round(rng.uniform(-0.2, 0.3), 2)
         progress = rng.choice((0.0, 0.05, 0.1))
         episodes.append(

@@ -9,7 +9,7 @@ from sqlalchemy.orm import Session
 
 from rollout_core.records import EpisodeKey, IterationBatch, ListSink, Sink, StepRecord
 from storage.models import Episode, Step
-from storage.prompt_layout import prompt_hash
+from storage.prompt_layout import digest_matches
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 
@@ -65,7 +65,7 @@ def check_hashes(store: Store) -> int:
     for run_id in run_ids:
         for d in store.iter_episode_details(run_id, flt=EpisodeFilter(finished_only=False)):
             for s in d.steps:
-                assert bytes(hashes[d.summary.id, s.step_no]) == prompt_hash(s.prompt), (
+                assert digest_matches(hashes[d.summary.id, s.step_no], s.prompt), (
                     d.summary.id,
                     s.step_no,
                 )

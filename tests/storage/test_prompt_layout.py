@@ -16,10 +16,13 @@ from storage.prompt_layout import (
     common_prefix_length,
     decode_episode,
     decode_layout,
+    digest_matches,
     encode_pieces,
     join_layout,
     layout_text_ids,
+    prompt_hash,
     shape_of,
+    step_digest,
 )
 
 Render = Callable[[str, str, list[StepText]], str]
@@ -173,3 +176,13 @@ def test_a_learnt_shape_encodes_the_next_step_or_declines() -> None:
 
 def _literals(pieces: list[Piece]) -> list[str]:
     return list(dict.fromkeys(p for p in pieces if isinstance(p, str)))
+
+
+def test_a_step_digest_checks_a_prompt_in_new_and_older_rows() -> None:
+    prompt = '[{"role": "system", "content": "x\u00e9"}]'
+    assert len(step_digest(prompt)) == 8
+    assert digest_matches(step_digest(prompt), prompt)
+    assert digest_matches(prompt_hash(prompt), prompt)  # a row written with all 32 bytes
+    assert not digest_matches(step_digest(prompt), prompt + " ")
+    assert not digest_matches(prompt_hash(prompt + " "), prompt)
+    assert not digest_matches(b"", prompt)  # an empty digest proves nothing
