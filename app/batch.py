@@ -27,6 +27,8 @@ from storage import lifecycle
 from storage.store import Store
 
 HEARTBEAT_EVERY_SECONDS = 10.0
+SINK_GROUP_SECONDS = 0.25
+"""A one-process run writes its iterations of this long as one transaction (`StoreSink`)."""
 CANCEL_POLL_SECONDS = 2.0
 
 
@@ -241,17 +243,18 @@ def play_run(
                 )  # fmt: skip
             else:
                 assert prepared.policy is not None  # prepare() builds it when not fanned out
-                stats = run_episodes(
-                    prepared.plan.dataset,
-                    tasks,
-                    prepared.policy,
-                    store.sink(run_id),
-                    batch_size=spec.generation.batch_size,
-                    environment=spec.environment,
-                    should_stop=should_stop,
-                    on_episode=on_episode,
-                    on_note=on_note,
-                )
+                with store.sink(run_id, group_seconds=SINK_GROUP_SECONDS) as sink:
+                    stats = run_episodes(
+                        prepared.plan.dataset,
+                        tasks,
+                        prepared.policy,
+                        sink,
+                        batch_size=spec.generation.batch_size,
+                        environment=spec.environment,
+                        should_stop=should_stop,
+                        on_episode=on_episode,
+                        on_note=on_note,
+                    )
     except KeyboardInterrupt:
         store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
         raise Cancelled("interrupted: the run is marked cancelled") from None

@@ -70,7 +70,7 @@ def digest_matches(stored: bytes, prompt: str) -> bool:
 
 def json_inner(text: str) -> str:
     """`text` as it appears inside a JSON string written by `json.dumps(ensure_ascii=False)`."""
-    return str(encode_basestring(text))[1:-1]
+    return encode_basestring(text)[1:-1]
 
 
 Piece = str | tuple[str]
@@ -199,15 +199,19 @@ def apply_shape(
     pieces: list[Piece] = [(f"p{keep}",)]
     pos, n = keep, step_no - 1
     for literal, item in shape:
-        piece: Piece
         if literal:
-            text, piece = item, item
+            text: str = item
+            piece: Piece = item
+        elif item == "R":  # the runner's JSON prompts: the common case first
+            text, piece = json_inner(last.raw_output), (f"R{n}",)
+        elif item == "O":
+            text, piece = json_inner(last.observation), (f"O{n}",)
+        elif item == "r":
+            text, piece = last.raw_output, (f"r{n}",)
+        elif item == "o":
+            text, piece = last.observation, (f"o{n}",)
         else:
-            source = (
-                question if item in "qQ" else last.raw_output if item in "rR" else last.observation
-            )
-            text = source if item.islower() else json_inner(source)
-            piece = (item,) if item in "qQ" else (f"{item}{n}",)
+            text, piece = (question if item == "q" else json_inner(question)), (item,)
         if not prompt.startswith(text, pos):
             return None
         pos += len(text)

@@ -10,7 +10,7 @@ from sqlalchemy import insert, select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
-from rollout_core.records import EpisodeKey, IterationBatch
+from rollout_core.records import IterationBatch
 from storage.models import Episode, PromptText, Step
 from storage.prompt_layout import (
     Shape,
@@ -135,15 +135,18 @@ class PromptWriter:
         self._shape: Shape | None = None
 
     def encode(
-        self, session: Session, batch: IterationBatch, ids: Mapping[EpisodeKey, int]
+        self, session: Session, batch: IterationBatch, episode_ids: Sequence[int]
     ) -> list[tuple[str, bytes]]:
-        """(prompt_layout, prompt digest) of each of the batch's steps, in order."""
+        """(prompt_layout, prompt digest) of each of the batch's steps, in order; `episode_ids`
+        holds each step's episode id."""
         self._staged, self._staged_ids = {}, {}
+        staged, histories, shape = self._staged, self._histories, self._shape
         started = {s.key: s.question for s in batch.started}
         encoded = []
-        for s in batch.steps:
-            episode_id = ids[s.key]
-            history = self._staged.get(episode_id) or self._histories.get(episode_id)
+        # A shape's texts may be unknown still: learnt in a batch whose transaction failed.
+        literals = {text for is_text, text in shape if is_text} if shape else set()
+        for s, episode_id in zip(batch.steps, episode_ids, strict=True):
+            history = staged.get(episode_id) or histories.get(episode_id)
             if history is None:
                 question = started.get(s.key)
                 history = (
@@ -152,32 +155,35 @@ class PromptWriter:
                     else _load_history(session, episode_id)
                 )
             prompt = clean_text(s.prompt)
-            previous = history.last_prompt if history.last_no == s.step_no - 1 else None
+            step_no = s.step_no
+            previous = history.last_prompt if history.last_no == step_no - 1 else None
             pieces = None
-            if previous is not None and self._shape is not None:
+            if previous is not None and shape is not None:
                 pieces = apply_shape(
-                    self._shape,
+                    shape,
                     prompt,
                     previous=previous,
                     question=history.question,
-                    last=history.steps[s.step_no - 1],
-                    step_no=s.step_no,
+                    last=history.steps[step_no - 1],
+                    step_no=step_no,
                 )
             if pieces is None:
                 pieces = encode_pieces(
                     prompt,
                     question=history.question,
                     steps=history.steps,
-                    step_no=s.step_no,
+                    step_no=step_no,
                     previous=previous,
                 )
                 # A shape learnt in a batch that then failed is harmless: its texts are
                 # looked up like any other, and a shape that does not fit is not used.
-                self._shape = shape_of(pieces, s.step_no) or self._shape
+                learnt = shape_of(pieces, step_no)
+                if learnt is not None and learnt != shape:
+                    shape = self._shape = learnt
+                literals.update(p for p in pieces if isinstance(p, str))
             encoded.append((pieces, step_digest(prompt)))
             step = StepText(clean_text(s.raw_output), clean_text(s.observation))
-            self._staged[episode_id] = history.then(s.step_no, prompt, step)
-        literals = {p for pieces, _ in encoded for p in pieces if isinstance(p, str)}
+            staged[episode_id] = history.then(step_no, prompt, step)
         unknown = literals - self._text_ids.keys()
         self._staged_ids = text_ids(session, unknown)
         known = self._text_ids | self._staged_ids

@@ -14,6 +14,7 @@ CONTRACT (helpers build against this; keep the signatures):
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TypeVar
@@ -65,6 +66,7 @@ from storage.run_totals import DROPPED_COLUMNS, RunChange
 from storage.writes import (
     clean_json,
     finished_among,
+    merged,
     now_utc,
     retry_locked,
     without_keys,
@@ -72,6 +74,9 @@ from storage.writes import (
 )
 
 __all__ = ["DuplicateRunName", "Store", "StoreError", "StoreSink"]
+
+GROUP_STEPS = 4096
+"""A grouping sink writes once it holds this many steps, however little time has passed."""
 
 T = TypeVar("T")
 
@@ -81,19 +86,74 @@ class DuplicateRunName(StoreError):
 
 
 class StoreSink:
-    """The runner's sink for one run: each `write` is one transaction."""
+    """The runner's sink for one run.
 
-    def __init__(self, store: Store, run_id: int, *, skip_finished: bool = False) -> None:
+    With `group_seconds` 0 each `write` is one transaction. Above 0 the sink holds batches and
+    writes them together, as one transaction, once that long has passed since it last wrote
+    (or `GROUP_STEPS` steps are held), and at `flush` and the end of a `with` block: on SQLite
+    a commit costs about as much as writing a runner iteration's rows, so fewer, larger
+    transactions write several times the step rows a second. The price: the store is up to
+    `group_seconds` (plus one iteration) behind the runner, and what is held when the process
+    dies is lost; those episodes were not finished in the store, so a resume plays them again.
+    A writer whose caller counts a batch as stored once `write` returns (a fan-out worker
+    reporting to its driver) keeps 0.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        run_id: int,
+        *,
+        skip_finished: bool = False,
+        group_seconds: float = 0.0,
+    ) -> None:
+        if group_seconds < 0:
+            raise ValueError(f"group_seconds must be 0 or more, got {group_seconds}")
         self.store = store
         self.run_id = run_id
+        self.group_seconds = group_seconds
         self._ids: dict[EpisodeKey, int] = {}
         """(question_id, sample_index) -> episode id of the episodes still being played."""
         self._prompts = PromptWriter()
         self.skipped: set[EpisodeKey] | None = set() if skip_finished else None
         """With skip_finished: the episodes this sink found finished already and drops."""
+        self._held: list[IterationBatch] = []
+        self._held_steps = 0
+        self._last_write = time.monotonic()
 
     def write(self, batch: IterationBatch) -> None:
+        if not self.group_seconds:
+            self._write(batch)
+            return
+        self._held.append(batch)
+        self._held_steps += len(batch.steps)
+        waited = time.monotonic() - self._last_write
+        if self._held_steps >= GROUP_STEPS or waited >= self.group_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the batches held, as one transaction."""
+        if not self._held:
+            return
+        # Taken before writing: a batch whose transaction failed is not tried again.
+        held, self._held, self._held_steps = self._held, [], 0
+        self._write(held[0] if len(held) == 1 else merged(held))
+
+    def _write(self, batch: IterationBatch) -> None:
         self.store._write(self.run_id, batch, self._ids, self._prompts, self.skipped)
+        self._last_write = time.monotonic()
+
+    def __enter__(self) -> StoreSink:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.flush()
+            return
+        # Leaving on an error: keep what is held if the store takes it (finished episodes
+        # need not be played again), without hiding the error under a second one.
+        with suppress(Exception):
+            self.flush()
 
 
 class Store:
@@ -320,15 +380,19 @@ class Store:
         with Session(self._engine) as session:
             return tagging.tag_counts(session, run_ids)
 
-    def sink(self, run_id: int, *, skip_finished: bool = False) -> StoreSink:
-        """A sink that writes each IterationBatch into this run as one transaction.
+    def sink(
+        self, run_id: int, *, skip_finished: bool = False, group_seconds: float = 0.0
+    ) -> StoreSink:
+        """A sink that writes each IterationBatch into this run as one transaction, or with
+        `group_seconds` the batches of that long together (see `StoreSink`; use it in a `with`
+        block, or call `flush`, so that the last batches are written).
 
         A started episode replaces an unfinished earlier attempt of the same (question, sample).
         One that already finished raises, unless `skip_finished`: then the finished attempt
         stands and this sink drops the new attempt's rows (a retried fan-out shard replays
         episodes whose results were written before its worker died).
         """
-        return StoreSink(self, run_id, skip_finished=skip_finished)
+        return StoreSink(self, run_id, skip_finished=skip_finished, group_seconds=group_seconds)
 
     def _write(
         self,

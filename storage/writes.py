@@ -35,6 +35,7 @@ from storage.bulk_sql import executemany
 from storage.classify import Finished, classify_stored
 from storage.models import Episode, Run, Step
 from storage.run_totals import DROPPED_COLUMNS, UNPARSED, RunChange
+from storage.step_spans import argument_columns, error_columns
 from storage.token_codec import encode_trace, trace_means
 
 if TYPE_CHECKING:
@@ -113,10 +114,13 @@ def write_batch(
             f"run {run_id} has no started episode {missing[0]}; send its EpisodeStart first"
         )
     if batch.steps:
-        encoded = prompts.encode(session, batch, ids)
-        rows = [_step_row(ids, s, *p) for s, p in zip(batch.steps, encoded, strict=True)]
+        episode_ids = [ids[s.key] for s in batch.steps]
+        encoded = prompts.encode(session, batch, episode_ids)
+        rows = [
+            _step_row(i, s, *p) for i, s, p in zip(episode_ids, batch.steps, encoded, strict=True)
+        ]
         executemany(session, _INSERT_STEP, rows)
-        _count_steps(session, ids, batch.steps, change)
+        _count_steps(session, episode_ids, batch.steps, change)
     if batch.finished:
         # A producer that did not classify its episodes: classified from the stored steps.
         unclassified = [
@@ -148,6 +152,15 @@ def finished_among(session: Session, run_id: int, keys: Sequence[EpisodeKey]) ->
         )
     )
     return {EpisodeKey(q, s) for q, s in rows}
+
+
+def merged(batches: Sequence[IterationBatch]) -> IterationBatch:
+    """Consecutive batches as one: their starts, steps and finishes, each in order."""
+    return IterationBatch(
+        started=[s for b in batches for s in b.started],
+        steps=[s for b in batches for s in b.steps],
+        finished=[e for b in batches for e in b.finished],
+    )
 
 
 def without_keys(batch: IterationBatch, keys: set[EpisodeKey]) -> IterationBatch:
@@ -242,20 +255,21 @@ def clean_json(value: Any) -> Any:
 
 
 def _step_row(
-    ids: dict[EpisodeKey, int], s: StepRecord, prompt_layout: str, prompt_sha256: bytes
+    episode_id: int, s: StepRecord, prompt_layout: str, prompt_sha256: bytes
 ) -> dict[str, Any]:
     mean_logprob, mean_entropy = trace_means(s.tokens)
+    raw_output, observation = clean_text(s.raw_output), clean_text(s.observation)
     return {
-        "episode_id": ids[s.key],
+        "episode_id": episode_id,
         "step_no": s.step_no,
         "prompt_layout": prompt_layout,
         "prompt_sha256": prompt_sha256,
-        "raw_output": clean_text(s.raw_output),
+        "raw_output": raw_output,
         "action": s.action,
-        "argument": clean_text(s.argument),
+        **argument_columns(raw_output, clean_text(s.argument)),
         "parsed": s.parsed,
-        "observation": clean_text(s.observation),
-        "error": clean_text(s.error),
+        "observation": observation,
+        **error_columns(observation, clean_text(s.error)),
         "reward": s.reward,
         "done": s.done,
         "tokens_in": s.tokens_in,
@@ -304,12 +318,11 @@ _ACTION_PARAM = {a: f"b_{a.lower()}" for a in ACTION_KINDS}
 
 
 def _count_steps(
-    session: Session, ids: dict[EpisodeKey, int], steps: Iterable[StepRecord], change: RunChange
+    session: Session, episode_ids: Sequence[int], steps: Sequence[StepRecord], change: RunChange
 ) -> None:
-    """Bump the episodes' step counters, and the run's."""
+    """Bump the episodes' step counters (`episode_ids`: each step's episode), and the run's."""
     counts: dict[int, dict[str, Any]] = {}
-    for s in steps:
-        eid = ids[s.key]
+    for eid, s in zip(episode_ids, steps, strict=True):
         row = counts.get(eid)
         if row is None:
             row = counts[eid] = {"b_id": eid, **_ZERO_COUNTS}

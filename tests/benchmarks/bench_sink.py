@@ -4,7 +4,9 @@ Run on request: `pytest tests/benchmarks/bench_sink.py --benchmarks -s`.
 Target: at least 50,000 step rows/s. The batches are what the runner hands the sink: one
 iteration of B live episodes (B step records, the episodes that started and finished), the
 runner's own JSON prompts growing turn by turn, outputs and observations of realistic length
-(`storage.synthetic_text`). Only `sink.write` is timed; building the records is not.
+(`storage.synthetic_text`). Only `sink.write` (and the last `flush`) is timed; building the
+records is not. Two modes: one transaction per iteration, and the batch runs' grouping
+(`app.batch.SINK_GROUP_SECONDS`).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from app.batch import SINK_GROUP_SECONDS
 from rollout_core.records import (
     EpisodeRecord,
     EpisodeStart,
@@ -45,6 +48,8 @@ CASES = [  # (batch size, system prompt characters: None is the runner's own, ~5
     (256, None),
     (64, 2_000),
 ]
+# A transaction per runner iteration (fan-out workers, training), and the batch runs' grouping.
+MODES = [("per iteration", 0.0), (f"grouped {SINK_GROUP_SECONDS:g} s", SINK_GROUP_SECONDS)]
 
 
 def iterations(
@@ -97,7 +102,9 @@ def iterations(
         yield IterationBatch(started=started, steps=steps, finished=finished)
 
 
-def _measure(path: Path, batch: int, system_chars: int | None) -> tuple[float, float, float]:
+def _measure(
+    path: Path, batch: int, system_chars: int | None, group_seconds: float
+) -> tuple[float, float, float]:
     """(step rows per second of sink.write, per CPU second of it, mean prompt characters).
 
     On a shared machine the wall clock counts the time spent waiting for a core; this
@@ -108,7 +115,7 @@ def _measure(path: Path, batch: int, system_chars: int | None) -> tuple[float, f
         RunSpec(name="bench", policy="oracle", dataset="demo", questions_path="q", db_dir="d"),
         episodes_planned=STEPS,
     )
-    sink = store.sink(run_id)
+    sink = store.sink(run_id, group_seconds=group_seconds)
     rows, seconds, cpu, chars = 0, 0.0, 0.0, 0
     for it in iterations(batch, system_chars, STEPS):
         start, start_cpu = time.perf_counter(), time.process_time()
@@ -117,6 +124,10 @@ def _measure(path: Path, batch: int, system_chars: int | None) -> tuple[float, f
         cpu += time.process_time() - start_cpu
         rows += len(it.steps)
         chars += sum(len(s.prompt) for s in it.steps)
+    start, start_cpu = time.perf_counter(), time.process_time()
+    sink.flush()  # the last held batches count too
+    seconds += time.perf_counter() - start
+    cpu += time.process_time() - start_cpu
     store.close()
     return rows / seconds, rows / cpu, chars / rows
 
@@ -124,17 +135,22 @@ def _measure(path: Path, batch: int, system_chars: int | None) -> tuple[float, f
 def test_sink_write_throughput(tmp_path: Path) -> None:
     print(f"\nsink.write into SQLite, {STEPS} steps per run, median of {REPEAT} "
           f"(target {TARGET:,} rows/s); load average {os.getloadavg()[0]:.1f}")  # fmt: skip
-    print(f"{'batch':>6} {'system':>7} {'prompt chars':>13} {'rows/s':>9} {'rows/cpu-s':>11}  runs")
-    for batch, system_chars in CASES:
-        wall, cpu = [], []
-        for i in range(REPEAT):
-            path = tmp_path / f"{batch}-{system_chars}-{i}.db"
-            rate, cpu_rate, mean_chars = _measure(path, batch, system_chars)
-            wall.append(rate)
-            cpu.append(cpu_rate)
-        flag = "" if statistics.median(wall) >= TARGET else "  SLOW"
-        runs = " ".join(f"{r:,.0f}" for r in wall)
-        rates = f"{statistics.median(wall):>9,.0f} {statistics.median(cpu):>11,.0f}"
-        print(
-            f"{batch:>6} {system_chars or 'runner':>7} {mean_chars:>13,.0f} {rates}  {runs}{flag}"
-        )
+    print(
+        f"{'mode':>14} {'batch':>6} {'system':>7} {'prompt chars':>13} {'rows/s':>9} "
+        f"{'rows/cpu-s':>11}  runs"
+    )
+    for mode, group_seconds in MODES:
+        for batch, system_chars in CASES:
+            wall, cpu = [], []
+            for i in range(REPEAT):
+                path = tmp_path / f"{batch}-{system_chars}-{group_seconds}-{i}.db"
+                rate, cpu_rate, mean_chars = _measure(path, batch, system_chars, group_seconds)
+                wall.append(rate)
+                cpu.append(cpu_rate)
+            flag = "" if statistics.median(wall) >= TARGET else "  SLOW"
+            runs = " ".join(f"{r:,.0f}" for r in wall)
+            rates = f"{statistics.median(wall):>9,.0f} {statistics.median(cpu):>11,.0f}"
+            print(
+                f"{mode:>14} {batch:>6} {system_chars or 'runner':>7} {mean_chars:>13,.0f} "
+                f"{rates}  {runs}{flag}"
+            )
