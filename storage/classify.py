@@ -21,8 +21,10 @@ from rollout_core.failure_classes import (
     needs_steps,
 )
 from rollout_core.records import FailureClass, Outcome
+from storage.step_spans import resolved_sql
 
-# The step columns the classifier reads, as they have been since the first schema.
+# The step columns the classifier reads, as they have been since the first schema; revision
+# 0009 added the spans (`storage.step_spans`), which only stores at 0009 or later have.
 _STEPS = sa.table(
     "steps",
     sa.column("episode_id", sa.Integer),
@@ -31,7 +33,18 @@ _STEPS = sa.table(
     sa.column("argument", sa.Text),
     sa.column("parsed", sa.Boolean),
     sa.column("error", sa.Text),
+    sa.column("raw_output", sa.Text),
+    sa.column("observation", sa.Text),
+    sa.column("argument_start", sa.Integer),
+    sa.column("argument_end", sa.Integer),
+    sa.column("error_start", sa.Integer),
+    sa.column("error_end", sa.Integer),
 )
+_SPANNED = (
+    resolved_sql(_STEPS.c.raw_output, _STEPS.c.argument, _STEPS.c.argument_start,
+                 _STEPS.c.argument_end),
+    resolved_sql(_STEPS.c.observation, _STEPS.c.error, _STEPS.c.error_start, _STEPS.c.error_end),
+)  # fmt: skip
 # SQLite allows 32766 bound parameters; a few hundred ids keep each IN list short anyway.
 _CHUNK = 500
 
@@ -47,10 +60,14 @@ class Finished:
 
 
 def classify_stored(
-    conn: sa.Connection | Session, episodes: Sequence[Finished]
+    conn: sa.Connection | Session, episodes: Sequence[Finished], *, spans: bool = True
 ) -> dict[int, FailureClass]:
-    """episode id -> failure class, reading the steps of those that ended without an answer."""
-    steps = _step_facts(conn, [e.episode_id for e in episodes if needs_steps(e.outcome)])
+    """episode id -> failure class, reading the steps of those that ended without an answer.
+
+    `spans=False` reads a store older than revision 0009, whose steps have no spans.
+    """
+    wanted = [e.episode_id for e in episodes if needs_steps(e.outcome)]
+    steps = _step_facts(conn, wanted, spans)
     return {
         e.episode_id: classify_episode(
             e.outcome, steps.get(e.episode_id, ()), gold_seen=gold_seen_from_progress(e.progress)
@@ -60,18 +77,13 @@ def classify_stored(
 
 
 def _step_facts(
-    conn: sa.Connection | Session, episode_ids: Sequence[int]
+    conn: sa.Connection | Session, episode_ids: Sequence[int], spans: bool
 ) -> dict[int, list[StepFacts]]:
     out: dict[int, list[StepFacts]] = {}
+    argument, error = _SPANNED if spans else (_STEPS.c.argument, _STEPS.c.error)
     for chunk in _chunks(episode_ids):
         rows = conn.execute(
-            sa.select(
-                _STEPS.c.episode_id,
-                _STEPS.c.action,
-                _STEPS.c.argument,
-                _STEPS.c.parsed,
-                _STEPS.c.error,
-            )
+            sa.select(_STEPS.c.episode_id, _STEPS.c.action, argument, _STEPS.c.parsed, error)
             .where(_STEPS.c.episode_id.in_(chunk))
             .order_by(_STEPS.c.episode_id, _STEPS.c.step_no)
         )

@@ -234,9 +234,17 @@ class Step(Base):
     raw_output: Mapped[str]
     action: Mapped[str] = mapped_column(String(16))
     argument: Mapped[str]
+    """The action's argument, or '' when the span below holds it (`storage.step_spans`)."""
+    argument_start: Mapped[int | None]
+    argument_end: Mapped[int | None]
+    """The argument as raw_output[argument_start:argument_end] (both NULL: in `argument`)."""
     parsed: Mapped[bool]
     observation: Mapped[str]
     error: Mapped[str | None]
+    """Why the action failed (NULL: it did not), or '' when the span below holds it."""
+    error_start: Mapped[int | None]
+    error_end: Mapped[int | None]
+    """The error as observation[error_start:error_end] (both NULL: in `error`)."""
     reward: Mapped[float] = mapped_column(Float)
     done: Mapped[bool]
     tokens_in: Mapped[int | None]

@@ -20,6 +20,7 @@ from storage.cursors import decode_cursor, encode_cursor
 from storage.lifecycle import RunPresence, effective_status
 from storage.models import Annotation, Episode, Run, Step
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, RunSummary, StoredStep
+from storage.step_spans import resolved, resolved_error
 from storage.token_codec import TokenTraceError, decode_trace
 
 if TYPE_CHECKING:
@@ -254,10 +255,10 @@ def stored_step(s: Step, prompt: str) -> StoredStep:
         prompt=prompt,
         raw_output=s.raw_output,
         action=cast(ActionKind, s.action),
-        argument=s.argument,
+        argument=resolved(s.raw_output, s.argument, s.argument_start, s.argument_end),
         parsed=s.parsed,
         observation=s.observation,
-        error=s.error,
+        error=resolved_error(s.observation, s.error, s.error_start, s.error_end),
         reward=s.reward,
         done=s.done,
         tokens_in=s.tokens_in,

@@ -28,6 +28,7 @@ from storage.prompt_layout import (
     step_digest,
 )
 from storage.prompt_store import text_ids
+from storage.step_spans import argument_columns, error_columns
 from storage.store import Store
 from storage.synthetic_text import (
     ASSISTANT_OPEN,
@@ -211,10 +212,10 @@ def _chunk(
                     "prompt_sha256": digest,
                     "raw_output": step.raw_output,
                     "action": stored,
-                    "argument": step.argument,
+                    **argument_columns(step.raw_output, step.argument),
                     "parsed": parsed,
                     "observation": step.observation,
-                    "error": error,
+                    **error_columns(step.observation, error),
                     "reward": 1.0 if last and outcome == "correct" else 0.0,
                     "done": last,
                     "tokens_in": (base_len + 1) // 4,

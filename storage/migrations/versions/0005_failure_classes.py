@@ -87,7 +87,8 @@ def backfill(conn: sa.Connection) -> int:
         ).all()
         if not rows:
             return done
-        classes = classify_stored(conn, [Finished(i, cast(Outcome, o), p) for i, o, p in rows])
+        finished = [Finished(i, cast(Outcome, o), p) for i, o, p in rows]
+        classes = classify_stored(conn, finished, spans=False)  # steps as they were at 0005
         params: list[dict[str, Any]] = [{"b_id": i, "b_class": c} for i, c in classes.items()]
         conn.execute(set_class, params)
         done += len(rows)
