@@ -26,8 +26,10 @@ from storage.store import Store
 from tests.conftest import REPO
 from tests.robustness.helpers import cli_env, rollscope, rollscope_cmd
 
-LIMIT, SAMPLES = "40", "8"
-PLANNED = 40 * 8
+# Long enough (~1.5 s of play here) that a one-process run, which commits its iterations
+# every 0.25 s (`app.batch.SINK_GROUP_SECONDS`), is caught mid-run.
+LIMIT, SAMPLES = "40", "40"
+PLANNED = 40 * 40
 RUN_ARGS = ("--policy", "random", "--dataset", "demo", "--limit", LIMIT, "--samples", SAMPLES,
             "--batch-size", "4", "--quiet")  # fmt: skip
 KILL_TRIALS = 3
@@ -215,7 +217,10 @@ def test_signal_stops_after_the_iteration_and_marks_cancelled(
 def test_resume_refuses_a_run_whose_process_is_alive(tmp_path: Path) -> None:
     """Two processes playing one run would write each episode twice."""
     db = tmp_path / "store.db"
-    proc = _start(db, "alive")
+    # Ten times the usual run: it must outlive the second command's start.
+    at = RUN_ARGS.index("--samples") + 1
+    longer = (*RUN_ARGS[:at], "400", *RUN_ARGS[at + 1 :])
+    proc = _start(db, "alive", longer)
     try:
         _wait_for(proc, db, 5)
         res = rollscope("run", "--resume", "alive", "--store", f"sqlite:///{db}", "--quiet")
