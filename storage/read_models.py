@@ -79,6 +79,9 @@ class EpisodeFilter:
     question_id: str | None = None
     text: str | None = None
     """Substring searched in the question, the gold SQL and the model's outputs."""
+    text_newest: int | None = None
+    """With `text`: search only the newest this-many (by id) of the episodes the other filters
+    select; None searches them all (a word no episode holds reads every output)."""
     min_reward: float | None = None
     max_reward: float | None = None
     min_steps: int | None = None
@@ -129,6 +132,8 @@ class Page(Generic[T]):
     """Number of matching rows, when the query asked for it."""
     total_capped: bool = False
     """True when counting stopped at the query's cap: `total` is a lower bound."""
+    text_window: int | None = None
+    """When the filter's `text_newest` left older episodes unsearched: that many newest were."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -506,12 +506,18 @@ class Store:
     ) -> Page[EpisodeSummary]:
         """Keyset-paged, filtered, sorted episode list; with `with_total`, the number of matches,
         counted up to `total_cap` when one is given (a text search over millions of steps
-        stops counting there instead of reading every output)."""
+        stops counting there instead of reading every output). A filter's `text_newest`
+        bounds what a text search reads; the page's `text_window` says when that left some out."""
         if limit < 1:
             raise ValueError(f"page limit must be at least 1, not {limit}")
         stmt = reads.episode_page_query(flt, sort, descending, limit, cursor)
-        total, capped = None, False
+        total, capped, window = None, False, None
         with Session(self._engine) as session:
+            # An episode older than the window was left unsearched: the page says so.
+            bounded = flt.text and flt.text_newest is not None
+            left_out = reads.text_window_start(flt, past=1) if bounded else None
+            if left_out is not None and session.scalar(select(left_out)) is not None:
+                window = flt.text_newest
             rows = session.execute(stmt).all()
             if with_total and cursor is None and len(rows) <= limit:
                 total = len(rows)  # the first page holds every match: nothing left to count
@@ -532,6 +538,7 @@ class Store:
             next_cursor=reads.next_cursor(rows[-1], sort, descending) if more else None,
             total=total,
             total_capped=capped,
+            text_window=window,
         )
 
     def get_episode(self, episode_id: int) -> EpisodeDetail | None:

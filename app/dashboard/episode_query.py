@@ -23,6 +23,7 @@ from app.dashboard.components.params import (
 )
 from rollout_core.records import FAILURE_CLASSES, OUTCOMES
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, Page
+from storage.reads import TEXT_SEARCH_NEWEST
 
 PAGE_SIZES = (10, 25, 50, 100, 200)
 DEFAULT_SIZE = 50
@@ -46,6 +47,7 @@ FIELDS: tuple[Field, ...] = (
     Field("ep_dbs", "db", lambda _: texts("db")),
     Field("ep_tags", "tag", lambda _: texts("tag")),
     Field("ep_text", "q", lambda _: text("q")),
+    Field("ep_text_all", "qall", lambda _: flag("qall", "a yes/no")),
     Field("ep_rmin", "rmin", lambda _: number("rmin", float, "a number")),
     Field("ep_rmax", "rmax", lambda _: number("rmax", float, "a number")),
     Field("ep_smin", "smin", lambda _: number("smin", int, "a step count", 0)),
@@ -92,6 +94,7 @@ def from_values(values: WidgetValues, cursors: tuple[str, ...] = ()) -> ListQuer
             db_ids=tuple(values["ep_dbs"]),
             tags=tuple(values["ep_tags"]),
             text=values["ep_text"].strip() or None,
+            text_newest=None if values["ep_text_all"] else TEXT_SEARCH_NEWEST,
             min_reward=values["ep_rmin"],
             max_reward=values["ep_rmax"],
             min_steps=None if values["ep_smin"] is None else int(values["ep_smin"]),
@@ -131,6 +134,7 @@ def to_params(q: ListQuery, known_runs: Collection[int] = ()) -> list[tuple[str,
         "ep_dbs": list(f.db_ids),
         "ep_tags": list(f.tags),
         "ep_text": f.text or "",
+        "ep_text_all": f.text_newest is None,
         "ep_rmin": f.min_reward,
         "ep_rmax": f.max_reward,
         "ep_smin": f.min_steps,

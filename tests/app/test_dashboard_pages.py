@@ -128,6 +128,33 @@ def test_a_text_search_counts_up_to_the_cap(
     assert any(c.value.startswith(f"Episodes 1-{matches} of {matches}.") for c in at.caption)
 
 
+def test_a_text_search_reads_the_newest_episodes_unless_asked_for_all(
+    store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.dashboard import episode_query
+
+    store = Store(store_env.url, read_only=True)
+    every = store.list_episodes(EpisodeFilter(text="select"), limit=100).items
+    newest = store.list_episodes(EpisodeFilter(), sort="id", descending=True, limit=4).items
+    store.close()
+    monkeypatch.setattr(episode_query, "TEXT_SEARCH_NEWEST", 4)
+    at = open_page("views/episodes.py", q="select", size="50")
+    shown = set(at.dataframe[0].value["id"])
+    assert shown == {e.id for e in every} & {e.id for e in newest} and 0 < len(shown) <= 4
+    window = "(searched the newest 4 episodes; tick **Search all episodes** for older ones)"
+    assert any(window in c.value for c in at.caption)
+    # Ticking the box searches them all, and the link keeps it.
+    at.checkbox(key="ep_text_all").check().run()
+    assert at.query_params["qall"] == "1"
+    assert set(at.dataframe[0].value["id"]) == {e.id for e in every}
+    assert not any("searched the newest" in c.value for c in at.caption)
+    # No match in the window: the notice says where it looked.
+    at = open_page("views/episodes.py", q="zq-no-such-text")
+    assert any(f"No episodes match these filters {window}." in i.value for i in at.info)
+    at = open_page("views/episodes.py", q="zq-no-such-text", qall="1")
+    assert any(i.value == "No episodes match these filters." for i in at.info)
+
+
 def test_episodes_pages_forward_and_back_with_a_cursor_stack(store_env: FixtureStore) -> None:
     at = open_page("views/episodes.py", size="10")
     first = list(at.dataframe[0].value["id"])

@@ -17,6 +17,7 @@ from app.dashboard.episode_query import PAGE_SIZES, SORTS, ListQuery
 from rollout_core.failure_classes import FAILURE_LABELS
 from rollout_core.records import FAILURE_CLASSES, OUTCOMES
 from storage.read_models import EpisodeSummary, Page
+from storage.reads import TEXT_SEARCH_NEWEST
 
 _OPEN = "ep_open"
 _OPENING = "ep_opening"
@@ -70,6 +71,12 @@ def _filters(run_names: dict[int, str]) -> None:
             **tags,
         )
         c4.text_input("Search question, gold SQL and output", **_bound("ep_text", known))
+        c4.checkbox(
+            "Search all episodes",
+            help=f"A search reads the newest {TEXT_SEARCH_NEWEST:,} episodes that match the other "
+            "filters; tick this to read every one (seconds on a store of millions of steps).",
+            **_bound("ep_text_all", known),
+        )
         # Fixed widths in a wrapping row: at 800 px the controls move to a second line
         # instead of being squeezed until their labels are cut.
         with st.container(horizontal=True, gap="small", vertical_alignment="bottom"):
@@ -94,6 +101,16 @@ def _filters(run_names: dict[int, str]) -> None:
             st.selectbox("Sort by", SORTS, width=150, **_bound("ep_sort", known))
             st.toggle("Descending", **_bound("ep_desc", known))
             st.selectbox("Page size", PAGE_SIZES, width=100, **_bound("ep_size", known))
+
+
+def _window(page: Page[EpisodeSummary]) -> str:
+    """What a search bounded to the newest episodes left out, for the list's caption."""
+    if page.text_window is None:
+        return ""
+    return (
+        f" (searched the newest {page.text_window:,} episodes; "
+        "tick **Search all episodes** for older ones)"
+    )
 
 
 def _go_to(cursors: list[str]) -> None:
@@ -208,10 +225,11 @@ head, tools = st.columns([4, 1], vertical_alignment="center")
 with tools:
     export_menu(query.flt, page.total, {r.id: r.name for r in runs}, at_least=page.total_capped)
 if not page.items:
-    head.info("No episodes match these filters." if not query.cursors else "No more episodes.")
+    none = "No episodes match these filters" if not query.cursors else "No more episodes"
+    head.info(f"{none}{_window(page)}.")
 else:
     head.caption(
-        f"Episodes {start + 1}-{start + len(page.items)} of {total}. "
+        f"Episodes {start + 1}-{start + len(page.items)} of {total}{_window(page)}. "
         "**open** replays an episode; Replay keeps this list for its back link."
     )
     _table(page, query)
