@@ -87,3 +87,15 @@ def upgrade_only_to(url: str, cfg: Config, revision: str) -> None:
     finally:
         cfg.attributes.pop("connection", None)
         engine.dispose()
+
+
+def downgrade_to(url: str, revision: str) -> None:
+    """Take a store down to an older revision (the migrations' downgrade steps)."""
+    engine = create_engine(url)
+    cfg = storage.migrations.alembic_config()
+    try:
+        with engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.downgrade(cfg, revision)
+    finally:
+        engine.dispose()

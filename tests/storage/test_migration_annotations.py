@@ -7,6 +7,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from storage.migrations import alembic_config
 from storage.store import Store
+from tests.storage.store_files import downgrade_to
 
 
 def _store_at(url: str, revision: str) -> None:
@@ -15,15 +16,6 @@ def _store_at(url: str, revision: str) -> None:
         cfg = alembic_config()
         cfg.attributes["connection"] = conn
         command.upgrade(cfg, revision)
-    engine.dispose()
-
-
-def _downgrade(url: str, revision: str) -> None:
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        cfg = alembic_config()
-        cfg.attributes["connection"] = conn
-        command.downgrade(cfg, revision)
     engine.dispose()
 
 
@@ -54,7 +46,7 @@ def test_run_tags_become_run_labels_and_come_back(store_url: str) -> None:
     finally:
         store.close()
 
-    _downgrade(store_url, "0002")
+    downgrade_to(store_url, "0002")
     engine = create_engine(store_url)
     with engine.connect() as conn:
         rows = conn.execute(text("SELECT name, value FROM run_tags ORDER BY name")).all()

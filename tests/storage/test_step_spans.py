@@ -6,17 +6,16 @@ from __future__ import annotations
 import dataclasses
 
 import sqlalchemy as sa
-from alembic import command
 from sqlalchemy import create_engine
 
 from rollout_core.records import IterationBatch, StepRecord
 from storage.classify import Finished, _step_facts, classify_stored
-from storage.migrations import alembic_config
 from storage.read_models import EpisodeFilter
 from storage.step_spans import argument_columns, error_columns, resolved, span_of
 from storage.store import Store
 from tests.storage.prompt_checks import as_stored
 from tests.storage.store_builders import finish, spec, start, step
+from tests.storage.store_files import downgrade_to
 from tests.storage.test_migration_prompts import _runner_batches
 
 # Characters of one, two, three and four UTF-8 bytes before the argument: a span counts
@@ -138,12 +137,9 @@ def test_0009_moves_texts_into_spans_and_back(store_url: str) -> None:
     store.close()
     assert spanned > len(before) / 2 > 30
 
+    downgrade_to(store_url, "0008")
     engine = create_engine(store_url)
     try:
-        with engine.begin() as conn:
-            cfg = alembic_config()
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0008")
         with engine.connect() as conn:
             texts = conn.execute(sa.text("SELECT argument, error FROM steps ORDER BY id")).all()
     finally:
