@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from sqlalchemy import create_engine
 
 from rollout_core.records import IterationBatch, StepRecord
@@ -151,5 +154,51 @@ def test_0009_moves_texts_into_spans_and_back(store_url: str) -> None:
         assert store.schema_upgrade is not None and store.schema_upgrade.before == "0008"
         assert _stored_steps(store, run_id) == before
         assert sum(row[2] is not None for row in _raw_columns(store_url)) == spanned
+    finally:
+        store.close()
+
+
+# Any text a model or a database may produce, NUL included (surrogates cannot be UTF-8).
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=40)
+
+
+@st.composite
+def _step_texts(draw: st.DrawFn) -> tuple[str, str, str, str | None]:
+    """(raw output, argument, observation, error): parts of their sources, or not."""
+    raw = draw(_TEXT)
+    lo, hi = sorted(draw(st.tuples(*[st.integers(0, len(raw))] * 2)))
+    argument = draw(st.one_of(st.just(raw[lo:hi]), _TEXT))
+    error = draw(st.one_of(st.none(), _TEXT))
+    observation = f"Error: {error}{draw(_TEXT)}" if error and draw(st.booleans()) else draw(_TEXT)
+    return raw, argument, observation, error
+
+
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(_step_texts(), min_size=1, max_size=4))
+def test_any_argument_and_error_read_back_exactly(
+    texts: list[tuple[str, str, str, str | None]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    store = Store(str(tmp_path_factory.mktemp("spans") / "s.db"))
+    try:
+        run_id = store.create_run(spec("any"), episodes_planned=1)
+        steps = [
+            dataclasses.replace(
+                step("q1", 0, n), raw_output=raw, argument=argument, observation=obs, error=error
+            )
+            for n, (raw, argument, obs, error) in enumerate(texts, start=1)
+        ]
+        store.sink(run_id).write(
+            IterationBatch(
+                started=[start("q1")],
+                steps=steps,
+                finished=[finish("q1", 0, "budget_exhausted", 0.0, len(steps))],
+            )
+        )
+        expected = [(as_stored(s.argument), s.error and as_stored(s.error)) for s in steps]
+        assert _stored_steps(store, run_id) == expected
+        [episode] = store.list_episodes(EpisodeFilter(run_ids=(run_id,))).items
+        with store._engine.connect() as conn:
+            facts = _step_facts(conn, [episode.id], spans=True)[episode.id]
+        assert [(f.argument, f.error) for f in facts] == expected  # the SQL reading agrees
     finally:
         store.close()
