@@ -92,6 +92,8 @@ class EpisodeFilter:
     tags: tuple[str, ...] = ()
     """Episodes annotated (on the episode or any of its steps) with any of these tags."""
     failure_classes: tuple[FailureClass, ...] = ()
+    min_id: int | None = None
+    """Only episodes with this id or a later one."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,16 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from sqlalchemy import ColumnElement, ScalarSelect, and_, func, or_, select, tuple_
+from sqlalchemy import (
+    ColumnElement,
+    ScalarSelect,
+    and_,
+    func,
+    or_,
+    select,
+    tuple_,
+    union_all,
+)
 
 from rollout_core.records import (
     ActionKind,
@@ -26,6 +35,7 @@ from storage.token_codec import TokenTraceError, decode_trace
 
 if TYPE_CHECKING:
     from sqlalchemy import Row, Select
+    from sqlalchemy.orm import Session
 
     AnyRow = Row[*tuple[Any, ...]]
     AnySelect = Select[*tuple[Any, ...]]
@@ -123,6 +133,8 @@ def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
         c.append(Episode.has_unparsed.is_(flt.has_unparsed))
     if flt.tags:
         c.append(Episode.id.in_(tagged_episodes(flt.tags, flt.run_ids)))
+    if flt.min_id is not None:
+        c.append(Episode.id >= flt.min_id)
     if flt.text and flt.text_newest is not None:
         c.append(Episode.id >= func.coalesce(text_window_start(flt), 0))
     if flt.text:
@@ -143,21 +155,51 @@ def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
     return c
 
 
-def text_window_start(flt: EpisodeFilter, *, past: int = 0) -> ScalarSelect[int]:
+def text_window_start(flt: EpisodeFilter) -> ScalarSelect[int]:
     """The id of the `text_newest`-th newest episode the filter's other conditions select
-    (NULL when there are fewer): a text search reads from there on. `past=1` gives the next
-    older one: not NULL when the window left episodes out."""
+    (NULL when there are fewer): a text search reads from there on."""
+    depth = _text_newest(flt)
+    return newest_ids(flt, depth).offset(depth - 1).limit(1).scalar_subquery()
+
+
+def newest_ids(flt: EpisodeFilter, depth: int) -> AnySelect:
+    """Ids of the `depth` newest episodes the filter selects, its text search aside, newest
+    first."""
+    others = dataclasses.replace(flt, text=None, text_newest=None)
+    if len(others.run_ids) <= 1:
+        return _newest_ids(others, depth)
+    # Each run's newest from its (run_id, id) index, then the newest of those: one sort of all
+    # the runs' episodes instead took 0.3 s at a million.
+    per_run = [
+        _newest_ids(dataclasses.replace(others, run_ids=(run_id,)), depth).subquery()
+        for run_id in others.run_ids
+    ]
+    ids = union_all(*(select(sub.c.id) for sub in per_run)).subquery()
+    return select(ids.c.id).order_by(ids.c.id.desc()).limit(depth)
+
+
+def _text_newest(flt: EpisodeFilter) -> int:
     if flt.text_newest is None or flt.text_newest < 1:
         raise ValueError(f"text_newest must be at least 1, not {flt.text_newest}")
-    others = dataclasses.replace(flt, text=None, text_newest=None)
+    return flt.text_newest
+
+
+def _newest_ids(flt: EpisodeFilter, depth: int) -> AnySelect:
     return (
-        select(Episode.id)
-        .where(*episode_conditions(others))
-        .order_by(Episode.id.desc())
-        .offset(flt.text_newest - 1 + past)
-        .limit(1)
-        .scalar_subquery()
+        select(Episode.id).where(*episode_conditions(flt)).order_by(Episode.id.desc()).limit(depth)
     )
+
+
+def bounded_text_search(session: Session, flt: EpisodeFilter) -> tuple[EpisodeFilter, bool]:
+    """The filter with its `text_newest` window turned into a `min_id` (looked up once), and
+    whether the window left older episodes out."""
+    depth = _text_newest(flt)
+    start = session.scalars(newest_ids(flt, depth + 1).offset(depth - 1).limit(2)).all()
+    unbounded = dataclasses.replace(flt, text_newest=None)
+    if not start:  # fewer episodes than the window holds: nothing to bound
+        return unbounded, False
+    min_id = start[0] if flt.min_id is None else max(flt.min_id, start[0])
+    return dataclasses.replace(unbounded, min_id=min_id), len(start) == 2
 
 
 def tagged_episodes(tags: Sequence[str], run_ids: Sequence[int] = ()) -> AnySelect:

@@ -510,14 +510,14 @@ class Store:
         bounds what a text search reads; the page's `text_window` says when that left some out."""
         if limit < 1:
             raise ValueError(f"page limit must be at least 1, not {limit}")
-        stmt = reads.episode_page_query(flt, sort, descending, limit, cursor)
         total, capped, window = None, False, None
         with Session(self._engine) as session:
-            # An episode older than the window was left unsearched: the page says so.
-            bounded = flt.text and flt.text_newest is not None
-            left_out = reads.text_window_start(flt, past=1) if bounded else None
-            if left_out is not None and session.scalar(select(left_out)) is not None:
-                window = flt.text_newest
+            if flt.text and flt.text_newest is not None:
+                # The window's start looked up once, for the page and its count alike.
+                newest = flt.text_newest
+                flt, left_out = reads.bounded_text_search(session, flt)
+                window = newest if left_out else None
+            stmt = reads.episode_page_query(flt, sort, descending, limit, cursor)
             rows = session.execute(stmt).all()
             if with_total and cursor is None and len(rows) <= limit:
                 total = len(rows)  # the first page holds every match: nothing left to count

@@ -75,3 +75,12 @@ def test_a_bound_below_one_is_refused(two_runs: tuple[Store, int, int, dict]) ->
     store, _, _, _ = two_runs
     with pytest.raises(ValueError, match="text_newest must be at least 1"):
         store.list_episodes(EpisodeFilter(text="needle", text_newest=0))
+
+
+def test_min_id_keeps_that_episode_and_later_ones(two_runs: tuple[Store, int, int, dict]) -> None:
+    store, a, _, ids = two_runs
+    page = store.list_episodes(EpisodeFilter(min_id=ids[11]), limit=100, with_total=True)
+    assert [e.id for e in page.items] == [ids[n] for n in range(11, 18)] and page.total == 7
+    # With a window too: the later of the two starts holds.
+    flt = EpisodeFilter(run_ids=(a,), text="needle", text_newest=12, min_id=ids[6])
+    assert _hits(store, flt) == ([ids[6], ids[12]], 2, None)
