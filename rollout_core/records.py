@@ -318,7 +318,8 @@ class EpisodeRecord:
 
 @dataclass(frozen=True, slots=True)
 class IterationBatch:
-    """What one lockstep iteration produced: written by a sink as one transaction."""
+    """What one lockstep iteration produced: a sink writes it whole or not at all (alone, or
+    with the batches after it)."""
 
     started: Sequence[EpisodeStart] = ()
     steps: Sequence[StepRecord] = ()
@@ -326,7 +327,8 @@ class IterationBatch:
 
 
 class Sink(Protocol):
-    """Receives the runner's records. Implementations must write each batch atomically."""
+    """Receives the runner's records. Implementations must write each batch atomically; they
+    may write several consecutive batches in one transaction."""
 
     def write(self, batch: IterationBatch) -> None:
         """Persist one iteration: new episodes, their steps, and finished episodes."""

@@ -1,4 +1,4 @@
-"""The write side: one runner iteration into the store as one transaction."""
+"""The write side: runner iterations (one, or several merged) into the store as one transaction."""
 
 from __future__ import annotations
 
