@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from app.fanout.driver import FanoutError, play_shards
+from app.fanout.ray_auth import ask_for_token_auth, token_hint
 from app.fanout.target import RayTarget, TargetError
 from app.fanout.worker import ShardPlayer
 from rollout_core.records import EpisodeRecord, PolicyInfo
@@ -54,6 +55,8 @@ class RayFanout:
     def prepare(self, plan: PlannedRun) -> PolicyInfo:
         """Connect, start the workers and wait until each has built its policy; returns what
         the first one's policy reports. Bad input (a checkpoint a node cannot read) raises."""
+        if not self.target.is_local and (note := ask_for_token_auth()) is not None:
+            self._note(note)  # before Ray is imported: it reads the mode then
         ray = import_ray()
         began = time.perf_counter()
         self._connect(ray)
@@ -140,7 +143,8 @@ class RayFanout:
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise TargetError(
                     f"cannot reach the Ray cluster at {self.target.address!r}: "
-                    f"{_last_line(exc)} (start it with `ray start --head`, or use --ray local)"
+                    f"{_last_line(exc)} (start it with `ray start --head`, or use --ray local"
+                    f"{token_hint()})"
                 ) from None
         self._started_cluster = True
 
