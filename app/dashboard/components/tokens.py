@@ -96,21 +96,26 @@ def show_tokens(step: StoredStep, *, key: str) -> None:
     trace = step.tokens
     if trace is None or not trace.text:
         return
-    left, mid, right = st.columns([2, 1, 1])
+    # Each at its own width in a wrapping row: in equal columns of an 800 px window's half,
+    # the numbers were cut to "-1.…".
+    row = st.container(horizontal=True, gap="medium", vertical_alignment="bottom")
     choices = [s for s in SHADES if (trace.logprobs if s == "probability" else trace.entropies)]
     shade: Shade = (
-        left.radio("Shade tokens by", choices, horizontal=True, key=key)
+        row.radio("Shade tokens by", choices, horizontal=True, key=key, width="content")
         if len(choices) > 1
         else (choices[0] if choices else "probability")
     )
     mean_p = None if step.mean_logprob is None else math.exp(step.mean_logprob)
-    mid.metric(
+    row.metric(
         "mean log-prob",
         fmt_num(step.mean_logprob, 3),
         help="Mean log-probability of the output's tokens; exp(mean) is the geometric-mean "
         f"token probability ({fmt_num(mean_p, 3)}).",
+        width="content",
     )
-    right.metric("mean entropy", fmt_num(step.mean_entropy, 3), help="nats per token")
+    row.metric(
+        "mean entropy", fmt_num(step.mean_entropy, 3), help="nats per token", width="content"
+    )
     st.caption(
         "Tokens shaded by "
         + ("1 - probability" if shade == "probability" else "entropy")
