@@ -106,15 +106,15 @@ def write_batch(
     change = RunChange()
     created = _insert_started(session, run_id, batch, now, change)
     ids = {**known, **created}
-    wanted = {s.key for s in batch.steps}
-    wanted |= {e.key for e in batch.finished}
+    step_keys = [s.key for s in batch.steps]  # built once: a key is a new tuple each time
+    wanted = {*step_keys, *(e.key for e in batch.finished)}
     ids.update(_lookup(session, run_id, wanted - ids.keys()))
     if missing := sorted(wanted - ids.keys()):
         raise ValueError(
             f"run {run_id} has no started episode {missing[0]}; send its EpisodeStart first"
         )
     if batch.steps:
-        episode_ids = [ids[s.key] for s in batch.steps]
+        episode_ids = [ids[k] for k in step_keys]
         encoded = prompts.encode(session, batch, episode_ids)
         rows = [
             _step_row(i, s, *p) for i, s, p in zip(episode_ids, batch.steps, encoded, strict=True)
