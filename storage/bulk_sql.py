@@ -3,9 +3,9 @@
 At the runner's rates (tens of thousands of step rows a second), SQLAlchemy's per-row
 parameter handling (a dict per row, compiled-parameter processing) costs about as much as
 SQLite's own insert (measured: ORM bulk insert 2.4x slower than the driver's executemany, Core
-1.8x). On SQLite the rows go to the driver as tuples when the statement's values need no
-conversion beyond what `_plan` does itself (floats made floats: numpy scalars reach the store);
-other backends, and any statement with other conversions, go through SQLAlchemy.
+1.8x). On SQLite the rows go to the driver as tuples, each value converted by its type's
+own bind processor where it has one (floats made floats: numpy scalars reach the store);
+other backends, and statements whose defaults SQLAlchemy fills in, go through SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import Boolean, Connection, Dialect, Float, LargeBinary
 from sqlalchemy.exc import DBAPIError
@@ -35,16 +35,39 @@ def executemany(
     if not rows:
         return
     conn = session.connection() if isinstance(session, Session) else session
-    plan = _plan(stmt, tuple(rows[0]), conn.dialect) if conn.dialect.name == "sqlite" else None
+    keys = tuple(rows[0])
+    plan = _plan(stmt, keys, conn.dialect, False) if conn.dialect.name == "sqlite" else None
     if plan is None:
         conn.execute(stmt, list(rows))
         return
+    _run(conn, plan, rows)
+
+
+def executemany_values(
+    session: Session | Connection,
+    stmt: UpdateBase,
+    keys: tuple[str, ...],
+    rows: Sequence[Sequence[Any]],
+) -> None:
+    """`executemany` for rows given as their values in `keys`' order: no dict a row, for the
+    widest rows of the write path (a step's)."""
+    if not rows:
+        return
+    conn = session.connection() if isinstance(session, Session) else session
+    plan = _plan(stmt, keys, conn.dialect, True) if conn.dialect.name == "sqlite" else None
+    if plan is None:
+        conn.execute(stmt, [dict(zip(keys, r, strict=True)) for r in rows])
+        return
+    _run(conn, plan, rows)
+
+
+def _run(conn: Connection, plan: tuple[str, Callable[[Any], Sequence[Any]]], rows: Any) -> None:
     sql, values = plan
     # The driver's own cursor: SQLAlchemy would still look at every row's parameters.
     cursor = conn.connection.cursor()
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
-        cursor.executemany(sql, [values(r) for r in rows])
+        cursor.executemany(sql, rows if values is _same else [values(r) for r in rows])
     except dbapi_error as exc:
         # As SQLAlchemy would raise it: callers tell a lock (retried) or a duplicate by its class.
         raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
@@ -54,37 +77,44 @@ def executemany(
 
 @lru_cache(maxsize=64)
 def _plan(
-    stmt: UpdateBase, keys: tuple[str, ...], dialect: Dialect
-) -> tuple[str, Callable[[dict[str, Any]], Sequence[Any]]] | None:
-    """(positional SQL, row -> its values in order), or None when a value needs converting."""
+    stmt: UpdateBase, keys: tuple[str, ...], dialect: Dialect, positional: bool
+) -> tuple[str, Callable[[Any], Sequence[Any]]] | None:
+    """(positional SQL, row -> its values in the SQL's order), or None when SQLAlchemy must
+    fill a value in; rows are dicts, or with `positional` sequences in `keys`' order."""
     compiled = stmt.compile(dialect=dialect, column_keys=list(keys))
     assert isinstance(compiled, SQLCompiler)
     order = compiled.positiontup
     if order is None or any(name not in keys for name in order):
         return None  # a default SQLAlchemy fills in, or a named style
+    # Each value the driver cannot take as it is, converted as SQLAlchemy's type would: floats
+    # made floats here (numpy scalars reach the store), others by the type's own processor.
     floats: list[int] = []
-    for name in compiled._bind_processors:
+    others: list[tuple[int, Callable[[Any], Any]]] = []
+    for name, process in compiled._bind_processors.items():
         kind = compiled.binds[name].type
+        at = [i for i, n in enumerate(order) if n == name]
         if isinstance(kind, _FLOATS):
-            floats.extend(i for i, n in enumerate(order) if n == name)
+            floats.extend(at)
         elif not isinstance(kind, _NATIVE):
-            return None
-    getter = itemgetter(*order)
-    if len(order) == 1:
-        return compiled.string, lambda row: (_float(getter(row)) if floats else getter(row),)
-    if not floats:
-        return compiled.string, getter
+            others.extend((i, cast(Callable[[Any], Any], process)) for i in at)
+    getter = itemgetter(*(keys.index(n) for n in order) if positional else order)
+    if not floats and not others:
+        if len(order) == 1:
+            return compiled.string, lambda row: (getter(row),)
+        return compiled.string, _same if positional and list(order) == list(keys) else getter
 
-    def values(row: dict[str, Any]) -> Sequence[Any]:
-        out = list(getter(row))
+    def values(row: Any) -> Sequence[Any]:
+        out = list(getter(row)) if len(order) > 1 else [getter(row)]
         for i in floats:
             v = out[i]
             if v is not None and type(v) is not float:
                 out[i] = float(v)
+        for i, process in others:
+            out[i] = process(out[i])
         return out
 
     return compiled.string, values
 
 
-def _float(value: Any) -> Any:
-    return value if value is None or type(value) is float else float(value)
+def _same(row: Sequence[Any]) -> Sequence[Any]:
+    return row

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
 from json.encoder import encode_basestring
+from typing import NamedTuple
 
 # A field shorter than this stays inside the surrounding text: referencing "4" or "a" would cut
 # the framing into many one-off texts where they happen to occur.
@@ -38,9 +38,10 @@ class PromptLayoutError(ValueError):
     """A layout that cannot be rebuilt from what the store holds."""
 
 
-@dataclass(frozen=True, slots=True)
-class StepText:
-    """What an earlier step contributes to later prompts: its output and observation."""
+class StepText(NamedTuple):
+    """What an earlier step contributes to later prompts: its output and observation.
+
+    A tuple: the sink makes one a step, and a frozen dataclass cost four times as much."""
 
     raw_output: str
     observation: str
@@ -187,36 +188,70 @@ def shape_of(pieces: Sequence[Piece], step_no: int) -> Shape | None:
     return tuple(items)
 
 
-def apply_shape(
-    shape: Shape, prompt: str, *, previous: str, question: str, last: StepText, step_no: int
-) -> list[Piece] | None:
-    """The prompt's pieces if it is the previous prompt plus this shape; None otherwise.
+class ShapeMatcher:
+    """A learnt shape, compiled for the sink's common case: one expected text, one comparison.
 
-    Costs a prefix comparison and one pass over what was added: the sink tries it before
-    searching.
+    `keep` finds where a prompt that is the previous prompt plus this shape starts its
+    addition (the longest common prefix, as `encode_pieces` takes it); `layout` writes the
+    step's layout from that, once the shape's texts have ids.
     """
-    keep = common_prefix_length(previous, prompt)
-    pieces: list[Piece] = [(f"p{keep}",)]
-    pos, n = keep, step_no - 1
-    for literal, item in shape:
-        if literal:
-            text: str = item
-            piece: Piece = item
-        elif item == "R":  # the runner's JSON prompts: the common case first
-            text, piece = json_inner(last.raw_output), (f"R{n}",)
-        elif item == "O":
-            text, piece = json_inner(last.observation), (f"O{n}",)
-        elif item == "r":
-            text, piece = last.raw_output, (f"r{n}",)
-        elif item == "o":
-            text, piece = last.observation, (f"o{n}",)
-        else:
-            text, piece = (question if item == "q" else json_inner(question)), (item,)
-        if not prompt.startswith(text, pos):
+
+    def __init__(self, shape: Shape) -> None:
+        self.shape = shape
+        self.literals = frozenset(item for literal, item in shape if literal)
+        self._kinds = frozenset(item for literal, item in shape if not literal)
+        # The added text as one format string: the framing literal, the fields by kind.
+        self._format = "".join(
+            item.replace("{", "{{").replace("}", "}}") if literal else f"{{{item}}}"
+            for literal, item in shape
+        )
+
+    def added(self, question: str, last: StepText) -> str:
+        """The text this shape adds after a step whose output and observation are `last`."""
+        kinds = self._kinds
+        fields = {}
+        if "R" in kinds:  # the runner's JSON prompts: the common case
+            fields["R"] = json_inner(last.raw_output)
+        if "O" in kinds:
+            fields["O"] = json_inner(last.observation)
+        if "r" in kinds:
+            fields["r"] = last.raw_output
+        if "o" in kinds:
+            fields["o"] = last.observation
+        if "q" in kinds:
+            fields["q"] = question
+        if "Q" in kinds:
+            fields["Q"] = json_inner(question)
+        return self._format.format_map(fields)
+
+    def keep(self, prompt: str, *, previous: str, question: str, last: StepText) -> int | None:
+        """How much of `previous` the prompt keeps if it is that plus this shape; else None."""
+        added = self.added(question, last)
+        keep = len(prompt) - len(added)
+        if keep < 0 or keep > len(previous) or not prompt.endswith(added):
             return None
-        pos += len(text)
-        pieces.append(piece)
-    return pieces if pos == len(prompt) else None
+        # Where the prompt goes on as the previous one did, the search would keep more.
+        if keep < len(previous) and keep < len(prompt) and previous[keep] == prompt[keep]:
+            return None
+        return keep if previous.startswith(prompt[:keep]) else None
+
+    def pieces(self, keep: int, step_no: int) -> list[Piece]:
+        """The pieces of a step that keeps `keep` characters and adds this shape."""
+        last = step_no - 1
+        out: list[Piece] = [(f"p{keep}",)]
+        for literal, item in self.shape:
+            out.append(item if literal else (item if item in "qQ" else f"{item}{last}",))
+        return out
+
+    def template(self, text_id: Callable[[str], int]) -> str:
+        """The layout as a format string of (keep, last step number), the texts' ids in it."""
+        tokens = ["p{0}"]
+        for literal, item in self.shape:
+            if literal:
+                tokens.append(f"t{text_id(item)}")
+            else:
+                tokens.append(item if item in "qQ" else item + "{1}")
+        return " ".join(tokens)
 
 
 def common_prefix_length(a: str, b: str) -> int:

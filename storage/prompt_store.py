@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from sqlalchemy import insert, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -13,9 +12,9 @@ from sqlalchemy.orm import Session
 from rollout_core.records import IterationBatch
 from storage.models import Episode, PromptText, Step
 from storage.prompt_layout import (
-    Shape,
+    Piece,
+    ShapeMatcher,
     StepText,
-    apply_shape,
     decode_episode,
     encode_pieces,
     join_layout,
@@ -104,17 +103,37 @@ def rebuild_prompts(
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class _History:
+class _StepLink(NamedTuple):
+    """An episode's steps so far, newest first: a link per step (copying a dict of them at
+    every step cost more than encoding the step)."""
+
+    step_no: int
+    step: StepText
+    earlier: _StepLink | None
+
+
+class _History(NamedTuple):
     """What encoding an episode's next prompt needs: its question and its steps so far."""
 
     question: str
-    steps: Mapping[int, StepText]
-    last_no: int = 0
+    newest: _StepLink | None = None
     last_prompt: str | None = None
 
+    @property
+    def last_no(self) -> int:
+        return self.newest.step_no if self.newest else 0
+
+    @property
+    def steps(self) -> dict[int, StepText]:
+        out: dict[int, StepText] = {}
+        link = self.newest
+        while link is not None:
+            out.setdefault(link.step_no, link.step)
+            link = link.earlier
+        return out
+
     def then(self, step_no: int, prompt: str, step: StepText) -> _History:
-        return _History(self.question, {**self.steps, step_no: step}, step_no, prompt)
+        return _History(self.question, _StepLink(step_no, step, self.newest), prompt)
 
 
 class PromptWriter:
@@ -122,7 +141,7 @@ class PromptWriter:
 
     It remembers each live episode's last prompt, and the shape the last step added to it
     (the renderer's framing around an output and an observation): a step that adds the same
-    costs a prefix comparison and one string comparison, any other a search in what it adds.
+    costs the text that shape adds and two comparisons (`ShapeMatcher`), any other a search.
     What a batch taught it counts only once that batch's transaction has committed
     (`commit`), so a retried or failed batch starts from the same state.
     """
@@ -132,7 +151,10 @@ class PromptWriter:
         self._text_ids: dict[str, int] = {}
         self._staged: dict[int, _History] = {}
         self._staged_ids: dict[str, int] = {}
-        self._shape: Shape | None = None
+        self._shape: ShapeMatcher | None = None
+        self._template: str | None = None
+        """The shape's layout with its texts' ids: set once those ids are committed."""
+        self._template_shape: ShapeMatcher | None = None
 
     def encode(
         self, session: Session, batch: IterationBatch, episode_ids: Sequence[int]
@@ -141,33 +163,35 @@ class PromptWriter:
         holds each step's episode id."""
         self._staged, self._staged_ids = {}, {}
         staged, histories, shape = self._staged, self._histories, self._shape
+        template = self._template_of(shape)
         started = {s.key: s.question for s in batch.started}
-        encoded = []
+        # Each step's layout, or its pieces while some of their texts have no id yet.
+        encoded: list[tuple[str | list[Piece], bytes]] = []
         # A shape's texts may be unknown still: learnt in a batch whose transaction failed.
-        literals = {text for is_text, text in shape if is_text} if shape else set()
+        literals = set(shape.literals) if shape else set()
         for s, episode_id in zip(batch.steps, episode_ids, strict=True):
             history = staged.get(episode_id) or histories.get(episode_id)
             if history is None:
                 question = started.get(s.key)
                 history = (
-                    _History(clean_text(question), {})
+                    _History(clean_text(question))
                     if question is not None
                     else _load_history(session, episode_id)
                 )
             prompt = clean_text(s.prompt)
             step_no = s.step_no
             previous = history.last_prompt if history.last_no == step_no - 1 else None
-            pieces = None
-            if previous is not None and shape is not None:
-                pieces = apply_shape(
-                    shape,
-                    prompt,
-                    previous=previous,
-                    question=history.question,
-                    last=history.steps[step_no - 1],
-                    step_no=step_no,
-                )
-            if pieces is None:
+            layout: str | list[Piece] | None = None
+            if previous is not None and shape is not None and history.newest is not None:
+                last = history.newest.step
+                keep = shape.keep(prompt, previous=previous, question=history.question, last=last)
+                if keep is not None:
+                    layout = (
+                        template.format(keep, step_no - 1)
+                        if template
+                        else shape.pieces(keep, step_no)
+                    )
+            if layout is None:
                 pieces = encode_pieces(
                     prompt,
                     question=history.question,
@@ -178,16 +202,31 @@ class PromptWriter:
                 # A shape learnt in a batch that then failed is harmless: its texts are
                 # looked up like any other, and a shape that does not fit is not used.
                 learnt = shape_of(pieces, step_no)
-                if learnt is not None and learnt != shape:
-                    shape = self._shape = learnt
+                if learnt is not None and (shape is None or learnt != shape.shape):
+                    shape = self._shape = ShapeMatcher(learnt)
+                    template = self._template_of(shape)
+                    literals.update(shape.literals)
                 literals.update(p for p in pieces if isinstance(p, str))
-            encoded.append((pieces, step_digest(prompt)))
+                layout = pieces
+            encoded.append((layout, step_digest(prompt)))
             step = StepText(clean_text(s.raw_output), clean_text(s.observation))
             staged[episode_id] = history.then(step_no, prompt, step)
         unknown = literals - self._text_ids.keys()
         self._staged_ids = text_ids(session, unknown)
         known = self._text_ids | self._staged_ids
-        return [(join_layout(pieces, known.__getitem__), digest) for pieces, digest in encoded]
+        return [
+            (layout if isinstance(layout, str) else join_layout(layout, known.__getitem__), digest)
+            for layout, digest in encoded
+        ]
+
+    def _template_of(self, shape: ShapeMatcher | None) -> str | None:
+        """The shape's layout template, when every text it holds has a committed id."""
+        if shape is None or not shape.literals <= self._text_ids.keys():
+            return None
+        if self._template is None or self._template_shape is not shape:
+            self._template = shape.template(self._text_ids.__getitem__)
+            self._template_shape = shape
+        return self._template
 
     def commit(self, finished: Iterable[int]) -> None:
         """The last `encode`'s batch is in the store; `finished` episodes are done for good."""
@@ -208,13 +247,16 @@ def _load_history(session: Session, episode_id: int) -> _History:
     ).all()
     steps = {s.step_no: StepText(s.raw_output, s.observation) for s in rows}
     if not rows:
-        return _History(question, steps)
+        return _History(question)
     prompts, _ = decode_episode(
         [(s.step_no, s.prompt_layout) for s in rows],
         texts=load_texts(session, (i for s in rows for i in layout_text_ids(s.prompt_layout))),
         question=question,
         steps=steps,
     )
+    newest = None
+    for no, step in steps.items():  # in step order
+        newest = _StepLink(no, step, newest)
     last = rows[-1].step_no
     # A last prompt that cannot be rebuilt is no base: the next one is stored without it.
-    return _History(question, steps, last, prompts.get(last))
+    return _History(question, newest, prompts.get(last))

@@ -27,20 +27,24 @@ def span_of(source: str, part: str | None) -> tuple[int, int] | None:
     return None if at < 0 else (at, at + len(part))
 
 
+def text_or_span(source: str, text: str | None) -> tuple[str | None, int | None, int | None]:
+    """(text column, start, end) for a text of `source`: '' and its span, or the text itself."""
+    span = span_of(source, text)
+    return (text, None, None) if span is None else ("", span[0], span[1])
+
+
 def argument_columns(raw_output: str, argument: str) -> dict[str, Any]:
     """The step row's argument columns, for texts already cleaned for the store."""
-    span = span_of(raw_output, argument)
-    if span is None:
-        return {"argument": argument, "argument_start": None, "argument_end": None}
-    return {"argument": "", "argument_start": span[0], "argument_end": span[1]}
+    return dict(zip(ARGUMENT_COLUMNS, text_or_span(raw_output, argument), strict=True))
 
 
 def error_columns(observation: str, error: str | None) -> dict[str, Any]:
     """The step row's error columns, for texts already cleaned for the store."""
-    span = span_of(observation, error)
-    if span is None:
-        return {"error": error, "error_start": None, "error_end": None}
-    return {"error": "", "error_start": span[0], "error_end": span[1]}
+    return dict(zip(ERROR_COLUMNS, text_or_span(observation, error), strict=True))
+
+
+ARGUMENT_COLUMNS = ("argument", "argument_start", "argument_end")
+ERROR_COLUMNS = ("error", "error_start", "error_end")
 
 
 def resolved(source: str, stored: str, start: int | None, end: int | None) -> str:

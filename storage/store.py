@@ -65,6 +65,7 @@ from storage.read_models import (
 from storage.run_totals import DROPPED_COLUMNS, RunChange
 from storage.writes import (
     clean_json,
+    collector_paused,
     finished_among,
     merged,
     now_utc,
@@ -410,7 +411,8 @@ class Store:
                 kept = without_keys(batch, skipped | newly) if skipped is not None else batch
                 return write_batch(session, run_id, kept, ids, prompts), newly
 
-        created, newly_skipped = retry_locked(attempt)
+        with collector_paused():
+            created, newly_skipped = retry_locked(attempt)
         # The caches change only after the commit, so a failed batch leaves them as they were.
         ids.update(created)
         prompts.commit(ids[e.key] for e in batch.finished if e.key in ids)

@@ -4,6 +4,7 @@ driver's errors raised as SQLAlchemy's, so a lock is retried and a duplicate is 
 from __future__ import annotations
 
 import sqlite3
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ import pytest
 from sqlalchemy import (
     Boolean,
     Column,
+    DateTime,
     Float,
     Integer,
     LargeBinary,
@@ -22,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from storage.bulk_sql import executemany
+from storage.bulk_sql import executemany, executemany_values
 from storage.writes import is_lock_error
 
 _META = MetaData()
@@ -34,6 +36,7 @@ _ROWS = Table(
     Column("score", Float),
     Column("ok", Boolean),
     Column("blob", LargeBinary),
+    Column("at", DateTime),
 )
 
 
@@ -90,3 +93,33 @@ def test_a_locked_file_raises_an_error_the_writer_retries(db: Path) -> None:
         holder.rollback()
         holder.close()
         engine.dispose()
+
+
+def test_values_of_other_types_are_stored_as_sqlalchemy_stores_them(db: Path) -> None:
+    """A DateTime goes to the driver as the text SQLAlchemy's own insert writes."""
+    engine = create_engine(f"sqlite:///{db}")
+    when = datetime(2026, 12, 1, 13, 5, 7, 120)
+    with engine.begin() as conn:
+        conn.execute(insert(_ROWS), [{"id": 1, "name": "core", "at": when}])
+        executemany(conn, insert(_ROWS), [{"id": 2, "name": "bulk", "at": when}])
+        executemany(conn, insert(_ROWS), [{"id": 3, "name": "none", "at": None}])
+    engine.dispose()
+    with sqlite3.connect(db) as raw:
+        got = raw.execute("SELECT id, at, typeof(at) FROM rows ORDER BY id").fetchall()
+    assert got[0][1:] == got[1][1:] == ("2026-12-01 13:05:07.000120", "text")
+    assert got[2] == (3, None, "null")
+
+
+def test_rows_as_values_in_any_key_order(db: Path) -> None:
+    """executemany_values takes each row's values in the order of the keys it is given, not
+    the table's; floats are converted and bytes kept, as with dict rows."""
+    engine = create_engine(f"sqlite:///{db}")
+    keys = ("score", "blob", "id", "name")
+    with engine.begin() as conn:
+        executemany_values(
+            conn, insert(_ROWS), keys, [(np.float32(0.5), b"\x00", 7, "x"), (2, None, 8, "y")]
+        )
+    engine.dispose()
+    with sqlite3.connect(db) as raw:
+        got = raw.execute("SELECT id, name, score, typeof(score), blob FROM rows").fetchall()
+    assert sorted(got) == [(7, "x", 0.5, "real", b"\x00"), (8, "y", 2.0, "real", None)]

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from storage.prompt_layout import (
     Piece,
+    ShapeMatcher,
     StepText,
-    apply_shape,
     common_prefix_length,
     decode_episode,
     decode_layout,
@@ -148,17 +148,19 @@ def test_a_learnt_shape_encodes_the_next_step_or_declines() -> None:
     pieces = encode_pieces(
         prompts[1], question="How many?", steps={1: steps[0]}, step_no=2, previous=prompts[0]
     )
-    shape = shape_of(pieces, 2)
-    assert shape is not None
-    again = apply_shape(
-        shape, prompts[2], previous=prompts[1], question="How many?", last=steps[1], step_no=3
-    )
-    assert again is not None and [p for p in again if isinstance(p, tuple)][1:] == [
-        ("r2",),
-        ("o2",),
-    ]
+    learnt = shape_of(pieces, 2)
+    assert learnt is not None
+    shape = ShapeMatcher(learnt)
+    keep = shape.keep(prompts[2], previous=prompts[1], question="How many?", last=steps[1])
+    assert keep == common_prefix_length(prompts[1], prompts[2])
+    again = shape.pieces(keep, 3)
+    assert [p for p in again if isinstance(p, tuple)][1:] == [("r2",), ("o2",)]
+    ids = {t: i for i, t in enumerate(_literals(again))}
+    layout = join_layout(again, ids.__getitem__)
+    # The template the sink formats once the texts have ids writes the same layout.
+    assert shape.template(ids.__getitem__).format(keep, 2) == layout
     decoded = decode_layout(
-        join_layout(again, {t: i for i, t in enumerate(_literals(again))}.__getitem__),
+        layout,
         texts=dict(enumerate(_literals(again))),
         question="How many?",
         steps={1: steps[0], 2: steps[1]},
@@ -168,10 +170,59 @@ def test_a_learnt_shape_encodes_the_next_step_or_declines() -> None:
     assert decoded == prompts[2]
     # Another renderer's next prompt does not fit: the caller searches instead.
     other = _chat_template("sys", "How many?", steps)
-    assert apply_shape(shape, other, previous=prompts[1], question="How many?", last=steps[1],
-                       step_no=3) is None  # fmt: skip
+    assert shape.keep(other, previous=prompts[1], question="How many?", last=steps[1]) is None
     # A step that refers to older steps than the last has no reusable shape.
     assert shape_of([("p10",), ("R1",)], 3) is None and shape_of([("t1",)], 2) is None
+
+
+_SHAPE_ITEMS = st.one_of(
+    st.tuples(st.just(True), st.text(min_size=1, max_size=6)),  # framing, braces included
+    st.tuples(st.just(False), st.sampled_from("rRoOqQ")),
+)
+
+
+@given(
+    previous=st.text(max_size=30),
+    cut=st.integers(min_value=0, max_value=30),
+    shape=st.lists(_SHAPE_ITEMS, min_size=1, max_size=5).map(tuple),
+    last=st.builds(StepText, st.text(max_size=12), st.text(max_size=12)),
+    question=st.text(max_size=12),
+    tail=st.text(max_size=3),
+)
+def test_a_shape_keeps_the_longest_common_prefix_or_declines(
+    previous: str,
+    cut: int,
+    shape: tuple[tuple[bool, str], ...],
+    last: StepText,
+    question: str,
+    tail: str,
+) -> None:
+    """Whatever it is given, a shape's match rebuilds the prompt exactly from the longest
+    common prefix, and it matches every prompt that is that prefix plus its text."""
+    matcher = ShapeMatcher(shape)
+    added = matcher.added(question, last)
+    for prompt in (previous[:cut] + added, previous[:cut] + added + tail):
+        keep = matcher.keep(prompt, previous=previous, question=question, last=last)
+        lcp = common_prefix_length(previous, prompt)
+        if prompt == previous[:lcp] + added:
+            assert keep == lcp
+        if keep is None:
+            continue
+        assert keep == lcp
+        pieces = matcher.pieces(keep, 5)
+        literals = _literals(pieces)
+        ids = {t: i for i, t in enumerate(literals)}
+        layout = join_layout(pieces, ids.__getitem__)
+        assert matcher.template(ids.__getitem__).format(keep, 4) == layout
+        rebuilt = decode_layout(
+            layout,
+            texts=dict(enumerate(literals)),
+            question=question,
+            steps={4: last},
+            step_no=5,
+            previous=previous,
+        )
+        assert rebuilt == prompt
 
 
 def _literals(pieces: list[Piece]) -> list[str]:

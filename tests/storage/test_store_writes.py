@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sqlite3
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from storage.lifecycle import HEARTBEAT_STALE_SECONDS
 from storage.models import Episode, Run, Step
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-from storage.writes import retry_locked
+from storage.writes import collector_paused, retry_locked
 
 
 def _count(store: Store, model: type[object]) -> int:
@@ -152,6 +153,33 @@ def test_retry_locked_retries_only_lock_errors() -> None:
     with pytest.raises(OperationalError, match="no such table"):
         retry_locked(broken)
     assert len(calls) == 1
+
+
+def test_a_write_pauses_the_cyclic_collector_and_restores_it(store: Store) -> None:
+    """The collector is off while a batch is written, and found as it was after."""
+    seen: list[bool] = []
+    run_id = store.create_run(spec("gc"), episodes_planned=1)
+    sink = store.sink(run_id)
+    real = sink._prompts.encode
+
+    def encode(*args: object, **kwargs: object) -> object:
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    sink._prompts.encode = encode  # type: ignore[method-assign]
+    assert gc.isenabled()
+    sink.write(IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1)]))
+    assert seen == [False] and gc.isenabled()
+    try:
+        gc.disable()  # a caller that runs with the collector off keeps it off
+        with pytest.raises(RuntimeError), collector_paused():
+            raise RuntimeError("the write failed")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("the write failed")
+    assert gc.isenabled()
 
 
 def test_write_waits_for_another_writer(tmp_path: Path) -> None:
