@@ -23,7 +23,7 @@ from storage.lifecycle import HEARTBEAT_STALE_SECONDS
 from storage.models import Episode, Run, Step
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-from storage.writes import collector_paused, retry_locked
+from storage.writes import STEP_COLUMNS, collector_paused, retry_locked
 
 
 def _count(store: Store, model: type[object]) -> int:
@@ -153,6 +153,11 @@ def test_retry_locked_retries_only_lock_errors() -> None:
     with pytest.raises(OperationalError, match="no such table"):
         retry_locked(broken)
     assert len(calls) == 1
+
+
+def test_a_step_row_names_every_column_of_the_steps_table() -> None:
+    """Step rows go to the driver as values: a column left out would be stored as NULL."""
+    assert list(STEP_COLUMNS) == [c.name for c in Step.__table__.columns if c.name != "id"]
 
 
 def test_a_write_pauses_the_cyclic_collector_and_restores_it(store: Store) -> None:
