@@ -58,6 +58,8 @@ def served(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
 def test_a_new_tag_on_replay_is_found_through_the_episodes_tag_filter(
     served: Served, page: Any
 ) -> None:
+    from playwright.sync_api import expect  # the browser tests skip without it
+
     episode = served.source.summary.id
     page.goto(served.at(f"/replay?episode={episode}&step=2"))
     page.get_by_text("No labels yet.").wait_for()
@@ -66,10 +68,13 @@ def test_a_new_tag_on_replay_is_found_through_the_episodes_tag_filter(
     tag.click()
     tag.fill("needs-review")
     page.keyboard.press("Enter")  # a new option, typed
-    keyed(page, "rp_label_note").locator("textarea").fill("<b>looked twice</b> at step 2")
+    note = keyed(page, "rp_label_note").locator("textarea")
+    note.fill("<b>looked twice</b> at step 2")
     keyed(page, "rp_label_on_step").locator("label").click()
     page.get_by_role("button", name="Add label").click()
     page.get_by_text("needs-review", exact=True).wait_for()
+    # The form empties once the label is added; until then the note is in the box as well.
+    expect(note).to_have_value("")
     page.get_by_text("<b>looked twice</b> at step 2").wait_for()  # the note as text
     (made,) = Store(served.url).annotations(episode)
     assert (made.tag, made.step, made.note) == ("needs-review", 2, "<b>looked twice</b> at step 2")
