@@ -192,8 +192,8 @@ class ShapeMatcher:
     """A learnt shape, compiled for the sink's common case: one expected text, one comparison.
 
     `keep` finds where a prompt that is the previous prompt plus this shape starts its
-    addition (the longest common prefix, as `encode_pieces` takes it); `layout` writes the
-    step's layout from that, once the shape's texts have ids.
+    addition (the longest common prefix, as `encode_pieces` takes it). From that, `pieces`
+    gives the step's pieces, and `template`, once the shape's texts have ids, its layout.
     """
 
     def __init__(self, shape: Shape) -> None:
