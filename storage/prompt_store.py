@@ -205,8 +205,7 @@ class PromptWriter:
                 if learnt is not None and (shape is None or learnt != shape.shape):
                     shape = self._shape = ShapeMatcher(learnt)
                     template = self._template_of(shape)
-                    literals.update(shape.literals)
-                literals.update(p for p in pieces if isinstance(p, str))
+                literals.update(p for p in pieces if isinstance(p, str))  # the shape's among them
                 layout = pieces
             encoded.append((layout, step_digest(prompt)))
             step = StepText(clean_text(s.raw_output), clean_text(s.observation))

@@ -19,6 +19,11 @@ MIN_SPAN = 4
 """Texts shorter than this stay whole: a span costs two integers and their header bytes."""
 
 
+ARGUMENT_COLUMNS = ("argument", "argument_start", "argument_end")
+ERROR_COLUMNS = ("error", "error_start", "error_end")
+"""A step row's columns for its argument and its error: the text, then the span's ends."""
+
+
 def span_of(source: str, part: str | None) -> tuple[int, int] | None:
     """(start, end) of `part`'s first occurrence in `source`, when it is worth a span."""
     if part is None or len(part) < MIN_SPAN:
@@ -41,10 +46,6 @@ def argument_columns(raw_output: str, argument: str) -> dict[str, Any]:
 def error_columns(observation: str, error: str | None) -> dict[str, Any]:
     """The step row's error columns, for texts already cleaned for the store."""
     return dict(zip(ERROR_COLUMNS, text_or_span(observation, error), strict=True))
-
-
-ARGUMENT_COLUMNS = ("argument", "argument_start", "argument_end")
-ERROR_COLUMNS = ("error", "error_start", "error_end")
 
 
 def resolved(source: str, stored: str, start: int | None, end: int | None) -> str:
