@@ -15,7 +15,7 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import Boolean, Connection, Dialect, Float, LargeBinary
+from sqlalchemy import Boolean, Connection, Dialect, Float, LargeBinary, Table, insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -59,6 +59,54 @@ def executemany_values(
         conn.execute(stmt, [dict(zip(keys, r, strict=True)) for r in rows])
         return
     _run(conn, plan, rows)
+
+
+# SQLite's limit on a statement's parameters (SQLITE_MAX_VARIABLE_NUMBER, since 3.32).
+_SQLITE_MAX_PARAMETERS = 32_766
+
+
+def insert_returning(
+    session: Session | Connection,
+    table: Table,
+    keys: tuple[str, ...],
+    rows: Sequence[Sequence[Any]],
+    returning: tuple[str, ...],
+) -> list[tuple[Any, ...]]:
+    """Insert rows given as their values in `keys`' order; each new row's `returning` columns.
+
+    On SQLite one multi-row INSERT ... RETURNING per chunk of rows goes to the driver:
+    SQLAlchemy's own (a bound-parameter dict and a pass over it per row) cost as much as
+    SQLite's insert into the twelve indexes of `episodes`.
+    """
+    if not rows:
+        return []
+    conn = session.connection() if isinstance(session, Session) else session
+    plan = _plan(insert(table), keys, conn.dialect, True) if conn.dialect.name == "sqlite" else None
+    if plan is None:
+        stmt = insert(table).returning(*(table.c[c] for c in returning))
+        return [
+            tuple(r) for r in conn.execute(stmt, [dict(zip(keys, r, strict=True)) for r in rows])
+        ]
+    sql, values = plan
+    head, _, one_row = sql.partition(" VALUES ")
+    tail = " RETURNING " + ", ".join(returning)
+    per = _SQLITE_MAX_PARAMETERS // len(keys)
+    out: list[tuple[Any, ...]] = []
+    cursor = conn.connection.cursor()
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    try:
+        for start in range(0, len(rows), per):
+            chunk = rows[start : start + per]
+            sql_n = f"{head} VALUES {', '.join([one_row] * len(chunk))}{tail}"
+            flat = [v for r in chunk for v in values(r)]
+            try:
+                cursor.execute(sql_n, flat)
+            except dbapi_error as exc:
+                raise DBAPIError.instance(sql_n, None, exc, dbapi_error) from exc
+            out.extend(cursor.fetchall())
+    finally:
+        cursor.close()
+    return out
 
 
 def _run(conn: Connection, plan: tuple[str, Callable[[Any], Sequence[Any]]], rows: Any) -> None:

@@ -12,11 +12,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 from sqlalchemy import (
     Boolean,
-    Float,
+    Connection,
     Integer,
     Table,
     bindparam,
-    delete,
     insert,
     or_,
     select,
@@ -33,7 +32,7 @@ from rollout_core.records import (
     IterationBatch,
     StepRecord,
 )
-from storage.bulk_sql import executemany, executemany_values
+from storage.bulk_sql import executemany, executemany_values, insert_returning
 from storage.classify import Finished, classify_stored
 from storage.models import Episode, Run, Step
 from storage.run_totals import DROPPED_COLUMNS, UNPARSED, RunChange
@@ -54,9 +53,6 @@ _HEARTBEAT = (
     update(_RUNS)
     .where(_RUNS.c.id == bindparam("b_run"))
     .values(heartbeat_at=bindparam("b_now", type_=_RUNS.c.heartbeat_at.type))
-)
-_INSERT_EPISODES = insert(_EPISODES).returning(
-    _EPISODES.c.id, _EPISODES.c.question_id, _EPISODES.c.sample_index
 )
 
 # Even with busy_timeout and BEGIN IMMEDIATE, SQLite can report "locked" (e.g. a checkpoint
@@ -124,9 +120,18 @@ def write_batch(
     if beat.rowcount == 0:
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
     change = RunChange()
-    created = _insert_started(session, run_id, batch, now, change)
-    ids = {**known, **created}
     step_keys = [s.key for s in batch.steps]  # built once: a key is a new tuple each time
+    counts = _step_counts(step_keys, batch.steps)
+    change.steps(_by_action(counts.values()))
+    # An episode that starts in this batch is inserted with its counters over the batch's
+    # steps, and one that finishes in it too (most of them, when a sink groups a run's
+    # iterations) with its outcome: the counter and finish UPDATEs rewrote most of the
+    # episode indexes twice, and cost more than the insert. One the store must classify
+    # from its steps is finished as the others are, once its steps are in.
+    started = {s.key for s in batch.started}
+    whole = {e.key: e for e in batch.finished if e.key in started and e.failure_class}
+    created = _insert_started(session, run_id, batch, now, change, whole, counts)
+    ids = {**known, **created}
     wanted = {*step_keys, *(e.key for e in batch.finished)}
     ids.update(_lookup(session, run_id, wanted - ids.keys()))
     if missing := sorted(wanted - ids.keys()):
@@ -141,16 +146,21 @@ def write_batch(
             for i, s, p in zip(episode_ids, batch.steps, encoded, strict=True)
         ]
         executemany_values(session, _INSERT_STEP, STEP_COLUMNS, values)
-        _count_steps(session, episode_ids, batch.steps, change)
-    if batch.finished:
+        counted = [
+            {"b_id": ids[k]} | {f"b_{c}": n for c, n in row.items()}
+            for k, row in counts.items()
+            if k not in started
+        ]
+        executemany(session, _COUNT, counted)
+    for e in whole.values():
+        change.finished(e.outcome, e.failure_class, e.reward, counts.get(e.key, _ZERO)["steps"])
+    if rest := [e for e in batch.finished if e.key not in whole]:
         # A producer that did not classify its episodes: classified from the stored steps.
         unclassified = [
-            Finished(ids[e.key], e.outcome, e.progress)
-            for e in batch.finished
-            if e.failure_class is None
+            Finished(ids[e.key], e.outcome, e.progress) for e in rest if e.failure_class is None
         ]
         classes = classify_stored(session, unclassified) if unclassified else {}
-        rows = [_finish_row(ids, e, now, classes) for e in batch.finished]
+        rows = [_finish_row(ids[e.key], e, now, classes) for e in rest]
         change.finishing(
             session.connection(),
             [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in rows],
@@ -196,48 +206,75 @@ def without_keys(batch: IterationBatch, keys: set[EpisodeKey]) -> IterationBatch
 
 
 def _insert_started(
-    session: Session, run_id: int, batch: IterationBatch, now: datetime, change: RunChange
+    session: Session,
+    run_id: int,
+    batch: IterationBatch,
+    now: datetime,
+    change: RunChange,
+    whole: Mapping[EpisodeKey, EpisodeRecord],
+    counts: Mapping[EpisodeKey, dict[str, Any]],
 ) -> dict[EpisodeKey, int]:
-    """Insert the batch's new episodes (what they replace leaves the run's numbers)."""
+    """Insert the batch's new episodes (what they replace leaves the run's numbers); those in
+    `whole` finished in this batch too, and go in with their outcomes. Each goes in with its
+    step counters over the batch's steps: all of its steps so far."""
     if not batch.started:
         return {}
     keys = [(s.question_id, s.sample_index) for s in batch.started]
     if len(set(keys)) != len(keys):
         raise ValueError(f"run {run_id}: the same episode was started twice in one batch")
     # A resumed run replays episodes that never finished: the earlier attempt's rows go.
-    gone = session.connection().execute(
-        delete(_EPISODES)
-        .where(
-            _EPISODES.c.run_id == run_id,
-            _EPISODES.c.outcome.is_(None),
-            tuple_(_EPISODES.c.question_id, _EPISODES.c.sample_index).in_(keys),
-        )
-        .returning(*DROPPED_COLUMNS)
-    )
-    change.dropped(gone)
+    change.dropped(_delete_unfinished(session.connection(), run_id, keys))
     rows = [
-        {
-            "run_id": run_id,
-            "question_id": s.question_id,
-            "sample_index": s.sample_index,
-            "seed": s.seed,
-            "db_id": s.db_id,
-            "question": clean_text(s.question),
-            "gold_sql": clean_text(s.gold_sql),
-            "started_at": now,
-            "forked_from": s.forked_from,
-            "fork_step": s.fork_step,
-        }
+        (
+            run_id,
+            s.question_id,
+            s.sample_index,
+            s.seed,
+            s.db_id,
+            clean_text(s.question),
+            clean_text(s.gold_sql),
+            now,
+            s.forked_from,
+            s.fork_step,
+            *counts.get(s.key, _ZERO).values(),
+            *(_NOT_FINISHED if (e := whole.get(s.key)) is None else _outcome(e, now)),
+        )
         for s in batch.started
     ]
     try:
-        result = session.connection().execute(_INSERT_EPISODES, rows)
+        inserted = insert_returning(
+            session, _EPISODES, _EPISODE_COLUMNS, rows, ("id", "question_id", "sample_index")
+        )
     except IntegrityError:
         raise ValueError(
             f"run {run_id} already has a finished episode among {keys[:3]!r}...; "
             "skip the keys Store.finished_keys returns when resuming"
         ) from None
-    return {EpisodeKey(q, s): i for i, q, s in result}
+    return {EpisodeKey(q, s): i for i, q, s in inserted}
+
+
+_DELETE_CHUNK = 10_000
+"""Keys per DELETE: two parameters each, under PostgreSQL's limit of 65,535 a statement."""
+
+
+def _delete_unfinished(
+    conn: Connection, run_id: int, keys: Sequence[tuple[str, int]]
+) -> list[Sequence[Any]]:
+    """Delete the run's unfinished episodes of these keys; their `DROPPED_COLUMNS`."""
+    # Driver SQL: SQLAlchemy expanding the (question, sample) IN list cost ten times the
+    # DELETE itself, which finds nothing but on a resume.
+    mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
+    dropped = ", ".join(c.name for c in DROPPED_COLUMNS)
+    gone: list[Sequence[Any]] = []
+    for start in range(0, len(keys), _DELETE_CHUNK):
+        chunk = keys[start : start + _DELETE_CHUNK]
+        pairs = ", ".join([f"({mark}, {mark})"] * len(chunk))
+        gone += conn.exec_driver_sql(
+            f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL "
+            f"AND (question_id, sample_index) IN ({pairs}) RETURNING {dropped}",
+            (run_id, *(v for k in chunk for v in k)),
+        ).all()
+    return gone
 
 
 def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[EpisodeKey, int]:
@@ -342,85 +379,116 @@ def is_sql_error(step: StepRecord) -> bool:
     return step.action == "QUERY" and step.error is not None
 
 
-# Per-episode step counters, bumped in the same transaction as the steps they count.
+# An episode's step counters: the steps, the unparsed ones, the parsed ones per action.
+COUNTER_COLUMNS = ("steps", "unparsed_steps", *(f"{a}_steps" for a in ACTION_COLUMNS))
+_ZERO: dict[str, Any] = dict.fromkeys(COUNTER_COLUMNS, 0) | {
+    "has_unparsed": False,
+    "has_sql_error": False,
+}
+"""An episode's counter columns before its first step."""
+_ACTION_COLUMN = {a: f"{a.lower()}_steps" for a in ACTION_KINDS}
+
+# Bumps an episode's counters by a batch's steps, in the same transaction as those steps.
 _COUNT = (
     update(_EPISODES)
     .where(_EPISODES.c.id == bindparam("b_id"))
     .values(
-        steps=_EPISODES.c.steps + bindparam("b_steps", type_=Integer),
-        unparsed_steps=_EPISODES.c.unparsed_steps + bindparam("b_unparsed", type_=Integer),
-        has_unparsed=or_(_EPISODES.c.has_unparsed, bindparam("b_any_unparsed", type_=Boolean)),
-        has_sql_error=or_(_EPISODES.c.has_sql_error, bindparam("b_sql_error", type_=Boolean)),
+        **{c: _EPISODES.c[c] + bindparam(f"b_{c}", type_=Integer) for c in COUNTER_COLUMNS},
         **{
-            f"{a}_steps": _EPISODES.c[f"{a}_steps"] + bindparam(f"b_{a}", type_=Integer)
-            for a in ACTION_COLUMNS
+            c: or_(_EPISODES.c[c], bindparam(f"b_{c}", type_=Boolean))
+            for c in ("has_unparsed", "has_sql_error")
         },
     )
 )
 
 
-_ZERO_COUNTS: dict[str, Any] = {"b_steps": 0, "b_unparsed": 0, "b_sql_error": False} | {
-    f"b_{a}": 0 for a in ACTION_COLUMNS
-}
-_ACTION_PARAM = {a: f"b_{a.lower()}" for a in ACTION_KINDS}
-
-
-def _count_steps(
-    session: Session, episode_ids: Sequence[int], steps: Sequence[StepRecord], change: RunChange
-) -> None:
-    """Bump the episodes' step counters (`episode_ids`: each step's episode), and the run's."""
-    counts: dict[int, dict[str, Any]] = {}
-    for eid, s in zip(episode_ids, steps, strict=True):
-        row = counts.get(eid)
+def _step_counts(
+    keys: Sequence[EpisodeKey], steps: Sequence[StepRecord]
+) -> dict[EpisodeKey, dict[str, Any]]:
+    """Each episode's counter columns over these steps (`keys`: each step's episode)."""
+    counts: dict[EpisodeKey, dict[str, Any]] = {}
+    for key, s in zip(keys, steps, strict=True):
+        row = counts.get(key)
         if row is None:
-            row = counts[eid] = {"b_id": eid, **_ZERO_COUNTS}
-        row["b_steps"] += 1
+            row = counts[key] = _ZERO.copy()
+        row["steps"] += 1
         if s.parsed:
-            row[_ACTION_PARAM[s.action]] += 1
+            row[_ACTION_COLUMN[s.action]] += 1
         else:
-            row["b_unparsed"] += 1
-        if not row["b_sql_error"] and is_sql_error(s):
-            row["b_sql_error"] = True
-    for row in counts.values():
-        row["b_any_unparsed"] = row["b_unparsed"] > 0
-    executemany(session, _COUNT, list(counts.values()))
+            row["unparsed_steps"] += 1
+            row["has_unparsed"] = True
+        if not row["has_sql_error"] and is_sql_error(s):
+            row["has_sql_error"] = True
+    return counts
+
+
+def _by_action(counts: Iterable[Mapping[str, Any]]) -> Counter[str]:
+    """The steps counted, by action (`UNPARSED`: those with none), for the run's totals."""
     by_action = Counter[str]()
-    for row in counts.values():
-        by_action[UNPARSED] += row["b_unparsed"]
-        for action in ACTION_KINDS:
-            by_action[action] += row[_ACTION_PARAM[action]]
-    change.steps(by_action)
+    for row in counts:
+        by_action[UNPARSED] += row["unparsed_steps"]
+        for action, column in _ACTION_COLUMN.items():
+            by_action[action] += row[column]
+    return by_action
 
 
+OUTCOME_COLUMNS = (
+    "outcome",
+    "reward",
+    "progress",
+    "operational",
+    "answer",
+    "duration_seconds",
+    "error",
+    "failure_class",
+    "ended_at",
+)
+"""An episode's columns that stay NULL until it finishes."""
+
+
+def _outcome(e: EpisodeRecord, now: datetime, failure_class: str | None = None) -> tuple[Any, ...]:
+    """A finished episode's `OUTCOME_COLUMNS` (`failure_class`: the store's, if it had none)."""
+    return (
+        e.outcome,
+        e.reward,
+        e.progress,
+        e.operational,
+        clean_text(e.answer),
+        e.duration_seconds,
+        clean_text(e.error),
+        e.failure_class or failure_class,
+        now,
+    )
+
+
+_NOT_FINISHED = (None,) * len(OUTCOME_COLUMNS)
+_EPISODE_COLUMNS = (
+    "run_id",
+    "question_id",
+    "sample_index",
+    "seed",
+    "db_id",
+    "question",
+    "gold_sql",
+    "started_at",
+    "forked_from",
+    "fork_step",
+    *_ZERO,
+    *OUTCOME_COLUMNS,
+)
+"""A new episode's columns, in the order of `_insert_started`'s values."""
+
+# Finishes an episode inserted in an earlier batch.
 _FINISH = (
     update(_EPISODES)
     .where(_EPISODES.c.id == bindparam("b_id"))
-    .values(
-        outcome=bindparam("b_outcome"),
-        reward=bindparam("b_reward", type_=Float),
-        progress=bindparam("b_progress", type_=Float),
-        operational=bindparam("b_operational", type_=Float),
-        answer=bindparam("b_answer"),
-        duration_seconds=bindparam("b_duration", type_=Float),
-        error=bindparam("b_error"),
-        failure_class=bindparam("b_failure_class"),
-        ended_at=bindparam("b_ended_at", type_=_EPISODES.c.ended_at.type),
-    )
+    .values({c: bindparam(f"b_{c}", type_=_EPISODES.c[c].type) for c in OUTCOME_COLUMNS})
 )
+_FINISH_KEYS = tuple(f"b_{c}" for c in OUTCOME_COLUMNS)
 
 
 def _finish_row(
-    ids: dict[EpisodeKey, int], e: EpisodeRecord, now: datetime, classes: Mapping[int, str]
+    episode_id: int, e: EpisodeRecord, now: datetime, classes: Mapping[int, str]
 ) -> dict[str, Any]:
-    return {
-        "b_id": ids[e.key],
-        "b_failure_class": e.failure_class or classes[ids[e.key]],
-        "b_outcome": e.outcome,
-        "b_reward": e.reward,
-        "b_progress": e.progress,
-        "b_operational": e.operational,
-        "b_answer": clean_text(e.answer),
-        "b_duration": e.duration_seconds,
-        "b_error": clean_text(e.error),
-        "b_ended_at": now,
-    }
+    outcome = _outcome(e, now, None if e.failure_class else classes[episode_id])
+    return {"b_id": episode_id} | dict(zip(_FINISH_KEYS, outcome, strict=True))

@@ -87,9 +87,13 @@ def iterations(
                 )
             )  # fmt: skip
             if last:
+                # Classified, as the runner's records are.
                 finished.append(
-                    EpisodeRecord(str(ep["q"]), 0, "correct", 1.0, 0.0, 1.0, n, "4", 0.5)
-                )
+                    EpisodeRecord(
+                        str(ep["q"]), 0, "correct", 1.0, 0.0, 1.0, n, "4", 0.5,
+                        failure_class="correct",
+                    )
+                )  # fmt: skip
             else:
                 # The next prompt: this one with the turn and its answer (the runner's JSON).
                 turn = (

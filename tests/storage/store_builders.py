@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rollout_core.failure_classes import FailureClass
 from rollout_core.records import (
     ActionKind,
     EpisodeRecord,
@@ -72,7 +73,15 @@ def step(
 
 
 def finish(
-    q: str, sample: int, outcome: Outcome, reward: float, steps: int, *, duration: float = 1.0
+    q: str,
+    sample: int,
+    outcome: Outcome,
+    reward: float,
+    steps: int,
+    *,
+    duration: float = 1.0,
+    failure_class: FailureClass | None = None,
+    answer: str | None = None,
 ) -> EpisodeRecord:
     return EpisodeRecord(
         question_id=q,
@@ -82,9 +91,10 @@ def finish(
         progress=0.25,
         operational=1.0,
         steps=steps,
-        answer="42" if outcome in ("correct", "wrong") else None,
+        answer=answer or ("42" if outcome in ("correct", "wrong") else None),
         duration_seconds=duration,
         error="boom" if outcome == "error" else None,
+        failure_class=failure_class,
     )
 
 

@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from storage.bulk_sql import executemany, executemany_values
+from storage.bulk_sql import executemany, executemany_values, insert_returning
 from storage.writes import is_lock_error
 
 _META = MetaData()
@@ -123,3 +123,35 @@ def test_rows_as_values_in_any_key_order(db: Path) -> None:
     with sqlite3.connect(db) as raw:
         got = raw.execute("SELECT id, name, score, typeof(score), blob FROM rows").fetchall()
     assert sorted(got) == [(7, "x", 0.5, "real", b"\x00"), (8, "y", 2.0, "real", None)]
+
+
+def test_insert_returning_gives_each_new_rows_columns_over_many_statements(db: Path) -> None:
+    """6,000 rows of 6 values are more parameters than one SQLite statement takes: the rows go
+    in chunks, and every row comes back, its values stored as SQLAlchemy stores them."""
+    engine = create_engine(f"sqlite:///{db}")
+    when = datetime(2026, 12, 1, 13, 5, 7, 120)
+    keys = ("id", "name", "score", "ok", "blob", "at")
+    rows = [
+        (i, f"r{i}", np.float32(i / 4), i % 2 == 0, bytes([i % 256]), when) for i in range(6000)
+    ]
+    with engine.begin() as conn:
+        back = insert_returning(conn, _ROWS, keys, rows, ("id", "name"))
+        conn.execute(insert(_ROWS), [{"id": 6000, "name": "core", "at": when}])
+    engine.dispose()
+    assert sorted(back) == [(i, f"r{i}") for i in range(6000)]
+    with sqlite3.connect(db) as raw:
+        got = raw.execute("SELECT id, score, typeof(score), ok, blob, at FROM rows").fetchall()
+    assert len(got) == 6001
+    assert got[4001] == (4001, 1000.25, "real", 0, bytes([4001 % 256]), got[6000][5])
+
+
+def test_insert_returning_raises_sqlalchemys_integrity_error_and_keeps_no_chunk(db: Path) -> None:
+    """A duplicate in a later chunk: SQLAlchemy's IntegrityError (callers tell it by its
+    class), and the transaction rolled back keeps none of the earlier chunks."""
+    engine = create_engine(f"sqlite:///{db}")
+    rows = [(i, "x") for i in range(20_000)] + [(5, "again")]
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        insert_returning(conn, _ROWS, ("id", "name"), rows, ("id",))
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM rows").scalar() == 0
+    engine.dispose()

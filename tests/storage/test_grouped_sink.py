@@ -25,6 +25,15 @@ def _episodes(store: Store, run_id: int) -> list[tuple[str, int, str | None, int
     return sorted((e.question_id, e.sample_index, e.outcome, e.steps) for e in page.items)
 
 
+def _rows(store: Store, run_id: int) -> list[tuple[object, ...]]:
+    """Every column of the run's episodes but the ids, the times and the measured duration."""
+    skipped = ("id", "run_id", "started_at", "ended_at", "duration_seconds")
+    columns = [c for c in Episode.__table__.c if c.name not in skipped]
+    with Session(store._engine) as s:
+        rows = s.execute(select(*columns).where(Episode.run_id == run_id)).all()
+    return sorted(tuple(r) for r in rows)
+
+
 def test_runner_through_a_grouping_sink_stores_what_one_transaction_each_does(
     store: Store,
 ) -> None:
@@ -41,6 +50,8 @@ def test_runner_through_a_grouping_sink_stores_what_one_transaction_each_does(
         played[name] = (run_id, tee.copy.steps)
     (each, each_steps), (grouped_id, grouped_steps) = played["each"], played["grouped"]
     assert _episodes(store, grouped_id) == _episodes(store, each) != []
+    # Grouped, every episode started and finished in one transaction: inserted whole.
+    assert _rows(store, grouped_id) == _rows(store, each)
     assert check_prompts(store, {grouped_id: grouped_steps}) == len(grouped_steps) > 50
     assert check_hashes(store) == len(each_steps) + len(grouped_steps)
     a, b = store.get_run(each), store.get_run(grouped_id)

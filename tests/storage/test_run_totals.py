@@ -14,7 +14,7 @@ from sqlalchemy import case, create_engine, func, inspect, select
 from sqlalchemy.orm import Session
 from store_builders import finish, spec, start, step
 
-from rollout_core.records import IterationBatch, Outcome
+from rollout_core.records import FailureClass, IterationBatch, Outcome
 from storage.engine import get_engine
 from storage.migrations import alembic_config
 from storage.models import Episode
@@ -22,6 +22,13 @@ from storage.store import Store
 from storage.synthetic import fill_synthetic
 
 _OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "error", "budget_exhausted")
+# A class the runner could give each outcome; records without one are classified by the store.
+_CLASSES: dict[Outcome, FailureClass] = {
+    "correct": "correct",
+    "wrong": "wrong_answer",
+    "error": "env_error",
+    "budget_exhausted": "budget_exhausted",
+}
 
 
 def _truth(
@@ -130,7 +137,10 @@ def test_totals_follow_every_write(store: Store) -> None:
             if rng.random() < 0.35:
                 outcome = rng.choice(_OUTCOMES)
                 reward = round(rng.uniform(-1, 1), 3)  # rewards are kept in thousandths
-                finished.append(finish(q, 0, outcome, reward, episodes[q]))
+                # Half of them classified, as the runner does: an episode started in this
+                # batch is then inserted whole.
+                cls = _CLASSES[outcome] if rng.random() < 0.5 else None
+                finished.append(finish(q, 0, outcome, reward, episodes[q], failure_class=cls))
                 del episodes[q]
         sinks[run_id].write(IterationBatch(started=started, steps=steps, finished=finished))
         _assert_matches(store, run_id)

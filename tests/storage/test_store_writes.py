@@ -20,10 +20,11 @@ from store_builders import finish, play, spec, start, step
 from rollout_core.records import EpisodeKey, IterationBatch, RunSpec
 from storage.engine import get_engine
 from storage.lifecycle import HEARTBEAT_STALE_SECONDS
-from storage.models import Episode, Run, Step
+from storage.models import Episode, Run, RunCount, Step
 from storage.read_models import EpisodeFilter
+from storage.run_totals import COLUMNS as TOTALS
 from storage.store import Store
-from storage.writes import STEP_COLUMNS, collector_paused, retry_locked
+from storage.writes import STEP_COLUMNS, collector_paused, merged, retry_locked
 
 
 def _count(store: Store, model: type[object]) -> int:
@@ -78,6 +79,87 @@ def test_roundtrip_over_several_iterations(store: Store) -> None:
     )
     assert detail.run.id == run_id
     assert store.get_episode(10_000) is None
+
+
+def _played(classified: bool) -> list[IterationBatch]:
+    """Two episodes, one iteration a batch: q1 (a refused query, an unparsed step, an answer
+    with a NUL) and q2, started and finished in the last iteration."""
+    cls = "wrong_after_gold" if classified else None
+    return [
+        IterationBatch(started=[start("q1")], steps=[step("q1", 0, 1, error="no such column")]),
+        IterationBatch(steps=[step("q1", 0, 2, action="DESCRIBE", parsed=False)]),
+        IterationBatch(
+            started=[start("q2")],
+            steps=[step("q1", 0, 3, action="ANSWER", done=True), step("q2", 0, 1, done=True)],
+            finished=[
+                finish("q1", 0, "wrong", -0.5, 3, failure_class=cls, answer="4\x002"),
+                finish("q2", 0, "error", 0.0, 1, failure_class="env_error" if cls else None),
+            ],
+        ),
+    ]
+
+
+def _episode_rows(store: Store, run_id: int) -> list[tuple[object, ...]]:
+    """The run's episodes, every column but the ids and the write times."""
+    table = Episode.__table__
+    columns = [c for c in table.c if c.name not in ("id", "run_id", "started_at", "ended_at")]
+    with Session(get_engine(store._url)) as s:
+        rows = s.execute(select(*columns).where(table.c.run_id == run_id)).all()
+    return sorted(tuple(r) for r in rows)
+
+
+def _run_numbers(store: Store, run_id: int) -> tuple[object, ...]:
+    with Session(get_engine(store._url)) as s:
+        totals = s.execute(select(*(Run.__table__.c[c] for c in TOTALS)).where(Run.id == run_id))
+        counts = s.execute(
+            select(RunCount.kind, RunCount.key, RunCount.n).where(RunCount.run_id == run_id)
+        )
+        return tuple(totals.one()), sorted(tuple(c) for c in counts)
+
+
+@pytest.mark.parametrize("classified", [True, False], ids=["classified", "store-classified"])
+def test_an_episode_written_in_one_batch_is_stored_as_one_written_over_several(
+    store: Store, classified: bool
+) -> None:
+    """A grouping sink hands most episodes over started, played and finished in one batch, and
+    those are inserted whole; their rows, and the run's numbers, are what the same episodes
+    written an iteration a transaction give."""
+    batches = _played(classified)
+    each = store.create_run(spec("each"), episodes_planned=2)
+    for batch in batches:
+        store.sink(each).write(batch)  # a new sink each time: ids looked up, not remembered
+    whole = store.create_run(spec("whole"), episodes_planned=2)
+    store.sink(whole).write(merged(batches))
+    rows = _episode_rows(store, whole)
+    assert rows == _episode_rows(store, each)
+    assert _run_numbers(store, whole) == _run_numbers(store, each)
+    done = store.list_episodes(EpisodeFilter(run_ids=(whole,))).items
+    assert [
+        (e.question_id, e.steps, e.failure_class, e.has_sql_error, e.has_unparsed) for e in done
+    ] == [
+        ("q1", 3, "wrong_after_gold", True, True),
+        ("q2", 1, "env_error", False, False),
+    ]
+    detail = store.get_episode(done[0].id)
+    assert detail is not None and detail.summary.answer == "4\ufffd2"
+    with Session(get_engine(store._url)) as s:
+        ended = s.scalars(select(Episode.ended_at).where(Episode.run_id == whole)).all()
+    assert len(ended) == 2 and None not in ended
+
+
+def test_a_resumed_episode_played_in_one_batch_replaces_the_unfinished_one(store: Store) -> None:
+    """Resume starts an unfinished episode again: the earlier attempt's row and steps go, and
+    the run's numbers lose them, when the new attempt is inserted whole too."""
+    run_id = store.create_run(spec(), episodes_planned=1)
+    first = _played(classified=True)
+    store.sink(run_id).write(merged(first[:2]))  # q1 started, two steps, then the process died
+    resumed = Store(store.url).sink(run_id)
+    resumed.write(merged(first))
+    again = store.create_run(spec("again"), episodes_planned=1)
+    store.sink(again).write(merged(first))
+    assert _episode_rows(store, run_id) == _episode_rows(store, again)
+    assert _run_numbers(store, run_id) == _run_numbers(store, again)
+    assert _count(store, Step) == 8  # q1's three steps and q2's one, in each run
 
 
 def test_store_write_without_a_sink_uses_the_same_path(store: Store) -> None:
