@@ -48,13 +48,20 @@ def executemany_values(
     stmt: UpdateBase,
     keys: tuple[str, ...],
     rows: Sequence[Sequence[Any]],
+    *,
+    floats_exact: bool = False,
 ) -> None:
     """`executemany` for rows given as their values in `keys`' order: no dict a row, for the
-    widest rows of the write path (a step's)."""
+    widest rows of the write path (a step's). `floats_exact`: the caller made each value of a
+    Float column a float or None, so no row needs converting."""
     if not rows:
         return
     conn = session.connection() if isinstance(session, Session) else session
-    plan = _plan(stmt, keys, conn.dialect, True) if conn.dialect.name == "sqlite" else None
+    plan = (
+        _plan(stmt, keys, conn.dialect, True, floats_exact)
+        if conn.dialect.name == "sqlite"
+        else None
+    )
     if plan is None:
         conn.execute(stmt, [dict(zip(keys, r, strict=True)) for r in rows])
         return
@@ -125,7 +132,11 @@ def _run(conn: Connection, plan: tuple[str, Callable[[Any], Sequence[Any]]], row
 
 @lru_cache(maxsize=64)
 def _plan(
-    stmt: UpdateBase, keys: tuple[str, ...], dialect: Dialect, positional: bool
+    stmt: UpdateBase,
+    keys: tuple[str, ...],
+    dialect: Dialect,
+    positional: bool,
+    floats_exact: bool = False,
 ) -> tuple[str, Callable[[Any], Sequence[Any]]] | None:
     """(positional SQL, row -> its values in the SQL's order), or None when SQLAlchemy must
     fill a value in; rows are dicts, or with `positional` sequences in `keys`' order."""
@@ -142,7 +153,8 @@ def _plan(
         kind = compiled.binds[name].type
         at = [i for i, n in enumerate(order) if n == name]
         if isinstance(kind, _FLOATS):
-            floats.extend(at)
+            if not floats_exact:
+                floats.extend(at)
         elif not isinstance(kind, _NATIVE):
             others.extend((i, cast(Callable[[Any], Any], process)) for i in at)
     getter = itemgetter(*(keys.index(n) for n in order) if positional else order)

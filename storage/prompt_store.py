@@ -118,10 +118,8 @@ class _History(NamedTuple):
     question: str
     newest: _StepLink | None = None
     last_prompt: str | None = None
-
-    @property
-    def last_no(self) -> int:
-        return self.newest.step_no if self.newest else 0
+    last_no: int = 0
+    """The newest step's number (0 before the first)."""
 
     @property
     def steps(self) -> dict[int, StepText]:
@@ -133,7 +131,7 @@ class _History(NamedTuple):
         return out
 
     def then(self, step_no: int, prompt: str, step: StepText) -> _History:
-        return _History(self.question, _StepLink(step_no, step, self.newest), prompt)
+        return _History(self.question, _StepLink(step_no, step, self.newest), prompt, step_no)
 
 
 class PromptWriter:
@@ -258,4 +256,4 @@ def _load_history(session: Session, episode_id: int) -> _History:
         newest = _StepLink(no, step, newest)
     last = rows[-1].step_no
     # A last prompt that cannot be rebuilt is no base: the next one is stored without it.
-    return _History(question, newest, prompts.get(last))
+    return _History(question, newest, prompts.get(last), last)

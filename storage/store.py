@@ -76,7 +76,7 @@ from storage.writes import (
 
 __all__ = ["DuplicateRunName", "Store", "StoreError", "StoreSink"]
 
-GROUP_STEPS = 4096
+GROUP_STEPS = 16_384
 """A grouping sink writes once it holds this many steps, however little time has passed."""
 
 T = TypeVar("T")

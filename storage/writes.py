@@ -145,7 +145,7 @@ def write_batch(
             _step_values(i, s, *p)
             for i, s, p in zip(episode_ids, batch.steps, encoded, strict=True)
         ]
-        executemany_values(session, _INSERT_STEP, STEP_COLUMNS, values)
+        executemany_values(session, _INSERT_STEP, STEP_COLUMNS, values, floats_exact=True)
         counted = [
             {"b_id": ids[k]} | {f"b_{c}": n for c, n in row.items()}
             for k, row in counts.items()
@@ -268,10 +268,12 @@ def _delete_unfinished(
     gone: list[Sequence[Any]] = []
     for start in range(0, len(keys), _DELETE_CHUNK):
         chunk = keys[start : start + _DELETE_CHUNK]
+        # IN (VALUES ...): PostgreSQL parses a plain list of row values as nested ORs, and
+        # thousands of them exceed its stack depth.
         pairs = ", ".join([f"({mark}, {mark})"] * len(chunk))
         gone += conn.exec_driver_sql(
             f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL "
-            f"AND (question_id, sample_index) IN ({pairs}) RETURNING {dropped}",
+            f"AND (question_id, sample_index) IN (VALUES {pairs}) RETURNING {dropped}",
             (run_id, *(v for k in chunk for v in k)),
         ).all()
     return gone
@@ -342,7 +344,9 @@ STEP_COLUMNS = (
 def _step_values(
     episode_id: int, s: StepRecord, prompt_layout: str, prompt_sha256: bytes
 ) -> tuple[Any, ...]:
-    mean_logprob, mean_entropy = trace_means(s.tokens)
+    """A step's row, in `STEP_COLUMNS`' order; its floats made floats (numpy scalars reach the
+    store), as `executemany_values` then takes them as they are."""
+    mean_logprob, mean_entropy = trace_means(s.tokens)  # floats or None
     raw_output, observation = clean_text(s.raw_output), clean_text(s.observation)
     return (
         episode_id,
@@ -355,12 +359,12 @@ def _step_values(
         s.parsed,
         observation,
         *text_or_span(observation, clean_text(s.error)),
-        s.reward,
+        float(s.reward),
         s.done,
         s.tokens_in,
         s.tokens_out,
-        s.policy_seconds,
-        s.env_seconds,
+        float(s.policy_seconds),
+        float(s.env_seconds),
         s.truncated,
         s.cached_tokens,
         None if s.tokens is None else encode_trace(s.tokens, s.raw_output),

@@ -7,10 +7,12 @@ import sqlite3
 import subprocess
 import sys
 import threading
+from contextlib import closing
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -240,6 +242,26 @@ def test_retry_locked_retries_only_lock_errors() -> None:
 def test_a_step_row_names_every_column_of_the_steps_table() -> None:
     """Step rows go to the driver as values: a column left out would be stored as NULL."""
     assert list(STEP_COLUMNS) == [c.name for c in Step.__table__.columns if c.name != "id"]
+
+
+def test_a_steps_numbers_of_any_numeric_type_are_stored_as_reals(store: Store) -> None:
+    """A policy may hand numpy scalars or ints where a step has floats: stored as reals."""
+    run_id = store.create_run(spec(), episodes_planned=1)
+    numpy_step = replace(
+        step("q1", 0, 1), reward=np.float32(0.5), policy_seconds=np.float64(0.25), env_seconds=2
+    )
+    store.sink(run_id).write(IterationBatch(started=[start("q1")], steps=[numpy_step]))
+    with Session(get_engine(store._url)) as s:
+        row = s.execute(select(Step.reward, Step.policy_seconds, Step.env_seconds)).one()
+    assert tuple(row) == (0.5, 0.25, 2.0)
+    assert all(type(v) is float for v in row)
+    if store.dialect == "sqlite":
+        assert store._url.database
+        with closing(sqlite3.connect(store._url.database)) as raw:
+            kinds = raw.execute(
+                "SELECT typeof(reward), typeof(policy_seconds), typeof(env_seconds) FROM steps"
+            ).fetchone()
+        assert kinds == ("real", "real", "real")
 
 
 def test_a_write_pauses_the_cyclic_collector_and_restores_it(store: Store) -> None:
