@@ -72,6 +72,22 @@ def executemany_values(
 _SQLITE_MAX_PARAMETERS = 32_766
 
 
+def chunks(n: int, most: int) -> list[tuple[int, int]]:
+    """(start, size) of chunks covering n items, each size a power of two and at most `most`.
+
+    A statement that binds a chunk's values has a text per size: with sizes of powers of two
+    a few texts serve every write, and the driver reuses each prepared statement (preparing a
+    statement of a thousand rows' values cost more than running it).
+    """
+    most = 1 << (max(most, 1).bit_length() - 1)
+    out, start = [], 0
+    while start < n:
+        size = min(most, 1 << ((n - start).bit_length() - 1))
+        out.append((start, size))
+        start += size
+    return out
+
+
 def insert_returning(
     session: Session | Connection,
     table: Table,
@@ -97,13 +113,12 @@ def insert_returning(
     sql, values = plan
     head, _, one_row = sql.partition(" VALUES ")
     tail = " RETURNING " + ", ".join(returning)
-    per = _SQLITE_MAX_PARAMETERS // len(keys)
     out: list[tuple[Any, ...]] = []
     cursor = conn.connection.cursor()
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
-        for start in range(0, len(rows), per):
-            chunk = rows[start : start + per]
+        for start, size in chunks(len(rows), _SQLITE_MAX_PARAMETERS // len(keys)):
+            chunk = rows[start : start + size]
             sql_n = f"{head} VALUES {', '.join([one_row] * len(chunk))}{tail}"
             flat = [v for r in chunk for v in values(r)]
             try:
@@ -163,6 +178,11 @@ def _plan(
             return compiled.string, lambda row: (getter(row),)
         return compiled.string, _same if positional and list(order) == list(keys) else getter
 
+    # Each position's last value and what it became: the rows of one write share values
+    # such as its timestamp, and formatting a datetime cost more than the rest of a row.
+    # One tuple a slot, replaced whole, so threads sharing the plan never see half of one.
+    last: list[tuple[Any, Any]] = [(_NOTHING, None)] * len(order)
+
     def values(row: Any) -> Sequence[Any]:
         out = list(getter(row)) if len(order) > 1 else [getter(row)]
         for i in floats:
@@ -170,10 +190,17 @@ def _plan(
             if v is not None and type(v) is not float:
                 out[i] = float(v)
         for i, process in others:
-            out[i] = process(out[i])
+            v = out[i]
+            seen = last[i]
+            if seen[0] is not v:
+                seen = last[i] = (v, process(v))
+            out[i] = seen[1]
         return out
 
     return compiled.string, values
+
+
+_NOTHING = object()
 
 
 def _same(row: Sequence[Any]) -> Sequence[Any]:

@@ -156,15 +156,15 @@ class PromptWriter:
 
     def encode(
         self, session: Session, batch: IterationBatch, episode_ids: Sequence[int]
-    ) -> list[tuple[str, bytes]]:
-        """(prompt_layout, prompt digest) of each of the batch's steps, in order; `episode_ids`
-        holds each step's episode id."""
+    ) -> list[tuple[str, bytes, StepText]]:
+        """(prompt_layout, prompt digest, output and observation cleaned for the store) of each
+        of the batch's steps, in order; `episode_ids` holds each step's episode id."""
         self._staged, self._staged_ids = {}, {}
         staged, histories, shape = self._staged, self._histories, self._shape
-        template = self._template_of(shape)
+        template = self._batch_template(session, shape)
         started = {s.key: s.question for s in batch.started}
         # Each step's layout, or its pieces while some of their texts have no id yet.
-        encoded: list[tuple[str | list[Piece], bytes]] = []
+        encoded: list[tuple[str | list[Piece], bytes, StepText]] = []
         # A shape's texts may be unknown still: learnt in a batch whose transaction failed.
         literals = set(shape.literals) if shape else set()
         for s, episode_id in zip(batch.steps, episode_ids, strict=True):
@@ -202,19 +202,36 @@ class PromptWriter:
                 learnt = shape_of(pieces, step_no)
                 if learnt is not None and (shape is None or learnt != shape.shape):
                     shape = self._shape = ShapeMatcher(learnt)
-                    template = self._template_of(shape)
+                    template = self._batch_template(session, shape)
                 literals.update(p for p in pieces if isinstance(p, str))  # the shape's among them
                 layout = pieces
-            encoded.append((layout, step_digest(prompt)))
             step = StepText(clean_text(s.raw_output), clean_text(s.observation))
+            encoded.append((layout, step_digest(prompt), step))
             staged[episode_id] = history.then(step_no, prompt, step)
-        unknown = literals - self._text_ids.keys()
-        self._staged_ids = text_ids(session, unknown)
+        unknown = literals - self._text_ids.keys() - self._staged_ids.keys()
+        self._staged_ids.update(text_ids(session, unknown))
         known = self._text_ids | self._staged_ids
         return [
-            (layout if isinstance(layout, str) else join_layout(layout, known.__getitem__), digest)
-            for layout, digest in encoded
+            (
+                layout if isinstance(layout, str) else join_layout(layout, known.__getitem__),
+                digest,
+                step,
+            )
+            for layout, digest, step in encoded
         ]
+
+    def _batch_template(self, session: Session, shape: ShapeMatcher | None) -> str | None:
+        """The shape's layout template for this batch: its texts' ids looked up (or inserted,
+        in the batch's transaction) now, so the first batch of a run needs no pieces either."""
+        if shape is None:
+            return None
+        if (template := self._template_of(shape)) is not None:
+            return template
+        unknown = shape.literals - self._text_ids.keys() - self._staged_ids.keys()
+        self._staged_ids.update(text_ids(session, unknown))
+        known = self._text_ids | self._staged_ids
+        # Not kept past this batch: the ids count once its transaction has committed.
+        return shape.template(known.__getitem__)
 
     def _template_of(self, shape: ShapeMatcher | None) -> str | None:
         """The shape's layout template, when every text it holds has a committed id."""

@@ -415,9 +415,10 @@ class Store:
             created, newly_skipped = retry_locked(attempt)
         # The caches change only after the commit, so a failed batch leaves them as they were.
         ids.update(created)
-        prompts.commit(ids[e.key] for e in batch.finished if e.key in ids)
-        for e in batch.finished:
-            ids.pop(e.key, None)
+        done = [e.key for e in batch.finished]
+        prompts.commit(ids[k] for k in done if k in ids)
+        for k in done:
+            ids.pop(k, None)
         if skipped is not None:
             skipped |= newly_skipped
 

@@ -40,6 +40,7 @@ from storage.step_spans import ARGUMENT_COLUMNS, ERROR_COLUMNS, text_or_span
 from storage.token_codec import encode_trace, trace_means
 
 if TYPE_CHECKING:
+    from storage.prompt_layout import StepText
     from storage.prompt_store import PromptWriter
 
 T = TypeVar("T")
@@ -129,10 +130,11 @@ def write_batch(
     # episode indexes twice, and cost more than the insert. One the store must classify
     # from its steps is finished as the others are, once its steps are in.
     started = {s.key for s in batch.started}
-    whole = {e.key: e for e in batch.finished if e.key in started and e.failure_class}
+    finished = [(e.key, e) for e in batch.finished]
+    whole = {k: e for k, e in finished if k in started and e.failure_class}
     created = _insert_started(session, run_id, batch, now, change, whole, counts)
     ids = {**known, **created}
-    wanted = {*step_keys, *(e.key for e in batch.finished)}
+    wanted = {*step_keys, *(k for k, _ in finished)}
     ids.update(_lookup(session, run_id, wanted - ids.keys()))
     if missing := sorted(wanted - ids.keys()):
         raise ValueError(
@@ -152,15 +154,15 @@ def write_batch(
             if k not in started
         ]
         executemany(session, _COUNT, counted)
-    for e in whole.values():
-        change.finished(e.outcome, e.failure_class, e.reward, counts.get(e.key, _ZERO)["steps"])
-    if rest := [e for e in batch.finished if e.key not in whole]:
+    for k, e in whole.items():
+        change.finished(e.outcome, e.failure_class, e.reward, counts.get(k, _ZERO)["steps"])
+    if rest := [(ids[k], e) for k, e in finished if k not in whole]:
         # A producer that did not classify its episodes: classified from the stored steps.
         unclassified = [
-            Finished(ids[e.key], e.outcome, e.progress) for e in rest if e.failure_class is None
+            Finished(i, e.outcome, e.progress) for i, e in rest if e.failure_class is None
         ]
         classes = classify_stored(session, unclassified) if unclassified else {}
-        rows = [_finish_row(ids[e.key], e, now, classes) for e in rest]
+        rows = [_finish_row(i, e, now, classes) for i, e in rest]
         change.finishing(
             session.connection(),
             [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in rows],
@@ -253,8 +255,8 @@ def _insert_started(
     return {EpisodeKey(q, s): i for i, q, s in inserted}
 
 
-_DELETE_CHUNK = 10_000
-"""Keys per DELETE: two parameters each, under PostgreSQL's limit of 65,535 a statement."""
+_DELETE_CHUNK = 1024
+"""Keys per DELETE at most: two parameters each, well under either database's limit."""
 
 
 def _delete_unfinished(
@@ -268,13 +270,17 @@ def _delete_unfinished(
     gone: list[Sequence[Any]] = []
     for start in range(0, len(keys), _DELETE_CHUNK):
         chunk = keys[start : start + _DELETE_CHUNK]
+        # Padded to a power of two with its last key (a repeat changes nothing): a few
+        # statement texts, each prepared once (`bulk_sql.chunks`).
+        size = 1 << (len(chunk) - 1).bit_length()
+        padded = [*chunk, *[chunk[-1]] * (size - len(chunk))]
         # IN (VALUES ...): PostgreSQL parses a plain list of row values as nested ORs, and
         # thousands of them exceed its stack depth.
-        pairs = ", ".join([f"({mark}, {mark})"] * len(chunk))
+        pairs = ", ".join([f"({mark}, {mark})"] * size)
         gone += conn.exec_driver_sql(
             f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL "
             f"AND (question_id, sample_index) IN (VALUES {pairs}) RETURNING {dropped}",
-            (run_id, *(v for k in chunk for v in k)),
+            (run_id, *(v for k in padded for v in k)),
         ).all()
     return gone
 
@@ -342,12 +348,14 @@ STEP_COLUMNS = (
 
 
 def _step_values(
-    episode_id: int, s: StepRecord, prompt_layout: str, prompt_sha256: bytes
+    episode_id: int, s: StepRecord, prompt_layout: str, prompt_sha256: bytes, text: StepText
 ) -> tuple[Any, ...]:
-    """A step's row, in `STEP_COLUMNS`' order; its floats made floats (numpy scalars reach the
-    store), as `executemany_values` then takes them as they are."""
-    mean_logprob, mean_entropy = trace_means(s.tokens)  # floats or None
-    raw_output, observation = clean_text(s.raw_output), clean_text(s.observation)
+    """A step's row, in `STEP_COLUMNS`' order (`text`: its output and observation, cleaned);
+    its floats made floats (numpy scalars reach the store), as `executemany_values` then
+    takes them as they are."""
+    mean_logprob, mean_entropy = (None, None) if s.tokens is None else trace_means(s.tokens)
+    raw_output, observation = text
+    error = None if s.error is None else clean_text(s.error)
     return (
         episode_id,
         s.step_no,
@@ -358,7 +366,7 @@ def _step_values(
         *text_or_span(raw_output, clean_text(s.argument)),
         s.parsed,
         observation,
-        *text_or_span(observation, clean_text(s.error)),
+        *((None, None, None) if error is None else text_or_span(observation, error)),
         float(s.reward),
         s.done,
         s.tokens_in,

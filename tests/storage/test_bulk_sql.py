@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from storage.bulk_sql import executemany, executemany_values, insert_returning
+from storage.bulk_sql import chunks, executemany, executemany_values, insert_returning
 from storage.writes import is_lock_error
 
 _META = MetaData()
@@ -155,3 +155,31 @@ def test_insert_returning_raises_sqlalchemys_integrity_error_and_keeps_no_chunk(
     with engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM rows").scalar() == 0
     engine.dispose()
+
+
+def test_each_rows_values_are_converted_whatever_the_row_before_held(db: Path) -> None:
+    """Values converted by their type (a DateTime) that repeat, change back and go NULL from
+    row to row: each row stores its own."""
+    engine = create_engine(f"sqlite:///{db}")
+    a, b = datetime(2026, 1, 2, 3, 4, 5), datetime(2027, 6, 7, 8, 9, 10, 11)
+    moments = [a, a, b, None, a, b, b, None, None, a]
+    with engine.begin() as conn:
+        executemany(conn, insert(_ROWS), [{"id": i, "at": m} for i, m in enumerate(moments)])
+    engine.dispose()
+    with sqlite3.connect(db) as raw:
+        got = [at for (at,) in raw.execute("SELECT at FROM rows ORDER BY id")]
+    text = {a: "2026-01-02 03:04:05.000000", b: "2027-06-07 08:09:10.000011", None: None}
+    assert got == [text[m] for m in moments]
+
+
+@pytest.mark.parametrize("most", [1, 5, 1024, 1057])
+def test_chunks_cover_the_rows_in_order_in_powers_of_two(most: int) -> None:
+    top = 1 << (most.bit_length() - 1)  # the largest power of two up to `most`
+    for n in [*range(40), 1900, 16_384, 16_385]:
+        got = chunks(n, most)
+        ends = [start + size for start, size in got]
+        assert [start for start, _ in got] == [0, *ends][: len(got)]
+        assert ends[-1:] == ([n] if n else [])
+        assert all(size & (size - 1) == 0 and size <= top for _, size in got)
+        smaller = [size for _, size in got if size < top]
+        assert len(set(smaller)) == len(smaller)  # but the largest, each size once
