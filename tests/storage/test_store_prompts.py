@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from rollout_core.datasets import load_named_dataset
@@ -191,6 +192,30 @@ def test_a_failed_batch_teaches_the_sink_nothing(store: Store) -> None:
         sink.write(unknown)
     sink.write(IterationBatch(steps=steps[1:], finished=[finish("q1", 0, "correct", 1.0, 3)]))
     assert check_prompts(store, {run_id: steps}) == 3
+
+
+def test_a_shape_whose_first_batch_failed_is_written_with_its_texts_new_ids(
+    store: Store,
+) -> None:
+    """The first batch to use a shape writes its steps from the shape's template, with ids its
+    own transaction gives the shape's texts. When that transaction fails those ids are gone
+    (here another run's texts take them), and the next batch looks the texts up again."""
+    raws, observations = ["DESCRIBE a", "SAMPLE a", "QUERY SELECT 1", "ANSWER 1"], list("wxyz")
+    steps = _steps("q1", _conversation("sys", "Q?", raws, observations), raws, observations)
+    run_id = store.create_run(spec(), episodes_planned=1)
+    sink = store.sink(run_id)
+    failing = IterationBatch(started=[start("q1")], steps=[*steps, steps[-1]])  # a duplicate
+    with pytest.raises(IntegrityError):
+        sink.write(failing)
+    other = store.create_run(spec("other"), episodes_planned=1)
+    other_raws = ["DESCRIBE b", "ANSWER 2"]
+    other_prompts = [p.replace("}]", ', "x": 0}]') for p in
+                     _conversation("other system", "Other?", other_raws, ["b", "ok"])]  # fmt: skip
+    other_steps = _steps("q9", other_prompts, other_raws, ["b", "ok"])
+    store.sink(other).write(IterationBatch(started=[start("q9")], steps=other_steps))
+    sink.write(IterationBatch(started=[start("q1")], steps=steps))
+    assert check_prompts(store, {run_id: steps, other: other_steps}) == 6
+    assert check_hashes(store) == 6
 
 
 @pytest.mark.postgres
