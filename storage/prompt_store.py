@@ -23,7 +23,7 @@ from storage.prompt_layout import (
     shape_of,
     step_digest,
 )
-from storage.writes import clean_text
+from storage.text_clean import clean_text
 
 
 def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:

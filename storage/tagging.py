@@ -16,7 +16,8 @@ from rollout_core.errors import RollscopeError
 from storage.models import Annotation, Episode
 from storage.read_models import Annotation as AnnotationRecord
 from storage.read_models import TagCount
-from storage.writes import clean_json, now_utc
+from storage.text_clean import clean_json
+from storage.writes import now_utc
 
 MAX_TAG = 100
 """Characters in a tag: a label to filter by, not a sentence (the note holds those)."""

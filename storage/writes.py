@@ -4,20 +4,16 @@ from __future__ import annotations
 
 import gc
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import (
-    Boolean,
     Connection,
-    Integer,
     Table,
     bindparam,
     insert,
-    or_,
     select,
     tuple_,
     update,
@@ -26,7 +22,6 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from rollout_core.records import (
-    ACTION_KINDS,
     EpisodeKey,
     EpisodeRecord,
     IterationBatch,
@@ -34,9 +29,21 @@ from rollout_core.records import (
 )
 from storage.bulk_sql import executemany, executemany_values, insert_returning
 from storage.classify import Finished, classify_stored
+from storage.episode_rows import (
+    COUNT_STEPS,
+    EPISODE_COLUMNS,
+    FINISH_EPISODE,
+    NOT_FINISHED,
+    ZERO_COUNTS,
+    by_action,
+    finish_row,
+    outcome_values,
+    step_counts,
+)
 from storage.models import Episode, Run, Step
-from storage.run_totals import DROPPED_COLUMNS, UNPARSED, RunChange
+from storage.run_totals import DROPPED_COLUMNS, RunChange
 from storage.step_spans import ARGUMENT_COLUMNS, ERROR_COLUMNS, text_or_span
+from storage.text_clean import clean_text
 from storage.token_codec import encode_trace, trace_means
 
 if TYPE_CHECKING:
@@ -122,8 +129,8 @@ def write_batch(
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
     change = RunChange()
     step_keys = [s.key for s in batch.steps]  # built once: a key is a new tuple each time
-    counts = _step_counts(step_keys, batch.steps)
-    change.steps(_by_action(counts.values()))
+    counts = step_counts(step_keys, batch.steps)
+    change.steps(by_action(counts.values()))
     # An episode that starts in this batch is inserted with its counters over the batch's
     # steps, and one that finishes in it too (most of them, when a sink groups a run's
     # iterations) with its outcome: the counter and finish UPDATEs rewrote most of the
@@ -153,21 +160,21 @@ def write_batch(
             for k, row in counts.items()
             if k not in started
         ]
-        executemany(session, _COUNT, counted)
+        executemany(session, COUNT_STEPS, counted)
     for k, e in whole.items():
-        change.finished(e.outcome, e.failure_class, e.reward, counts.get(k, _ZERO)["steps"])
+        change.finished(e.outcome, e.failure_class, e.reward, counts.get(k, ZERO_COUNTS)["steps"])
     if rest := [(ids[k], e) for k, e in finished if k not in whole]:
         # A producer that did not classify its episodes: classified from the stored steps.
         unclassified = [
             Finished(i, e.outcome, e.progress) for i, e in rest if e.failure_class is None
         ]
         classes = classify_stored(session, unclassified) if unclassified else {}
-        rows = [_finish_row(i, e, now, classes) for i, e in rest]
+        finishes = [finish_row(i, e, now, classes) for i, e in rest]
         change.finishing(
             session.connection(),
-            [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in rows],
+            [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in finishes],
         )
-        executemany(session, _FINISH, rows)
+        executemany(session, FINISH_EPISODE, finishes)
     change.apply(session.connection(), run_id)
     return created
 
@@ -226,7 +233,7 @@ def _insert_started(
         raise ValueError(f"run {run_id}: the same episode was started twice in one batch")
     # A resumed run replays episodes that never finished: the earlier attempt's rows go.
     change.dropped(_delete_unfinished(session.connection(), run_id, keys))
-    rows = [
+    new = [
         (
             run_id,
             s.question_id,
@@ -238,14 +245,18 @@ def _insert_started(
             now,
             s.forked_from,
             s.fork_step,
-            *counts.get(s.key, _ZERO).values(),
-            *(_NOT_FINISHED if (e := whole.get(s.key)) is None else _outcome(e, now)),
+            *counts.get(s.key, ZERO_COUNTS).values(),
+            *(NOT_FINISHED if (e := whole.get(s.key)) is None else outcome_values(e, now)),
         )
         for s in batch.started
     ]
     try:
         inserted = insert_returning(
-            session, _EPISODES, _EPISODE_COLUMNS, rows, ("id", "question_id", "sample_index")
+            session,
+            _EPISODES,
+            EPISODE_COLUMNS,
+            new,
+            ("id", "question_id", "sample_index"),
         )
     except IntegrityError:
         raise ValueError(
@@ -296,28 +307,6 @@ def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[E
         )
     )
     return {EpisodeKey(q, s): i for i, q, s in rows}
-
-
-@overload
-def clean_text(value: str) -> str: ...
-@overload
-def clean_text(value: None) -> None: ...
-@overload
-def clean_text(value: str | None) -> str | None: ...
-def clean_text(value: str | None) -> str | None:
-    """PostgreSQL text cannot hold NUL (psycopg raises DataError): U+FFFD stands in for it."""
-    return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
-
-
-def clean_json(value: Any) -> Any:
-    """`value` with NUL mapped to U+FFFD in every string (PostgreSQL JSON cannot hold it)."""
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_json(k): clean_json(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [clean_json(v) for v in value]
-    return value
 
 
 STEP_COLUMNS = (
@@ -380,127 +369,3 @@ def _step_values(
         mean_entropy,
         s.replayed,
     )
-
-
-# Episode columns `<action>_steps` count the parsed steps of each action.
-ACTION_COLUMNS = tuple(a.lower() for a in ACTION_KINDS)
-
-
-def is_sql_error(step: StepRecord) -> bool:
-    """A QUERY step the database (or the sandbox) refused."""
-    return step.action == "QUERY" and step.error is not None
-
-
-# An episode's step counters: the steps, the unparsed ones, the parsed ones per action.
-COUNTER_COLUMNS = ("steps", "unparsed_steps", *(f"{a}_steps" for a in ACTION_COLUMNS))
-_ZERO: dict[str, Any] = dict.fromkeys(COUNTER_COLUMNS, 0) | {
-    "has_unparsed": False,
-    "has_sql_error": False,
-}
-"""An episode's counter columns before its first step."""
-_ACTION_COLUMN = {a: f"{a.lower()}_steps" for a in ACTION_KINDS}
-
-# Bumps an episode's counters by a batch's steps, in the same transaction as those steps.
-_COUNT = (
-    update(_EPISODES)
-    .where(_EPISODES.c.id == bindparam("b_id"))
-    .values(
-        **{c: _EPISODES.c[c] + bindparam(f"b_{c}", type_=Integer) for c in COUNTER_COLUMNS},
-        **{
-            c: or_(_EPISODES.c[c], bindparam(f"b_{c}", type_=Boolean))
-            for c in ("has_unparsed", "has_sql_error")
-        },
-    )
-)
-
-
-def _step_counts(
-    keys: Sequence[EpisodeKey], steps: Sequence[StepRecord]
-) -> dict[EpisodeKey, dict[str, Any]]:
-    """Each episode's counter columns over these steps (`keys`: each step's episode)."""
-    counts: dict[EpisodeKey, dict[str, Any]] = {}
-    for key, s in zip(keys, steps, strict=True):
-        row = counts.get(key)
-        if row is None:
-            row = counts[key] = _ZERO.copy()
-        row["steps"] += 1
-        if s.parsed:
-            row[_ACTION_COLUMN[s.action]] += 1
-        else:
-            row["unparsed_steps"] += 1
-            row["has_unparsed"] = True
-        if not row["has_sql_error"] and is_sql_error(s):
-            row["has_sql_error"] = True
-    return counts
-
-
-def _by_action(counts: Iterable[Mapping[str, Any]]) -> Counter[str]:
-    """The steps counted, by action (`UNPARSED`: those with none), for the run's totals."""
-    by_action = Counter[str]()
-    for row in counts:
-        by_action[UNPARSED] += row["unparsed_steps"]
-        for action, column in _ACTION_COLUMN.items():
-            by_action[action] += row[column]
-    return by_action
-
-
-OUTCOME_COLUMNS = (
-    "outcome",
-    "reward",
-    "progress",
-    "operational",
-    "answer",
-    "duration_seconds",
-    "error",
-    "failure_class",
-    "ended_at",
-)
-"""An episode's columns that stay NULL until it finishes."""
-
-
-def _outcome(e: EpisodeRecord, now: datetime, failure_class: str | None = None) -> tuple[Any, ...]:
-    """A finished episode's `OUTCOME_COLUMNS` (`failure_class`: the store's, if it had none)."""
-    return (
-        e.outcome,
-        e.reward,
-        e.progress,
-        e.operational,
-        clean_text(e.answer),
-        e.duration_seconds,
-        clean_text(e.error),
-        e.failure_class or failure_class,
-        now,
-    )
-
-
-_NOT_FINISHED = (None,) * len(OUTCOME_COLUMNS)
-_EPISODE_COLUMNS = (
-    "run_id",
-    "question_id",
-    "sample_index",
-    "seed",
-    "db_id",
-    "question",
-    "gold_sql",
-    "started_at",
-    "forked_from",
-    "fork_step",
-    *_ZERO,
-    *OUTCOME_COLUMNS,
-)
-"""A new episode's columns, in the order of `_insert_started`'s values."""
-
-# Finishes an episode inserted in an earlier batch.
-_FINISH = (
-    update(_EPISODES)
-    .where(_EPISODES.c.id == bindparam("b_id"))
-    .values({c: bindparam(f"b_{c}", type_=_EPISODES.c[c].type) for c in OUTCOME_COLUMNS})
-)
-_FINISH_KEYS = tuple(f"b_{c}" for c in OUTCOME_COLUMNS)
-
-
-def _finish_row(
-    episode_id: int, e: EpisodeRecord, now: datetime, classes: Mapping[int, str]
-) -> dict[str, Any]:
-    outcome = _outcome(e, now, None if e.failure_class else classes[episode_id])
-    return {"b_id": episode_id} | dict(zip(_FINISH_KEYS, outcome, strict=True))
