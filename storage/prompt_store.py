@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from sqlalchemy import insert, select
 from sqlalchemy.dialects import postgresql, sqlite
@@ -16,14 +16,17 @@ from storage.prompt_layout import (
     ShapeMatcher,
     StepText,
     decode_episode,
+    digest_continuing,
     encode_pieces,
     join_layout,
     layout_text_ids,
     prompt_hash,
     shape_of,
-    step_digest,
 )
 from storage.text_clean import clean_text
+
+if TYPE_CHECKING:
+    from hashlib import _Hash as Hash
 
 
 def text_ids(session: Session, texts: Collection[str]) -> dict[str, int]:
@@ -120,6 +123,9 @@ class _History(NamedTuple):
     last_prompt: str | None = None
     last_no: int = 0
     """The newest step's number (0 before the first)."""
+    hashed: Hash | None = None
+    """SHA-256 state over `last_prompt[:hashed_upto]`: what the next prompt likely keeps."""
+    hashed_upto: int = 0
 
     @property
     def steps(self) -> dict[int, StepText]:
@@ -130,8 +136,11 @@ class _History(NamedTuple):
             link = link.earlier
         return out
 
-    def then(self, step_no: int, prompt: str, step: StepText) -> _History:
-        return _History(self.question, _StepLink(step_no, step, self.newest), prompt, step_no)
+    def then(
+        self, step_no: int, prompt: str, step: StepText, hashed: Hash, hashed_upto: int
+    ) -> _History:
+        link = _StepLink(step_no, step, self.newest)
+        return _History(self.question, link, prompt, step_no, hashed, hashed_upto)
 
 
 class PromptWriter:
@@ -180,6 +189,7 @@ class PromptWriter:
             step_no = s.step_no
             previous = history.last_prompt if history.last_no == step_no - 1 else None
             layout: str | list[Piece] | None = None
+            keep = None
             if previous is not None and shape is not None and history.newest is not None:
                 last = history.newest.step
                 keep = shape.keep(prompt, previous=previous, question=history.question, last=last)
@@ -206,8 +216,13 @@ class PromptWriter:
                 literals.update(p for p in pieces if isinstance(p, str))  # the shape's among them
                 layout = pieces
             step = StepText(clean_text(s.raw_output), clean_text(s.observation))
-            encoded.append((layout, step_digest(prompt), step))
-            staged[episode_id] = history.then(step_no, prompt, step)
+            # The digest from the last prompt's hashed part when this one keeps exactly that;
+            # the next prompt is expected to drop as long a tail as this one dropped.
+            kept = history.hashed if keep is not None and keep == history.hashed_upto else None
+            tail = 0 if keep is None or previous is None else len(previous) - keep
+            digest, hashed = digest_continuing(prompt, keep or 0, tail, kept)
+            encoded.append((layout, digest, step))
+            staged[episode_id] = history.then(step_no, prompt, step, hashed, len(prompt) - tail)
         unknown = literals - self._text_ids.keys() - self._staged_ids.keys()
         self._staged_ids.update(text_ids(session, unknown))
         known = self._text_ids | self._staged_ids

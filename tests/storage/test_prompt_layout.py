@@ -3,6 +3,7 @@ prompts come down to a few references."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 
@@ -16,6 +17,7 @@ from storage.prompt_layout import (
     common_prefix_length,
     decode_episode,
     decode_layout,
+    digest_continuing,
     digest_matches,
     encode_pieces,
     join_layout,
@@ -237,3 +239,26 @@ def test_a_step_digest_checks_a_prompt_in_new_and_older_rows() -> None:
     assert not digest_matches(step_digest(prompt), prompt + " ")
     assert not digest_matches(prompt_hash(prompt + " "), prompt)
     assert not digest_matches(b"", prompt)  # an empty digest proves nothing
+
+
+# Any characters, lone surrogates among them (prompts are encoded with surrogatepass).
+_any_text = st.text(st.characters(blacklist_categories=()), max_size=80)
+
+
+def _sha256(text: str) -> bytes:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+@given(prompt=_any_text, data=st.data())
+def test_a_continued_digest_is_the_whole_prompts(prompt: str, data: st.DataObject) -> None:
+    """From a state over any prefix (or none), the digest is the whole prompt's, and the state
+    it hands on covers the prompt but its tail, whatever the split's characters."""
+    keep = data.draw(st.integers(0, len(prompt)))
+    tail = data.draw(st.integers(0, len(prompt) + 2))
+    known = data.draw(st.booleans())
+    kept = hashlib.sha256(prompt[:keep].encode("utf-8", "surrogatepass")) if known else None
+    digest, upto = digest_continuing(prompt, keep, tail, kept)
+    assert digest == step_digest(prompt)
+    assert upto.digest() == _sha256(prompt[: max(len(prompt) - tail, 0)])
+    if kept is not None:  # left as it was: a failed batch's history must not change
+        assert kept.digest() == _sha256(prompt[:keep])
