@@ -162,6 +162,9 @@ class PromptWriter:
         self._template: str | None = None
         """The shape's layout with its texts' ids: set once those ids are committed."""
         self._template_shape: ShapeMatcher | None = None
+        self._tail = 0
+        """What the last prompt that kept its last one dropped of it: a hint, kept if its
+        batch fails (a wrong one costs a step's digest its whole prompt, no more)."""
 
     def encode(
         self, session: Session, batch: IterationBatch, episode_ids: Sequence[int]
@@ -185,13 +188,15 @@ class PromptWriter:
                     if question is not None
                     else _load_history(session, episode_id)
                 )
-            prompt = clean_text(s.prompt)
+            prompt = s.prompt
             step_no = s.step_no
             previous = history.last_prompt if history.last_no == step_no - 1 else None
             layout: str | list[Piece] | None = None
             keep = None
             if previous is not None and shape is not None and history.newest is not None:
                 last = history.newest.step
+                # Matched as it came: a match is the last (clean) prompt's start and the shape
+                # around clean texts, so the prompt needs no cleaning, nor a scan for NUL.
                 keep = shape.keep(prompt, previous=previous, question=history.question, last=last)
                 if keep is not None:
                     layout = (
@@ -200,6 +205,7 @@ class PromptWriter:
                         else shape.pieces(keep, step_no)
                     )
             if layout is None:
+                prompt = clean_text(prompt)
                 pieces = encode_pieces(
                     prompt,
                     question=history.question,
@@ -217,9 +223,13 @@ class PromptWriter:
                 layout = pieces
             step = StepText(clean_text(s.raw_output), clean_text(s.observation))
             # The digest from the last prompt's hashed part when this one keeps exactly that;
-            # the next prompt is expected to drop as long a tail as this one dropped.
+            # the next prompt is expected to drop as long a tail as this one dropped (after a
+            # first prompt, as long as the last step that kept one dropped).
             kept = history.hashed if keep is not None and keep == history.hashed_upto else None
-            tail = 0 if keep is None or previous is None else len(previous) - keep
+            if keep is not None and previous is not None:
+                tail = self._tail = len(previous) - keep
+            else:
+                tail = self._tail
             digest, hashed = digest_continuing(prompt, keep or 0, tail, kept)
             encoded.append((layout, digest, step))
             staged[episode_id] = history.then(step_no, prompt, step, hashed, len(prompt) - tail)

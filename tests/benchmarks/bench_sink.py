@@ -47,6 +47,7 @@ CASES = [  # (batch size, system prompt characters: None is the runner's own, ~5
     (64, None),
     (256, None),
     (64, 2_000),
+    (64, 20_000),  # a real model's chat template with tool descriptions
 ]
 # A transaction per runner iteration (fan-out workers, training), and the batch runs' grouping.
 MODES = [("per iteration", 0.0), (f"grouped {SINK_GROUP_SECONDS:g} s", SINK_GROUP_SECONDS)]

@@ -21,6 +21,7 @@ from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import EnvironmentSettings
 from storage.models import PromptText, Step
 from storage.prompt_store import text_ids
+from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.storage.conftest import PgServer
 from tests.storage.prompt_checks import TeeSink, as_stored, check_hashes, check_prompts
@@ -134,6 +135,38 @@ def test_odd_prompts_come_back_exactly(store: Store) -> None:
     got = {d.summary.question_id: d for d in store.iter_episode_details(run_id)}
     assert got["odd-json"].steps[0].prompt == as_stored(episodes["odd-json"][1][0].prompt)
     assert "\x00" not in got["odd-empty"].steps[2].prompt
+
+
+def test_a_nul_in_what_a_prompt_adds_is_stored_cleaned(store: Store) -> None:
+    """Prompts are matched against the shape as they come; one whose new turn holds a NUL
+    does not match, and is cleaned (NUL to U+FFFD) like any text the store keeps."""
+    raws, observations = (
+        ["DESCRIBE a", "SAMPLE a", "QUERY x", "ANSWER 1"],
+        ["ok", "a\x00b", "c", "d"],
+    )
+    # A chat template's text, where the observation's NUL stays a NUL (JSON would escape it).
+    prompts = [
+        "<user>Q?</user>"
+        + "".join(
+            f"<bot>{r}</bot><user>{o}</user>"
+            for r, o in zip(raws[:n], observations[:n], strict=True)
+        )
+        + "<bot>"
+        for n in range(len(raws))
+    ]
+    steps = _steps("q1", prompts, raws, observations)
+    assert "\x00" in steps[2].prompt
+    run_id = store.create_run(spec(), episodes_planned=1)
+    sink = store.sink(run_id)
+    sink.write(IterationBatch(started=[start("q1", text="Q?")], steps=steps[:1]))
+    for s in steps[1:]:
+        sink.write(IterationBatch(steps=[s]))
+    assert check_prompts(store, {run_id: steps}) == 4
+    assert check_hashes(store) == 4
+    (episode,) = store.list_episodes(EpisodeFilter(run_ids=(run_id,), finished_only=False)).items
+    detail = store.get_episode(episode.id)
+    assert detail is not None
+    assert "\x00" not in detail.steps[2].prompt and "a\ufffdb" in detail.steps[2].prompt
 
 
 def test_a_new_sink_continues_an_episode_another_one_began(store: Store) -> None:
