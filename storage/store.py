@@ -79,9 +79,12 @@ __all__ = ["DuplicateRunName", "Store", "StoreError", "StoreSink"]
 GROUP_STEPS = 16_384
 """A grouping sink writes once it holds this many steps, however little time has passed.
 
-A bound on what a group holds in memory (16k steps of 2-3 kB prompts: about 50 MB), above a
-quarter second of the fastest runs' steps: at 4,096, the bound rather than the time decided
-those runs' groups, and an episode split over two groups is written by UPDATEs, not once."""
+Above a quarter second of the fastest runs' steps: at 4,096, this bound rather than the time
+decided those runs' groups, and an episode split over two groups is written by UPDATEs, not
+inserted once."""
+GROUP_PROMPT_CHARS = 50_000_000
+"""... or once its steps' prompts hold this many characters: what a group holds in memory
+(about 50 MB) stays bounded with long prompts too (16k steps of 20 kB prompts were 350 MB)."""
 
 T = TypeVar("T")
 
@@ -95,9 +98,10 @@ class StoreSink:
 
     With `group_seconds` 0 each `write` is one transaction. Above 0 the sink holds batches and
     writes them together, as one transaction, once that long has passed since it last wrote
-    (or `GROUP_STEPS` steps are held), and at `flush` and the end of a `with` block: on SQLite
-    a commit costs about as much as writing a runner iteration's rows, so fewer, larger
-    transactions write several times the step rows a second. The price: the store is up to
+    (or it holds `GROUP_STEPS` steps or `GROUP_PROMPT_CHARS` characters of prompts), and at
+    `flush` and the end of a `with` block: on SQLite a commit costs about as much as writing a
+    runner iteration's rows, so fewer, larger transactions write several times the step rows
+    a second. The price: the store is up to
     `group_seconds` (plus one iteration) behind the runner, and what is held when the process
     dies is lost; those episodes were not finished in the store, so a resume plays them again.
     A writer whose caller counts a batch as stored once `write` returns (a fan-out worker
@@ -124,6 +128,7 @@ class StoreSink:
         """With skip_finished: the episodes this sink found finished already and drops."""
         self._held: list[IterationBatch] = []
         self._held_steps = 0
+        self._held_chars = 0
         self._last_write = time.monotonic()
 
     def write(self, batch: IterationBatch) -> None:
@@ -132,8 +137,13 @@ class StoreSink:
             return
         self._held.append(batch)
         self._held_steps += len(batch.steps)
+        self._held_chars += sum(len(s.prompt) for s in batch.steps)
         waited = time.monotonic() - self._last_write
-        if self._held_steps >= GROUP_STEPS or waited >= self.group_seconds:
+        if (
+            self._held_steps >= GROUP_STEPS
+            or self._held_chars >= GROUP_PROMPT_CHARS
+            or waited >= self.group_seconds
+        ):
             self.flush()
 
     def flush(self) -> None:
@@ -141,7 +151,7 @@ class StoreSink:
         if not self._held:
             return
         # Taken before writing: a batch whose transaction failed is not tried again.
-        held, self._held, self._held_steps = self._held, [], 0
+        held, self._held, self._held_steps, self._held_chars = self._held, [], 0, 0
         self._write(held[0] if len(held) == 1 else merged(held))
 
     def _write(self, batch: IterationBatch) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -11,6 +13,7 @@ from rollout_core.policies.registry import make_policy
 from rollout_core.records import IterationBatch
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import EnvironmentSettings
+from storage import store as store_module
 from storage.models import Episode, Run
 from storage.read_models import EpisodeFilter
 from storage.store import GROUP_STEPS, Store
@@ -98,6 +101,22 @@ def test_a_grouping_sink_writes_once_it_holds_group_steps(store: Store) -> None:
     with Session(store._engine) as session:
         stored = session.scalar(select(func.count()).where(Episode.run_id == run_id))
     assert stored == 2 * half
+
+
+def test_a_grouping_sink_writes_once_its_prompts_hold_enough_text(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Long prompts bound a group by their text, well before it holds GROUP_STEPS steps."""
+    monkeypatch.setattr(store_module, "GROUP_PROMPT_CHARS", 1_000)
+    run_id = store.create_run(spec("long"), episodes_planned=2)
+    sink = store.sink(run_id, group_seconds=HOUR)
+    long = [dataclasses.replace(step(q, 0, 1), prompt=q * 300) for q in ("qa", "qb")]
+    sink.write(IterationBatch(started=[start("qa")], steps=long[:1]))  # 600 characters
+    assert _episodes(store, run_id) == []
+    sink.write(IterationBatch(started=[start("qb")], steps=long[1:]))  # 1,200 in all
+    assert _episodes(store, run_id) == [("qa", 0, None, 1), ("qb", 0, None, 1)]
+    sink.write(IterationBatch(steps=[step("qa", 0, 2)]))  # counted again from 0
+    assert _episodes(store, run_id) == [("qa", 0, None, 1), ("qb", 0, None, 1)]
 
 
 def test_leaving_the_block_on_an_error_keeps_what_is_held_and_raises_the_error(
