@@ -62,8 +62,8 @@ before keep all 32; `digest_matches` compares as many as a step holds."""
 
 
 def step_digest(prompt: str) -> bytes:
-    """The digest a step stores of its exact prompt: `prompt_hash`'s first bytes."""
-    return hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest()[:STEP_DIGEST_BYTES]
+    """The digest a step stores of its exact prompt."""
+    return prompt_hash(prompt)[:STEP_DIGEST_BYTES]
 
 
 def digest_continuing(prompt: str, keep: int, tail: int, kept: Hash | None) -> tuple[bytes, Hash]:

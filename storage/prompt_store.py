@@ -233,9 +233,7 @@ class PromptWriter:
             digest, hashed = digest_continuing(prompt, keep or 0, tail, kept)
             encoded.append((layout, digest, step))
             staged[episode_id] = history.then(step_no, prompt, step, hashed, len(prompt) - tail)
-        unknown = literals - self._text_ids.keys() - self._staged_ids.keys()
-        self._staged_ids.update(text_ids(session, unknown))
-        known = self._text_ids | self._staged_ids
+        known = self._stage_ids(session, literals)
         return [
             (
                 layout if isinstance(layout, str) else join_layout(layout, known.__getitem__),
@@ -252,11 +250,16 @@ class PromptWriter:
             return None
         if (template := self._template_of(shape)) is not None:
             return template
-        unknown = shape.literals - self._text_ids.keys() - self._staged_ids.keys()
-        self._staged_ids.update(text_ids(session, unknown))
-        known = self._text_ids | self._staged_ids
+        known = self._stage_ids(session, shape.literals)
         # Not kept past this batch: the ids count once its transaction has committed.
         return shape.template(known.__getitem__)
+
+    def _stage_ids(self, session: Session, texts: Iterable[str]) -> dict[str, int]:
+        """Ids for these texts (looked up or inserted in the batch's transaction, staged until
+        it commits); returns every id known now, committed or staged."""
+        unknown = set(texts) - self._text_ids.keys() - self._staged_ids.keys()
+        self._staged_ids.update(text_ids(session, unknown))
+        return self._text_ids | self._staged_ids
 
     def _template_of(self, shape: ShapeMatcher | None) -> str | None:
         """The shape's layout template, when every text it holds has a committed id."""

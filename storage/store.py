@@ -103,11 +103,10 @@ class StoreSink:
     (or it holds `GROUP_STEPS` steps or `GROUP_PROMPT_CHARS` characters of prompts), and at
     `flush` and the end of a `with` block: on SQLite a commit costs about as much as writing a
     runner iteration's rows, so fewer, larger transactions write several times the step rows
-    a second. The price: the store is up to
-    `group_seconds` (plus one iteration) behind the runner, and what is held when the process
-    dies is lost; those episodes were not finished in the store, so a resume plays them again.
-    A writer whose caller counts a batch as stored once `write` returns (a fan-out worker
-    reporting to its driver) keeps 0.
+    a second. The price: the store is up to `group_seconds` (plus one iteration) behind the
+    runner, and what is held when the process dies is lost; those episodes were not finished
+    in the store, so a resume plays them again. A writer whose caller counts a batch as stored
+    once `write` returns (a fan-out worker reporting to its driver) keeps 0.
     """
 
     def __init__(

@@ -27,7 +27,7 @@ from rollout_core.records import (
     IterationBatch,
     StepRecord,
 )
-from storage.bulk_sql import executemany, executemany_values, insert_returning
+from storage.bulk_sql import chunks, executemany, executemany_values, insert_returning
 from storage.classify import Finished, classify_stored
 from storage.episode_rows import (
     COUNT_STEPS,
@@ -279,19 +279,15 @@ def _delete_unfinished(
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
     dropped = ", ".join(c.name for c in DROPPED_COLUMNS)
     gone: list[Sequence[Any]] = []
-    for start in range(0, len(keys), _DELETE_CHUNK):
-        chunk = keys[start : start + _DELETE_CHUNK]
-        # Padded to a power of two with its last key (a repeat changes nothing): a few
-        # statement texts, each prepared once (`bulk_sql.chunks`).
-        size = 1 << (len(chunk) - 1).bit_length()
-        padded = [*chunk, *[chunk[-1]] * (size - len(chunk))]
-        # IN (VALUES ...): PostgreSQL parses a plain list of row values as nested ORs, and
-        # thousands of them exceed its stack depth.
+    for start, size in chunks(len(keys), _DELETE_CHUNK):
+        # A few sizes, each statement text prepared once (`bulk_sql.chunks`). IN (VALUES ...):
+        # PostgreSQL parses a plain list of row values as nested ORs, and thousands of them
+        # exceed its stack depth.
         pairs = ", ".join([f"({mark}, {mark})"] * size)
         gone += conn.exec_driver_sql(
             f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL "
             f"AND (question_id, sample_index) IN (VALUES {pairs}) RETURNING {dropped}",
-            (run_id, *(v for k in padded for v in k)),
+            (run_id, *(v for k in keys[start : start + size] for v in k)),
         ).all()
     return gone
 
