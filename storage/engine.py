@@ -20,6 +20,12 @@ URL_HINT = "pass --store sqlite:///path.db or a postgresql+psycopg:// URL"
 # Execution option that makes the next transaction on a SQLite connection BEGIN IMMEDIATE.
 SQLITE_IMMEDIATE = "rollscope_sqlite_immediate"
 
+SQLITE_PAGE_SIZE = 16384
+"""Bytes per page of a new SQLite store. The runner's grouped writes (thousands of ~350-byte
+step rows a transaction) run 6-7% faster than at SQLite's default 4096: fewer page splits and
+WAL frames. A transaction of a few rows writes whole pages to the WAL, so one-iteration
+transactions of 64 steps run ~10% slower (figures: the sink benchmark)."""
+
 _ENGINES: dict[tuple[str, int, bool], Engine] = {}
 _LOCK = threading.Lock()
 
@@ -153,6 +159,8 @@ def _tune_sqlite(engine: Engine) -> None:
         # pysqlite's own implicit BEGIN would hide ours; we issue BEGIN in the "begin" hook.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
+        # Takes effect on a new file only (before WAL is on): an existing store keeps its size.
+        cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
         # WAL: readers (the dashboard) never block the writer and the writer never blocks them.
         cur.execute("PRAGMA journal_mode=WAL")
         # Several runner processes share one file: wait up to 30 s for the write lock

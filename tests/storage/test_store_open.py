@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
 from store_builders import spec
 
-from storage.engine import StoreError, get_engine
+from storage.engine import SQLITE_PAGE_SIZE, StoreError, get_engine
 from storage.migrations import head_revision
 from storage.models import Base
 from storage.store import Store
@@ -50,6 +51,26 @@ def test_sqlite_pragmas(tmp_path: Path) -> None:
         "synchronous": 1,
     }
     store.close()
+
+
+def test_a_new_store_has_large_pages_and_an_existing_one_keeps_its_own(tmp_path: Path) -> None:
+    def page_size(path: Path) -> int:
+        with closing(sqlite3.connect(path)) as conn:
+            return int(conn.execute("PRAGMA page_size").fetchone()[0])
+
+    new = tmp_path / "new.db"
+    Store(str(new)).close()
+    assert page_size(new) == SQLITE_PAGE_SIZE
+    # A store made with SQLite's default pages stays as it is, and takes writes.
+    old = tmp_path / "old.db"
+    with closing(sqlite3.connect(old)) as conn:
+        conn.execute("PRAGMA page_size=4096")
+        conn.execute("PRAGMA journal_mode=WAL")
+    store = Store(str(old))
+    run_id = store.create_run(spec(), episodes_planned=1)
+    store.close()
+    assert page_size(old) == 4096
+    assert Store(str(old)).get_run(run_id) is not None
 
 
 @pytest.mark.parametrize(
