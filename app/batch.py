@@ -57,8 +57,10 @@ class Fanout(Protocol):
         should_stop: Callable[[], bool],
         on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
         on_note: Callable[[str], None] | None,
+        group_seconds: float = 0.0,
     ) -> RunStats:
-        """Play `tasks` into the run, every episode recorded once; stops the workers after."""
+        """Play `tasks` into the run, every episode recorded once; stops the workers after.
+        What the driver writes itself, it writes every `group_seconds` (`StoreSink`)."""
         ...
 
     def close(self) -> None:
@@ -240,6 +242,7 @@ def play_run(
                 stats = prepared.fanout.play(
                     store, run_id, prepared.plan, tasks,
                     should_stop=should_stop, on_episode=on_episode, on_note=on_note,
+                    group_seconds=SINK_GROUP_SECONDS,
                 )  # fmt: skip
             else:
                 assert prepared.policy is not None  # prepare() builds it when not fanned out

@@ -93,8 +93,10 @@ class RayFanout:
         should_stop: Callable[[], bool],
         on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
         on_note: Callable[[str], None] | None,
+        group_seconds: float = 0.0,
     ) -> RunStats:
-        """Play the run's tasks on the workers, then stop them (and a cluster started here)."""
+        """Play the run's tasks on the workers, then stop them (and a cluster started here);
+        on SQLite the driver groups its writes every `group_seconds` (`play_shards`)."""
         try:
             store.tag_run(run_id, RAY_TAG, self.target.label())
             return play_shards(
@@ -107,6 +109,7 @@ class RayFanout:
                 should_stop=should_stop,
                 on_episode=on_episode,
                 on_note=on_note,
+                group_seconds=group_seconds,
             )
         finally:
             self.close()

@@ -2,9 +2,10 @@
 left unfinished.
 
 Each episode is counted once, by its (question, sample) key, when its finish comes back. On
-SQLite the driver is the store's one writer and writes each iteration as it arrives; on
-PostgreSQL the workers have written it already. A worker that dies mid-shard is restarted by
-Ray; the episodes of its shard not counted yet go back to the front of the queue and start from
+SQLite the driver is the store's one writer: it writes the iterations as they arrive, grouped
+as a single-process run groups them (`group_seconds`); on PostgreSQL the workers have written
+them already. A worker that dies mid-shard is restarted by Ray; what it sent is written, and
+the episodes of its shard not counted yet go back to the front of the queue and start from
 their first step (the store replaces an unfinished attempt and keeps a finished one).
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,14 +67,25 @@ def play_shards(
     should_stop: Callable[[], bool],
     on_episode: Callable[[EpisodeRecord, RunStats], None] | None = None,
     on_note: Callable[[str], None] | None = None,
+    group_seconds: float = 0.0,
 ) -> RunStats:
     """Play `tasks` on the worker actors `handles` into the run; returns this play's counters.
 
-    Stopping (`should_stop`) asks every worker to end after its current iteration; on SQLite
-    what was not written by then is dropped, as a single-process run drops its next iteration.
+    On SQLite the driver writes what the workers send, each shard's iterations grouped into a
+    transaction every `group_seconds` (`StoreSink`). Stopping (`should_stop`) asks every worker
+    to end after its current iteration; on SQLite what arrives after that is dropped, as a
+    single-process run drops its next iteration.
     """
     return _Driver(
-        list(handles), store, run_id, batch_size, workers_write, should_stop, on_episode, on_note
+        list(handles),
+        store,
+        run_id,
+        batch_size,
+        workers_write,
+        should_stop,
+        on_episode,
+        on_note,
+        group_seconds,
     ).play(tasks)
 
 
@@ -87,8 +100,10 @@ class _Driver:
         should_stop: Callable[[], bool],
         on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
         on_note: Callable[[str], None] | None,
+        group_seconds: float,
     ) -> None:
         self.handles = handles
+        self.group_seconds = group_seconds
         self.store, self.run_id = store, run_id
         self.workers_write = workers_write
         self.should_stop, self.on_episode, self.on_note = should_stop, on_episode, on_note
@@ -104,11 +119,29 @@ class _Driver:
         self.stopping = False
 
     def play(self, tasks: Sequence[EpisodeTask]) -> RunStats:
-        import ray
-
         started = time.perf_counter()
         shards = split_shards(tasks, len(self.handles), self.stats.batch_size)
         self.queue.extend(_Shard(i, shard) for i, shard in enumerate(shards, 1))
+        # What the sinks hold is written however play ends: finished episodes need not be
+        # played again. An error while writing it does not hide the one that ended play.
+        try:
+            self._play()
+        except BaseException:
+            with suppress(Exception):
+                self._flush_all()
+            raise
+        self._flush_all()
+        self.stats.wall_seconds = time.perf_counter() - started
+        return self.stats
+
+    def _flush_all(self) -> None:
+        for playing in self.playing.values():
+            if playing.sink is not None:
+                playing.sink.flush()
+
+    def _play(self) -> None:
+        import ray
+
         while self.playing or (self.queue and not self.stopping):
             self._probe()
             self._hand_out()
@@ -126,8 +159,6 @@ class _Driver:
                 self._stop_all()
                 if not self.workers_write:
                     break  # the driver writes nothing more; the workers are killed at close
-        self.stats.wall_seconds = time.perf_counter() - started
-        return self.stats
 
     def _hand_out(self) -> None:
         while self.queue and self.idle and not self.stopping:
@@ -140,7 +171,13 @@ class _Driver:
                 )
                 .remote(self.run_id, shard.tasks)
             )
-            sink = None if self.workers_write else self.store.sink(self.run_id, skip_finished=True)
+            sink = (
+                None
+                if self.workers_write
+                else self.store.sink(
+                    self.run_id, skip_finished=True, group_seconds=self.group_seconds
+                )
+            )
             self.playing[generator] = _Playing(shard, worker, sink)
 
     def _stop_all(self) -> None:
@@ -158,6 +195,8 @@ class _Driver:
             item = ray.get(next(generator))
         except StopIteration:
             del self.playing[generator]
+            if playing.sink is not None:
+                playing.sink.flush()
             self.idle.append(playing.worker)
             return
         except RayTaskError as exc:  # the worker's code raised: the run fails, as in one process
@@ -165,6 +204,9 @@ class _Driver:
             raise (cause or exc) from None
         except RayActorError as exc:
             del self.playing[generator]
+            # What the dead worker sent goes in before its episodes are played again.
+            if playing.sink is not None:
+                playing.sink.flush()
             self._replay(playing, permanently=isinstance(exc, ActorDiedError))
             return
         if isinstance(item, ShardUpdate):

@@ -249,8 +249,14 @@ def _kill_a_worker(
 
 @pytest.mark.slow
 def test_a_killed_worker_is_replaced_and_nothing_is_lost_or_duplicated(
-    tmp_path: Path, tiny_checkpoint: Path, hf_reference: Outputs, ray_cluster: None
+    tmp_path: Path,
+    tiny_checkpoint: Path,
+    hf_reference: Outputs,
+    ray_cluster: None,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The driver's sink of the killed worker holds several iterations when it dies.
+    monkeypatch.setattr(batch, "SINK_GROUP_SECONDS", 2.0)
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     _kill_a_worker(store, tiny_checkpoint, hf_reference, "hf-killed")
 
@@ -280,18 +286,25 @@ def test_cancel_from_the_dashboard_then_resume_on_ray(
     # Look for the cancel at every iteration: with the 2 s default the last episodes can all
     # finish between two looks on a fast machine, and the run completes before it is seen.
     monkeypatch.setattr(batch, "CANCEL_POLL_SECONDS", 0.0)
+    # The driver's sinks hold several of the tiny model's iterations (not one each, as at the
+    # default 0.25 s): the cancel finds them holding some.
+    monkeypatch.setattr(batch, "SINK_GROUP_SECONDS", 2.0)
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     run_id, prepared = batch.start_run(
         store, _hf_request(tiny_checkpoint, "hf-cancelled"), fanout=_fanout(store)
     )
     canceller = _when_finished(store, run_id, 2, lambda: jobs.cancel_run(store, run_id))
+    seen: list[EpisodeKey] = []
     with pytest.raises(batch.Cancelled):
-        batch.play_run(store, run_id, prepared)
+        batch.play_run(store, run_id, prepared, on_episode=lambda rec, _: seen.append(rec.key))
     canceller.join()
     assert canceller.acted
     run = store.get_run(run_id)
     assert run is not None and run.status == "cancelled"
     assert 2 <= run.episodes_finished < HF_QUESTIONS
+    # Every episode the run reported finished is in the store: what the driver's sinks held
+    # when the run stopped was written.
+    assert run.episodes_finished == len(seen)
 
     run_id, prepared, skip = batch.reopen_run(
         store, str(run_id), resume=True, fanout=_fanout(store)
