@@ -30,6 +30,7 @@ from storage.cursors import decode_cursor, encode_cursor
 from storage.lifecycle import RunPresence, effective_status
 from storage.models import Annotation, Episode, Run, Step
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, RunSummary, StoredStep
+from storage.sql_limits import literal_limit
 from storage.step_spans import resolved, resolved_error
 from storage.token_codec import TokenTraceError, decode_trace
 
@@ -236,7 +237,7 @@ def episode_page_query(
         order = [col.desc().nulls_first() if nullable else col.desc(), Episode.id.desc()]
     else:
         order = [col.asc().nulls_last() if nullable else col.asc(), Episode.id.asc()]
-    return stmt.order_by(*order).limit(limit + 1)
+    return stmt.order_by(*order).limit(literal_limit(limit + 1))
 
 
 def _after(

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from rollout_core.records import EpisodeKey, IterationBatch, Outcome, StepRecord
 from storage.models import Episode
 from storage.prompt_store import PromptWriter
+from storage.sql_limits import literal_limit
 from storage.store import Store
 from storage.writes import retry_locked, write_batch
 
@@ -286,7 +287,7 @@ def training_questions(store: Store, run_id: int, *, limit: int = 5000) -> list[
         .where(e.run_id == run_id, e.outcome.is_not(None), e.train_step.is_not(None))
         .group_by(e.question_id)
         .order_by(func.count().desc(), e.question_id)
-        .limit(limit)
+        .limit(literal_limit(limit))
     )
     with Session(store._engine) as session:
         return [

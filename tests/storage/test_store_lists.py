@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from sqlalchemy import event
 from store_builders import play, spec, start, step
 
 from rollout_core.records import OUTCOMES, IterationBatch, Outcome
@@ -150,6 +151,30 @@ def test_paging_across_runs(filled: tuple[Store, int, int, list[Truth]]) -> None
     finished = [t for t in truths if t.outcome is not None]
     got = _page_all(store, EpisodeFilter(), "reward", True, 4)
     assert got == _expected(finished, "reward", True)
+
+
+def test_the_page_limit_is_a_number_in_the_sql(
+    filled: tuple[Store, int, int, list[Truth]],
+) -> None:
+    """SQLite keeps only the first rows of a sort for `LIMIT 5`, not for `LIMIT ?`
+    (`storage.sql_limits`); the limit changes from call to call and is still rendered."""
+    store, _a, _b, _truths = filled
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        statements.append(statement)
+
+    engine = store._engine
+    event.listen(engine, "before_cursor_execute", seen)
+    try:
+        for limit in (4, 9):
+            page = store.list_episodes(EpisodeFilter(), sort="reward", descending=True, limit=limit)
+            assert len(page.items) == limit
+    finally:
+        event.remove(engine, "before_cursor_execute", seen)
+    listed = [s for s in statements if "ORDER BY episodes.reward DESC" in s]
+    assert len(listed) == 2
+    assert "LIMIT 5" in listed[0] and "LIMIT 10" in listed[1], listed
 
 
 def _check(
