@@ -4,7 +4,9 @@ and reader engines that cannot write."""
 from __future__ import annotations
 
 import os
+import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,10 @@ SQLITE_PAGE_SIZE = 16384
 step rows a transaction) run 6-7% faster than at SQLite's default 4096: fewer page splits and
 WAL frames. A transaction of a few rows writes whole pages to the WAL, so one-iteration
 transactions of 64 steps run ~10% slower (figures: the sink benchmark)."""
+
+_WAL_SWITCH_SECONDS = 30.0
+"""How long a writer opening a new store keeps trying to switch it to WAL (busy_timeout's
+30 s)."""
 
 _ENGINES: dict[tuple[str, int, bool], Engine] = {}
 _LOCK = threading.Lock()
@@ -151,6 +157,26 @@ def _read_sqlite(engine: Engine, url: URL) -> None:
         conn.exec_driver_sql("BEGIN")
 
 
+def _switch_to_wal(cur: sqlite3.Cursor) -> None:
+    """`PRAGMA journal_mode=WAL`, again after a pause while another connection holds the file.
+
+    On a file still in rollback mode (a new store) the switch upgrades a shared lock to an
+    exclusive one, and SQLite answers "database is locked" at once, without waiting out
+    busy_timeout, when another connection holds a lock: writers that open a new store
+    together (`tests/robustness/test_concurrency.py`) lost that race one time in twenty.
+    """
+    pause, deadline = 0.005, time.monotonic() + _WAL_SWITCH_SECONDS
+    while True:
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+
+
 def _tune_sqlite(engine: Engine) -> None:
     """Pragmas and explicit BEGIN for every SQLite connection of an engine."""
 
@@ -159,13 +185,13 @@ def _tune_sqlite(engine: Engine) -> None:
         # pysqlite's own implicit BEGIN would hide ours; we issue BEGIN in the "begin" hook.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
+        # Several runner processes share one file: wait up to 30 s for a lock instead of
+        # failing at once with "database is locked".
+        cur.execute("PRAGMA busy_timeout=30000")
         # Takes effect on a new file only (before WAL is on): an existing store keeps its size.
         cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
         # WAL: readers (the dashboard) never block the writer and the writer never blocks them.
-        cur.execute("PRAGMA journal_mode=WAL")
-        # Several runner processes share one file: wait up to 30 s for the write lock
-        # instead of failing at once with "database is locked".
-        cur.execute("PRAGMA busy_timeout=30000")
+        _switch_to_wal(cur)
         # SQLite ignores REFERENCES (and ON DELETE CASCADE) unless asked per connection.
         cur.execute("PRAGMA foreign_keys=ON")
         # In WAL mode NORMAL is crash-safe for the database; a power cut may lose only the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import sqlite3
+import threading
 from contextlib import closing
 from pathlib import Path
 
@@ -71,6 +72,28 @@ def test_a_new_store_has_large_pages_and_an_existing_one_keeps_its_own(tmp_path:
     store.close()
     assert page_size(old) == 4096
     assert Store(str(old)).get_run(run_id) is not None
+
+
+def test_a_writer_opening_a_new_store_waits_while_another_connection_holds_it(
+    tmp_path: Path,
+) -> None:
+    """Writers that open a new store together: while one holds the file, still in rollback
+    mode, in a write transaction, SQLite refuses another's switch to WAL at once instead of
+    waiting out busy_timeout (six processes opening one new store lost that race one time in
+    twenty). The opener waits until the file is free."""
+    path = tmp_path / "new.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    release = threading.Timer(0.3, holder.execute, ("ROLLBACK",))
+    release.start()
+    try:
+        store = Store(str(path))
+    finally:
+        release.join()
+        holder.close()
+    run_id = store.create_run(spec(), episodes_planned=1)
+    assert store.get_run(run_id) is not None
+    store.close()
 
 
 @pytest.mark.parametrize(
