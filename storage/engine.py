@@ -26,7 +26,7 @@ SQLITE_PAGE_SIZE = 16384
 """Bytes per page of a new SQLite store. The runner's grouped writes (thousands of ~350-byte
 step rows a transaction) run 6-7% faster than at SQLite's default 4096: fewer page splits and
 WAL frames. A transaction of a few rows writes whole pages to the WAL, so one-iteration
-transactions of 64 steps run ~10% slower (figures: the sink benchmark)."""
+transactions of 64 steps run 5-9% slower (figures: the sink benchmark)."""
 
 _WAL_SWITCH_SECONDS = 30.0
 """How long a writer opening a new store keeps trying to switch it to WAL (busy_timeout's

@@ -98,15 +98,20 @@ class DuplicateRunName(StoreError):
 def _committed(
     batch: IterationBatch,
     created: dict[EpisodeKey, int],
+    newly_skipped: set[EpisodeKey],
     ids: dict[EpisodeKey, int],
     prompts: PromptWriter,
+    skipped: set[EpisodeKey] | None,
 ) -> None:
-    """A sink's caches after its batch committed: new episodes in, finished ones out."""
+    """A sink's caches after its batch committed: new episodes in, finished ones out, the
+    episodes it found finished already added to `skipped`."""
     ids.update(created)
     done = [e.key for e in batch.finished]
     prompts.commit(ids[k] for k in done if k in ids)
     for k in done:
         ids.pop(k, None)
+    if skipped is not None:
+        skipped |= newly_skipped
 
 
 class StoreSink:
@@ -152,11 +157,7 @@ class StoreSink:
             return
         self._held.append(batch)
         self._held_steps += len(batch.steps)
-        # A loop, not sum() over a generator: holding a batch makes no object the cyclic
-        # collector tracks, so the collector's passes over the caller's objects are not set
-        # off here (they cost 3-4% of the benchmark's timed writes).
-        for s in batch.steps:
-            self._held_chars += len(s.prompt)
+        self._held_chars += sum(len(s.prompt) for s in batch.steps)
         waited = time.monotonic() - self._last_write
         if (
             self._held_steps >= GROUP_STEPS
@@ -448,13 +449,9 @@ class Store:
         # histories hold every step's texts (40k objects for 16k steps), and the collector's
         # pass over them cost more than the rest of the bookkeeping.
         with collector_paused():
-            created, newly_skipped = retry_locked(attempt)
             # The caches change only after the commit, so a failed batch leaves them as they
             # were.
-            _committed(batch, created, ids, prompts)
-            if skipped is not None:
-                skipped |= newly_skipped
-            del created, newly_skipped
+            _committed(batch, *retry_locked(attempt), ids, prompts, skipped)
 
     def finished_keys(self, run_id: int) -> set[EpisodeKey]:
         """The run's finished episodes, for resume."""
