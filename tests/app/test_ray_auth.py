@@ -98,12 +98,10 @@ def started_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
             time.sleep(0.2)
         yield f"127.0.0.1:{port}", env
     finally:
-        os.killpg(head.pid, signal.SIGTERM)  # --block stops what it started
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
-            head.wait(timeout=30)
+        # Every process the head started is in its process group: killed at once. (SIGTERM to
+        # `ray start --block` stops them gracefully, in 33 s here.)
+        os.killpg(head.pid, signal.SIGKILL)
+        head.wait(timeout=30)
         shutil.rmtree(temp, ignore_errors=True)
 
 
