@@ -4,6 +4,8 @@ classified from, and migrated both ways (revision 0009), on SQLite and PostgreSQ
 from __future__ import annotations
 
 import dataclasses
+import itertools
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -173,32 +175,40 @@ def _step_texts(draw: st.DrawFn) -> tuple[str, str, str, str | None]:
     return raw, argument, observation, error
 
 
+_RUN_NUMBERS = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def spans_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Store]:
+    """One store for every example (a run each): a new store a draw was most of the test's time."""
+    store = Store(str(tmp_path_factory.mktemp("spans") / "s.db"))
+    yield store
+    store.close()
+
+
 @settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
 @given(texts=st.lists(_step_texts(), min_size=1, max_size=4))
 def test_any_argument_and_error_read_back_exactly(
-    texts: list[tuple[str, str, str, str | None]], tmp_path_factory: pytest.TempPathFactory
+    texts: list[tuple[str, str, str, str | None]], spans_store: Store
 ) -> None:
-    store = Store(str(tmp_path_factory.mktemp("spans") / "s.db"))
-    try:
-        run_id = store.create_run(spec("any"), episodes_planned=1)
-        steps = [
-            dataclasses.replace(
-                step("q1", 0, n), raw_output=raw, argument=argument, observation=obs, error=error
-            )
-            for n, (raw, argument, obs, error) in enumerate(texts, start=1)
-        ]
-        store.sink(run_id).write(
-            IterationBatch(
-                started=[start("q1")],
-                steps=steps,
-                finished=[finish("q1", 0, "budget_exhausted", 0.0, len(steps))],
-            )
+    store = spans_store
+    run_id = store.create_run(spec(f"any-{next(_RUN_NUMBERS)}"), episodes_planned=1)
+    steps = [
+        dataclasses.replace(
+            step("q1", 0, n), raw_output=raw, argument=argument, observation=obs, error=error
         )
-        expected = [(as_stored(s.argument), s.error and as_stored(s.error)) for s in steps]
-        assert _stored_steps(store, run_id) == expected
-        [episode] = store.list_episodes(EpisodeFilter(run_ids=(run_id,))).items
-        with store._engine.connect() as conn:
-            facts = _step_facts(conn, [episode.id], spans=True)[episode.id]
-        assert [(f.argument, f.error) for f in facts] == expected  # the SQL reading agrees
-    finally:
-        store.close()
+        for n, (raw, argument, obs, error) in enumerate(texts, start=1)
+    ]
+    store.sink(run_id).write(
+        IterationBatch(
+            started=[start("q1")],
+            steps=steps,
+            finished=[finish("q1", 0, "budget_exhausted", 0.0, len(steps))],
+        )
+    )
+    expected = [(as_stored(s.argument), s.error and as_stored(s.error)) for s in steps]
+    assert _stored_steps(store, run_id) == expected
+    [episode] = store.list_episodes(EpisodeFilter(run_ids=(run_id,))).items
+    with store._engine.connect() as conn:
+        facts = _step_facts(conn, [episode.id], spans=True)[episode.id]
+    assert [(f.argument, f.error) for f in facts] == expected  # the SQL reading agrees
