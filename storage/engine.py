@@ -28,9 +28,9 @@ step rows a transaction) run 6-7% faster than at SQLite's default 4096: fewer pa
 WAL frames. A transaction of a few rows writes whole pages to the WAL, so one-iteration
 transactions of 64 steps run 5-9% slower (figures: the sink benchmark)."""
 
-_WAL_SWITCH_SECONDS = 30.0
-"""How long a writer opening a new store keeps trying to switch it to WAL (busy_timeout's
-30 s)."""
+BUSY_TIMEOUT_S = 30
+"""How long a connection waits for another's lock before it fails with "database is locked"
+(busy_timeout), and a writer opening a new store keeps trying to switch it to WAL."""
 
 _ENGINES: dict[tuple[str, int, bool], Engine] = {}
 _LOCK = threading.Lock()
@@ -148,7 +148,7 @@ def _read_sqlite(engine: Engine, url: URL) -> None:
         cur = dbapi_conn.cursor()
         # No journal_mode here: switching a rollback-journal file to WAL is a write.
         # A rollback-journal store is briefly locked while a writer commits: wait, not fail.
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -165,7 +165,7 @@ def _switch_to_wal(cur: sqlite3.Cursor) -> None:
     busy_timeout, when another connection holds a lock: writers that open a new store
     together (`tests/robustness/test_concurrency.py`) lost that race one time in twenty.
     """
-    pause, deadline = 0.005, time.monotonic() + _WAL_SWITCH_SECONDS
+    pause, deadline = 0.005, time.monotonic() + BUSY_TIMEOUT_S
     while True:
         try:
             cur.execute("PRAGMA journal_mode=WAL")
@@ -185,9 +185,9 @@ def _tune_sqlite(engine: Engine) -> None:
         # pysqlite's own implicit BEGIN would hide ours; we issue BEGIN in the "begin" hook.
         dbapi_conn.isolation_level = None
         cur = dbapi_conn.cursor()
-        # Several runner processes share one file: wait up to 30 s for a lock instead of
+        # Several runner processes share one file: wait for a lock instead of
         # failing at once with "database is locked".
-        cur.execute("PRAGMA busy_timeout=30000")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_S * 1000}")
         # Takes effect on a new file only (before WAL is on): an existing store keeps its size.
         cur.execute(f"PRAGMA page_size={SQLITE_PAGE_SIZE}")
         # WAL: readers (the dashboard) never block the writer and the writer never blocks them.
