@@ -138,7 +138,9 @@ class RayFanout:
             return
         quiet = {"logging_level": logging.ERROR, "log_to_driver": False}
         if self.target.is_local:
-            ray.init(include_dashboard=False, **quiet)
+            # "local", not None: with no address Ray joins the cluster RAY_ADDRESS or the
+            # last `ray start` names, and `--ray local` means a cluster of this run's own.
+            ray.init(address="local", include_dashboard=False, **quiet)
         else:
             _check_reachable(self.target.address)
             try:

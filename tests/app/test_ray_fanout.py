@@ -389,6 +389,24 @@ def test_ctrl_c_stops_a_ray_run_and_resume_finishes_it(
     _check_recorded_once(writer, 1, HF_QUESTIONS)
 
 
+@pytest.mark.slow
+def test_ray_local_is_a_cluster_of_the_runs_own_whatever_ray_address_names(
+    tmp_path: Path,
+) -> None:
+    """A shell where RAY_ADDRESS names another cluster (here one that does not answer): `--ray
+    local` starts its own and plays there, never joins or waits on that one."""
+    db = tmp_path / "store.db"
+    env = {**os.environ, "RAY_ADDRESS": "127.0.0.1:9", "RAY_NUM_REDIS_GET_RETRIES": "2"}
+    res = subprocess.run(
+        [sys.executable, "-m", "app.cli", "run", "--policy", "oracle", "--dataset", "demo",
+         "--limit", "4", "--store", str(db), "--quiet", "--ray", "local", "--workers", "1"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    [run] = Store(str(db), read_only=True).list_runs()
+    assert (run.status, run.episodes_finished, run.correct) == ("completed", 4, 4)
+
+
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
