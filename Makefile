@@ -9,6 +9,10 @@ STAMP := $(VENV)/.installed
 TORCH_SPEC ?= torch==2.13.0
 STORE ?= rollscope.db
 PORT ?= 8501
+# Test processes: one per core (at most 4); each test file runs whole in one of them, so a
+# module's dashboard or cluster starts once. TEST_WORKERS=0 runs everything in this process.
+TEST_WORKERS ?= auto
+PYTEST := $(PY) -m pytest -q -n $(TEST_WORKERS) --maxprocesses=4 --dist loadfile
 
 .PHONY: setup system-deps run demo test test-quick bench lint clean
 
@@ -31,10 +35,10 @@ demo: setup
 	$(VENV)/bin/rollscope demo --store $(STORE)
 
 test: setup system-deps
-	$(PY) -m pytest -q
+	$(PYTEST)
 
 test-quick: setup
-	$(PY) -m pytest -q -m "not browser and not postgres and not slow"
+	$(PYTEST) -m "not browser and not postgres and not slow"
 
 bench: setup
 	$(PY) -m pytest tests/benchmarks -q -s --benchmarks

@@ -13,6 +13,11 @@ from tests.serving import ServedModel, free_port, serving_copy
 
 REPO = Path(__file__).resolve().parents[1]
 
+# One torch thread per test process and the CLIs it starts (set before torch is imported):
+# `make test` runs a process per core, and torch's threads, one per core each, spin-waited
+# on one another (the demo models' training took 130 s instead of 20 s).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
 # Property tests draw new examples on every local run (failures replay from .hypothesis/).
 # CI sets HYPOTHESIS_PROFILE=ci: one fixed draw, so whether a commit lands never depends on luck.
 settings.register_profile("ci", derandomize=True, print_blob=True)
