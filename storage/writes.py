@@ -337,7 +337,8 @@ def _step_values(
 ) -> tuple[Any, ...]:
     """A step's row, in `STEP_COLUMNS`' order (`text`: its output and observation, cleaned);
     its floats made floats (numpy scalars reach the store), as `executemany_values` then
-    takes them as they are."""
+    takes them as they are. Flags are ints and the digest a bytearray: sqlite3 binds those
+    straight, where a bool or bytes costs it an adapter lookup (`bulk_sql._nulls_inlined`)."""
     mean_logprob, mean_entropy = (None, None) if s.tokens is None else trace_means(s.tokens)
     raw_output, observation = text
     error = None if s.error is None else clean_text(s.error)
@@ -345,23 +346,23 @@ def _step_values(
         episode_id,
         s.step_no,
         prompt_layout,
-        prompt_sha256,
+        bytearray(prompt_sha256),
         raw_output,
         s.action,
         *text_or_span(raw_output, clean_text(s.argument)),
-        s.parsed,
+        int(s.parsed),
         observation,
         *((None, None, None) if error is None else text_or_span(observation, error)),
         float(s.reward),
-        s.done,
+        int(s.done),
         s.tokens_in,
         s.tokens_out,
         float(s.policy_seconds),
         float(s.env_seconds),
-        s.truncated,
+        int(s.truncated),
         s.cached_tokens,
         None if s.tokens is None else encode_trace(s.tokens, s.raw_output),
         mean_logprob,
         mean_entropy,
-        s.replayed,
+        int(s.replayed),
     )

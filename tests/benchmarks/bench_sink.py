@@ -78,13 +78,16 @@ def iterations(
             n = int(ep["n"]) + 1  # type: ignore[call-overload]
             last = n == ep["steps"]
             action = "ANSWER" if last else rng.choice(("DESCRIBE", "SAMPLE", "QUERY"))
-            text = pools.step(rng, action, parsed=True, error=None, correct=rng.random() < 0.5)
+            # Failed actions at the synthetic store's rate: a batch's error columns are not
+            # all NULL, as a real run's are not.
+            error = "no such column: singer.nme" if not last and rng.random() < 0.15 else None
+            text = pools.step(rng, action, parsed=True, error=error, correct=rng.random() < 0.5)
             prompt = str(ep["prompt"])
             steps.append(
                 StepRecord(
                     question_id=str(ep["q"]), sample_index=0, step_no=n, prompt=prompt,
                     raw_output=text.raw_output, action=action, argument=text.argument,
-                    parsed=True, observation=text.observation, error=None, reward=0.0,
+                    parsed=True, observation=text.observation, error=error, reward=0.0,
                     done=last, tokens_in=len(prompt) // 4, tokens_out=len(text.raw_output) // 4,
                     policy_seconds=0.05, env_seconds=0.001,
                 )

@@ -38,6 +38,13 @@ _ROWS = Table(
     Column("blob", LargeBinary),
     Column("at", DateTime),
 )
+_DEFAULTED = Table(
+    "defaulted",
+    _META,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("note", String, server_default="n/a"),
+    Column("n", Integer),
+)
 
 
 @pytest.fixture
@@ -123,6 +130,33 @@ def test_rows_as_values_in_any_key_order(db: Path) -> None:
     with sqlite3.connect(db) as raw:
         got = raw.execute("SELECT id, name, score, typeof(score), blob FROM rows").fetchall()
     assert sorted(got) == [(7, "x", 0.5, "real", b"\x00"), (8, "y", 2.0, "real", None)]
+
+
+def test_a_column_null_in_every_row_is_stored_null_not_its_default(db: Path) -> None:
+    """executemany_values says NULL in the statement for a column that is None in every row
+    (sqlite3 binds a None slowly): stored NULL, as a bound None is, never the column's default;
+    the other values stay in their own columns, down to rows with one value or none."""
+    engine = create_engine(f"sqlite:///{db}")
+    with engine.begin() as conn:
+        keys = ("id", "note", "n")
+        executemany_values(conn, insert(_DEFAULTED), keys, [(1, None, 10), (2, None, None)])
+        executemany_values(conn, insert(_DEFAULTED), keys, [(3, None, None), (4, None, None)])
+        executemany_values(conn, insert(_DEFAULTED), keys, [(5, "x", None), (6, None, 60)])
+        # Every value None: the INTEGER PRIMARY KEY takes the next rowid, as with bound Nones.
+        executemany_values(conn, insert(_ROWS), ("id", "name"), [(None, None), (None, None)])
+    engine.dispose()
+    with sqlite3.connect(db) as raw:
+        got = raw.execute("SELECT id, note, n FROM defaulted ORDER BY id").fetchall()
+        rows = raw.execute("SELECT id, name FROM rows ORDER BY id").fetchall()
+    assert got == [
+        (1, None, 10),
+        (2, None, None),
+        (3, None, None),
+        (4, None, None),
+        (5, "x", None),
+        (6, None, 60),
+    ]
+    assert rows == [(1, None), (2, None)]
 
 
 def test_insert_returning_gives_each_new_rows_columns_over_many_statements(db: Path) -> None:
