@@ -73,10 +73,13 @@ def executemany_values(
 
 def _nulls_inlined(sql: str, rows: Sequence[Sequence[Any]]) -> tuple[str, Sequence[Any]]:
     """An INSERT whose columns that are NULL in every row say NULL in its text, and the rows
-    without them. sqlite3 looks a None up in its adapter registry before binding it (so are
-    bools and bytes: write them as ints and bytearrays), about 0.35 us a value: the step
-    rows' NULL columns (a policy's missing token traces, a batch with no error) cost as much
-    to bind as the rest of the row."""
+    without them (NULL, as a bound None is; never the column's default).
+
+    sqlite3 binds an int, float, str or bytearray as it is, and looks anything else up in its
+    adapter registry first, about 0.35 us a value: a None, and a bool or bytes too (write
+    those as ints and bytearrays). The NULL columns of a batch of steps (no token traces, no
+    cached-token counts) cost as much to bind as the rest of the row.
+    """
     head, found, values = sql.rpartition(" VALUES (")
     slots = values.removesuffix(")").split(", ")
     if not found or not values.endswith(")") or any(s != "?" for s in slots):
