@@ -15,7 +15,7 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import Boolean, Connection, Dialect, Float, LargeBinary, Table, insert
+from sqlalchemy import Boolean, Connection, Dialect, Float, Insert, LargeBinary, Table, insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -134,7 +134,11 @@ def insert_returning(
     if not rows:
         return []
     conn = session.connection() if isinstance(session, Session) else session
-    plan = _plan(insert(table), keys, conn.dialect, True) if conn.dialect.name == "sqlite" else None
+    plan = (
+        _plan(_insert_into(table), keys, conn.dialect, True)
+        if conn.dialect.name == "sqlite"
+        else None
+    )
     if plan is None:
         stmt = insert(table).returning(*(table.c[c] for c in returning))
         return [
@@ -159,6 +163,13 @@ def insert_returning(
     finally:
         cursor.close()
     return out
+
+
+@lru_cache(maxsize=16)
+def _insert_into(table: Table) -> Insert:
+    """The one INSERT of a table `insert_returning` plans: `_plan` caches by statement, and a
+    new statement a call was compiled anew (a millisecond, at a transaction an iteration)."""
+    return insert(table)
 
 
 def _run(conn: Connection, plan: tuple[str, Callable[[Any], Sequence[Any]]], rows: Any) -> None:

@@ -18,7 +18,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from rollout_core.records import (
@@ -268,27 +268,40 @@ def _insert_started(
 
 _DELETE_CHUNK = 1024
 """Keys per DELETE at most: two parameters each, well under either database's limit."""
+_DROPPED = ", ".join(c.name for c in DROPPED_COLUMNS)
+"""Built once: each column's name is an ORM attribute lookup, and at a transaction an
+iteration the lookups cost more than the DELETE."""
 
 
 def _delete_unfinished(
     conn: Connection, run_id: int, keys: Sequence[tuple[str, int]]
 ) -> list[Sequence[Any]]:
     """Delete the run's unfinished episodes of these keys; their `DROPPED_COLUMNS`."""
-    # Driver SQL: SQLAlchemy expanding the (question, sample) IN list cost ten times the
-    # DELETE itself, which finds nothing but on a resume.
+    # The driver's cursor: SQLAlchemy expanding the (question, sample) IN list cost ten times
+    # the DELETE itself, which finds nothing but on a resume, and even a driver-SQL execute
+    # cost it ten times over in result bookkeeping.
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    dropped = ", ".join(c.name for c in DROPPED_COLUMNS)
     gone: list[Sequence[Any]] = []
-    for start, size in chunks(len(keys), _DELETE_CHUNK):
-        # A few sizes, each statement text prepared once (`bulk_sql.chunks`). IN (VALUES ...):
-        # PostgreSQL parses a plain list of row values as nested ORs, and thousands of them
-        # exceed its stack depth.
-        pairs = ", ".join([f"({mark}, {mark})"] * size)
-        gone += conn.exec_driver_sql(
-            f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL "
-            f"AND (question_id, sample_index) IN (VALUES {pairs}) RETURNING {dropped}",
-            (run_id, *(v for k in keys[start : start + size] for v in k)),
-        ).all()
+    cursor = conn.connection.cursor()
+    dbapi_error = conn.dialect.loaded_dbapi.Error
+    try:
+        for start, size in chunks(len(keys), _DELETE_CHUNK):
+            # A few sizes, each statement text prepared once (`bulk_sql.chunks`). IN (VALUES
+            # ...): PostgreSQL parses a plain list of row values as nested ORs, and thousands
+            # of them exceed its stack depth.
+            pairs = ", ".join([f"({mark}, {mark})"] * size)
+            sql = (
+                f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL "
+                f"AND (question_id, sample_index) IN (VALUES {pairs}) RETURNING {_DROPPED}"
+            )
+            try:
+                cursor.execute(sql, (run_id, *(v for k in keys[start : start + size] for v in k)))
+            except dbapi_error as exc:
+                # As SQLAlchemy raises it: the caller retries a lock by its class.
+                raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+            gone += cursor.fetchall()
+    finally:
+        cursor.close()
     return gone
 
 
