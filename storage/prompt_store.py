@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from hashlib import sha256
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from sqlalchemy import insert, select
@@ -143,12 +144,22 @@ class _History(NamedTuple):
         return _History(self.question, link, prompt, step_no, hashed, hashed_upto)
 
 
+class _Head(NamedTuple):
+    """The text a first prompt had before its first reference (a system prompt, the framing
+    before the question), and the SHA-256 state over it."""
+
+    text: str
+    hashed: Hash
+
+
 class PromptWriter:
     """Encodes the step prompts of one sink's batches against their episodes' earlier steps.
 
     It remembers each live episode's last prompt, and the shape the last step added to it
     (the renderer's framing around an output and an observation): a step that adds the same
     costs the text that shape adds and two comparisons (`ShapeMatcher`), any other a search.
+    A first prompt that starts as the last one did (`_Head`) is searched and hashed past that
+    start only: with a 20 kB system prompt, that start was most of a step's cost.
     What a batch taught it counts only once that batch's transaction has committed
     (`commit`), so a retried or failed batch starts from the same state.
     """
@@ -159,6 +170,9 @@ class PromptWriter:
         self._staged: dict[int, _History] = {}
         self._staged_ids: dict[str, int] = {}
         self._shape: ShapeMatcher | None = None
+        self._head: _Head | None = None
+        """A hint, kept if its batch fails: a first prompt that does not start with it is
+        searched whole."""
         self._template: str | None = None
         """The shape's layout with its texts' ids: set once those ids are committed."""
         self._template_shape: ShapeMatcher | None = None
@@ -204,15 +218,32 @@ class PromptWriter:
                         if template
                         else shape.pieces(keep, step_no)
                     )
+            head = None
             if layout is None:
                 prompt = clean_text(prompt)
-                pieces = encode_pieces(
-                    prompt,
-                    question=history.question,
-                    steps=history.steps,
-                    step_no=step_no,
-                    previous=previous,
-                )
+                first = step_no == 1 and history.newest is None
+                if first and self._head is not None and prompt.startswith(self._head.text):
+                    head = self._head
+                    # Valid whatever the rest holds: the layout's pieces join to the prompt.
+                    rest = prompt[len(head.text) :]
+                    pieces = [
+                        head.text,
+                        *encode_pieces(
+                            rest, question=history.question, steps={}, step_no=1, previous=None
+                        ),
+                    ]
+                else:
+                    pieces = encode_pieces(
+                        prompt,
+                        question=history.question,
+                        steps=history.steps,
+                        step_no=step_no,
+                        previous=previous,
+                    )
+                    if first and len(pieces) > 1 and isinstance(pieces[0], str):
+                        self._head = _Head(
+                            pieces[0], sha256(pieces[0].encode("utf-8", "surrogatepass"))
+                        )
                 # A shape learnt in a batch that then failed is harmless: its texts are
                 # looked up like any other, and a shape that does not fit is not used.
                 learnt = shape_of(pieces, step_no)
@@ -230,7 +261,8 @@ class PromptWriter:
                 tail = self._tail = len(previous) - keep
             else:
                 tail = self._tail
-            digest, hashed = digest_continuing(prompt, keep or 0, tail, kept)
+            start, state = (keep or 0, kept) if head is None else (len(head.text), head.hashed)
+            digest, hashed = digest_continuing(prompt, start, tail, state)
             encoded.append((layout, digest, step))
             staged[episode_id] = history.then(step_no, prompt, step, hashed, len(prompt) - tail)
         known = self._stage_ids(session, literals)

@@ -297,3 +297,33 @@ def test_episode_start_needs_no_question_in_the_prompt(store: Store) -> None:
         )
     )
     assert check_prompts(store, {run_id: [s]}) == 1
+
+
+def test_first_prompts_that_start_alike_come_back_exactly(store: Store) -> None:
+    """A first prompt that starts as the last one did is encoded and hashed past that start:
+    the rest may hold the question or not, be empty, or the start be another's."""
+    system = "You answer questions about SQLite databases. " * 40
+    head = f"{system}\nQuestion: "
+    firsts = {
+        "learns": ("How many singers are there?", f"{head}How many singers are there?\nDB: a"),
+        "reuses": ("Which stadium is largest?", f"{head}Which stadium is largest?\nDB: b"),
+        "in-head": ("about SQLite databases", f"{head}(see the system prompt)"),
+        "is-head": ("How many pets are there?", head),
+        "nul": ("What is \x00 here?", f"{head}What is \x00 here?"),
+        "another": ("How many singers are there?", "Other system.\nHow many singers are there?"),
+        "again": ("Name every concert.", f"{head}Name every concert.\nDB: c"),
+    }
+    run_id = store.create_run(spec(), episodes_planned=len(firsts))
+    sink = store.sink(run_id)
+    records = []
+    for qid, (question, prompt) in firsts.items():
+        prompts = [prompt, f"{prompt}\nDESCRIBE t\ncolumns: a\n"]
+        steps = _steps(qid, prompts, ["DESCRIBE t", "ANSWER 1"], ["columns: a", "done"])
+        opened = dataclasses.replace(start(qid), question=question)
+        sink.write(IterationBatch(started=[opened], steps=steps))
+        sink.write(IterationBatch(finished=[finish(qid, 0, "wrong", 0.0, 2)]))
+        records += steps
+    assert check_prompts(store, {run_id: records}) == check_hashes(store) == 14
+    with Session(store._engine) as session:
+        texts = session.scalars(select(PromptText.text)).all()
+        assert sum(system in t for t in texts) == 1  # the shared start, stored once
