@@ -18,7 +18,7 @@ from sqlalchemy import (
     tuple_,
     update,
 )
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from rollout_core.records import (
@@ -27,7 +27,13 @@ from rollout_core.records import (
     IterationBatch,
     StepRecord,
 )
-from storage.bulk_sql import chunks, executemany, executemany_values, insert_returning
+from storage.bulk_sql import (
+    chunks,
+    executemany,
+    executemany_values,
+    fetch_driver,
+    insert_returning,
+)
 from storage.classify import Finished, classify_stored
 from storage.episode_rows import (
     COUNT_STEPS,
@@ -275,34 +281,31 @@ iteration the lookups cost more than the DELETE."""
 
 def _delete_unfinished(
     conn: Connection, run_id: int, keys: Sequence[tuple[str, int]]
-) -> list[Sequence[Any]]:
+) -> list[tuple[Any, ...]]:
     """Delete the run's unfinished episodes of these keys; their `DROPPED_COLUMNS`."""
-    # The driver's cursor: SQLAlchemy expanding the (question, sample) IN list cost ten times
-    # the DELETE itself, which finds nothing but on a resume, and even a driver-SQL execute
-    # cost it ten times over in result bookkeeping.
+    # Driver SQL on the driver's cursor: SQLAlchemy expanding the (question, sample) IN list,
+    # and then its result bookkeeping, each cost ten times the DELETE itself, which finds
+    # nothing but on a resume.
     mark = "?" if conn.dialect.paramstyle == "qmark" else "%s"
-    gone: list[Sequence[Any]] = []
-    cursor = conn.connection.cursor()
-    dbapi_error = conn.dialect.loaded_dbapi.Error
-    try:
-        for start, size in chunks(len(keys), _DELETE_CHUNK):
-            # A few sizes, each statement text prepared once (`bulk_sql.chunks`). IN (VALUES
-            # ...): PostgreSQL parses a plain list of row values as nested ORs, and thousands
-            # of them exceed its stack depth.
-            pairs = ", ".join([f"({mark}, {mark})"] * size)
-            sql = (
-                f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL "
-                f"AND (question_id, sample_index) IN (VALUES {pairs}) RETURNING {_DROPPED}"
-            )
-            try:
-                cursor.execute(sql, (run_id, *(v for k in keys[start : start + size] for v in k)))
-            except dbapi_error as exc:
-                # As SQLAlchemy raises it: the caller retries a lock by its class.
-                raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
-            gone += cursor.fetchall()
-    finally:
-        cursor.close()
-    return gone
+    pair = f"({mark}, {mark})"
+
+    def delete(size: int) -> str:
+        # IN (VALUES ...): PostgreSQL parses a plain list of row values as nested ORs, and
+        # thousands of them exceed its stack depth.
+        return (
+            f"DELETE FROM episodes WHERE run_id = {mark} AND outcome IS NULL AND "
+            f"(question_id, sample_index) IN (VALUES {', '.join([pair] * size)}) "
+            f"RETURNING {_DROPPED}"
+        )
+
+    # A few sizes, each statement text prepared once (`bulk_sql.chunks`).
+    return fetch_driver(
+        conn,
+        (
+            (delete(size), (run_id, *(v for k in keys[start : start + size] for v in k)))
+            for start, size in chunks(len(keys), _DELETE_CHUNK)
+        ),
+    )
 
 
 def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[EpisodeKey, int]:
