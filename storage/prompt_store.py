@@ -146,10 +146,11 @@ class _History(NamedTuple):
 
 class _Head(NamedTuple):
     """The text a first prompt had before its first reference (a system prompt, the framing
-    before the question), and the SHA-256 state over it."""
+    before the question), and the SHA-256 state over it once a second prompt starts with it
+    (prompts whose start changes every episode never pay for hashing it twice)."""
 
     text: str
-    hashed: Hash
+    hashed: Hash | None = None
 
 
 class PromptWriter:
@@ -221,17 +222,8 @@ class PromptWriter:
             head = None
             if layout is None:
                 prompt = clean_text(prompt)
-                first = step_no == 1 and history.newest is None
-                if first and self._head is not None and prompt.startswith(self._head.text):
-                    head = self._head
-                    # Valid whatever the rest holds: the layout's pieces join to the prompt.
-                    rest = prompt[len(head.text) :]
-                    pieces = [
-                        head.text,
-                        *encode_pieces(
-                            rest, question=history.question, steps={}, step_no=1, previous=None
-                        ),
-                    ]
+                if step_no == 1 and history.newest is None:
+                    pieces, head = self._first_pieces(prompt, history.question)
                 else:
                     pieces = encode_pieces(
                         prompt,
@@ -240,10 +232,6 @@ class PromptWriter:
                         step_no=step_no,
                         previous=previous,
                     )
-                    if first and len(pieces) > 1 and isinstance(pieces[0], str):
-                        self._head = _Head(
-                            pieces[0], sha256(pieces[0].encode("utf-8", "surrogatepass"))
-                        )
                 # A shape learnt in a batch that then failed is harmless: its texts are
                 # looked up like any other, and a shape that does not fit is not used.
                 learnt = shape_of(pieces, step_no)
@@ -274,6 +262,25 @@ class PromptWriter:
             )
             for layout, digest, step in encoded
         ]
+
+    def _first_pieces(self, prompt: str, question: str) -> tuple[list[Piece], _Head | None]:
+        """A first prompt's pieces; and the head it starts with, when it starts as the last
+        first prompt did: searched past the head only, its digest hashed from the head's."""
+        head = self._head
+        if head is None or not prompt.startswith(head.text):
+            pieces = encode_pieces(prompt, question=question, steps={}, step_no=1, previous=None)
+            if len(pieces) > 1 and isinstance(pieces[0], str):
+                self._head = _Head(pieces[0])
+            return pieces, None
+        if head.hashed is None:
+            hashed = sha256(head.text.encode("utf-8", "surrogatepass"))
+            head = self._head = _Head(head.text, hashed)
+        # Valid whatever the rest holds: the pieces join to the prompt.
+        rest = prompt[len(head.text) :]
+        return [
+            head.text,
+            *encode_pieces(rest, question=question, steps={}, step_no=1, previous=None),
+        ], head
 
     def _batch_template(self, session: Session, shape: ShapeMatcher | None) -> str | None:
         """The shape's layout template for this batch: its texts' ids looked up (or inserted,

@@ -312,6 +312,7 @@ def test_first_prompts_that_start_alike_come_back_exactly(store: Store) -> None:
         "nul": ("What is \x00 here?", f"{head}What is \x00 here?"),
         "another": ("How many singers are there?", "Other system.\nHow many singers are there?"),
         "again": ("Name every concert.", f"{head}Name every concert.\nDB: c"),
+        "after": ("Name every singer.", f"{head}Name every singer.\nDB: c"),
     }
     run_id = store.create_run(spec(), episodes_planned=len(firsts))
     sink = store.sink(run_id)
@@ -323,7 +324,7 @@ def test_first_prompts_that_start_alike_come_back_exactly(store: Store) -> None:
         sink.write(IterationBatch(started=[opened], steps=steps))
         sink.write(IterationBatch(finished=[finish(qid, 0, "wrong", 0.0, 2)]))
         records += steps
-    assert check_prompts(store, {run_id: records}) == check_hashes(store) == 14
+    assert check_prompts(store, {run_id: records}) == check_hashes(store) == 16
     with Session(store._engine) as session:
         texts = session.scalars(select(PromptText.text)).all()
         assert sum(system in t for t in texts) == 1  # the shared start, stored once
