@@ -52,7 +52,12 @@ class StepText(NamedTuple):
 
 def prompt_hash(prompt: str) -> bytes:
     """SHA-256 of a text's UTF-8 bytes (the key of a shared text in `prompt_texts`)."""
-    return hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).digest()
+    return hash_state(prompt).digest()
+
+
+def hash_state(text: str) -> Hash:
+    """The SHA-256 state over a text's UTF-8 bytes (lone surrogates too), to go on from."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass"))
 
 
 STEP_DIGEST_BYTES = 8
@@ -78,7 +83,7 @@ def digest_continuing(prompt: str, keep: int, tail: int, kept: Hash | None) -> t
     """
     cut = max(len(prompt) - tail, 0)
     if kept is None or cut < keep:
-        h = hashlib.sha256(prompt[:cut].encode("utf-8", "surrogatepass"))
+        h = hash_state(prompt[:cut])
     else:
         h = kept.copy()
         h.update(prompt[keep:cut].encode("utf-8", "surrogatepass"))

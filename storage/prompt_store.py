@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from hashlib import sha256
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from sqlalchemy import insert, select
@@ -19,6 +18,7 @@ from storage.prompt_layout import (
     decode_episode,
     digest_continuing,
     encode_pieces,
+    hash_state,
     join_layout,
     layout_text_ids,
     prompt_hash,
@@ -273,8 +273,7 @@ class PromptWriter:
                 self._head = _Head(pieces[0])
             return pieces, None
         if head.hashed is None:
-            hashed = sha256(head.text.encode("utf-8", "surrogatepass"))
-            head = self._head = _Head(head.text, hashed)
+            head = self._head = _Head(head.text, hash_state(head.text))
         # Valid whatever the rest holds: the pieces join to the prompt.
         rest = prompt[len(head.text) :]
         return [
