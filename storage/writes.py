@@ -36,6 +36,7 @@ from storage.bulk_sql import (
 )
 from storage.classify import Finished, classify_stored
 from storage.episode_rows import (
+    COUNT_PARAMETERS,
     COUNT_STEPS,
     EPISODE_COLUMNS,
     FINISH_EPISODE,
@@ -162,7 +163,7 @@ def write_batch(
         ]
         executemany_values(session, _INSERT_STEP, STEP_COLUMNS, values, floats_exact=True)
         counted = [
-            {"b_id": ids[k]} | {f"b_{c}": n for c, n in row.items()}
+            dict(zip(COUNT_PARAMETERS, (ids[k], *row.values()), strict=True))
             for k, row in counts.items()
             if k not in started
         ]
