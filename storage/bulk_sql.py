@@ -10,7 +10,8 @@ other backends, and statements whose defaults SQLAlchemy fills in, go through SQ
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing, contextmanager
 from functools import lru_cache
 from operator import itemgetter
 from typing import Any, cast
@@ -166,20 +167,23 @@ def fetch_driver(
     the rows they return. Past SQLAlchemy's per-execution bookkeeping (result metadata, a
     cursor wrapper), which cost a small statement ten times its run."""
     out: list[tuple[Any, ...]] = []
-    cursor = conn.connection.cursor()
+    with closing(conn.connection.cursor()) as cursor:
+        for sql, parameters in statements:
+            with _raised_as_sqlalchemy(conn, sql):
+                cursor.execute(sql, parameters)
+            out.extend(cursor.fetchall())
+    return out
+
+
+@contextmanager
+def _raised_as_sqlalchemy(conn: Connection, sql: str) -> Iterator[None]:
+    """A driver error in the block raised as SQLAlchemy would raise it: callers tell a lock
+    (retried) or a duplicate by its class."""
     dbapi_error = conn.dialect.loaded_dbapi.Error
     try:
-        for sql, parameters in statements:
-            try:
-                cursor.execute(sql, parameters)
-            except dbapi_error as exc:
-                # As SQLAlchemy would raise it: callers tell a lock (retried) or a duplicate
-                # by its class.
-                raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
-            out.extend(cursor.fetchall())
-    finally:
-        cursor.close()
-    return out
+        yield
+    except dbapi_error as exc:
+        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
 
 
 @lru_cache(maxsize=16)
@@ -192,15 +196,8 @@ def _insert_into(table: Table) -> Insert:
 def _run(conn: Connection, plan: tuple[str, Callable[[Any], Sequence[Any]]], rows: Any) -> None:
     sql, values = plan
     # The driver's own cursor: SQLAlchemy would still look at every row's parameters.
-    cursor = conn.connection.cursor()
-    dbapi_error = conn.dialect.loaded_dbapi.Error
-    try:
+    with closing(conn.connection.cursor()) as cursor, _raised_as_sqlalchemy(conn, sql):
         cursor.executemany(sql, rows if values is _same else [values(r) for r in rows])
-    except dbapi_error as exc:
-        # As SQLAlchemy would raise it: callers tell a lock (retried) or a duplicate by its class.
-        raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
-    finally:
-        cursor.close()
 
 
 @lru_cache(maxsize=64)
