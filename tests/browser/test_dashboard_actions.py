@@ -99,8 +99,16 @@ def test_launch_says_why_under_the_field(dashboard: Dashboard, page: Any) -> Non
     page.get_by_role("button", name=re.compile("Launch")).click()
     page.get_by_text("step budget must be between 1 and 50, got 99").wait_for()
     page.get_by_text("oracle takes no checkpoint directory").wait_for()
-    budget = page.get_by_role("spinbutton", name=re.compile("Step budget")).bounding_box()
-    reason = page.get_by_text("step budget must be between").bounding_box()
-    assert budget is not None and reason is not None
-    assert 0 < reason["y"] - budget["y"] < 120  # right under the field
+    wait_idle(page)
+    # Both boxes in one frame: measured one call apart, a scroll or a late redraw between the
+    # calls moved one and not the other.
+    below = page.evaluate(
+        "([field, reason]) => reason.getBoundingClientRect().top"
+        " - field.getBoundingClientRect().top",
+        [
+            page.get_by_role("spinbutton", name=re.compile("Step budget")).element_handle(),
+            page.get_by_text("step budget must be between").element_handle(),
+        ],
+    )
+    assert 0 < below < 120  # right under the field
     page.get_by_text("Not launched: 2 fields to fix").wait_for()
