@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from rollout_core.policies.hf.quiet import quiet_progress
 from storage.store import Store
 
 Log = Callable[[str], None]
@@ -55,6 +57,7 @@ def train_demo_run(
         log("no training run: TRL is not installed (pip install 'rollscope[trl]')")
         return None
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_callback import PrinterCallback
 
     from app.trl import make_rollout_func, shaped_reward, training_dataset
 
@@ -80,7 +83,7 @@ def train_demo_run(
         beta=0.0,
         use_cpu=True,
         bf16=False,  # fp32 on CPU: the recorded log-probs are the ones the trainer scores
-        gradient_checkpointing=False,
+        **_no_checkpointing(GRPOConfig),
         report_to=[],
         logging_steps=1,
         save_strategy="no",
@@ -90,9 +93,12 @@ def train_demo_run(
     # TRL's hints take prompts as strings and rewards as list[float | None]; the prompts here
     # are chat messages and the rewards floats, which it handles the same.
     reward_funcs: list[Any] = [shaped_reward]
+    with quiet_progress():
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
     trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(checkpoint),
-        processing_class=AutoTokenizer.from_pretrained(checkpoint),
+        model=model,
+        processing_class=tokenizer,
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=training_dataset(
@@ -100,8 +106,28 @@ def train_demo_run(
         ),
         rollout_func=cast(Any, rollout),
     )
+    # The demo says what it trained in one line; the trainer's own would print each step's
+    # metrics (with its progress bar off), which the Training page shows from the store.
+    trainer.remove_callback(PrinterCallback)
     t0 = time.perf_counter()
-    with rollout.recording():
+    with rollout.recording(), warnings.catch_warnings():
+        # TRL reads the model's deprecated `is_gradient_checkpointing` every step: its
+        # warning, not ours.
+        warnings.filterwarnings(
+            "ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning
+        )
         trainer.train()
     log(f"{name}: {settings.steps} GRPO steps, {time.perf_counter() - t0:.1f} s")
     return name
+
+
+def _no_checkpointing(config: type) -> dict[str, Any]:
+    """Activation checkpointing off (TRL's config turns it on), under its current name where
+    this transformers has one: the old name, `gradient_checkpointing`, warns on every run."""
+    fields = getattr(config, "__dataclass_fields__", {})
+    name = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in fields
+        else "gradient_checkpointing"
+    )
+    return {name: False}

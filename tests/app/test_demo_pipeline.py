@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import io
 import subprocess
 import sys
 import textwrap
+import warnings
+from contextlib import redirect_stderr, redirect_stdout
+from typing import NamedTuple
 
 import pytest
 
@@ -30,12 +34,41 @@ SETTINGS = dict(
 )
 
 
+class Built(NamedTuple):
+    store: Store
+    settings: DemoSettings
+    report: DemoReport
+    printed: str
+    """What the build wrote to stdout and stderr besides its log lines."""
+    warned: list[str]
+
+
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Store, DemoSettings, DemoReport]:
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     work = tmp_path_factory.mktemp("demo")
     store = Store(str(work / "store.db"))
     settings = DemoSettings(work_dir=work, **SETTINGS)  # type: ignore[arg-type]
-    return store, settings, build_demo(store, settings, log=lambda _: None)
+    printed = io.StringIO()
+    with (
+        redirect_stdout(printed),
+        redirect_stderr(printed),
+        warnings.catch_warnings(record=True) as caught,
+    ):
+        warnings.simplefilter("always")
+        report = build_demo(store, settings, log=lambda _: None)
+    return Built(store, settings, report, printed.getvalue(), [str(w.message) for w in caught])
+
+
+@pytest.fixture(scope="module")
+def demo(built: Built) -> tuple[Store, DemoSettings, DemoReport]:
+    return built.store, built.settings, built.report
+
+
+def test_the_build_prints_nothing_but_its_own_lines(built: Built) -> None:
+    # `make run` starts with this build: the trainer's metrics dict per GRPO step, a
+    # progress bar per checkpoint load and deprecation warnings buried the demo's own lines.
+    assert built.printed == ""
+    assert [w for w in built.warned if "deprecated" in w] == []
 
 
 def test_oracle_conversations_are_whole_chats() -> None:
