@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from rollout_core.policies.hf.quiet import quiet_progress
 from storage.store import Store
 
 Log = Callable[[str], None]
@@ -56,10 +55,12 @@ def train_demo_run(
     except ImportError:
         log("no training run: TRL is not installed (pip install 'rollscope[trl]')")
         return None
+    # Imported here, not at the top: they import torch, and the CLI imports this module.
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_callback import PrinterCallback
 
     from app.trl import make_rollout_func, shaped_reward, training_dataset
+    from rollout_core.policies.hf.quiet import quiet_progress
 
     name = run_name(checkpoint)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -28,6 +28,18 @@ def bench(tmp_path: Path) -> tuple[Path, Path]:
     return make_benchmark(tmp_path / "bench")
 
 
+def test_the_cli_starts_without_torch() -> None:
+    # Every command pays the CLI's imports; torch and transformers cost 6 s of them on a slow
+    # machine (a module-level import in the demo's GRPO code once made every call pay it).
+    code = (
+        "import sys, app.cli; "
+        "print(sorted(m for m in ('torch', 'transformers', 'trl', 'ray') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "[]"
+
+
 def test_run_then_runs_and_show(tmp_path: Path, bench: tuple[Path, Path]) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     questions, db_dir = bench
