@@ -60,7 +60,8 @@ def test_a_step_is_readable_at_900_px_without_scrolling(
         page.goto(url)
         page.get_by_role("heading", name="Step 2 of 3: QUERY").wait_for()
         wait_idle(page)
-        observation = page.locator("[data-testid='stCode']", has_text="Ada").first
+        # Visible ones only: a folded expander's code block (no size) also holds the text.
+        observation = page.locator("[data-testid='stCode']:visible", has_text="Ada").first
         box = observation.bounding_box()
         assert box is not None and box["y"] + box["height"] <= 900, box
         chart = page.locator(".js-plotly-plot").first
