@@ -11,9 +11,11 @@ values stay with the trainer that asked for them.
 from __future__ import annotations
 
 import json
+import math
 import struct
-
-import numpy as np
+from collections.abc import Sequence
+from statistics import fmean
+from typing import Any
 
 from rollout_core.records import TokenTrace
 
@@ -22,6 +24,10 @@ _HEADER = struct.Struct("<3sBI")
 _LOGPROBS, _ENTROPIES, _IDS, _TOP = 1, 2, 4, 8
 # A piece longer than uint16 allows cannot come from one token; such a trace is not stored.
 _MAX_PIECE = 0xFFFF
+# struct's formats, so the codec needs no numpy: a CLI call imports this module, and numpy
+# was a tenth of its start-up.
+_LENGTH, _HALF, _ID = "H", "e", "i"
+_INT32 = range(-(2**31), 2**31)
 
 
 class TokenTraceError(ValueError):
@@ -35,15 +41,15 @@ def encode_trace(trace: TokenTrace, text: str) -> bytes | None:
         return None
     n = len(pieces)
     flags = 0
-    parts = [np.fromiter((len(p) for p in pieces), dtype="<u2", count=n).tobytes()]
-    for flag, values, dtype in (
-        (_LOGPROBS, trace.logprobs, "<f2"),
-        (_ENTROPIES, trace.entropies, "<f2"),
-        (_IDS, trace.ids, "<i4"),
-    ):
+    parts = [struct.pack(f"<{n}{_LENGTH}", *map(len, pieces))]
+    for flag, values in ((_LOGPROBS, trace.logprobs), (_ENTROPIES, trace.entropies)):
         if values is not None and len(values) == n:
             flags |= flag
-            parts.append(np.asarray(values, dtype=np.float64).astype(dtype).tobytes())
+            parts.append(_halves(values))
+    ids = trace.ids
+    if ids is not None and len(ids) == n and all(int(i) in _INT32 for i in ids):
+        flags |= _IDS
+        parts.append(struct.pack(f"<{n}{_ID}", *ids))
     if trace.top is not None and len(trace.top) == n:
         flags |= _TOP
         parts.append(json.dumps(trace.top, ensure_ascii=False).encode())
@@ -58,17 +64,16 @@ def decode_trace(blob: bytes, text: str) -> TokenTrace:
     if magic != _MAGIC:
         raise TokenTraceError(f"not a token trace (starts with {magic!r})")
     offset = _HEADER.size
-    lengths, offset = _array(blob, offset, n, "<u2")
+    lengths, offset = _unpack(blob, offset, n, _LENGTH)
     pieces: list[str] = []
     start = 0
-    for length in lengths.tolist():
+    for length in lengths:
         pieces.append(text[start : start + length])
         start += length
     columns: dict[int, tuple[float, ...]] = {}
-    for flag, dtype in ((_LOGPROBS, "<f2"), (_ENTROPIES, "<f2"), (_IDS, "<i4")):
+    for flag, code in ((_LOGPROBS, _HALF), (_ENTROPIES, _HALF), (_IDS, _ID)):
         if flags & flag:
-            values, offset = _array(blob, offset, n, dtype)
-            columns[flag] = tuple(values.tolist())
+            columns[flag], offset = _unpack(blob, offset, n, code)
     top = None
     if flags & _TOP:
         top = tuple(
@@ -88,13 +93,24 @@ def trace_means(trace: TokenTrace | None) -> tuple[float | None, float | None]:
     """(mean log-probability, mean entropy) of a trace's tokens, None where not recorded."""
     if trace is None:
         return None, None
-    lp = float(np.mean(trace.logprobs)) if trace.logprobs else None
-    ent = float(np.mean(trace.entropies)) if trace.entropies else None
+    lp = fmean(trace.logprobs) if trace.logprobs else None
+    ent = fmean(trace.entropies) if trace.entropies else None
     return lp, ent
 
 
-def _array(blob: bytes, offset: int, n: int, dtype: str) -> tuple[np.ndarray, int]:
-    size = np.dtype(dtype).itemsize * n
-    if offset + size > len(blob):
+def _halves(values: Sequence[float]) -> bytes:
+    """Values as float16, rounded to nearest; a value past float16's range becomes an infinity
+    of its sign, as a cast would make it (struct refuses it)."""
+    try:
+        return struct.pack(f"<{len(values)}{_HALF}", *values)
+    except OverflowError:
+        # 65520 is where rounding to float16 reaches infinity; NaN compares False and stays.
+        clamped = [math.copysign(math.inf, v) if abs(v) >= 65520 else v for v in values]
+        return struct.pack(f"<{len(values)}{_HALF}", *clamped)
+
+
+def _unpack(blob: bytes, offset: int, n: int, code: str) -> tuple[tuple[Any, ...], int]:
+    fmt = struct.Struct(f"<{n}{code}")
+    if offset + fmt.size > len(blob):
         raise TokenTraceError("token trace blob is truncated")
-    return np.frombuffer(blob, dtype=dtype, count=n, offset=offset), offset + size
+    return fmt.unpack_from(blob, offset), offset + fmt.size

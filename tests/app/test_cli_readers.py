@@ -223,6 +223,7 @@ def newer_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
     """This process runs as a rollscope one schema revision ahead (9001) of the stores here."""
     cfg = add_revision(tmp_path / "migrations")
     monkeypatch.setattr(storage.migrations, "alembic_config", lambda: cfg)
+    monkeypatch.setattr(storage.migrations, "HEAD_REVISION", "9001")
     return cfg
 
 

@@ -101,9 +101,12 @@ def chromium() -> Iterator[Any]:
     if not CHROMIUM.exists():
         pytest.skip(f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ImportError:
         pytest.skip("browser tests need playwright: pip install playwright")
+    # `expect` waits 5 s by default, where the pages wait 30 (`open_page`): on a loaded 2-core
+    # machine a page rerun took longer than 5 s, and an assertion that would have held failed.
+    expect.set_options(timeout=15_000)
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
         yield browser

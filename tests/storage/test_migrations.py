@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 
 from rollout_core.records import RunSpec
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
-from storage.migrations import alembic_config
+from storage.migrations import HEAD_REVISION, alembic_config, head_revision
 from storage.models import Base
 from storage.store import Store
 
@@ -22,6 +22,13 @@ def test_migrations_build_the_models_schema(store: Store) -> None:
     with store._engine.connect() as conn:
         diffs = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diffs == []
+
+
+def test_the_head_a_store_opens_at_without_alembic_is_the_scripts_head(store: Store) -> None:
+    # A new revision must move HEAD_REVISION too: a store it left behind would open as current.
+    assert head_revision() == HEAD_REVISION
+    with store._engine.connect() as conn:
+        assert MigrationContext.configure(conn).get_current_revision() == HEAD_REVISION
 
 
 # A hf run as stores before typed settings kept it: what the policy reported about itself

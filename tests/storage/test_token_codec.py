@@ -81,3 +81,20 @@ def test_means_are_over_the_recorded_tokens() -> None:
     assert trace_means(trace) == (-2.0, 1.0)
     assert trace_means(TokenTrace(text=("a",))) == (None, None)
     assert trace_means(None) == (None, None)
+
+
+def test_values_past_float16_come_back_as_infinities_and_huge_ids_are_left_out() -> None:
+    # A server can report -inf, or a very negative log-probability for a forced token.
+    trace = TokenTrace(
+        text=("a", "b", "c"),
+        logprobs=(-math.inf, -1e6, -65519.0),
+        entropies=(math.nan, 70000.0, 0.5),
+        ids=(1, 2**31, 3),
+    )
+    blob = encode_trace(trace, "abc")
+    assert blob is not None
+    back = decode_trace(blob, "abc")
+    assert back.logprobs == (-math.inf, -math.inf, -65504.0)
+    assert back.entropies is not None
+    assert math.isnan(back.entropies[0]) and back.entropies[1:] == (math.inf, 0.5)
+    assert back.ids is None  # not int32: left out, never wrapped round
