@@ -33,7 +33,14 @@ from rollout_core.records import (
     RunStatus,
 )
 from storage import aggregates, groups, lifecycle, reads, tagging
-from storage.engine import SQLITE_IMMEDIATE, StoreError, dispose_engine, get_engine, normalize_url
+from storage.engine import (
+    SQLITE_IMMEDIATE,
+    StoreError,
+    dispose_engine,
+    get_engine,
+    normalize_url,
+    unwritable_sqlite,
+)
 from storage.engine import store_error as _store_error
 from storage.migrations import (
     NotAStore,
@@ -208,6 +215,8 @@ class Store:
                     check_readable(conn, shown)
             else:
                 if self.dialect == "sqlite" and self._url.database:
+                    if (unwritable := unwritable_sqlite(self._url.database, shown)) is not None:
+                        raise unwritable
                     check_sqlite_file(self._url.database)
                 self.schema_upgrade = upgrade_to_head(self._engine)
         except DBAPIError as exc:

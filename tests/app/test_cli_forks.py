@@ -147,7 +147,12 @@ def test_bad_tag_input_is_one_line(
 
 
 @pytest.mark.parametrize(
-    "args", [("tag", "1", "x"), ("fork", "1", "--step", "1", "--policy", "oracle")]
+    "args",
+    [
+        ("tag", "1", "x"),
+        ("fork", "1", "--step", "1", "--policy", "oracle"),
+        ("run", "--policy", "oracle", "--dataset", "demo", "--limit", "1"),
+    ],
 )
 def test_writes_on_a_read_only_file_system_are_refused_in_one_line(
     recorded: Path, tmp_path: Path, args: tuple[str, ...]
@@ -161,4 +166,7 @@ def test_writes_on_a_read_only_file_system_are_refused_in_one_line(
     )
     assert res.returncode == 2, res.stdout + res.stderr
     assert len(res.stderr.strip().splitlines()) == 1 and res.stderr.startswith("error: ")
+    # Why, and what to do: SQLite's own words ("unable to open database file") say neither.
+    assert "it is on a read-only file system" in res.stderr, res.stderr
+    assert "use a command that only reads it" in res.stderr
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
