@@ -49,24 +49,21 @@ def store_error(url: str, problem: str) -> StoreError:
     return StoreError(f"cannot open store {url!r}: {problem} ({URL_HINT})")
 
 
-def unwritable_sqlite(database: str, shown: str) -> StoreError | None:
-    """The error for a SQLite store a writer cannot write where it lies; None when it can.
+def why_unwritable(database: str) -> str | None:
+    """Why this process cannot write a SQLite store here (a read-only file system, a file or
+    folder without write permission); None when it can.
 
-    SQLite says only "unable to open database file" there, and the usual hint (the URL's
-    form) sends the user the wrong way. A WAL store needs its folder writable too: the -wal
-    and -shm files go beside it.
+    A writer's open fails there with SQLite's "unable to open database file", which names
+    neither the cause nor the fix. A WAL store needs its folder writable too: the -wal and
+    -shm files go beside it.
     """
     file = Path(database).expanduser().resolve()
-    folder = file.parent
-    blocked = [p for p in (file, folder) if p.exists() and not os.access(p, os.W_OK)]
+    blocked = [p for p in (file, file.parent) if p.exists() and not os.access(p, os.W_OK)]
     if not blocked:
         return None
-    read_only_fs = bool(os.statvfs(blocked[0]).f_flag & os.ST_RDONLY)
-    why = "it is on a read-only file system" if read_only_fs else f"{blocked[0]} is not writable"
-    return StoreError(
-        f"cannot write to store {shown!r}: {why}; this command writes, so copy the store "
-        "somewhere writable, or use a command that only reads it (runs, show, export, dashboard)"
-    )
+    if os.statvfs(blocked[0]).f_flag & os.ST_RDONLY:
+        return "it is on a read-only file system"
+    return f"{blocked[0]} is not writable by this user"
 
 
 def normalize_url(url: str) -> URL:

@@ -39,7 +39,7 @@ from storage.engine import (
     dispose_engine,
     get_engine,
     normalize_url,
-    unwritable_sqlite,
+    why_unwritable,
 )
 from storage.engine import store_error as _store_error
 from storage.migrations import (
@@ -215,8 +215,12 @@ class Store:
                     check_readable(conn, shown)
             else:
                 if self.dialect == "sqlite" and self._url.database:
-                    if (unwritable := unwritable_sqlite(self._url.database, shown)) is not None:
-                        raise unwritable
+                    if (why := why_unwritable(self._url.database)) is not None:
+                        raise StoreError(
+                            f"cannot write to store {shown!r}: {why}; this command writes, so "
+                            "copy the store somewhere writable, or use a command that only "
+                            "reads it (runs, show, export, dashboard)"
+                        )
                     check_sqlite_file(self._url.database)
                 self.schema_upgrade = upgrade_to_head(self._engine)
         except DBAPIError as exc:

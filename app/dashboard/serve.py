@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from app.dashboard.settings import serve_mode, to_env
+from storage.engine import StoreError, normalize_url, why_unwritable
 
 MAIN_SCRIPT = Path(__file__).resolve().parent / "main.py"
 
@@ -24,6 +25,18 @@ def absolute_store_url(store_url: str) -> str:
     if "://" in store_url:
         return store_url
     return str(Path(store_url).expanduser().resolve())
+
+
+def store_unwritable(store_url: str) -> str | None:
+    """Why a SQLite store cannot be written from this process; None when it can, and for
+    other databases (their permissions are the server's to enforce)."""
+    try:
+        url = normalize_url(store_url)
+    except StoreError:
+        return None  # the dashboard's pages say what is wrong with the URL
+    if url.get_backend_name() != "sqlite" or not url.database:
+        return None
+    return why_unwritable(url.database)
 
 
 def streamlit_command(*, port: int, host: str, headless: bool) -> list[str]:
@@ -62,7 +75,12 @@ def serve(
     Prints the mode first (`serve_mode`): on a non-loopback address the dashboard is
     read-only unless `allow_writes`. ValueError when both flags are given.
     """
-    mode = serve_mode(host, read_only=read_only, allow_writes=allow_writes)
+    mode = serve_mode(
+        host,
+        read_only=read_only,
+        allow_writes=allow_writes,
+        unwritable=None if read_only else store_unwritable(store_url),
+    )
     env = dict(os.environ)
     env.update(
         to_env(

@@ -47,13 +47,27 @@ class ServeMode:
     line: str
 
 
-def serve_mode(host: str, *, read_only: bool = False, allow_writes: bool = False) -> ServeMode:
+def serve_mode(
+    host: str,
+    *,
+    read_only: bool = False,
+    allow_writes: bool = False,
+    unwritable: str | None = None,
+) -> ServeMode:
     """The mode for a bind address: on a non-loopback one, anyone who reaches the port could
-    launch runs on this host, so writing controls are off unless `allow_writes` says so."""
+    launch runs on this host, so writing controls are off unless `allow_writes` says so.
+    `unwritable`: why the store cannot be written from here, if it cannot (then every
+    writing control would fail, so none is offered)."""
     if read_only and allow_writes:
         raise ValueError("give --read-only or --allow-writes, not both")
     if read_only:
         return ServeMode(True, f"read-only (--read-only): bound to {host}")
+    if unwritable is not None:
+        return ServeMode(
+            True,
+            f"read-only: the store cannot be written here ({unwritable}), so Launch is off; "
+            f"bound to {host}",
+        )
     if is_loopback(host):
         return ServeMode(False, f"writable: bound to {host}, reachable from this machine only")
     if allow_writes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,8 @@ from app.dashboard.settings import (
 )
 from tests.app.dashboard_store import FixtureStore, build_fixture_store
 from tests.app.test_cli import rollscope
+from tests.conftest import REPO
+from tests.readonly_mount import run_read_only
 
 MAIN = Path(__file__).resolve().parents[2] / "app" / "dashboard" / "main.py"
 
@@ -97,3 +100,36 @@ def test_cli_refuses_both_flags_in_one_line(tmp_path: Path) -> None:
         "error: give --read-only or --allow-writes, not both"
     ]
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_store_that_cannot_be_written_here_is_served_read_only() -> None:
+    mode = serve_mode("127.0.0.1", unwritable="it is on a read-only file system")
+    assert mode.read_only
+    assert mode.line == (
+        "read-only: the store cannot be written here (it is on a read-only file system), so "
+        "Launch is off; bound to 127.0.0.1"
+    )
+    # --read-only says so itself; --allow-writes cannot make the file writable.
+    assert serve_mode("0.0.0.0", allow_writes=True, unwritable="x").read_only
+    assert serve_mode("127.0.0.1", read_only=True, unwritable="x").line.endswith(
+        "(--read-only): bound to 127.0.0.1"
+    )
+
+
+def test_the_dashboard_finds_a_store_on_a_read_only_file_system(
+    fixture_store: FixtureStore, tmp_path: Path
+) -> None:
+    view = tmp_path / "view"
+    view.mkdir()
+    store = Path(fixture_store.url.removeprefix("sqlite:///"))
+    code = (
+        "import sys; from app.dashboard.serve import store_unwritable; "
+        "print(store_unwritable(sys.argv[1])); print(store_unwritable(sys.argv[2]))"
+    )
+    res = run_read_only(
+        store.parent, view,
+        [sys.executable, "-c", code, view / store.name, tmp_path / "elsewhere.db"],
+        cwd=REPO,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines() == ["it is on a read-only file system", "None"]
