@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.training.run import TrainingRun
-from app.training.settings import training_settings
+from app.training.settings import model_name, training_settings
 from app.training.tokens import EpisodeTokens, TurnTokens
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
@@ -159,7 +159,7 @@ class RolloutFunction:
 
     def _start(self, trainer: Any, generation: GenerationSettings, info: Any, batch: int) -> None:
         model = trainer.accelerator.unwrap_model(trainer.model)
-        name = str(getattr(model, "name_or_path", "") or type(model).__name__)
+        name = model_name(model, type(model).__name__)
         spec = replace(
             self.spec,
             policy=f"hf:{name}",

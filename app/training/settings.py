@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rollout_core.settings import TrainingSettings
+
+
+def model_name(model: Any, fallback: str = "") -> str:
+    """What a run records as the trained model: the path or hub id it was loaded from, a
+    local path made absolute (as `rollscope run` records a checkpoint), so a fork or Launch
+    from another directory finds it; `fallback` when the model says nothing."""
+    name = str(getattr(model, "name_or_path", "") or "")
+    if not name:
+        return fallback
+    local = Path(name).expanduser()
+    return str(local.resolve()) if local.is_dir() else name
 
 
 def training_settings(trainer: Any) -> TrainingSettings:
@@ -20,7 +32,7 @@ def training_settings(trainer: Any) -> TrainingSettings:
         trainer=f"{type(trainer).__name__} ({library} {version})"
         if version
         else type(trainer).__name__,
-        model=str(getattr(model, "name_or_path", "") or type(model).__name__),
+        model=model_name(model, type(model).__name__),
         learning_rate=float(args.learning_rate),
         num_generations=int(trainer.num_generations),
         beta=float(getattr(args, "beta", 0.0) or 0.0),

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from app.training.run import TrainingRun
+from app.training.settings import model_name
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
@@ -264,7 +265,7 @@ def _settings_from_args(args: Any, model: Any) -> Any:
     from rollout_core.settings import TrainingSettings
 
     return TrainingSettings(
-        model=str(getattr(model, "name_or_path", "") or ""),
+        model=model_name(model),
         learning_rate=float(args.learning_rate),
         num_generations=int(getattr(args, "num_generations", 1) or 1),
         beta=float(getattr(args, "beta", 0.0) or 0.0),

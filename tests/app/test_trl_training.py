@@ -55,6 +55,7 @@ class Session:
     tokenizer: Any
     calls: list[Call] = field(default_factory=list)
     log_history: list[dict[str, Any]] = field(default_factory=list)
+    checkpoint: Path = Path()
 
 
 def _grpo_args(out: Path, **over: Any) -> Any:
@@ -160,7 +161,7 @@ def trained(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> 
     )
     model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
-    session = Session(store, 0, tokenizer)
+    session = Session(store, 0, tokenizer, checkpoint=tiny_checkpoint)
     trainer = GRPOTrainer(
         model=model,
         processing_class=tokenizer,
@@ -248,6 +249,7 @@ def test_the_spec_records_the_trainers_arguments(trained: Session) -> None:
     assert spec.training.max_steps == STEPS
     assert spec.training.reward_funcs == ("shaped_reward", "spread_reward")
     assert spec.training.trainer.startswith("GRPOTrainer (trl ")
+    assert (spec.policy, spec.checkpoint) == (f"hf:{trained.checkpoint}", str(trained.checkpoint))
 
 
 def _conversation(trained: Session, episode_id: int) -> tuple[str, list[list[int]], list[str]]:
