@@ -1,8 +1,10 @@
 """GRPO groups in SQL: per-group reward aggregates of a run, and one group's members.
 
-What names a group lives here alone (`key_columns`, `key_of`, `key_conditions`): the samples
-of one question in a run. A training run's groups are (training step, question); adding the
-step to these three functions and to `GroupKey` makes every group query follow.
+What names a group lives here alone (`key_columns`, `key_of`, `key_conditions`): in a batch
+run, the samples of one question; in a training run (its episodes carry `group_index`), the
+samples of one question at one training step. Pooling a training run's samples of a question
+over all its steps hid the groups GRPO learned nothing from: a question all right at step 1 and
+all wrong at step 9 looked like a group with signal.
 """
 
 from __future__ import annotations
@@ -18,26 +20,42 @@ from storage.models import Episode
 from storage.read_models import GroupKey, GroupStats
 
 
-def key_columns() -> tuple[InstrumentedAttribute[Any], ...]:
+def is_training_run(session: Session, run_id: int) -> bool:
+    """Whether the run's episodes carry training groups (one probe of the training index)."""
+    probe = select(Episode.id).where(Episode.run_id == run_id, Episode.train_step.is_not(None))
+    return session.scalar(probe.limit(1)) is not None
+
+
+def key_columns(training: bool) -> tuple[InstrumentedAttribute[Any], ...]:
     """The episode columns that, within a run, name a group."""
+    if training:
+        return (Episode.question_id, Episode.group_index, Episode.train_step)
     return (Episode.question_id,)
 
 
 def key_of(values: Sequence[Any]) -> GroupKey:
     """The GroupKey of a row's `key_columns()` values."""
-    (question_id,) = values
-    return GroupKey(str(question_id))
+    if len(values) == 1:
+        return GroupKey(str(values[0]))
+    question_id, group_index, train_step = values
+    return GroupKey(
+        str(question_id),
+        None if group_index is None else int(group_index),
+        None if train_step is None else int(train_step),
+    )
 
 
 def key_conditions(key: GroupKey) -> list[ColumnElement[bool]]:
     """WHERE terms selecting one group's episodes (with the run's)."""
-    return [Episode.question_id == key.question_id]
+    if key.group_index is None:
+        return [Episode.question_id == key.question_id]
+    return [Episode.question_id == key.question_id, Episode.group_index == key.group_index]
 
 
 def group_stats(session: Session, run_id: int) -> list[GroupStats]:
-    """Every group of a run with its reward statistics: one GROUP BY on the
-    (run_id, question_id, outcome, reward) index; the standard deviation from the sums."""
-    cols = key_columns()
+    """Every group of a run with its reward statistics: one GROUP BY (for a batch run, on the
+    (run_id, question_id, outcome, reward) index alone); the standard deviation from the sums."""
+    cols = key_columns(is_training_run(session, run_id))
     correct = func.sum(case((Episode.outcome == "correct", 1), else_=0))
     rows = session.execute(
         select(
@@ -87,14 +105,19 @@ def stats_of(run_id: int, key: GroupKey, rewards: Sequence[float], correct: int)
     )
 
 
-def member_ids(session: Session, run_id: int, key: GroupKey) -> list[tuple[int, float, bool]]:
-    """(episode id, reward, correct) of a group's finished episodes, by sample index."""
+def members(
+    session: Session, run_id: int, key: GroupKey
+) -> tuple[GroupKey, list[tuple[int, float, bool]]]:
+    """The key with its training step filled in, and (episode id, reward, correct) of the
+    group's finished episodes, by sample index."""
     rows = session.execute(
-        select(Episode.id, Episode.reward, Episode.outcome)
+        select(Episode.id, Episode.reward, Episode.outcome, Episode.train_step)
         .where(Episode.run_id == run_id, Episode.outcome.is_not(None), *key_conditions(key))
         .order_by(Episode.sample_index)
-    )
-    return [(int(i), float(r or 0.0), o == "correct") for i, r, o in rows]
+    ).all()
+    if rows and key.group_index is not None and rows[0].train_step is not None:
+        key = GroupKey(key.question_id, key.group_index, int(rows[0].train_step))
+    return key, [(int(i), float(r or 0.0), o == "correct") for i, r, o, _ in rows]
 
 
 def question_texts(session: Session, run_id: int, question_ids: Sequence[str]) -> dict[str, str]:

@@ -259,13 +259,20 @@ class Distribution:
 
 @dataclass(frozen=True, slots=True)
 class GroupKey:
-    """Names one GRPO group within a run: the finished samples of one question
-    (`storage.groups` turns it into columns and back)."""
+    """Names one GRPO group within a run (`storage.groups` turns it into columns and back):
+    in a batch run, the finished samples of one question; in a training run, the samples of
+    one question the trainer drew together at one step, as GRPOTrainer groups them."""
 
     question_id: str
+    group_index: int | None = None
+    """A training run's group number (`Episode.group_index`); None in a batch run."""
+    train_step: int | None = None
+    """The training step the group was played at; shown, not part of the match."""
 
     def __str__(self) -> str:
-        return self.question_id
+        if self.group_index is None:
+            return self.question_id
+        return f"{self.question_id} at step {self.train_step}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,7 +304,10 @@ class GroupOverview:
     groups: list[GroupStats]
     """Highest standard deviation first (ties by key)."""
     questions: dict[str, str]
-    """Question id -> text, for the first groups of the list (as many as were asked for)."""
+    """Question id -> text, for the first `listed` groups."""
+    listed: int
+    """How many groups, from the first, have their question's text (as many as were asked
+    for); a training run has several groups of a question, so not `len(questions)`."""
 
     @property
     def with_signal(self) -> int:

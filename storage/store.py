@@ -695,21 +695,22 @@ class Store:
             return aggregates.distributions(session, run_ids)
 
     def group_overview(self, run_id: int, *, with_text: int = 500) -> GroupOverview:
-        """Every GRPO group of a run (its finished samples of one question) with its reward
-        statistics, highest standard deviation first; the question text of the first
-        `with_text` groups."""
+        """Every GRPO group of a run (its finished samples of one question; in a training run,
+        of one question at one training step) with its reward statistics, highest standard
+        deviation first; the question text of the first `with_text` groups."""
         with Session(self._engine) as session:
             stats = groups.group_stats(session, run_id)
             stats.sort(key=lambda g: (-g.std, str(g.key)))
-            listed = [g.key.question_id for g in stats[:with_text]]
-            texts = groups.question_texts(session, run_id, listed) if listed else {}
-        return GroupOverview(run_id=run_id, groups=stats, questions=texts)
+            listed = stats[:with_text]
+            wanted = sorted({g.key.question_id for g in listed})
+            texts = groups.question_texts(session, run_id, wanted) if wanted else {}
+        return GroupOverview(run_id=run_id, groups=stats, questions=texts, listed=len(listed))
 
     def get_group(self, run_id: int, key: GroupKey) -> GroupDetail | None:
         """One GRPO group: its statistics and its finished episodes (with steps and their GRPO
         advantages), by sample index; None when the run has no finished episode of it."""
         with Session(self._engine) as session:
-            members = groups.member_ids(session, run_id, key)
+            key, members = groups.members(session, run_id, key)
             if not members:
                 return None
             found = self._details(session, [m[0] for m in members], None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -14,9 +15,10 @@ from hypothesis import strategies as st
 from app.dashboard.components.tokens import token_html, token_tip
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
 from rollout_core.failure_classes import FAILURE_LABELS
-from rollout_core.records import TokenTrace
+from rollout_core.records import EpisodeKey, TokenTrace
 from storage.read_models import GroupKey
 from storage.store import Store
+from storage.training import GroupTag, TrainingSink
 from tests.app.analysis_store import (
     HOSTILE_ALTERNATIVE,
     HOSTILE_OUTPUT,
@@ -24,6 +26,8 @@ from tests.app.analysis_store import (
     build_analysis_store,
 )
 from tests.app.test_dashboard_pages import open_page, texts
+from tests.storage.store_builders import spec
+from tests.storage.test_training_store import play_group
 
 
 @pytest.fixture(scope="module")
@@ -210,6 +214,57 @@ def test_groups_of_an_unknown_question_or_a_run_without_samples(fx: AnalysisStor
     assert "no finished episode of question q-nope" in at.warning[0].value
     at = open_page("views/groups.py", run="999")
     assert "run='999' in the link is not a run in this store" in at.warning[0].value
+
+
+@pytest.fixture
+def training_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, int]:
+    """A training run: q1 all right at step 0 and all wrong at step 1, q2 mixed at step 1."""
+    url = str(tmp_path / "training.db")
+    store = Store(url)
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=9)
+    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(3)}
+    tags |= {EpisodeKey("q1", s): GroupTag(1, 1) for s in range(3, 6)}
+    tags |= {EpisodeKey("q2", s): GroupTag(1, 2) for s in range(3)}
+    sink = TrainingSink(store, run_id, tags)
+    play_group(sink, "q1", range(3), [1.0, 1.0, 1.0])
+    play_group(sink, "q1", range(3, 6), [0.0, 0.0, 0.0])
+    play_group(sink, "q2", range(3), [1.0, 0.0, 0.0])
+    store.close()
+    monkeypatch.setenv(ENV_STORE, url)
+    monkeypatch.delenv(ENV_READ_ONLY, raising=False)
+    return url, run_id
+
+
+def test_a_training_runs_groups_are_a_question_at_a_step(training_run: tuple[str, int]) -> None:
+    _, run_id = training_run
+    at = open_page("views/groups.py", run=str(run_id))
+    metrics = {m.label: m.value for m in at.metric}
+    # Pooled over the run, q1's six samples were one group with signal: 2 of 2.
+    assert metrics["groups"] == "3" and metrics["with signal"] == "33.3%"
+    table = at.dataframe[0].value
+    assert [(q, s) for q, s in zip(table["question id"], table["training step"], strict=True)] == [
+        ("q2", 1), ("q1", 0), ("q1", 1)
+    ]  # fmt: skip
+    assert table["open"].iloc[2] == f"groups?run={run_id}&question=q1&group=1"
+    assert "Groups by reward variance" in [h.value for h in at.subheader]
+
+    at = open_page("views/groups.py", run=str(run_id), question="q1", group="1")
+    assert "Question q1, training step 1" in [h.value for h in at.subheader]
+    assert list(at.dataframe[0].value["sample"]) == [3, 4, 5]
+    assert "Zero reward variance" in texts(at)
+
+
+def test_a_training_question_without_its_group_lists_its_groups(
+    training_run: tuple[str, int],
+) -> None:
+    _, run_id = training_run
+    for group in (None, "x"):  # none in the link (as the question map links), or a bad one
+        query = {"run": str(run_id), "question": "q1"} | ({"group": group} if group else {})
+        at = open_page("views/groups.py", **query)
+        table = at.dataframe[0].value
+        assert list(table["question id"]) == ["q1", "q1"]
+        assert sorted(table["training step"]) == [0, 1]
+    assert "group='x' in the link is not a group number" in at.warning[0].value
 
 
 # -- question map --------------------------------------------------------------------------------

@@ -79,6 +79,30 @@ def test_a_group_side_by_side_links_to_replay(analysis: Dashboard, page: Any) ->
     page.get_by_text("Step 1 of 3").wait_for()
 
 
+def test_back_to_all_groups_then_another_group_opens_that_one(
+    analysis: Dashboard, page: Any
+) -> None:
+    # The way back was a link to this same page: the browser kept `question=q-france` in its
+    # URL, and the next click in the table reopened q-france whatever row it picked.
+    fx = analysis.store
+    run_id = fx.runs["ckpt-100"]  # type: ignore[attr-defined]
+    page.goto(analysis.url(f"/groups?run={run_id}&question=q-france"))
+    page.get_by_text("Steps side by side").wait_for()
+    _wait_app(page)
+    page.get_by_text("All groups of ckpt-100").click()
+    page.wait_for_url(re.compile(rf"/groups\?run={run_id}$"))
+    page.get_by_text("Questions by reward variance").wait_for()
+    _wait_app(page)
+    grid = page.locator("[data-testid='stDataFrame']").first
+    grid.scroll_into_view_if_needed()
+    _wait_app(page)
+    box = grid.bounding_box()
+    # The last of the 6 rows (35 px each, under a 35 px header): q-oldest, lowest std.
+    page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * 5 + 17)
+    page.wait_for_url(re.compile(r"question=q-oldest"))
+    page.get_by_role("heading", name="Question q-oldest").wait_for()
+
+
 def test_clicking_a_heatmap_cell_opens_that_questions_episodes(
     analysis: Dashboard, page: Any
 ) -> None:

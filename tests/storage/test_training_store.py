@@ -9,6 +9,7 @@ import statistics
 import pytest
 
 from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
+from storage.read_models import GroupKey
 from storage.store import Store
 from storage.training import (
     GroupTag,
@@ -26,7 +27,7 @@ def _traced(q: str, sample: int, step_no: int, logprobs: list[float], **kw: obje
     return dataclasses.replace(step(q, sample, step_no, **kw), tokens=trace)  # type: ignore[arg-type]
 
 
-def _group(
+def play_group(
     sink: TrainingSink, q: str, samples: range, rewards: list[float], *, unparsed: int = 0
 ) -> None:
     """Play one group: each episode one step, then finished with its reward."""
@@ -50,9 +51,9 @@ def training(store: Store) -> tuple[Store, int]:
     tags |= {EpisodeKey("q2", s): GroupTag(0, 1) for s in range(3)}
     tags |= {EpisodeKey("q1", s): GroupTag(1, 2) for s in range(3, 6)}
     sink = TrainingSink(store, run_id, tags)
-    _group(sink, "q1", range(3), [1.0, 0.0, 0.1], unparsed=1)
-    _group(sink, "q2", range(3), [0.0, 0.0, 0.0])
-    _group(sink, "q1", range(3, 6), [1.0, 1.0, 0.0])
+    play_group(sink, "q1", range(3), [1.0, 0.0, 0.1], unparsed=1)
+    play_group(sink, "q2", range(3), [0.0, 0.0, 0.0])
+    play_group(sink, "q1", range(3, 6), [1.0, 1.0, 0.0])
     return store, run_id
 
 
@@ -109,7 +110,7 @@ def test_a_failed_write_leaves_nothing_behind(store: Store) -> None:
     assert training_questions(store, run_id) == []
     assert store.finished_keys(run_id) == set()
     # The same episode can be written once the batch is right: no cache kept a dead id.
-    _group(sink, "q1", range(1), [1.0])
+    play_group(sink, "q1", range(1), [1.0])
     assert [s.episodes for s in training_steps(store, run_id)] == [1]
 
 
@@ -129,8 +130,37 @@ def test_other_runs_have_no_training_steps(store: Store) -> None:
 def test_one_episode_groups_have_no_spread(store: Store) -> None:
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=1)
     sink = TrainingSink(store, run_id, {EpisodeKey("q1", 0): GroupTag(4, 0)})
-    _group(sink, "q1", range(1), [0.5])
+    play_group(sink, "q1", range(1), [0.5])
     (only,) = training_steps(store, run_id)
     assert only.reward_std is None and only.group_reward_std is None
     assert only.frac_reward_zero_std == 1.0
     assert math.isclose(only.reward, 0.5)
+
+
+def test_a_training_runs_groups_are_one_question_at_one_step(store: Store) -> None:
+    # All right at step 0, all wrong at step 1: GRPO learned nothing from either group. Pooled
+    # over the run, the question's six samples looked like one group with signal.
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=6)
+    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(3)}
+    tags |= {EpisodeKey("q1", s): GroupTag(1, 1) for s in range(3, 6)}
+    sink = TrainingSink(store, run_id, tags)
+    play_group(sink, "q1", range(3), [1.0, 1.0, 1.0])
+    play_group(sink, "q1", range(3, 6), [0.0, 0.0, 0.0])
+
+    overview = store.group_overview(run_id)
+    found = sorted(
+        (g.key.train_step, g.key.group_index, g.size, g.has_signal) for g in overview.groups
+    )
+    assert found == [(0, 0, 3, False), (1, 1, 3, False)]
+    assert overview.signal_fraction == 0.0
+    # As the Training page counts them, step by step.
+    steps = training_steps(store, run_id)
+    zero_std = sum(s.frac_reward_zero_std * s.groups for s in steps)
+    assert zero_std == len(overview.groups) - overview.with_signal == 2
+
+    # A link names the group by its number alone; the step comes back with the members.
+    group = store.get_group(run_id, GroupKey("q1", 1))
+    assert group is not None
+    assert group.stats.key == GroupKey("q1", 1, 1) and str(group.stats.key) == "q1 at step 1"
+    assert [m.detail.summary.sample_index for m in group.members] == [3, 4, 5]
+    assert store.get_group(run_id, GroupKey("q1", 7)) is None

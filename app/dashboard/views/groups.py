@@ -3,6 +3,8 @@ group's episodes side by side, aligned by step, with their rewards and advantage
 
 from __future__ import annotations
 
+from urllib.parse import quote
+
 import pandas as pd
 import plotly.graph_objects as go
 import streamlit as st
@@ -32,9 +34,25 @@ FORMULA = (
 assert ADVANTAGE_EPSILON == 1e-4  # the formula above says so
 
 
-def group_link(run_id: int, question_id: str) -> str:
+def group_link(run_id: int, key: GroupKey) -> str:
     """The URL of one group's view."""
-    return f"groups?{nav.P_RUN}={run_id}&{nav.P_QUESTION}={question_id}"
+    link = f"groups?{nav.P_RUN}={run_id}&{nav.P_QUESTION}={quote(key.question_id)}"
+    return link if key.group_index is None else f"{link}&{nav.P_GROUP}={key.group_index}"
+
+
+def _is_training(run: RunSummary) -> bool:
+    return run.spec.get("kind") == "training"
+
+
+def _group_param() -> int | None:
+    """The group number in the link (0 or more); a notice and None when it is not one."""
+    value = params.get_str(nav.P_GROUP)
+    if value is None:
+        return None
+    if not value.isdigit():
+        params.notice(f"{nav.P_GROUP}={value!r} in the link is not a group number; ignored.")
+        return None
+    return int(value)
 
 
 def _std_histogram(overview: GroupOverview) -> go.Figure:
@@ -52,9 +70,11 @@ def _std_histogram(overview: GroupOverview) -> go.Figure:
     return fig
 
 
-def _overview(run: RunSummary) -> None:
+def _overview(run: RunSummary, question: str | None = None) -> None:
+    """The run's groups; a training run's groups of one question only, when `question`."""
     overview = analysis_data.group_overview(run.id)
     groups = overview.groups
+    training = _is_training(run)
     if not groups:
         st.info(f"{run.name} has no finished episodes yet.")
         return
@@ -74,21 +94,32 @@ def _overview(run: RunSummary) -> None:
     cols[4].metric("mean samples", fmt_num(sum(sizes) / len(sizes), 1))
     st.caption(FORMULA)
     st.plotly_chart(_std_histogram(overview), width="stretch", key="gr_hist")
-    listed = groups[: len(overview.questions)]
-    st.subheader("Questions by reward variance")
-    if len(listed) < len(groups):
+    listed = groups[: overview.listed]
+    if training:
+        st.subheader("Groups by reward variance")
+        st.caption(
+            "A training run's group is one question's samples at one training step, as the "
+            "trainer drew them: the same question at another step is another group."
+        )
+    else:
+        st.subheader("Questions by reward variance")
+    if question is not None and training:
+        listed = [g for g in groups if g.key.question_id == question]
+        st.caption(f"The {len(listed)} groups of question {question}; pick one to open it.")
+    elif len(listed) < len(groups):
         st.caption(f"The {len(listed)} groups with the highest std of {len(groups)}.")
     table = pd.DataFrame(
         [
             {
                 "question id": g.key.question_id,
+                **({"training step": g.key.train_step} if training else {}),
                 "question": overview.questions.get(g.key.question_id, ""),
                 "samples": g.size,
                 "correct": g.correct,
                 "mean reward": g.mean,
                 "std": g.std,
                 "signal": g.has_signal,
-                "open": group_link(run.id, g.key.question_id),
+                "open": group_link(run.id, g.key),
             }
             for g in listed
         ]
@@ -108,7 +139,9 @@ def _overview(run: RunSummary) -> None:
     )
     selected = event.selection.rows if event is not None else []
     if selected:
-        params.write(nav.P_QUESTION, [listed[selected[0]].key.question_id])
+        key = listed[selected[0]].key
+        params.write(nav.P_QUESTION, [key.question_id])
+        params.write(nav.P_GROUP, [] if key.group_index is None else [str(key.group_index)])
         st.rerun()
 
 
@@ -202,19 +235,33 @@ def _step_side_by_side(group: GroupDetail) -> None:
                 )
 
 
+def _back_to_overview() -> None:
+    """Another run: its overview, with no group of the last one in the link."""
+    params.write(nav.P_QUESTION, [])
+    params.write(nav.P_GROUP, [])
+
+
 def _group_view(run: RunSummary, key: GroupKey) -> None:
-    st.page_link(
-        nav.GROUPS,
-        label=f"All groups of {run.name}",
-        query_params={nav.P_RUN: str(run.id)},
+    # A button that rewrites the query, not a page link: a link to this same page left the
+    # browser's URL on the group, and the next rerun (a click in the table) reopened it.
+    st.button(
+        f"All groups of {run.name}",
         icon=":material/arrow_back:",
+        type="tertiary",
+        on_click=_back_to_overview,
+        key="gr_back",
     )
     group = analysis_data.get_group(run.id, key)
     if group is None:
-        st.warning(f"{run.name} has no finished episode of question {key.question_id}.")
+        which = "" if key.group_index is None else f" in group {key.group_index}"
+        st.warning(f"{run.name} has no finished episode of question {key.question_id}{which}.")
         return
     first = group.members[0].detail
-    st.subheader(f"Question {key.question_id}")
+    key = group.stats.key  # with its training step
+    if key.group_index is None:
+        st.subheader(f"Question {key.question_id}")
+    else:
+        st.subheader(f"Question {key.question_id}, training step {key.train_step}")
     st.markdown(escape_markdown(first.summary.question))
     stats = group.stats
     cols = st.columns(5)
@@ -254,12 +301,19 @@ run_id: int = st.selectbox(
     format_func=lambda i: f"{by_id[i].name} (#{i})",
     # another run: back to its overview
     **params.bind(
-        "gr_run", nav.P_RUN, run_codec, on_change=lambda: params.write(nav.P_QUESTION, [])
+        "gr_run",
+        nav.P_RUN,
+        run_codec,
+        on_change=_back_to_overview,
     ),
 )
-params.show_notices(notices)
 question = params.get_str(nav.P_QUESTION)
+group_index = _group_param()
+params.show_notices(notices)
 if question is None:
     _overview(by_id[run_id])
+elif group_index is None and _is_training(by_id[run_id]):
+    # A question without its group (a link from the question map): its groups to pick from.
+    _overview(by_id[run_id], question)
 else:
-    _group_view(by_id[run_id], GroupKey(question))
+    _group_view(by_id[run_id], GroupKey(question, group_index))
