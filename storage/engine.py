@@ -61,7 +61,8 @@ def why_unwritable(database: str) -> str | None:
     blocked = [p for p in (file, file.parent) if p.exists() and not os.access(p, os.W_OK)]
     if not blocked:
         return None
-    if os.statvfs(blocked[0]).f_flag & os.ST_RDONLY:
+    statvfs = getattr(os, "statvfs", None)  # not on Windows
+    if statvfs is not None and statvfs(blocked[0]).f_flag & os.ST_RDONLY:
         return "it is on a read-only file system"
     return f"{blocked[0]} is not writable by this user"
 
