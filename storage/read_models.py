@@ -302,7 +302,7 @@ class GroupOverview:
 
     run_id: int
     groups: list[GroupStats]
-    """Highest standard deviation first (ties by key)."""
+    """Highest standard deviation first (ties by question, then training step)."""
     questions: dict[str, str]
     """Question id -> text, for the first `listed` groups."""
     listed: int

@@ -700,7 +700,8 @@ class Store:
         deviation first; the question text of the first `with_text` groups."""
         with Session(self._engine) as session:
             stats = groups.group_stats(session, run_id)
-            stats.sort(key=lambda g: (-g.std, str(g.key)))
+            # Ties by question, then a training run's steps in number order (not as text).
+            stats.sort(key=lambda g: (-g.std, g.key.question_id, g.key.train_step or 0))
             listed = stats[:with_text]
             wanted = sorted({g.key.question_id for g in listed})
             texts = groups.question_texts(session, run_id, wanted) if wanted else {}

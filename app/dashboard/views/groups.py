@@ -236,7 +236,7 @@ def _step_side_by_side(group: GroupDetail) -> None:
 
 
 def _back_to_overview() -> None:
-    """Another run: its overview, with no group of the last one in the link."""
+    """Back to the run's overview (from a group, or for another run): no group in the link."""
     params.write(nav.P_QUESTION, [])
     params.write(nav.P_GROUP, [])
 
