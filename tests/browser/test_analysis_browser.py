@@ -11,6 +11,7 @@ import pytest
 
 from tests.app.analysis_store import HOSTILE_ALTERNATIVE, HOSTILE_OUTPUT, build_analysis_store
 from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
+from tests.browser.ui import wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -25,13 +26,6 @@ def analysis(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     stop(proc)
 
 
-def _wait_app(page: Any) -> None:
-    page.wait_for_selector("[data-testid='stApp']")
-    page.wait_for_function(
-        "!document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=30_000
-    )
-
-
 def test_tokens_are_shaded_and_hostile_output_stays_text(analysis: Dashboard, page: Any) -> None:
     dialogs: list[str] = []
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -39,7 +33,7 @@ def test_tokens_are_shaded_and_hostile_output_stays_text(analysis: Dashboard, pa
     page.goto(analysis.url(f"/replay?episode={fx.hostile_episode}&step=1"))  # type: ignore[attr-defined]
     tokens = page.locator(".rs-tokens .rs-tok")
     tokens.first.wait_for()
-    _wait_app(page)
+    wait_idle(page)
     main = page.locator("[data-testid='stMain']")
     # The output is the block's text, character for character; nothing in it became markup.
     assert page.locator(".rs-tokens").first.inner_text() == HOSTILE_OUTPUT
@@ -67,15 +61,19 @@ def test_a_group_side_by_side_links_to_replay(analysis: Dashboard, page: Any) ->
     run_id = fx.runs["ckpt-100"]  # type: ignore[attr-defined]
     page.goto(analysis.url(f"/groups?run={run_id}"))
     page.get_by_text("Questions by reward variance").wait_for()
-    _wait_app(page)
+    wait_idle(page)
     screenshot(page, "groups")
     page.goto(analysis.url(f"/groups?run={run_id}&question=q-france"))
     page.get_by_text("Steps side by side").wait_for()
     page.get_by_text("#0 r 1.10 A +1.").first.wait_for()
-    _wait_app(page)
+    wait_idle(page)
     screenshot(page, "group")
-    page.get_by_role("link", name="Replay this step").first.click()
-    page.wait_for_url(re.compile(r"/replay\?episode=\d+&step=1"))
+    # The first column is member #0 (sample 0, three steps); its link opens that episode.
+    link = page.get_by_role("link", name="Replay this step").first
+    href = link.get_attribute("href")
+    assert href is not None and href.startswith("replay?episode=") and href.endswith("&step=1")
+    link.click()
+    page.wait_for_url(re.compile(re.escape(href) + "$"))
     page.get_by_text("Step 1 of 3").wait_for()
 
 
@@ -88,14 +86,14 @@ def test_back_to_all_groups_then_another_group_opens_that_one(
     run_id = fx.runs["ckpt-100"]  # type: ignore[attr-defined]
     page.goto(analysis.url(f"/groups?run={run_id}&question=q-france"))
     page.get_by_text("Steps side by side").wait_for()
-    _wait_app(page)
+    wait_idle(page)
     page.get_by_text("All groups of ckpt-100").click()
     page.wait_for_url(re.compile(rf"/groups\?run={run_id}$"))
     page.get_by_text("Questions by reward variance").wait_for()
-    _wait_app(page)
+    wait_idle(page)
     grid = page.locator("[data-testid='stDataFrame']").first
     grid.scroll_into_view_if_needed()
-    _wait_app(page)
+    wait_idle(page)
     box = grid.bounding_box()
     # The last of the 6 rows (35 px each, under a 35 px header): q-oldest, lowest std.
     page.mouse.click(box["x"] + 16, box["y"] + 35 + 35 * 5 + 17)
@@ -112,7 +110,7 @@ def test_clicking_a_heatmap_cell_opens_that_questions_episodes(
     plot = page.locator(".js-plotly-plot").first
     plot.wait_for()
     page.get_by_text("Flips between consecutive runs").wait_for()
-    _wait_app(page)
+    wait_idle(page)
     screenshot(page, "map")
     # Rows are easiest first: q-avg, q-count, q-empty, q-france, q-join, q-oldest (by mean
     # success, ties by id); click the cell of ckpt-200 (column 1) on q-oldest (row 5).
