@@ -41,6 +41,7 @@ __all__ = [
     "RolloutFunction",
     "SQLToolEnvironment",
     "ToolEnvironmentFactory",
+    "checkpointing_off",
     "correct_reward",
     "make_environment_factory",
     "make_rollout_func",
@@ -57,6 +58,19 @@ _GENERATION = {f.name for f in fields(GenerationSettings)} - {
     "device",
     *_TRAINER_OWNED,
 }
+
+
+def checkpointing_off(config: type) -> dict[str, Any]:
+    """`GRPOConfig` keywords that turn activation checkpointing off (TRL turns it on), under
+    the name this transformers knows: the old one, `gradient_checkpointing`, warns on every
+    run where the new one, `activation_checkpointing`, exists."""
+    known = getattr(config, "__dataclass_fields__", {})
+    name = (
+        "activation_checkpointing"
+        if "activation_checkpointing" in known
+        else "gradient_checkpointing"
+    )
+    return {name: False}
 
 
 def training_dataset(

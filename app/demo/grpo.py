@@ -59,7 +59,7 @@ def train_demo_run(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_callback import PrinterCallback
 
-    from app.trl import make_rollout_func, shaped_reward, training_dataset
+    from app.trl import checkpointing_off, make_rollout_func, shaped_reward, training_dataset
     from rollout_core.policies.hf.quiet import quiet_progress
 
     name = run_name(checkpoint)
@@ -84,7 +84,7 @@ def train_demo_run(
         beta=0.0,
         use_cpu=True,
         bf16=False,  # fp32 on CPU: the recorded log-probs are the ones the trainer scores
-        **_no_checkpointing(GRPOConfig),
+        **checkpointing_off(GRPOConfig),
         report_to=[],
         logging_steps=1,
         save_strategy="no",
@@ -120,15 +120,3 @@ def train_demo_run(
         trainer.train()
     log(f"{name}: {settings.steps} GRPO steps, {time.perf_counter() - t0:.1f} s")
     return name
-
-
-def _no_checkpointing(config: type) -> dict[str, Any]:
-    """Activation checkpointing off (TRL's config turns it on), under its current name where
-    this transformers has one: the old name, `gradient_checkpointing`, warns on every run."""
-    fields = getattr(config, "__dataclass_fields__", {})
-    name = (
-        "activation_checkpointing"
-        if "activation_checkpointing" in fields
-        else "gradient_checkpointing"
-    )
-    return {name: False}

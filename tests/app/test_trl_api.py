@@ -14,7 +14,7 @@ from transformers import AutoTokenizer
 from app.batch import JobError, reopen_run
 from app.training.rollout import prompt_key
 from app.training.tokens import TurnTokens
-from app.trl import make_environment_factory, make_rollout_func, training_dataset
+from app.trl import checkpointing_off, make_environment_factory, make_rollout_func, training_dataset
 from rollout_core.errors import SpecError
 from rollout_core.settings import SettingsError
 from storage.store import Store
@@ -191,7 +191,7 @@ def test_a_grpo_step_with_the_tool_environment(
         max_completion_length=8,
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=False,
+        **checkpointing_off(GRPOConfig),
         report_to=[],
         save_strategy="no",
         disable_tqdm=True,

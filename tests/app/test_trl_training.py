@@ -16,7 +16,13 @@ pytest.importorskip("trl")
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from app.trl import RolloutFunction, make_rollout_func, shaped_reward, training_dataset
+from app.trl import (
+    RolloutFunction,
+    checkpointing_off,
+    make_rollout_func,
+    shaped_reward,
+    training_dataset,
+)
 from storage.store import Store
 from storage.training import question_episodes, training_steps
 from tests.fixtures import make_benchmark
@@ -69,7 +75,7 @@ def _grpo_args(out: Path, **over: Any) -> Any:
         "learning_rate": 5e-2,
         "use_cpu": True,
         "bf16": False,
-        "gradient_checkpointing": False,
+        **checkpointing_off(GRPOConfig),
         "report_to": [],
         "logging_steps": 1,
         "save_strategy": "no",

@@ -23,7 +23,7 @@ pytest.importorskip("trl")
 
 import torch
 
-from app.trl import make_rollout_func, shaped_reward, training_dataset
+from app.trl import checkpointing_off, make_rollout_func, shaped_reward, training_dataset
 from storage.store import Store
 
 
@@ -96,7 +96,7 @@ def _train(checkpoint: Path, out: Path, clock: _Clock, **over: Any) -> None:
         beta=0.0,
         use_cpu=True,
         bf16=False,
-        gradient_checkpointing=False,
+        **checkpointing_off(GRPOConfig),
         report_to=[],
         logging_steps=1,
         save_strategy="no",
