@@ -11,7 +11,7 @@ import pytest
 
 from tests.app.analysis_store import HOSTILE_ALTERNATIVE, HOSTILE_OUTPUT, build_analysis_store
 from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
-from tests.browser.ui import wait_idle
+from tests.browser.ui import wait_drawn, wait_idle
 
 pytestmark = pytest.mark.browser
 
@@ -66,10 +66,12 @@ def test_a_group_side_by_side_links_to_replay(analysis: Dashboard, page: Any) ->
     page.goto(analysis.url(f"/groups?run={run_id}&question=q-france"))
     page.get_by_text("Steps side by side").wait_for()
     page.get_by_text("#0 r 1.10 A +1.").first.wait_for()
-    wait_idle(page)
+    wait_drawn(page)
     screenshot(page, "group")
-    # The first column is member #0 (sample 0, three steps); its link opens that episode.
-    link = page.get_by_role("link", name="Replay this step").first
+    # Member #0 (sample 0, three steps): its column's link opens that episode. (Its link was
+    # not the page's first while some columns were still drawing.)
+    column = page.locator("[data-testid='stColumn']", has_text="#0 r 1.10 A +1.")
+    link = column.get_by_role("link", name="Replay this step")
     href = link.get_attribute("href")
     assert href is not None and href.startswith("replay?episode=") and href.endswith("&step=1")
     link.click()

@@ -9,17 +9,13 @@ import pytest
 
 from tests.app.dashboard_store import XSS_OUTPUT
 from tests.browser.conftest import Dashboard, screenshot
-from tests.browser.ui import select_box, wait_idle
+from tests.browser.ui import select_box, wait_drawn
 
 pytestmark = pytest.mark.browser
 
 
 def _wait_app(page: Any) -> None:
-    wait_idle(page)
-    # Elements whose code is still loading (the data grid, the first time) draw as grey boxes.
-    page.wait_for_function(
-        "!document.querySelector('[data-testid^=\"stSkeleton\"]')", timeout=30_000
-    )
+    wait_drawn(page)
 
 
 def test_runs_page_lists_runs(dashboard: Dashboard, page: Any) -> None:

@@ -22,6 +22,16 @@ def wait_idle(page: Any) -> None:
     )
 
 
+def wait_drawn(page: Any) -> None:
+    """`wait_idle`, then wait until no element draws as a grey box: one whose code is still
+    loading (a code block, a link, the data grid, the first time) holds its place with a
+    skeleton, and the ones drawn first are not the first on the page."""
+    wait_idle(page)
+    page.wait_for_function(
+        "!document.querySelector('[data-testid^=\"stSkeleton\"]')", timeout=IDLE_TIMEOUT_MS
+    )
+
+
 def select_box(page: Any, label: str) -> Any:
     """The select box whose label contains `label`."""
     return page.locator("[data-testid='stSelectbox']", has_text=label).first
