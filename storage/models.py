@@ -148,13 +148,14 @@ class Episode(Base):
         Index(None, "question_id"),
         Index(None, "db_id"),
         Index(None, "forked_from"),
-        # A training run's per-step curves: one GROUP BY over (train_step, group_index) that
-        # reads this index alone (storage.training).
+        # A training run's per-step curves (GROUP BY train_step, group_index: storage.training)
+        # and its GRPO groups (the same, with the question: storage.groups) read this alone.
         Index(
             "ix_episodes_run_train_step_metrics",
             "run_id",
             "train_step",
             "group_index",
+            "question_id",
             "outcome",
             "reward",
             "steps",

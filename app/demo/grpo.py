@@ -28,7 +28,9 @@ class GrpoSettings:
     questions: int = 8
     """Train-split questions trained on: 16 steps x 2 prompts meet each of 8 about 4 times, so
     the Training page can show one question early, midway and late (85 would meet each once)."""
-    learning_rate: float = 1e-3
+    learning_rate: float = 3e-4
+    """At 1e-3 the policy collapsed: its mean token log-prob went from -0.45 to -0.1 within 16
+    steps and it answered 6 of 128 episodes right (3e-4: 14, log-prob steady at -0.4)."""
     temperature: float = 0.7
     """The batch runs' sampling temperature: at 1.0 checkpoint-500 answers almost nothing, and
     groups with no right answer give no learning signal."""

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sqlite3
 import statistics
+from contextlib import closing
+from pathlib import Path
 
 import pytest
+from sqlalchemy.dialects import sqlite
 
 from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
+from storage.groups import stats_query
 from storage.read_models import GroupKey
 from storage.store import Store
 from storage.training import (
@@ -164,3 +169,19 @@ def test_a_training_runs_groups_are_one_question_at_one_step(store: Store) -> No
     assert group.stats.key == GroupKey("q1", 1, 1) and str(group.stats.key) == "q1 at step 1"
     assert [m.detail.summary.sample_index for m in group.members] == [3, 4, 5]
     assert store.get_group(run_id, GroupKey("q1", 7)) is None
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["batch run", "training run"])
+def test_a_runs_groups_are_read_from_one_index_alone(tmp_path: Path, training: bool) -> None:
+    # A training run of 1,000 steps x 256 rollouts has 64k groups or more: its overview must
+    # read one covering index in its order, not every episode's row and then sort them.
+    path = tmp_path / "plan.db"
+    Store(f"sqlite:///{path}").close()  # the schema at head
+    query = stats_query(1, training).compile(
+        dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}
+    )
+    with closing(sqlite3.connect(path)) as conn:
+        plan = " | ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}"))
+    index = "ix_episodes_run_train_step_metrics" if training else "ix_episodes_run_question_results"
+    assert f"USING COVERING INDEX {index} (run_id=?)" in plan
+    assert "TEMP B-TREE" not in plan
