@@ -267,6 +267,16 @@ def test_a_training_question_without_its_group_lists_its_groups(
     assert "group='x' in the link is not a group number" in at.warning[0].value
 
 
+def test_a_group_number_without_its_question_shows_all_groups_and_says_so(
+    training_run: tuple[str, int],
+) -> None:
+    _, run_id = training_run
+    at = open_page("views/groups.py", run=str(run_id), group="1")
+    assert "group=1 in the link comes without its question" in at.warning[0].value
+    assert len(at.dataframe[0].value) == 3  # the overview, every group
+    assert "Groups by reward variance" in [h.value for h in at.subheader]
+
+
 # -- question map --------------------------------------------------------------------------------
 
 

@@ -309,6 +309,13 @@ run_id: int = st.selectbox(
 )
 question = params.get_str(nav.P_QUESTION)
 group_index = _group_param()
+if question is None and group_index is not None:
+    # A group is opened by its question and its number (`group_link`); a number alone is a
+    # link cut short, or typed.
+    params.notice(
+        f"{nav.P_GROUP}={group_index} in the link comes without its question "
+        f"({nav.P_QUESTION}=...); showing all groups."
+    )
 params.show_notices(notices)
 if question is None:
     _overview(by_id[run_id])
