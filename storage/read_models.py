@@ -263,7 +263,8 @@ class GroupKey(NamedTuple):
     one question the trainer drew together at one step, as GRPOTrainer groups them.
 
     A tuple, as `GroupStats` is: a training run has a record of each for every group (64k in
-    a 256k-episode run), and a frozen dataclass took ten times as long to make."""
+    a 256k-episode run), and as frozen dataclasses the two took 0.2 s to make, as tuples
+    0.07 s."""
 
     question_id: str
     group_index: int | None = None

@@ -14,16 +14,12 @@ from tests.browser.ui import select_box, wait_drawn
 pytestmark = pytest.mark.browser
 
 
-def _wait_app(page: Any) -> None:
-    wait_drawn(page)
-
-
 def test_runs_page_lists_runs(dashboard: Dashboard, page: Any) -> None:
     page.goto(dashboard.url("/runs"))
     page.get_by_text("In progress").wait_for()
     page.get_by_text("ckpt-3000: running, 1/10 episodes").wait_for()
     page.locator(".js-plotly-plot").first.wait_for()
-    _wait_app(page)
+    wait_drawn(page)
     screenshot(page, "runs")
 
 
@@ -35,7 +31,7 @@ def test_episodes_page_filters_from_the_url_and_opens_a_replay(
     # The filters and the grid draw after the caption; the screenshot waits for both.
     select_box(page, "Sort by").get_by_role("combobox").wait_for()
     page.locator("[data-testid='stDataFrame'] [role='gridcell']").first.wait_for(state="attached")
-    _wait_app(page)
+    wait_drawn(page)
     screenshot(page, "episodes")
     page.goto(dashboard.url(f"/replay?episode={dashboard.store.query_episode}"))
     page.get_by_text("Step 1 of 3: DESCRIBE").wait_for()
@@ -55,7 +51,7 @@ def test_replay_steps_and_shows_model_output_as_text(dashboard: Dashboard, page:
     assert XSS_OUTPUT in code.inner_text()
     assert page.locator("[data-testid='stMain'] b", has_text="bold").count() == 0
     assert dialogs == []
-    _wait_app(page)
+    wait_drawn(page)
     screenshot(page, "replay")
 
 
@@ -64,7 +60,7 @@ def test_compare_page_shows_the_matrix_and_divergence(dashboard: Dashboard, page
     page.goto(dashboard.url(f"/compare?run={fx.run_a}&run={fx.run_b}&question=q-oldest"))
     page.get_by_text("95% CI").wait_for()
     page.get_by_text("First divergence at step 2.").wait_for()
-    _wait_app(page)
+    wait_drawn(page)
     screenshot(page, "compare")
 
 
@@ -79,7 +75,7 @@ def test_launch_an_oracle_batch_and_follow_it_to_the_end(dashboard: Dashboard, p
         "[data-testid='stCode']"
     ).all_inner_texts()
     page.wait_for_url(re.compile(r"run=\d+"))
-    _wait_app(page)
+    wait_drawn(page)
     screenshot(page, "launch")
     page.get_by_role("link", name="Episodes of this run").click()
     page.get_by_text("Episodes 1-2 of 2").wait_for()
