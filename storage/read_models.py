@@ -300,25 +300,40 @@ class GroupStats(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class GroupOverview:
-    """Every group of a run, for the run-level view of GRPO signal."""
+    """A run's GRPO groups summed up, with the groups the run-level view lists
+    (`storage.groups.overview`)."""
 
     run_id: int
     groups: list[GroupStats]
-    """Highest standard deviation first (ties by question, then training step)."""
+    """The groups listed: the highest standard deviation first (ties by question, then
+    training step), as many as were asked for, or every group of the question asked for."""
     questions: dict[str, str]
-    """Question id -> text, for the first `listed` groups."""
-    listed: int
-    """How many groups, from the first, have their question's text (as many as were asked
-    for); a training run has several groups of a question, so not `len(questions)`."""
-
-    @property
-    def with_signal(self) -> int:
-        return sum(g.has_signal for g in self.groups)
+    """Question id -> text, for the listed groups."""
+    total: int
+    """Groups in the run."""
+    with_signal: int
+    """Groups with reward variance."""
+    all_correct: int
+    """Groups without variance whose samples are all correct."""
+    all_wrong: int
+    """Groups without variance whose samples are all wrong."""
+    episodes: int
+    """Finished episodes in the run's groups."""
+    largest: int
+    """Samples in the largest group (1: the run has no groups to learn from)."""
+    std_counts: tuple[int, ...]
+    """The groups with signal by reward standard deviation, in bins of `storage.groups.STD_BIN`
+    from 0 (the others, `total - with_signal`, have std 0)."""
 
     @property
     def signal_fraction(self) -> float | None:
         """Share of groups with reward variance; None for a run without groups."""
-        return self.with_signal / len(self.groups) if self.groups else None
+        return self.with_signal / self.total if self.total else None
+
+    @property
+    def mean_samples(self) -> float | None:
+        """Finished samples a group, on average; None for a run without groups."""
+        return self.episodes / self.total if self.total else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -694,18 +694,17 @@ class Store:
         with Session(self._engine) as session:
             return aggregates.distributions(session, run_ids)
 
-    def group_overview(self, run_id: int, *, with_text: int = 500) -> GroupOverview:
-        """Every GRPO group of a run (its finished samples of one question; in a training run,
-        of one question at one training step) with its reward statistics, highest standard
-        deviation first; the question text of the first `with_text` groups."""
+    def group_overview(
+        self, run_id: int, *, limit: int = 500, question: str | None = None
+    ) -> GroupOverview:
+        """A run's GRPO groups (its finished samples of one question; in a training run, of one
+        question at one training step) summed up, with the `limit` of highest reward standard
+        deviation listed, or every group of `question`, and their questions' texts."""
         with Session(self._engine) as session:
-            stats = groups.group_stats(session, run_id)
-            # Ties by question, then a training run's steps in number order (not as text).
-            stats.sort(key=lambda g: (-g.std, g.key.question_id, g.key.train_step or 0))
-            listed = stats[:with_text]
-            wanted = sorted({g.key.question_id for g in listed})
+            found = groups.overview(session, run_id, limit=limit, question=question)
+            wanted = sorted({g.key.question_id for g in found.groups})
             texts = groups.question_texts(session, run_id, wanted) if wanted else {}
-        return GroupOverview(run_id=run_id, groups=stats, questions=texts, listed=len(listed))
+        return dataclasses.replace(found, questions=texts)
 
     def get_group(self, run_id: int, key: GroupKey) -> GroupDetail | None:
         """One GRPO group: its statistics and its finished episodes (with steps and their GRPO

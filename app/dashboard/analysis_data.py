@@ -34,13 +34,13 @@ class MapView:
 
 
 @st.cache_data(ttl=_TTL, show_spinner=False)
-def _group_overview(_store: Store, url: str, run_id: int) -> GroupOverview:
-    return _store.group_overview(run_id)
+def _group_overview(_store: Store, url: str, run_id: int, question: str | None) -> GroupOverview:
+    return _store.group_overview(run_id, question=question)
 
 
-def group_overview(run_id: int) -> GroupOverview:
-    """Every GRPO group of a run, highest reward std first."""
-    return _group_overview(data.store(), data.settings().store_url, run_id)
+def group_overview(run_id: int, question: str | None = None) -> GroupOverview:
+    """A run's GRPO groups summed up, listing those of highest reward std (or of `question`)."""
+    return _group_overview(data.store(), data.settings().store_url, run_id, question)
 
 
 @st.cache_data(ttl=_TTL, show_spinner=False)

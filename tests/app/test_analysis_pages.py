@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -178,7 +179,15 @@ def test_groups_overview_sorts_questions_by_variance_and_counts_signal(fx: Analy
     assert list(table["question id"][-2:]) == ["q-count", "q-oldest"]
     assert list(table["signal"]) == [True] * 4 + [False] * 2
     assert table["question"].iloc[0].startswith("Which singers are from Peru")
-    assert len(at.get("plotly_chart")) == 1  # the std histogram
+    # The std histogram, binned by the store: the two groups without signal in a bar of
+    # their own, the four with signal in bins of 0.05 by their std.
+    [chart] = at.get("plotly_chart")
+    flat, signal = json.loads(chart.proto.spec)["data"]
+    assert (flat["name"], flat["y"]) == ("no signal (std 0)", [2])
+    bins = [int(x / 0.05) for x in signal["x"]]
+    expected = Counter(int(s / 0.05 + 1e-9) for s in table["std"] if s > 0)
+    assert dict(zip(bins, signal["y"], strict=True)) == {b: expected[b] for b in bins}
+    assert sum(signal["y"]) == 4
 
 
 def test_a_group_shows_its_samples_rewards_advantages_and_steps(fx: AnalysisStore) -> None:

@@ -52,11 +52,43 @@ def test_the_overview_has_every_group_with_trls_statistics_highest_std_first(
     assert overview.questions["q-mixed"] == "How many rows for q-mixed?"
 
 
-def test_the_question_text_is_read_only_for_the_first_groups(store: Store) -> None:
+def test_the_overview_sums_up_every_group_and_lists_the_highest_std(store: Store) -> None:
     run_id = _fill(store)
-    overview = store.group_overview(run_id, with_text=1)
+    overview = store.group_overview(run_id, limit=1)
+    # Listed: the first group alone, with its question's text and no other.
+    assert [g.key.question_id for g in overview.groups] == ["q-mixed"]
     assert list(overview.questions) == ["q-mixed"]
-    assert len(overview.groups) == 4
+    # Summed up: every group, listed or not.
+    assert (overview.total, overview.with_signal) == (4, 1)
+    assert (overview.all_correct, overview.all_wrong) == (1, 2)  # q-flat and q-one: all wrong
+    assert (overview.episodes, overview.largest) == (13, 4)
+    assert overview.mean_samples == 13 / 4
+    # q-mixed's std (0.59) in the 0.55-0.60 bin; the three groups without signal in none.
+    assert 0.55 < grpo.group_std([r for _, r in _GROUPS["q-mixed"]]) < 0.6
+    assert overview.std_counts == (0,) * 11 + (1,)
+
+
+def test_the_overview_lists_every_group_of_a_question_when_asked(store: Store) -> None:
+    run_id = _fill(store)
+    overview = store.group_overview(run_id, limit=1, question="q-flat")
+    assert [(g.key.question_id, g.size, g.std) for g in overview.groups] == [("q-flat", 4, 0.0)]
+    assert list(overview.questions) == ["q-flat"]
+    assert overview.total == 4  # the run's summary, whatever is listed
+    none = store.group_overview(run_id, question="q-nope")
+    assert none.groups == [] and none.total == 4
+
+
+def test_std_bins_count_a_boundary_std_in_the_bin_it_starts(store: Store) -> None:
+    # Two samples 0 and h have std h / sqrt(2): here exactly 0.15 and 0.3, the starts of the
+    # 0.15-0.20 and 0.30-0.35 bins, though 0.15 / 0.05 and 0.3 / 0.05 round below 3 and 6.
+    run_id = store.create_run(spec("bins", samples=2), episodes_planned=4)
+    sink = store.sink(run_id)
+    for qid, std in (("q-a", 0.15), ("q-b", 0.3)):
+        sink.write(play(qid, 0, "wrong", 0.0, 1))
+        sink.write(play(qid, 1, "correct", std * 2**0.5, 1))
+    overview = store.group_overview(run_id)
+    assert sorted(g.std for g in overview.groups) == [0.15, 0.3]
+    assert overview.std_counts == (0, 0, 0, 1, 0, 0, 1)
 
 
 def test_a_group_has_its_members_by_sample_with_advantages_and_steps(store: Store) -> None:

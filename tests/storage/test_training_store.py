@@ -161,7 +161,7 @@ def test_a_training_runs_groups_are_one_question_at_one_step(store: Store) -> No
     # As the Training page counts them, step by step.
     steps = training_steps(store, run_id)
     zero_std = sum(s.frac_reward_zero_std * s.groups for s in steps)
-    assert zero_std == len(overview.groups) - overview.with_signal == 2
+    assert zero_std == overview.total - overview.with_signal == 2
 
     # A link names the group by its number alone; the step comes back with the members.
     group = store.get_group(run_id, GroupKey("q1", 1))
