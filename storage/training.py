@@ -14,10 +14,23 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from sqlalchemy import Float, Integer, Table, bindparam, case, func, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Float,
+    Integer,
+    Select,
+    Table,
+    bindparam,
+    case,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from rollout_core.records import EpisodeKey, IterationBatch, Outcome, StepRecord
+from storage.groups import question_texts
 from storage.models import Episode
 from storage.prompt_store import PromptWriter
 from storage.sql_limits import literal_limit
@@ -229,39 +242,86 @@ def training_steps(store: Store, run_id: int) -> list[TrainingStep]:
         .order_by(e.train_step, e.group_index)
     )
     with Session(store._engine) as session:
-        rows = session.execute(stmt).all()
-    by_step: dict[int, list[Any]] = {}
-    for row in rows:
-        by_step.setdefault(int(row[0]), []).append(row)
-    return [_step_metrics(step, groups) for step, groups in by_step.items()]
+        # On the connection: the ORM's handling of the rows (one a group) cost a third of
+        # the query.
+        rows = session.connection().execute(stmt).all()
+    out: list[TrainingStep] = []
+    sums: _StepSums | None = None
+    for row in rows:  # in step order: a step's groups are consecutive
+        if sums is None or row[0] != sums.step:
+            if sums is not None:
+                out.append(sums.metrics())
+            sums = _StepSums(int(row[0]))
+        sums.add(row)
+    if sums is not None:
+        out.append(sums.metrics())
+    return out
 
 
-def _step_metrics(step: int, groups: list[Any]) -> TrainingStep:
-    n = sum(int(g[2]) for g in groups)
-    total = sum(float(g[4] or 0.0) for g in groups)
-    squares = sum(float(g[5] or 0.0) for g in groups)
-    stds = [_std(int(g[2]), float(g[4] or 0.0), float(g[5] or 0.0)) for g in groups]
-    group_stds = [s for s in stds if s is not None]
-    steps = sum(int(g[7] or 0) for g in groups)
-    unparsed = sum(int(g[8] or 0) for g in groups)
-    logprob_sum = sum(float(g[9] or 0.0) for g in groups)
-    scored = sum(int(g[10] or 0) for g in groups)
-    tokens = sum(int(g[11] or 0) for g in groups)
-    with_tokens = sum(int(g[12] or 0) for g in groups)
-    return TrainingStep(
-        train_step=step,
-        episodes=n,
-        groups=len(groups),
-        accuracy=sum(int(g[3] or 0) for g in groups) / n,
-        reward=total / n,
-        reward_std=_std(n, total, squares),
-        group_reward_std=sum(group_stds) / len(group_stds) if group_stds else None,
-        frac_reward_zero_std=sum(1 for g in groups if float(g[6] or 0.0) < ZERO_STD) / len(groups),
-        unparsed_rate=unparsed / steps if steps else None,
-        mean_steps=steps / n,
-        mean_logprob=logprob_sum / scored if scored else None,
-        mean_tokens=tokens / with_tokens if with_tokens else None,
-    )
+class _StepSums:
+    """One training step's sums over its groups, added a group's row at a time: a dozen
+    sums over each step's list of groups cost 1.5 s for a run of 32k steps, these 0.3 s."""
+
+    __slots__ = (
+        "correct",
+        "flat",
+        "groups",
+        "logprob",
+        "n",
+        "scored",
+        "squares",
+        "std_sum",
+        "stds",
+        "step",
+        "steps",
+        "tokens",
+        "total",
+        "unparsed",
+        "with_tokens",
+    )  # fmt: skip
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.groups = self.n = self.correct = self.stds = self.flat = 0
+        self.steps = self.unparsed = self.scored = self.tokens = self.with_tokens = 0
+        self.total = self.squares = self.std_sum = self.logprob = 0.0
+
+    def add(self, row: Sequence[Any]) -> None:
+        """A group's row of `training_steps`' query."""
+        n, correct, total, squares, spread = row[2:7]
+        n, total, squares = int(n), float(total or 0.0), float(squares or 0.0)
+        self.groups += 1
+        self.n += n
+        self.correct += int(correct or 0)
+        self.total += total
+        self.squares += squares
+        if (std := _std(n, total, squares)) is not None:
+            self.stds += 1
+            self.std_sum += std
+        self.flat += float(spread or 0.0) < ZERO_STD
+        self.steps += int(row[7] or 0)
+        self.unparsed += int(row[8] or 0)
+        self.logprob += float(row[9] or 0.0)
+        self.scored += int(row[10] or 0)
+        self.tokens += int(row[11] or 0)
+        self.with_tokens += int(row[12] or 0)
+
+    def metrics(self) -> TrainingStep:
+        n = self.n
+        return TrainingStep(
+            train_step=self.step,
+            episodes=n,
+            groups=self.groups,
+            accuracy=self.correct / n,
+            reward=self.total / n,
+            reward_std=_std(n, self.total, self.squares),
+            group_reward_std=self.std_sum / self.stds if self.stds else None,
+            frac_reward_zero_std=self.flat / self.groups,
+            unparsed_rate=self.unparsed / self.steps if self.steps else None,
+            mean_steps=self.steps / n,
+            mean_logprob=self.logprob / self.scored if self.scored else None,
+            mean_tokens=self.tokens / self.with_tokens if self.with_tokens else None,
+        )
 
 
 def _std(n: int, total: float, squares: float) -> float | None:
@@ -273,27 +333,36 @@ def _std(n: int, total: float, squares: float) -> float | None:
 
 def training_questions(store: Store, run_id: int, *, limit: int = 5000) -> list[TrainingQuestion]:
     """The questions a training run played, most played first."""
+    with Session(store._engine) as session:
+        rows = session.connection().execute(questions_query(run_id, limit)).all()
+        texts = question_texts(session, run_id, [str(r[0]) for r in rows])
+    return [
+        TrainingQuestion(q, texts.get(q, ""), int(n), int(c or 0), int(first), int(last))
+        for q, n, c, first, last in rows
+    ]
+
+
+def questions_query(run_id: int, limit: int) -> Select[Any]:
+    """`training_questions`' GROUP BY: (question id, episodes, correct, first and last step)."""
     e = Episode
     correct = func.sum(case((e.outcome == "correct", 1), else_=0))
-    stmt = (
-        select(
-            e.question_id,
-            func.min(e.question),
-            func.count(),
-            correct,
-            func.min(e.train_step),
-            func.max(e.train_step),
-        )
+    # Grouped by an expression, not the column: grouped by the column, SQLite read the run's
+    # questions in order from their index and every episode's row for its training step
+    # (0.6 s at 256k episodes); this way it reads the training index alone (0.27 s).
+    question = e.question_id.concat(literal_column("''"))
+    counts: list[ColumnElement[Any]] = [
+        func.count(),
+        correct,
+        func.min(e.train_step),
+        func.max(e.train_step),
+    ]
+    return (
+        select(question, *counts)
         .where(e.run_id == run_id, e.outcome.is_not(None), e.train_step.is_not(None))
-        .group_by(e.question_id)
-        .order_by(func.count().desc(), e.question_id)
+        .group_by(question)
+        .order_by(func.count().desc(), question)
         .limit(literal_limit(limit))
     )
-    with Session(store._engine) as session:
-        return [
-            TrainingQuestion(q, text, int(n), int(c or 0), int(first), int(last))
-            for q, text, n, c, first, last in session.execute(stmt)
-        ]
 
 
 def question_episodes(store: Store, run_id: int, question_id: str) -> list[TrainingEpisode]:

@@ -12,7 +12,7 @@ from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STOR
 from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
-from storage.training import GroupTag, TrainingEpisode, TrainingSink
+from storage.training import GroupTag, TrainingEpisode, TrainingSink, TrainingStep
 from tests.app.test_dashboard_pages import open_page, texts
 from tests.storage.store_builders import finish, spec, start, step
 
@@ -124,3 +124,45 @@ def test_shown_steps_are_first_middle_last() -> None:
     assert training_curves.shown_steps([ep(s) for s in (0, 3, 5, 9, 12)]) == [0, 5, 12]
     assert training_curves.shown_steps([ep(4), ep(4), ep(7)]) == [4, 7]
     assert training_curves.shown_steps([]) == []
+
+
+def _step(n: int, *, episodes: int, accuracy: float, logprob: float | None) -> TrainingStep:
+    return TrainingStep(
+        train_step=n, episodes=episodes, groups=episodes // 2, accuracy=accuracy, reward=accuracy,
+        reward_std=0.5, group_reward_std=0.1 * n, frac_reward_zero_std=1.0 if n % 2 else 0.0,
+        unparsed_rate=None, mean_steps=2.0, mean_logprob=logprob, mean_tokens=10.0,
+    )  # fmt: skip
+
+
+def test_a_long_run_is_drawn_as_means_of_consecutive_steps() -> None:
+    # 2,500 steps, at most 1,000 points: runs of 3 steps, each averaged into one point at
+    # its last step, weighted by episodes (by groups for the group metrics).
+    steps = [
+        _step(n, episodes=2 + 2 * (n % 3), accuracy=float(n % 3 == 2), logprob=-1.0)
+        if n % 3 == 0
+        else _step(n, episodes=2 + 2 * (n % 3), accuracy=float(n % 3 == 2), logprob=None)
+        for n in range(2500)
+    ]
+    curves = training_curves.curves_of(steps, max_points=1000)
+    assert (curves.steps, curves.per_point, len(curves.points)) == (2500, 3, 834)
+    assert curves.last == steps[-1]
+    first = curves.points[0]  # steps 0, 1, 2 with 2, 4 and 6 episodes
+    assert (first.train_step, first.episodes, first.groups) == (2, 12, 6)
+    assert first.accuracy == 6 / 12  # only step 2 is right: its 6 episodes of 12
+    assert first.frac_reward_zero_std == 2 / 6  # step 1's 2 groups of 6
+    assert first.group_reward_std == (0.0 * 1 + 0.1 * 2 + 0.2 * 3) / 6
+    assert first.mean_logprob == -1.0  # step 0 alone has one
+    assert first.unparsed_rate is None  # no step has one
+    assert curves.firsts[:3] == [0, 3, 6]
+    assert (curves.points[-1].train_step, curves.firsts[-1]) == (2499, 2499)  # a run of one
+    [trace, *_] = training_curves.curve(curves, "t", [("accuracy", "accuracy")]).data
+    assert len(trace.x) == 834 and trace.mode == "lines"
+    assert "steps %{customdata}-%{x} (mean)" in trace.hovertemplate
+
+
+def test_a_short_run_is_drawn_step_by_step() -> None:
+    steps = [_step(n, episodes=4, accuracy=0.5, logprob=-1.0) for n in range(12)]
+    curves = training_curves.curves_of(steps)
+    assert curves.per_point == 1 and curves.points == steps
+    [trace] = training_curves.curve(curves, "t", [("accuracy", "accuracy")]).data
+    assert trace.mode == "lines+markers" and trace.hovertemplate is None

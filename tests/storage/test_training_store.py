@@ -21,6 +21,7 @@ from storage.training import (
     TrainingSink,
     counters,
     question_episodes,
+    questions_query,
     training_questions,
     training_steps,
 )
@@ -185,3 +186,33 @@ def test_a_runs_groups_are_read_from_one_index_alone(tmp_path: Path, training: b
     index = "ix_episodes_run_train_step_metrics" if training else "ix_episodes_run_question_results"
     assert f"USING COVERING INDEX {index} (run_id=?)" in plan
     assert "TEMP B-TREE" not in plan
+
+
+def test_a_training_runs_questions_are_counted_from_its_index_alone(tmp_path: Path) -> None:
+    # The Training page counts each question's episodes and steps: from the training index,
+    # not from every episode's row (grouped by the column, SQLite read those in its order).
+    path = tmp_path / "plan.db"
+    Store(f"sqlite:///{path}").close()
+    query = questions_query(1, 5000).compile(
+        dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True}
+    )
+    with closing(sqlite3.connect(path)) as conn:
+        plan = " | ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}"))
+    assert "USING COVERING INDEX ix_episodes_run_train_step_metrics (run_id=?" in plan, plan
+
+
+def test_a_training_runs_questions_have_their_counts_steps_and_text(store: Store) -> None:
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=6)
+    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(2)}
+    tags |= {EpisodeKey("q2", s): GroupTag(0, 1) for s in range(2)}
+    tags |= {EpisodeKey("q1", s): GroupTag(3, 2) for s in range(2, 4)}
+    sink = TrainingSink(store, run_id, tags)
+    play_group(sink, "q1", range(2), [1.0, 0.0])
+    play_group(sink, "q2", range(2), [0.0, 0.0])
+    play_group(sink, "q1", range(2, 4), [1.0, 1.0])
+    found = training_questions(store, run_id)
+    assert [(q.question_id, q.episodes, q.correct, q.first_step, q.last_step) for q in found] == [
+        ("q1", 4, 3, 0, 3),
+        ("q2", 2, 0, 0, 0),
+    ]
+    assert [q.question for q in found] == [start("q1", 0).question, start("q2", 0).question]

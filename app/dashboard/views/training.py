@@ -41,33 +41,36 @@ def _settings(run: RunSummary) -> None:
 
 def _curves(run_id: int) -> None:
     run = data.get_run_uncached(run_id)
-    steps = data.training_steps(run_id)
-    if run is not None:
-        last = steps[-1] if steps else None
-        # A wrapping row: at 800 px five fixed columns cut every value to "co…".
-        with st.container(horizontal=True, gap="large"):
-            st.metric("status", run.status, width="content")
-            st.metric("episodes", run.episodes_finished, width="content")
-            st.metric("training steps", len(steps), width="content")
-            st.metric(
-                "accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content"
-            )
-            st.metric(
-                "reward (last step)", fmt_num(last.reward if last else None, 3), width="content"
-            )
-    if not steps:
+    if run is None:  # deleted since the page listed it
+        st.info("This run is no longer in the store.")
+        return
+    curves = data.training_curves_of(run)
+    last = curves.last
+    # A wrapping row: at 800 px five fixed columns cut every value to "co…".
+    with st.container(horizontal=True, gap="large"):
+        st.metric("status", run.status, width="content")
+        st.metric("episodes", run.episodes_finished, width="content")
+        st.metric("training steps", curves.steps, width="content")
+        st.metric("accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content")
+        st.metric("reward (last step)", fmt_num(last.reward if last else None, 3), width="content")
+    if not curves.steps:
         st.info("No finished episodes yet.")
         return
+    if curves.per_point > 1:
+        st.caption(
+            f"{curves.steps:,} training steps: each point is the mean of {curves.per_point} "
+            "consecutive steps (weighted by their episodes, or groups for the group metrics)."
+        )
     halves = st.columns(2)
     for i, (title, series, fmt) in enumerate(training_curves.CURVES):
         halves[i % 2].plotly_chart(
-            training_curves.curve(steps, title, series, fmt), width="stretch", key=f"tr_{i}"
+            training_curves.curve(curves, title, series, fmt), width="stretch", key=f"tr_{i}"
         )
 
 
-def _question(run_id: int) -> None:
+def _question(run: RunSummary) -> None:
     st.subheader("One question across training")
-    questions = data.training_questions(run_id)
+    questions = data.training_questions(run)
     if not questions:
         st.info("No question has finished an episode yet.")
         return
@@ -84,7 +87,7 @@ def _question(run_id: int) -> None:
         **params.bind("tr_question", nav.P_QUESTION, codec),
     )
     st.markdown(escape_markdown(by_id[qid].question))
-    episodes = data.question_episodes(run_id, qid)
+    episodes = data.question_episodes(run, qid)
     shown = training_curves.shown_steps(episodes)
     chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]] = []
     for step in shown:
@@ -164,5 +167,5 @@ live = chosen_run.status in lifecycle.ACTIVE
 if live:
     st.caption(f"Live: refreshes every {LIVE_SECONDS:.0f} s while the run trains.")
 st.fragment(run_every=LIVE_SECONDS if live else None)(_curves)(run_id)
-_question(run_id)
+_question(chosen_run)
 params.show_notices(notices)
