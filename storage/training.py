@@ -365,17 +365,31 @@ def questions_query(run_id: int, limit: int) -> Select[Any]:
     )
 
 
-def question_episodes(store: Store, run_id: int, question_id: str) -> list[TrainingEpisode]:
-    """A question's finished episodes over a training run, in training order."""
+def played_steps(store: Store, run_id: int, question_id: str) -> list[int]:
+    """The training steps at which a question has a finished episode, in order."""
     e = Episode
     stmt = (
+        select(e.train_step)
+        .where(*_finished_of(run_id, question_id))
+        .distinct()
+        .order_by(e.train_step)
+    )
+    with Session(store._engine) as session:
+        return [int(step) for step in session.scalars(stmt) if step is not None]
+
+
+def question_episodes(
+    store: Store, run_id: int, question_id: str, steps: Sequence[int] | None = None
+) -> list[TrainingEpisode]:
+    """A question's finished episodes over a training run (at these `steps` only, when
+    given), in training order."""
+    e = Episode
+    where = _finished_of(run_id, question_id)
+    if steps is not None:
+        where.append(e.train_step.in_(list(steps)))
+    stmt = (
         select(e.id, e.train_step, e.group_index, e.sample_index, e.outcome, e.reward, e.steps)
-        .where(
-            e.run_id == run_id,
-            e.question_id == question_id,
-            e.outcome.is_not(None),
-            e.train_step.is_not(None),
-        )
+        .where(*where)
         .order_by(e.train_step, e.group_index, e.sample_index)
     )
     with Session(store._engine) as session:
@@ -391,6 +405,17 @@ def question_episodes(store: Store, run_id: int, question_id: str) -> list[Train
             )
             for r in session.execute(stmt)
         ]
+
+
+def _finished_of(run_id: int, question_id: str) -> list[ColumnElement[bool]]:
+    """WHERE terms for a question's finished episodes in a training run."""
+    e = Episode
+    return [
+        e.run_id == run_id,
+        e.question_id == question_id,
+        e.outcome.is_not(None),
+        e.train_step.is_not(None),
+    ]
 
 
 def counters(store: Store, run_id: int) -> Counters:

@@ -307,12 +307,33 @@ def training_questions(run: RunSummary) -> list[training.TrainingQuestion]:
 
 
 @st.cache_data(ttl=_TRAINING_TTL, max_entries=_TRAINING_ENTRIES, show_spinner=False)
-def _question_episodes(
+def _played_steps(
     _store: Store, url: str, run_id: int, question_id: str, progress: Progress
+) -> list[int]:
+    return training.played_steps(_store, run_id, question_id)
+
+
+def played_steps(run: RunSummary, question_id: str) -> list[int]:
+    """The training steps at which a question has a finished episode, in order."""
+    return _played_steps(store(), settings().store_url, run.id, question_id, progress_of(run))
+
+
+@st.cache_data(ttl=_TRAINING_TTL, max_entries=_TRAINING_ENTRIES, show_spinner=False)
+def _question_episodes(
+    _store: Store,
+    url: str,
+    run_id: int,
+    question_id: str,
+    steps: tuple[int, ...],
+    progress: Progress,
 ) -> list[training.TrainingEpisode]:
-    return training.question_episodes(_store, run_id, question_id)
+    return training.question_episodes(_store, run_id, question_id, steps)
 
 
-def question_episodes(run: RunSummary, question_id: str) -> list[training.TrainingEpisode]:
-    """A question's episodes over a training run, in training order."""
-    return _question_episodes(store(), settings().store_url, run.id, question_id, progress_of(run))
+def question_episodes(
+    run: RunSummary, question_id: str, steps: Sequence[int]
+) -> list[training.TrainingEpisode]:
+    """A question's episodes at some steps of a training run, in training order."""
+    return _question_episodes(
+        store(), settings().store_url, run.id, question_id, tuple(steps), progress_of(run)
+    )

@@ -140,11 +140,11 @@ def curve(
     return fig
 
 
-def shown_steps(episodes: Sequence[TrainingEpisode]) -> list[int]:
-    """The first, a middle and the last training step at which a question was played."""
-    played = sorted({e.train_step for e in episodes})
+def shown_steps(played: Sequence[int]) -> list[int]:
+    """The first, a middle and the last of the training steps a question was played at
+    (`played`, in order)."""
     if len(played) <= 3:
-        return played
+        return list(played)
     return [played[0], played[len(played) // 2], played[-1]]
 
 

@@ -12,7 +12,7 @@ from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STOR
 from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
-from storage.training import GroupTag, TrainingEpisode, TrainingSink, TrainingStep
+from storage.training import GroupTag, TrainingSink, TrainingStep
 from tests.app.test_dashboard_pages import open_page, texts
 from tests.storage.store_builders import finish, spec, start, step
 
@@ -118,11 +118,8 @@ def test_no_training_runs_says_how_to_record_one(
 
 
 def test_shown_steps_are_first_middle_last() -> None:
-    def ep(step: int) -> TrainingEpisode:
-        return TrainingEpisode(step, step, 0, step, "wrong", 0.0, 1)
-
-    assert training_curves.shown_steps([ep(s) for s in (0, 3, 5, 9, 12)]) == [0, 5, 12]
-    assert training_curves.shown_steps([ep(4), ep(4), ep(7)]) == [4, 7]
+    assert training_curves.shown_steps([0, 3, 5, 9, 12]) == [0, 5, 12]
+    assert training_curves.shown_steps([4, 7]) == [4, 7]
     assert training_curves.shown_steps([]) == []
 
 

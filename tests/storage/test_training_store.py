@@ -20,6 +20,7 @@ from storage.training import (
     GroupTag,
     TrainingSink,
     counters,
+    played_steps,
     question_episodes,
     questions_query,
     training_questions,
@@ -97,6 +98,16 @@ def test_a_question_across_training_in_order(training: tuple[Store, int]) -> Non
     assert (listed["q1"].episodes, listed["q1"].correct) == (6, 3)
     assert (listed["q1"].first_step, listed["q1"].last_step) == (0, 1)
     assert (listed["q2"].first_step, listed["q2"].last_step) == (0, 0)
+
+
+def test_a_questions_steps_and_its_episodes_at_some_of_them(training: tuple[Store, int]) -> None:
+    store, run_id = training
+    assert played_steps(store, run_id, "q1") == [0, 1]
+    assert played_steps(store, run_id, "q2") == [0]
+    assert played_steps(store, run_id, "q-none") == []
+    at_one = question_episodes(store, run_id, "q1", [1])
+    assert [(e.train_step, e.sample_index) for e in at_one] == [(1, 3), (1, 4), (1, 5)]
+    assert question_episodes(store, run_id, "q2", [1]) == []
 
 
 def test_counters_go_on_after_the_last_sample_and_group(training: tuple[Store, int]) -> None:

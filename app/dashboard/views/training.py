@@ -87,8 +87,10 @@ def _question(run: RunSummary) -> None:
         **params.bind("tr_question", nav.P_QUESTION, codec),
     )
     st.markdown(escape_markdown(by_id[qid].question))
-    episodes = data.question_episodes(run, qid)
-    shown = training_curves.shown_steps(episodes)
+    # The episodes of the steps shown alone: a question played at every step of a long run
+    # has tens of thousands.
+    shown = training_curves.shown_steps(data.played_steps(run, qid))
+    episodes = data.question_episodes(run, qid, shown)
     chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]] = []
     for step in shown:
         group = training_curves.at_step(episodes, step)
