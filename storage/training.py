@@ -259,8 +259,9 @@ def training_steps(store: Store, run_id: int) -> list[TrainingStep]:
 
 
 class _StepSums:
-    """One training step's sums over its groups, added a group's row at a time: a dozen
-    sums over each step's list of groups cost 1.5 s for a run of 32k steps, these 0.3 s."""
+    """One training step's sums over its groups, added a group's row at a time. A dozen sums
+    over each step's list of groups made the read of a 32k-step run take 1.5 s; 1.0-1.2 s
+    this way, 0.65 s of it the query."""
 
     __slots__ = (
         "correct",
@@ -278,7 +279,7 @@ class _StepSums:
         "total",
         "unparsed",
         "with_tokens",
-    )  # fmt: skip
+    )
 
     def __init__(self, step: int) -> None:
         self.step = step

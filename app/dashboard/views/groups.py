@@ -59,8 +59,8 @@ def _group_param() -> int | None:
 def _std_histogram(overview: GroupOverview) -> go.Figure:
     # Binned by the store, not the browser: a training run has tens of thousands of groups,
     # and their stds as points took 0.6 s to serialise and longer to draw.
-    starts = [i * STD_BIN for i in range(max(len(overview.std_counts), 1))]
-    centres = [s + STD_BIN / 2 for s in starts]
+    starts = [i * STD_BIN for i in range(len(overview.std_counts))]
+    centres = [s + STD_BIN / 2 for s in starts] or [STD_BIN / 2]
     fig = go.Figure()
     # The groups GRPO learns nothing from stand apart from the small but non-zero stds that
     # share their bin.
@@ -72,7 +72,7 @@ def _std_histogram(overview: GroupOverview) -> go.Figure:
         hovertemplate="std 0: %{y} groups<extra></extra>",
     )
     fig.add_bar(
-        x=centres[: len(overview.std_counts)],
+        x=centres[: len(starts)],
         y=list(overview.std_counts),
         name="with signal",
         customdata=[(s, s + STD_BIN) for s in starts],
