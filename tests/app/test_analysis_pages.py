@@ -283,6 +283,17 @@ def test_a_group_number_without_its_question_shows_all_groups_and_says_so(
     at = open_page("views/groups.py", run=str(run_id), group="1")
     assert "group=1 in the link comes without its question" in at.warning[0].value
     assert len(at.dataframe[0].value) == 3  # the overview, every group
+
+
+def test_a_training_question_the_run_never_played_says_so_and_shows_all_groups(
+    training_run: tuple[str, int],
+) -> None:
+    _, run_id = training_run
+    at = open_page("views/groups.py", run=str(run_id), question="q-nope")
+    assert "has no finished episode of question q-nope; showing all its groups" in (
+        at.warning[0].value
+    )
+    assert len(at.dataframe[0].value) == 3  # every group of the run
     assert "Groups by reward variance" in [h.value for h in at.subheader]
 
 

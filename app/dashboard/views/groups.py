@@ -97,6 +97,12 @@ def _overview(run: RunSummary, question: str | None = None) -> None:
     """The run's groups; a training run's groups of one question only, when `question`."""
     training = _is_training(run)
     overview = analysis_data.group_overview(run.id, question if training else None)
+    if question is not None and training and overview.total and not overview.groups:
+        st.warning(
+            f"{run.name} has no finished episode of question {question}; showing all its groups."
+        )
+        question = None
+        overview = analysis_data.group_overview(run.id)
     if not overview.total:
         st.info(f"{run.name} has no finished episodes yet.")
         return
