@@ -11,16 +11,23 @@ from app.dashboard.question_map import AccuracyPoint, QuestionMap
 
 LABELLED_ROWS = 60
 """Up to this many questions the y axis names each one; beyond, hover names them."""
+SVG_OVERLAY_CELLS = 2_000
+"""Up to this many cells the hover and click overlay is drawn as SVG, beyond as WebGL.
+
+Creating a WebGL context costs a fixed 0.5-0.8 s in a browser without a GPU (headless
+Chromium here), whatever the points: a map of 4 runs x 121 questions painted in 1.5-1.9 s with
+it and 1.0-1.2 s as SVG. SVG's cost grows with the points instead: equal at 5,000 cells, 6.5-7 s
+against 1.9-2.4 s at 50,000."""
 _NOT_PLAYED = "#e8e8e8"
 
 
 def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     """Success rate per question (rows, easiest at the top) and run (columns, in order).
 
-    A heatmap cannot be selected in Streamlit, so an invisible WebGL scatter with one point
-    per cell lies over it: hovering names the cell, clicking selects it (point index =
-    row x runs + column). Coordinates are positions, so the payload carries each question id
-    once per cell only as hover text.
+    A heatmap cannot be selected in Streamlit, so an invisible scatter with one point per
+    cell lies over it (SVG or WebGL by size, `SVG_OVERLAY_CELLS`): hovering names the cell,
+    clicking selects it (point index = row x runs + column). Coordinates are positions, so
+    the payload carries each question id once per cell only as hover text.
     """
     n, runs = qmap.rates.shape
     fig = go.Figure()
@@ -55,16 +62,19 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
             )
         ]
     )
-    fig.add_scattergl(
-        x=cols,
-        y=rows,
-        mode="markers",
-        marker={"size": 8, "opacity": 0.0},
-        selected={"marker": {"opacity": 0.0}},
-        unselected={"marker": {"opacity": 0.0}},
-        text=text,
-        hovertemplate="%{text}<extra></extra>",
-        showlegend=False,
+    overlay = go.Scatter if n * runs <= SVG_OVERLAY_CELLS else go.Scattergl
+    fig.add_trace(
+        overlay(
+            x=cols,
+            y=rows,
+            mode="markers",
+            marker={"size": 8, "opacity": 0.0},
+            selected={"marker": {"opacity": 0.0}},
+            unselected={"marker": {"opacity": 0.0}},
+            text=text,
+            hovertemplate="%{text}<extra></extra>",
+            showlegend=False,
+        )
     )
     labelled = n <= LABELLED_ROWS
     # Fixed ranges: autorange pads for the overlay's markers, and the padding would show as

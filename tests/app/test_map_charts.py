@@ -1,0 +1,49 @@
+"""The question map's heatmap figure: its overlay's kind by size, and cells by point index."""
+
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+import pytest
+
+from app.dashboard.components.map_charts import SVG_OVERLAY_CELLS, cell_of, heatmap
+from app.dashboard.question_map import QuestionMap
+
+
+def _map(questions: int, runs: int) -> QuestionMap:
+    rates = np.linspace(1.0, 0.0, questions * runs).reshape(questions, runs)
+    rates[0, 0] = np.nan  # a run that did not play a question
+    return QuestionMap(
+        run_ids=[10 + r for r in range(runs)],
+        question_ids=[f"q{i:05d}" for i in range(questions)],
+        rates=rates,
+        episodes=np.where(np.isnan(rates), 0, 4),
+    )
+
+
+@pytest.mark.parametrize(
+    ("questions", "runs", "kind"),
+    [
+        (121, 4, go.Scatter),  # the demo's size: SVG, no WebGL context to create
+        (SVG_OVERLAY_CELLS // 4, 4, go.Scatter),
+        (SVG_OVERLAY_CELLS // 4 + 1, 4, go.Scattergl),
+        (5_000, 10, go.Scattergl),
+    ],
+)
+def test_the_overlay_is_svg_for_small_maps_and_webgl_for_large(
+    questions: int, runs: int, kind: type
+) -> None:
+    qmap = _map(questions, runs)
+    fig = heatmap(qmap, [f"ckpt-{r}" for r in range(runs)])
+    cells, overlay = fig.data
+    assert isinstance(cells, go.Heatmap)
+    assert type(overlay) is kind
+    assert len(overlay.x) == questions * runs
+    # Whatever its kind, a point's index names its cell, and its hover text says which.
+    for index in (0, runs + 1, questions * runs - 1):
+        run_id, question_id = cell_of(qmap, index)
+        row, col = divmod(index, runs)
+        assert (overlay.y[index], overlay.x[index]) == (row, col)
+        assert (run_id, question_id) == (qmap.run_ids[col], qmap.question_ids[row])
+        assert overlay.text[index].startswith(f"{question_id}<br>ckpt-{col}: ")
+    assert overlay.text[0].endswith("not played of 0")
