@@ -83,7 +83,10 @@ class _Clock:
 
 def _train(checkpoint: Path, out: Path, clock: _Clock, **over: Any) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.trainer_callback import PrinterCallback
     from trl import GRPOConfig, GRPOTrainer
+
+    from rollout_core.policies.hf.quiet import quiet_progress
 
     group, prompts = _env_int("BENCH_GROUP", 4), _env_int("BENCH_PROMPTS", 4)
     rollout = over.pop("rollout_func", None)
@@ -104,7 +107,8 @@ def _train(checkpoint: Path, out: Path, clock: _Clock, **over: Any) -> None:
         seed=0,
         **over,
     )
-    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    with quiet_progress():
+        model = AutoModelForCausalLM.from_pretrained(checkpoint)
     clock.time_generate(model)
     trainer = GRPOTrainer(
         model=model,
@@ -115,6 +119,8 @@ def _train(checkpoint: Path, out: Path, clock: _Clock, **over: Any) -> None:
         rollout_func=rollout,
         callbacks=[clock.callback()],
     )
+    # The benchmark prints its own figures; the trainer's would print every step's metrics.
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
 
 
