@@ -44,20 +44,20 @@ def pick(page: Any, label: str, option: str, *, typed: str | None = None) -> Non
     field = select_box(page, label).get_by_role("combobox")
     wanted = page.get_by_role("listbox").get_by_role("option", name=re.compile(re.escape(option)))
     # A rerun that starts before the status widget shows (it appears after a delay) redraws the
-    # box and closes its list: open it again, up to three times.
+    # box and closes its list, before the option shows or between its showing and the click:
+    # open it again, up to three times.
     for attempt in range(3):
         field.click()
         if typed is not None:
             field.fill(typed)
         try:
-            wanted.first.wait_for(timeout=PICK_TIMEOUT_MS)
-            break
+            wanted.first.click(timeout=PICK_TIMEOUT_MS)
+            return
         except PlaywrightTimeout:
             if attempt == 2:
                 raise
             page.keyboard.press("Escape")
             wait_idle(page)
-    wanted.first.click()
 
 
 def shown_value(page: Any, label: str) -> str:
