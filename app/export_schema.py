@@ -8,12 +8,14 @@ here, by its field path, instead of deep inside a writer.
 from __future__ import annotations
 
 import dataclasses
+import json
 import types
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from rollout_core.records import ChatMessage
 from storage.read_models import EpisodeDetail, EpisodeSummary, RunSummary
 
 if TYPE_CHECKING:
@@ -61,6 +63,8 @@ class Shape:
     """The named fields of a struct (a dataclass), in declaration order."""
     row: bool = False
     """A struct read from a fixed-length tuple (fields `f0`, `f1`, ...), not a dataclass."""
+    message: bool = False
+    """A chat message: its role and content, and its other keys as JSON text (or null)."""
 
 
 _SCALARS: dict[object, Kind] = {
@@ -88,6 +92,9 @@ def shape_of(hint: Any, where: str = "value") -> Shape:
     elif origin is tuple and get_args(hint):  # fixed length: a record of positional fields
         parts = [shape_of(a, f"{where}[{i}]") for i, a in enumerate(get_args(hint))]
         return Shape("struct", fields=tuple((f"f{i}", p) for i, p in enumerate(parts)), row=True)
+    elif hint == ChatMessage:
+        fields = (("role", Shape("str")), ("content", Shape("str")), ("other", Shape("str", True)))
+        return Shape("struct", fields=fields, message=True)
     elif hint in _SCALARS:
         return Shape(_SCALARS[hint])
     elif dataclasses.is_dataclass(hint) and isinstance(hint, type):
@@ -129,6 +136,8 @@ def converter(shape: Shape) -> Convert | None:
         assert shape.item is not None
         item = converter(shape.item)
         convert: Convert = list if item is None else (lambda v: [item(x) for x in v])
+    elif shape.kind == "struct" and shape.message:
+        convert = _message
     elif shape.kind == "struct" and shape.row:
         items = [converter(s) for _, s in shape.fields]
         if not any(items):
@@ -147,6 +156,17 @@ def converter(shape: Shape) -> Convert | None:
         return convert
     inner = convert
     return lambda v: None if v is None else inner(v)
+
+
+def _message(m: Any) -> dict[str, Any]:
+    other = {k: v for k, v in m.items() if k not in ("role", "content")}
+    return {
+        "role": str(m.get("role", "")),
+        "content": m.get("content")
+        if isinstance(m.get("content"), str)
+        else json.dumps(m.get("content")),
+        "other": json.dumps(other, ensure_ascii=False) if other else None,
+    }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -24,7 +24,6 @@ from rollout_core.records import (
     ForkRule,
     ForkSpec,
     Outcome,
-    RecordedStep,
     RunSpec,
 )
 from rollout_core.runner import EpisodeTask, episode_seed
@@ -207,7 +206,7 @@ def fork_tasks(
             )
         start = ForkStart(
             source_episode=ep.id,
-            steps=tuple(_recorded(s) for s in source.steps[: point.step - 1]),
+            steps=tuple(source.steps[: point.step - 1]),
             prompt=source.steps[point.step - 1].prompt if point.step <= len(source.steps) else None,
         )
         for i in range(spec.samples):
@@ -217,16 +216,3 @@ def fork_tasks(
             seed = episode_seed(spec.generation.seed, question.id, index)
             tasks.append(EpisodeTask(question, index, seed, fork=start))
     return tasks
-
-
-def _recorded(s: StoredStep) -> RecordedStep:
-    return RecordedStep(
-        prompt=s.prompt,
-        raw_output=s.raw_output,
-        action=s.action,
-        argument=s.argument,
-        parsed=s.parsed,
-        observation=s.observation,
-        error=s.error,
-        reward=s.reward,
-    )

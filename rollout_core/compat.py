@@ -6,7 +6,6 @@ shape (`prompt, completion, content, metadata{...}, correct, progress, operation
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -46,9 +45,9 @@ def _as_policy(model: Any, tokenizer: Any, config: Config) -> Policy:
 def _result(
     env: SQLEnvironment, task: EpisodeTask, steps: list[StepRecord], episode: EpisodeRecord
 ) -> dict[str, Any]:
-    first_prompt = json.loads(steps[0].prompt) if steps else []
+    first_prompt = [dict(m) for m in steps[0].prompt] if steps else []
     last = steps[-1] if steps else None
-    conversation = [*(json.loads(last.prompt) if last else first_prompt)]
+    conversation = [dict(m) for m in last.prompt] if last else first_prompt
     if last is not None:
         conversation.append({"role": "assistant", "content": last.raw_output})
         conversation.append({"role": "user", "content": last.observation})

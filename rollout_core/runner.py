@@ -8,7 +8,6 @@ in one call. A finished episode's slot is refilled from the queue, so the batch 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import zlib
 from collections import deque
@@ -18,23 +17,14 @@ from typing import Literal
 
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment, TokenCounter
-from rollout_core.failure_classes import StepFacts, classify_episode
+from rollout_core.episode import LiveEpisode, failed_record, start_record
 from rollout_core.fork_replay import ForkStart, replay_prefix
-from rollout_core.parse import parse_model_output
-from rollout_core.policies.base import (
-    Completion,
-    Messages,
-    Policy,
-    PolicyOutOfMemory,
-    PolicyRequest,
-)
-from rollout_core.prompts import format_observation, initial_messages
+from rollout_core.policies.base import Completion, Policy, PolicyOutOfMemory, PolicyRequest
 from rollout_core.records import (
     EpisodeKey,
     EpisodeRecord,
     EpisodeStart,
     IterationBatch,
-    Outcome,
     Question,
     Sink,
     StepRecord,
@@ -59,10 +49,27 @@ class EpisodeTask:
     seed: int
     fork: ForkStart | None = None
     """For a fork: the recorded steps replayed before the policy's first turn."""
+    train_step: int | None = None
+    """For a training run: the trainer's step this episode is played at."""
+    group_index: int | None = None
+    """For a training run: the GRPO group it belongs to."""
 
     @property
     def key(self) -> EpisodeKey:
         return EpisodeKey(self.question.id, self.sample_index)
+
+    def start(self) -> EpisodeStart:
+        """The episode's start record."""
+        fork = self.fork
+        return start_record(
+            self.question,
+            self.sample_index,
+            self.seed,
+            forked_from=None if fork is None else fork.source_episode,
+            fork_step=None if fork is None else fork.step,
+            train_step=self.train_step,
+            group_index=self.group_index,
+        )
 
 
 def plan_episodes(
@@ -102,16 +109,6 @@ class RunStats:
     @property
     def accuracy(self) -> float:
         return self.correct / self.episodes if self.episodes else 0.0
-
-
-@dataclass
-class _Live:
-    task: EpisodeTask
-    env: SQLEnvironment
-    messages: Messages
-    started: float
-    facts: list[StepFacts] = field(default_factory=list)
-    """What the failure classifier reads of each step played so far."""
 
 
 def run_episodes(
@@ -157,7 +154,6 @@ def run_episodes(
             policy,
             sink,
             batch_size,
-            settings.step_budget,
             envs,
             should_stop,
             on_episode,
@@ -171,7 +167,6 @@ def _run_episodes(
     policy: Policy,
     sink: Sink,
     batch_size: int,
-    step_budget: int,
     free_envs: list[SQLEnvironment],
     should_stop: Callable[[], bool] | None,
     on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
@@ -179,7 +174,7 @@ def _run_episodes(
 ) -> RunStats:
     stats = RunStats(batch_size=batch_size)
     queue = deque(tasks)
-    live: list[_Live] = []
+    live: list[tuple[EpisodeTask, LiveEpisode]] = []
     t_start = time.perf_counter()
 
     while queue or live:
@@ -189,54 +184,44 @@ def _run_episodes(
         while queue and len(live) < stats.batch_size and free_envs:
             task = queue.popleft()
             env = free_envs.pop()
-            t_episode = time.perf_counter()
+            start = task.start()
+            started.append(start)
             try:
-                obs = env.reset(seed=task.seed, question_id=task.question.id)
+                episode = LiveEpisode(env, start)
             except Exception as exc:  # a broken gold query or database: record, keep going
-                started.append(_start_record(task))
-                finished.append(_failed_record(task, f"{type(exc).__name__}: {exc}"))
+                finished.append(failed_record(start, f"{type(exc).__name__}: {exc}"))
                 free_envs.append(env)
                 continue
-            started.append(_start_record(task))
-            messages = initial_messages(obs, step_budget)
             if task.fork is not None:
-                replay = replay_prefix(
-                    env,
-                    task.fork,
-                    messages,
-                    question_id=task.question.id,
-                    sample_index=task.sample_index,
-                )
-                steps.extend(replay.steps)
-                if replay.divergence is not None:
-                    ended = _Live(task, env, messages, t_episode)
-                    finished.append(_episode_record(ended, error=replay.divergence))
+                replayed, divergence = replay_prefix(episode, task.fork)
+                steps.extend(replayed)
+                if divergence is not None:
+                    finished.append(episode.finish(error=divergence))
                     free_envs.append(env)
                     continue
-                messages = replay.messages
-            live.append(_Live(task, env, messages, t_episode))
+            live.append((task, episode))
         if not live:
             sink.write(IterationBatch(started=started, steps=steps, finished=finished))
             stats.steps += len(steps)
             _count(stats, finished, on_episode)
             continue
 
-        requests = [_request(ep, dataset, step_budget) for ep in live]
+        requests = [_request(task, episode, dataset) for task, episode in live]
         t0 = time.perf_counter()
         completions = _generate(policy, requests, stats, on_note)
         policy_dt = time.perf_counter() - t0
         stats.policy_calls += 1
         stats.policy_seconds += policy_dt
 
-        still: list[_Live] = []
-        for ep, req, out in zip(live, requests, completions, strict=True):
-            record, done = _step(ep, req, out, policy_dt / len(live))
-            steps.append(record)
-            if done:
-                finished.append(_episode_record(ep))
-                free_envs.append(ep.env)
+        still: list[tuple[EpisodeTask, LiveEpisode]] = []
+        share = policy_dt / len(live)
+        for (task, episode), out in zip(live, completions, strict=True):
+            steps.append(episode.play(out, policy_seconds=share))
+            if episode.done:
+                finished.append(episode.finish())
+                free_envs.append(episode.env)
             else:
-                still.append(ep)
+                still.append((task, episode))
         live = still
         if finished:  # policies that keep per-episode caches forget these
             policy.release([e.key for e in finished])
@@ -274,103 +259,18 @@ def _generate(
         )
 
 
-def _request(ep: _Live, dataset: Dataset, step_budget: int) -> PolicyRequest:
-    state = ep.env.state
+def _request(task: EpisodeTask, episode: LiveEpisode, dataset: Dataset) -> PolicyRequest:
+    env = episode.env
+    assert episode.messages is not None  # the runner's episodes keep their conversation
     return PolicyRequest(
-        messages=list(ep.messages),
-        question=ep.task.question,
-        db_path=dataset.db_path(ep.task.question.db_id),
-        step_no=state.step_count + 1,
-        seed=ep.task.seed,
-        tables=tuple(ep.env.tables),
-        steps_left=step_budget - state.step_count,
-        episode=ep.task.key,
-    )
-
-
-def _step(
-    ep: _Live, req: PolicyRequest, out: Completion, policy_seconds: float
-) -> tuple[StepRecord, bool]:
-    action = parse_model_output(out.text)
-    t0 = time.perf_counter()
-    obs = ep.env.step(action)
-    env_dt = time.perf_counter() - t0
-    observation = format_observation(obs)
-    ep.facts.append(StepFacts(action.action_type, action.argument, action.parsed, obs.error))
-    ep.messages.append({"role": "assistant", "content": out.text})
-    ep.messages.append({"role": "user", "content": observation})
-    record = StepRecord(
-        question_id=ep.task.question.id,
-        sample_index=ep.task.sample_index,
-        step_no=req.step_no,
-        prompt=json.dumps(req.messages, ensure_ascii=False),
-        raw_output=out.text,
-        action=action.action_type,
-        argument=action.argument,
-        parsed=action.parsed,
-        observation=observation,
-        error=obs.error,
-        reward=obs.reward,
-        done=obs.done,
-        tokens_in=out.tokens_in,
-        tokens_out=out.tokens_out,
-        policy_seconds=policy_seconds,
-        env_seconds=env_dt,
-        tokens=out.tokens,
-        truncated=out.truncated,
-        cached_tokens=out.cached_tokens,
-    )
-    return record, obs.done
-
-
-def _start_record(task: EpisodeTask) -> EpisodeStart:
-    q = task.question
-    return EpisodeStart(
-        question_id=q.id,
-        sample_index=task.sample_index,
+        messages=list(episode.messages),
+        question=task.question,
+        db_path=dataset.db_path(task.question.db_id),
+        step_no=episode.step_no,
         seed=task.seed,
-        db_id=q.db_id,
-        question=q.question,
-        gold_sql=q.gold_sql,
-        forked_from=None if task.fork is None else task.fork.source_episode,
-        fork_step=None if task.fork is None else task.fork.step,
-    )
-
-
-def _episode_record(ep: _Live, *, error: str | None = None) -> EpisodeRecord:
-    """The finished episode's record; `error` ends an unfinished one in `error` (a fork whose
-    replay did not reproduce its source)."""
-    state = ep.env.state
-    outcome: Outcome | None = "error" if error is not None else state.outcome
-    assert outcome is not None
-    return EpisodeRecord(
-        question_id=ep.task.question.id,
-        sample_index=ep.task.sample_index,
-        outcome=outcome,
-        reward=state.total_reward,
-        progress=state.cumulative_progress,
-        operational=float(state.operational),
-        steps=state.step_count,
-        answer=state.answer,
-        duration_seconds=time.perf_counter() - ep.started,
-        error=error if error is not None else state.error,
-        failure_class=classify_episode(outcome, ep.facts, gold_seen=state.gold_seen),
-    )
-
-
-def _failed_record(task: EpisodeTask, error: str) -> EpisodeRecord:
-    return EpisodeRecord(
-        question_id=task.question.id,
-        sample_index=task.sample_index,
-        outcome="error",
-        reward=0.0,
-        progress=0.0,
-        operational=0.0,
-        steps=0,
-        answer=None,
-        duration_seconds=0.0,
-        error=error,
-        failure_class=classify_episode("error", (), gold_seen=False),
+        tables=tuple(env.tables),
+        steps_left=env.step_budget - env.state.step_count,
+        episode=task.key,
     )
 
 

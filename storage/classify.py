@@ -21,10 +21,8 @@ from rollout_core.failure_classes import (
     needs_steps,
 )
 from rollout_core.records import FailureClass, Outcome
-from storage.step_spans import resolved_sql
 
-# The step columns the classifier reads, as they have been since the first schema; revision
-# 0009 added the spans (`storage.step_spans`), which only stores at 0009 or later have.
+# The step columns the classifier reads, as they have been since the first schema.
 _STEPS = sa.table(
     "steps",
     sa.column("episode_id", sa.Integer),
@@ -33,18 +31,7 @@ _STEPS = sa.table(
     sa.column("argument", sa.Text),
     sa.column("parsed", sa.Boolean),
     sa.column("error", sa.Text),
-    sa.column("raw_output", sa.Text),
-    sa.column("observation", sa.Text),
-    sa.column("argument_start", sa.Integer),
-    sa.column("argument_end", sa.Integer),
-    sa.column("error_start", sa.Integer),
-    sa.column("error_end", sa.Integer),
 )
-_SPANNED = (
-    resolved_sql(_STEPS.c.raw_output, _STEPS.c.argument, _STEPS.c.argument_start,
-                 _STEPS.c.argument_end),
-    resolved_sql(_STEPS.c.observation, _STEPS.c.error, _STEPS.c.error_start, _STEPS.c.error_end),
-)  # fmt: skip
 # SQLite allows 32766 bound parameters; a few hundred ids keep each IN list short anyway.
 _CHUNK = 500
 
@@ -60,14 +47,11 @@ class Finished:
 
 
 def classify_stored(
-    conn: sa.Connection | Session, episodes: Sequence[Finished], *, spans: bool = True
+    conn: sa.Connection | Session, episodes: Sequence[Finished]
 ) -> dict[int, FailureClass]:
-    """episode id -> failure class, reading the steps of those that ended without an answer.
-
-    `spans=False` reads a store older than revision 0009, whose steps have no spans.
-    """
+    """episode id -> failure class, reading the steps of those that ended without an answer."""
     wanted = [e.episode_id for e in episodes if needs_steps(e.outcome)]
-    steps = _step_facts(conn, wanted, spans)
+    steps = _step_facts(conn, wanted)
     return {
         e.episode_id: classify_episode(
             e.outcome, steps.get(e.episode_id, ()), gold_seen=gold_seen_from_progress(e.progress)
@@ -77,15 +61,15 @@ def classify_stored(
 
 
 def _step_facts(
-    conn: sa.Connection | Session, episode_ids: Sequence[int], spans: bool
+    conn: sa.Connection | Session, episode_ids: Sequence[int]
 ) -> dict[int, list[StepFacts]]:
     out: dict[int, list[StepFacts]] = {}
-    argument, error = _SPANNED if spans else (_STEPS.c.argument, _STEPS.c.error)
+    s = _STEPS.c
     for chunk in _chunks(episode_ids):
         rows = conn.execute(
-            sa.select(_STEPS.c.episode_id, _STEPS.c.action, argument, _STEPS.c.parsed, error)
-            .where(_STEPS.c.episode_id.in_(chunk))
-            .order_by(_STEPS.c.episode_id, _STEPS.c.step_no)
+            sa.select(s.episode_id, s.action, s.argument, s.parsed, s.error)
+            .where(s.episode_id.in_(chunk))
+            .order_by(s.episode_id, s.step_no)
         )
         for episode_id, action, argument, parsed, error in rows:
             out.setdefault(episode_id, []).append(

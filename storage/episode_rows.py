@@ -95,6 +95,8 @@ OUTCOME_COLUMNS = (
     "duration_seconds",
     "error",
     "failure_class",
+    "tokens_out",
+    "mean_logprob",
     "ended_at",
 )
 """An episode's columns that stay NULL until it finishes."""
@@ -113,6 +115,8 @@ def outcome_values(
         e.duration_seconds,
         clean_text(e.error),
         e.failure_class or failure_class,
+        e.tokens_out,
+        e.mean_logprob,
         now,
     )
 
@@ -129,6 +133,8 @@ EPISODE_COLUMNS = (
     "started_at",
     "forked_from",
     "fork_step",
+    "train_step",
+    "group_index",
     *ZERO_COUNTS,
     *OUTCOME_COLUMNS,
 )

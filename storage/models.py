@@ -213,8 +213,8 @@ class Episode(Base):
 
 
 class Step(Base):
-    """One agent step: prompt (as a layout, see PromptText), output, parsed action and the
-    environment's answer."""
+    """One agent step: its prompt (as the messages its turn added, see `storage.prompts`), the
+    model's output, the parsed action and the environment's answer."""
 
     __tablename__ = "steps"
     __table_args__ = (Index(None, "episode_id", "step_no", unique=True),)
@@ -227,25 +227,22 @@ class Step(Base):
         ForeignKey("episodes.id", ondelete="CASCADE"),
     )
     step_no: Mapped[int]
-    prompt_layout: Mapped[str]
-    """How to rebuild the prompt from stored text (`storage.prompt_layout`); never read whole."""
-    prompt_sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
-    """The first 8 bytes of the exact prompt's SHA-256 (UTF-8; all 32 in rows written before),
-    to check every rebuilt prompt against (`prompt_layout.digest_matches`)."""
+    prompt_shared_id: Mapped[int | None] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), ForeignKey("prompt_texts.id")
+    )
+    """The leading system messages of the prompt, stored once (`prompt_texts`); NULL: none."""
+    prompt_from_step: Mapped[int]
+    """The first step whose `prompt_added` this step's prompt includes."""
+    prompt_added: Mapped[str]
+    """JSON array of the chat messages this step's prompt adds to the previous step's."""
     raw_output: Mapped[str]
     action: Mapped[str] = mapped_column(String(16))
     argument: Mapped[str]
-    """The action's argument, or '' when the span below holds it (`storage.step_spans`)."""
-    argument_start: Mapped[int | None]
-    argument_end: Mapped[int | None]
-    """The argument as raw_output[argument_start:argument_end] (both NULL: in `argument`)."""
+    """The action's argument (table name, SQL, answer), as the parser took it."""
     parsed: Mapped[bool]
     observation: Mapped[str]
     error: Mapped[str | None]
-    """Why the action failed (NULL: it did not), or '' when the span below holds it."""
-    error_start: Mapped[int | None]
-    error_end: Mapped[int | None]
-    """The error as observation[error_start:error_end] (both NULL: in `error`)."""
+    """Why the action failed (SQL error, refusal, unknown table); NULL when it did not."""
     reward: Mapped[float] = mapped_column(Float)
     done: Mapped[bool]
     tokens_in: Mapped[int | None]
@@ -282,8 +279,8 @@ class RunCount(Base):
 
 
 class PromptText(Base):
-    """A piece of prompt text stored once for the whole store (a system prompt, the framing of
-    a chat message, a database's table list), found again by the SHA-256 of its UTF-8 bytes."""
+    """Leading messages of prompts (system prompts), a JSON array stored once for the whole
+    store and found again by the SHA-256 of its UTF-8 bytes (`storage.prompts`)."""
 
     __tablename__ = "prompt_texts"
     __table_args__ = (UniqueConstraint("sha256"),)

@@ -29,9 +29,9 @@ from rollout_core.records import (
 from storage.cursors import decode_cursor, encode_cursor
 from storage.lifecycle import RunPresence, effective_status
 from storage.models import Annotation, Episode, Run, Step
+from storage.prompts import Prompt
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, RunSummary, StoredStep
 from storage.sql_limits import literal_limit
-from storage.step_spans import resolved, resolved_error
 from storage.token_codec import TokenTraceError, decode_trace
 
 if TYPE_CHECKING:
@@ -314,30 +314,32 @@ def episode_summary(row: AnyRow) -> EpisodeSummary:
     )
 
 
-def stored_step(s: Step, prompt: str) -> StoredStep:
-    """A StoredStep from its ORM row and its rebuilt prompt (`storage.prompt_store`)."""
+def stored_step(s: Step, question_id: str, sample_index: int, prompt: Prompt) -> StoredStep:
+    """A StoredStep from its ORM row, its episode's key and its prompt (`storage.prompts`)."""
     return StoredStep(
-        id=s.id,
+        question_id,
+        sample_index,
         step_no=s.step_no,
         prompt=prompt,
         raw_output=s.raw_output,
         action=cast(ActionKind, s.action),
-        argument=resolved(s.raw_output, s.argument, s.argument_start, s.argument_end),
+        argument=s.argument,
         parsed=s.parsed,
         observation=s.observation,
-        error=resolved_error(s.observation, s.error, s.error_start, s.error_end),
+        error=s.error,
         reward=s.reward,
         done=s.done,
         tokens_in=s.tokens_in,
         tokens_out=s.tokens_out,
         policy_seconds=s.policy_seconds,
         env_seconds=s.env_seconds,
+        tokens=_trace(s),
         truncated=s.truncated,
         cached_tokens=s.cached_tokens,
-        tokens=_trace(s),
+        replayed=s.replayed,
+        id=s.id,
         mean_logprob=s.mean_logprob,
         mean_entropy=s.mean_entropy,
-        replayed=s.replayed,
     )
 
 

@@ -14,7 +14,6 @@ CONTRACT (helpers build against this; keep the signatures):
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TypeVar
@@ -27,7 +26,6 @@ from rollout_core import grpo
 from rollout_core.records import (
     RUN_STATUSES,
     EpisodeKey,
-    IterationBatch,
     PolicyInfo,
     RunSpec,
     RunStatus,
@@ -50,7 +48,7 @@ from storage.migrations import (
     upgrade_to_head,
 )
 from storage.models import Episode, Run, Step
-from storage.prompt_store import PromptWriter, rebuild_prompts
+from storage.prompts import rebuild_prompts
 from storage.read_models import (
     Annotation,
     Distribution,
@@ -70,132 +68,17 @@ from storage.read_models import (
     TagCount,
 )
 from storage.run_totals import DROPPED_COLUMNS, RunChange
+from storage.sink import StoreSink
 from storage.text_clean import clean_json
-from storage.writes import (
-    collector_paused,
-    finished_among,
-    merged,
-    now_utc,
-    retry_locked,
-    without_keys,
-    write_batch,
-)
+from storage.writes import lookup_episodes, now_utc, retry_locked
 
-__all__ = ["DuplicateRunName", "Store", "StoreError", "StoreSink"]
-
-GROUP_STEPS = 16_384
-"""A grouping sink writes once it holds this many steps, however little time has passed.
-
-Above a quarter second of the fastest runs' steps: at 4,096, this bound rather than the time
-decided those runs' groups, and an episode split over two groups is written by UPDATEs, not
-inserted once."""
-GROUP_PROMPT_CHARS = 100_000_000
-"""... or once its steps' prompts hold this many characters, so what a group holds stays
-bounded with long prompts too: 16k steps of 20 kB prompts are 350 MB. At 100 MB such runs
-write 33k step rows/s, against 35k unbounded and 31k at 50 MB (smaller groups split more
-episodes between two)."""
+__all__ = ["DuplicateRunName", "Store", "StoreError"]
 
 T = TypeVar("T")
 
 
 class DuplicateRunName(StoreError):
     """A run of that name exists in the store already."""
-
-
-def _committed(
-    batch: IterationBatch,
-    created: dict[EpisodeKey, int],
-    newly_skipped: set[EpisodeKey],
-    ids: dict[EpisodeKey, int],
-    prompts: PromptWriter,
-    skipped: set[EpisodeKey] | None,
-) -> None:
-    """A sink's caches after its batch committed: new episodes in, finished ones out, the
-    episodes it found finished already added to `skipped`."""
-    ids.update(created)
-    done = [e.key for e in batch.finished]
-    prompts.commit(ids[k] for k in done if k in ids)
-    for k in done:
-        ids.pop(k, None)
-    if skipped is not None:
-        skipped |= newly_skipped
-
-
-class StoreSink:
-    """The runner's sink for one run.
-
-    With `group_seconds` 0 each `write` is one transaction. Above 0 the sink holds batches and
-    writes them together, as one transaction, once that long has passed since it last wrote
-    (or it holds `GROUP_STEPS` steps or `GROUP_PROMPT_CHARS` characters of prompts), and at
-    `flush` and the end of a `with` block: on SQLite a commit costs about as much as writing a
-    runner iteration's rows, so fewer, larger transactions write several times the step rows
-    a second. The price: the store is up to `group_seconds` (plus one iteration) behind the
-    runner, and what is held when the process dies is lost; those episodes were not finished
-    in the store, so a resume plays them again. A writer whose caller counts a batch as stored
-    once `write` returns (a fan-out worker reporting to its driver) keeps 0.
-    """
-
-    def __init__(
-        self,
-        store: Store,
-        run_id: int,
-        *,
-        skip_finished: bool = False,
-        group_seconds: float = 0.0,
-    ) -> None:
-        if group_seconds < 0:
-            raise ValueError(f"group_seconds must be 0 or more, got {group_seconds}")
-        self.store = store
-        self.run_id = run_id
-        self.group_seconds = group_seconds
-        self._ids: dict[EpisodeKey, int] = {}
-        """(question_id, sample_index) -> episode id of the episodes still being played."""
-        self._prompts = PromptWriter()
-        self.skipped: set[EpisodeKey] | None = set() if skip_finished else None
-        """With skip_finished: the episodes this sink found finished already and drops."""
-        self._held: list[IterationBatch] = []
-        self._held_steps = 0
-        self._held_chars = 0
-        self._last_write = time.monotonic()
-
-    def write(self, batch: IterationBatch) -> None:
-        if not self.group_seconds:
-            self._write(batch)
-            return
-        self._held.append(batch)
-        self._held_steps += len(batch.steps)
-        self._held_chars += sum(len(s.prompt) for s in batch.steps)
-        waited = time.monotonic() - self._last_write
-        if (
-            self._held_steps >= GROUP_STEPS
-            or self._held_chars >= GROUP_PROMPT_CHARS
-            or waited >= self.group_seconds
-        ):
-            self.flush()
-
-    def flush(self) -> None:
-        """Write the batches held, as one transaction."""
-        if not self._held:
-            return
-        # Taken before writing: a batch whose transaction failed is not tried again.
-        held, self._held, self._held_steps, self._held_chars = self._held, [], 0, 0
-        self._write(held[0] if len(held) == 1 else merged(held))
-
-    def _write(self, batch: IterationBatch) -> None:
-        self.store._write(self.run_id, batch, self._ids, self._prompts, self.skipped)
-        self._last_write = time.monotonic()
-
-    def __enter__(self) -> StoreSink:
-        return self
-
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        if kind is None:
-            self.flush()
-            return
-        # Leaving on an error: keep what is held if the store takes it (finished episodes
-        # need not be played again), without hiding the error under a second one.
-        with suppress(Exception):
-            self.flush()
 
 
 class Store:
@@ -431,40 +314,15 @@ class Store:
     def sink(
         self, run_id: int, *, skip_finished: bool = False, group_seconds: float = 0.0
     ) -> StoreSink:
-        """A sink that writes each IterationBatch into this run as one transaction, or with
-        `group_seconds` the batches of that long together (see `StoreSink`; use it in a `with`
-        block, or call `flush`, so that the last batches are written).
-
-        A started episode replaces an unfinished earlier attempt of the same (question, sample).
-        One that already finished raises, unless `skip_finished`: then the finished attempt
-        stands and this sink drops the new attempt's rows (a retried fan-out shard replays
-        episodes whose results were written before its worker died).
-        """
+        """The run's sink (`storage.sink.StoreSink`): each IterationBatch written as one
+        transaction, or with `group_seconds` the batches of that long together (use it in a
+        `with` block, or call `flush`, so that the last batches are written)."""
         return StoreSink(self, run_id, skip_finished=skip_finished, group_seconds=group_seconds)
 
-    def _write(
-        self,
-        run_id: int,
-        batch: IterationBatch,
-        ids: dict[EpisodeKey, int],
-        prompts: PromptWriter,
-        skipped: set[EpisodeKey] | None = None,
-    ) -> None:
-        def attempt() -> tuple[dict[EpisodeKey, int], set[EpisodeKey]]:
-            with self._writing() as session:
-                newly: set[EpisodeKey] = set()
-                if skipped is not None:
-                    newly = finished_among(session, run_id, [s.key for s in batch.started])
-                kept = without_keys(batch, skipped | newly) if skipped is not None else batch
-                return write_batch(session, run_id, kept, ids, prompts), newly
-
-        # Paused until what the write made is dropped too: at its end the finished episodes'
-        # histories hold every step's texts (40k objects for 16k steps), and the collector's
-        # pass over them cost more than the rest of the bookkeeping.
-        with collector_paused():
-            # The caches change only after the commit, so a failed batch leaves them as they
-            # were.
-            _committed(batch, *retry_locked(attempt), ids, prompts, skipped)
+    def episode_ids(self, run_id: int, keys: Sequence[EpisodeKey]) -> dict[EpisodeKey, int]:
+        """The ids of these episodes of a run (those it has)."""
+        with Session(self._engine) as session:
+            return lookup_episodes(session, run_id, keys)
 
     def finished_keys(self, run_id: int) -> set[EpisodeKey]:
         """The run's finished episodes, for resume."""
@@ -627,7 +485,7 @@ class Store:
         ).all()
         for s in loaded:
             steps[s.episode_id].append(s)
-        prompts = rebuild_prompts(session, {r.id: r.question for r in rows}, loaded)
+        prompts = rebuild_prompts(session, loaded)
         runs: dict[int, RunSummary] = {run.id: run} if run is not None else {}
         notes = tagging.episode_annotations(session, [r.id for r in rows])
         out = []
@@ -645,7 +503,10 @@ class Store:
                     operational=r.operational,
                     error=r.error,
                     steps=[
-                        reads.stored_step(s, prompts[s.episode_id, s.step_no]) for s in steps[r.id]
+                        reads.stored_step(
+                            s, r.question_id, r.sample_index, prompts[s.episode_id, s.step_no]
+                        )
+                        for s in steps[r.id]
                     ],
                     run=runs[r.run_id],
                     annotations=notes[r.id],

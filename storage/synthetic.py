@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, cast
 
@@ -20,23 +19,12 @@ from storage import run_totals
 from storage.bulk_sql import executemany
 from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
-from storage.prompt_layout import (
-    STEP_DIGEST_BYTES,
-    Piece,
-    encode_pieces,
-    join_layout,
-    step_digest,
-)
-from storage.prompt_store import text_ids
-from storage.step_spans import argument_columns, error_columns
+from storage.prompts import messages_json, text_ids
 from storage.store import Store
 from storage.synthetic_text import (
-    ASSISTANT_OPEN,
     DBS,
-    MESSAGE_CLOSE,
-    USER_OPEN,
     TextPools,
-    first_prompt,
+    first_messages,
     question_text,
     system_prompt,
 )
@@ -48,26 +36,19 @@ _INSERT_STEP = insert(cast(Table, Step.__table__))
 
 @dataclass
 class _Prompts:
-    """Layouts of the runner's prompts over this filler's texts, built without the encoder:
-    a later step's layout is always `p<k> t<open> R<n-1> t<user> O<n-1> t<close>`."""
+    """The runner's prompts as the sink stores them, built without the encoder: the system
+    message shared, then the question, then each turn's output and observation."""
 
     system: str
-    ids: dict[str, int]
-    first: dict[int, tuple[list[Piece], str]]
-    """question number -> (encoded first prompt, the prompt)"""
+    shared_id: int | None = None
+    first: dict[int, str] = field(default_factory=dict)
+    """question number -> the first step's `prompt_added` (its user message)"""
 
-    def need(self, questions: set[int]) -> set[str]:
-        """Literal texts the given questions' episodes need that have no id yet."""
-        wanted = {ASSISTANT_OPEN, USER_OPEN, MESSAGE_CLOSE + "]"}
-        for q in questions:
-            if q not in self.first:
-                prompt = first_prompt(self.system, question_text(q), DBS[q % len(DBS)])
-                pieces = encode_pieces(
-                    prompt, question=question_text(q), steps={}, step_no=1, previous=None
-                )
-                self.first[q] = (pieces, prompt)
-            wanted |= {p for p in self.first[q][0] if isinstance(p, str)}
-        return wanted - self.ids.keys()
+    def added_first(self, q: int) -> str:
+        if q not in self.first:
+            messages = first_messages(self.system, question_text(q), DBS[q % len(DBS)])
+            self.first[q] = messages_json(messages[1:])
+        return self.first[q]
 
 
 _PIECE = re.compile(r"\s*\S+")
@@ -112,7 +93,7 @@ def fill_synthetic(
         run_id = store.create_run(
             run_spec, episodes_planned=episodes_per_run, status="completed", policy_info=info
         )
-        prompts = _Prompts(system_prompt(system_prompt_chars, environment.step_budget), {}, {})
+        prompts = _Prompts(system_prompt(system_prompt_chars, environment.step_budget))
         skill = 0.3 + 0.5 * r / max(1, runs - 1)  # later checkpoints answer better
         done = 0
         while done < episodes_per_run:
@@ -120,10 +101,10 @@ def fill_synthetic(
             with engine.connect() as conn:
                 conn = conn.execution_options(**{SQLITE_IMMEDIATE: True})
                 with conn.begin():
-                    chunk_questions = {(done + i) % questions for i in range(n)}
-                    if missing := prompts.need(chunk_questions):
+                    if prompts.shared_id is None:
+                        shared = messages_json([{"role": "system", "content": prompts.system}])
                         with Session(bind=conn) as session:
-                            prompts.ids.update(text_ids(session, missing))
+                            prompts.shared_id = text_ids(session, [shared])[shared]
                     first_id = int(conn.scalar(select(func.coalesce(func.max(Episode.id), 0))) or 0)
                     episodes, steps = _chunk(
                         rng, pools, prompts, run_id, first_id + 1, done, n,
@@ -163,9 +144,6 @@ def _chunk(
     episodes: list[dict[str, Any]] = []
     steps: list[dict[str, Any]] = []
     spread = min(3, steps_per_episode - 1)
-    ids = prompts.ids
-    close = ids[MESSAGE_CLOSE + "]"]
-    later = f"t{ids[ASSISTANT_OPEN]} R{{0}} t{ids[USER_OPEN]} O{{0}} t{close}"
     for i in range(n):
         eid, k = first_id + i, offset + i
         q = k % questions
@@ -179,11 +157,8 @@ def _chunk(
         )  # fmt: skip
         unparsed = sql_errors = 0
         by_action = dict.fromkeys(ACTION_KINDS, 0)
-        pieces, first = prompts.first[q]
-        # The prompt grows by one turn a step: hash it incrementally, without its last `]`.
-        base = hashlib.sha256(first[:-1].encode())
-        base_len = len(first) - 1
-        layout, digest = join_layout(pieces, ids.__getitem__), step_digest(first)
+        added = prompts.added_first(q)
+        prompt_chars = len(prompts.system) + len(added)
         facts: list[StepFacts] = []
         for s in range(1, n_steps + 1):
             last = s == n_steps
@@ -208,17 +183,18 @@ def _chunk(
                 {
                     "episode_id": eid,
                     "step_no": s,
-                    "prompt_layout": layout,
-                    "prompt_sha256": digest,
+                    "prompt_shared_id": prompts.shared_id,
+                    "prompt_from_step": 1,
+                    "prompt_added": added,
                     "raw_output": step.raw_output,
                     "action": stored,
-                    **argument_columns(step.raw_output, step.argument),
+                    "argument": step.argument,
                     "parsed": parsed,
                     "observation": step.observation,
-                    **error_columns(step.observation, error),
+                    "error": error,
                     "reward": 1.0 if last and outcome == "correct" else 0.0,
                     "done": last,
-                    "tokens_in": (base_len + 1) // 4,
+                    "tokens_in": prompt_chars // 4,
                     "tokens_out": len(step.raw_output) // 4 + 1,
                     "policy_seconds": 0.05,
                     "env_seconds": 0.002,
@@ -228,14 +204,13 @@ def _chunk(
                     "mean_entropy": mean_entropy,
                 }
             )
-            turn = ASSISTANT_OPEN + step.raw_json + USER_OPEN + step.observation_json
-            turn += MESSAGE_CLOSE
-            layout = f"p{base_len} " + later.format(s)
-            base.update(turn.encode())
-            base_len += len(turn)
-            closed = base.copy()
-            closed.update(b"]")
-            digest = closed.digest()[:STEP_DIGEST_BYTES]
+            added = messages_json(
+                [
+                    {"role": "assistant", "content": step.raw_output},
+                    {"role": "user", "content": step.observation},
+                ]
+            )
+            prompt_chars += len(added)
         reward = (1.0 if outcome == "correct" else 0.0) + round(rng.uniform(-0.2, 0.3), 2)
         progress = rng.choice((0.0, 0.05, 0.1))
         episodes.append(

@@ -64,9 +64,6 @@ class StepText:
     raw_output: str
     argument: str
     observation: str
-    raw_json: str
-    """raw_output as it appears inside a JSON string (`prompt_layout.json_inner`)."""
-    observation_json: str
 
 
 class TextPools:
@@ -101,11 +98,7 @@ class TextPools:
             observation = f"Error: {error}"
         else:
             observation = rng.choice(self._observations["QUERY" if action == "ANSWER" else action])
-        return StepText(raw, argument, observation, _inner(raw), _inner(observation))
-
-
-def _inner(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)[1:-1]
+        return StepText(raw, argument, observation)
 
 
 def _output(rng: random.Random, action: ActionKind) -> tuple[str, str]:
@@ -160,15 +153,7 @@ def _rows(rng: random.Random) -> str:
     return "\n".join(rows)
 
 
-def first_prompt(system: str, question: str, db_id: str) -> str:
-    """The first step's prompt as the runner writes it: system prompt and question."""
+def first_messages(system: str, question: str, db_id: str) -> list[dict[str, str]]:
+    """The first step's prompt as the runner builds it: system prompt and question."""
     user = format_question(question, list(DB_TABLES[db_id]), None, db_id)
-    messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    return json.dumps(messages, ensure_ascii=False)
-
-
-# What each later step adds to the runner's JSON prompt (between the previous prompt's text
-# without its closing `]`, and the closing `"}]`): the turn before and its answer.
-ASSISTANT_OPEN = ', {"role": "assistant", "content": "'
-USER_OPEN = '"}, {"role": "user", "content": "'
-MESSAGE_CLOSE = '"}'
+    return [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -1,5 +1,4 @@
-"""Training runs in the store: the runner's sink that tags each episode with its training step
-and GRPO group, and the reads of the Training page.
+"""Training runs in the store: the reads of the Training page.
 
 A training run's episodes are keyed like any other, (question_id, sample_index), with
 `sample_index` counting a question's episodes over the whole run; `train_step` (the trainer's
@@ -10,149 +9,31 @@ run) say where in training each one belongs.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from sqlalchemy import (
     ColumnElement,
-    Float,
-    Integer,
     Select,
     Table,
-    bindparam,
     case,
     func,
     literal_column,
     select,
-    update,
 )
 from sqlalchemy.orm import Session
 
-from rollout_core.records import EpisodeKey, IterationBatch, Outcome, StepRecord
+from rollout_core.records import Outcome
 from storage.groups import question_texts
 from storage.models import Episode
-from storage.prompt_store import PromptWriter
 from storage.sql_limits import literal_limit
 from storage.store import Store
-from storage.writes import retry_locked, write_batch
 
 _EPISODES = cast(Table, Episode.__table__)
 
 ZERO_STD = 1e-8
 """A group whose rewards spread less than this has no learning signal (TRL's `isclose` to 0)."""
-
-
-@dataclass(frozen=True, slots=True)
-class GroupTag:
-    """Where an episode belongs in training."""
-
-    train_step: int
-    group_index: int
-
-
-_TAG = (
-    update(_EPISODES)
-    .where(_EPISODES.c.id == bindparam("b_id"))
-    .values(
-        train_step=bindparam("b_step", type_=Integer),
-        group_index=bindparam("b_group", type_=Integer),
-    )
-)
-_TOKENS = (
-    update(_EPISODES)
-    .where(_EPISODES.c.id == bindparam("b_id"))
-    .values(
-        mean_logprob=bindparam("b_logprob", type_=Float),
-        tokens_out=bindparam("b_tokens", type_=Integer),
-    )
-)
-
-
-@dataclass
-class _Tokens:
-    """Running sums of an episode's model tokens."""
-
-    count: int = 0
-    logprob_sum: float = 0.0
-    scored: int = 0
-    """Tokens with a log-probability (a policy may report none)."""
-
-    def plus(self, steps: Sequence[StepRecord]) -> _Tokens:
-        out = _Tokens(self.count, self.logprob_sum, self.scored)
-        for s in steps:
-            if s.tokens is None:
-                out.count += s.tokens_out or 0
-                continue
-            out.count += len(s.tokens.text)
-            if s.tokens.logprobs is not None:
-                out.logprob_sum += math.fsum(s.tokens.logprobs)
-                out.scored += len(s.tokens.logprobs)
-        return out
-
-    @property
-    def mean_logprob(self) -> float | None:
-        return self.logprob_sum / self.scored if self.scored else None
-
-
-class TrainingSink:
-    """A training run's sink: each `write` is one transaction holding the iteration's records,
-    the new episodes' training step and group, and the finished episodes' token statistics."""
-
-    def __init__(self, store: Store, run_id: int, tags: Mapping[EpisodeKey, GroupTag]) -> None:
-        self.store = store
-        self.run_id = run_id
-        self.tags = tags
-        """Every episode the runner will start, with its step and group."""
-        self.episode_ids: dict[EpisodeKey, int] = {}
-        """Store ids of the episodes written so far."""
-        self._live: dict[EpisodeKey, int] = {}
-        self._tokens: dict[EpisodeKey, _Tokens] = {}
-        self._prompts = PromptWriter()
-
-    def write(self, batch: IterationBatch) -> None:
-        missing = [s.key for s in batch.started if s.key not in self.tags]
-        if missing:
-            raise ValueError(f"episode {missing[0]} has no training step and group")
-        by_key: dict[EpisodeKey, list[StepRecord]] = {}
-        for s in batch.steps:
-            by_key.setdefault(s.key, []).append(s)
-        tokens = {k: self._tokens.get(k, _Tokens()).plus(v) for k, v in by_key.items()}
-
-        def attempt() -> dict[EpisodeKey, int]:
-            with self.store._writing() as session:
-                created = write_batch(session, self.run_id, batch, self._live, self._prompts)
-                ids = {**self._live, **created}
-                if batch.started:
-                    session.execute(
-                        _TAG, [_tag_row(ids[s.key], self.tags[s.key]) for s in batch.started]
-                    )
-                if batch.finished:
-                    rows = [
-                        _token_row(ids[e.key], tokens.get(e.key) or self._tokens.get(e.key))
-                        for e in batch.finished
-                    ]
-                    session.execute(_TOKENS, rows)
-                return created
-
-        created = retry_locked(attempt)
-        # The caches change only after the commit, so a failed batch leaves them as they were.
-        self._live.update(created)
-        self.episode_ids.update(created)
-        self._prompts.commit(self._live[e.key] for e in batch.finished if e.key in self._live)
-        self._tokens.update(tokens)
-        for e in batch.finished:
-            self._live.pop(e.key, None)
-            self._tokens.pop(e.key, None)
-
-
-def _tag_row(episode_id: int, tag: GroupTag) -> dict[str, int]:
-    return {"b_id": episode_id, "b_step": tag.train_step, "b_group": tag.group_index}
-
-
-def _token_row(episode_id: int, tokens: _Tokens | None) -> dict[str, Any]:
-    tokens = tokens or _Tokens()
-    return {"b_id": episode_id, "b_logprob": tokens.mean_logprob, "b_tokens": tokens.count}
 
 
 # -- reads ------------------------------------------------------------------------------------

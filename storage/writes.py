@@ -49,13 +49,11 @@ from storage.episode_rows import (
 )
 from storage.models import Episode, Run, Step
 from storage.run_totals import DROPPED_COLUMNS, RunChange
-from storage.step_spans import ARGUMENT_COLUMNS, ERROR_COLUMNS, text_or_span
 from storage.text_clean import clean_text
 from storage.token_codec import encode_trace, trace_means
 
 if TYPE_CHECKING:
-    from storage.prompt_layout import StepText
-    from storage.prompt_store import PromptWriter
+    from storage.prompts import PromptEncoder, StoredPrompt
 
 T = TypeVar("T")
 
@@ -124,7 +122,7 @@ def write_batch(
     run_id: int,
     batch: IterationBatch,
     known: dict[EpisodeKey, int],
-    prompts: PromptWriter,
+    prompts: PromptEncoder,
 ) -> dict[EpisodeKey, int]:
     """Write a batch in the caller's transaction; returns the ids of the episodes it created.
 
@@ -149,17 +147,16 @@ def write_batch(
     created = _insert_started(session, run_id, batch, now, change, whole, counts)
     ids = {**known, **created}
     wanted = {*step_keys, *(k for k, _ in finished)}
-    ids.update(_lookup(session, run_id, wanted - ids.keys()))
+    ids.update(lookup_episodes(session, run_id, wanted - ids.keys()))
     if missing := sorted(wanted - ids.keys()):
         raise ValueError(
             f"run {run_id} has no started episode {missing[0]}; send its EpisodeStart first"
         )
     if batch.steps:
         episode_ids = [ids[k] for k in step_keys]
-        encoded = prompts.encode(session, batch, episode_ids)
+        encoded = prompts.encode(session, batch.steps, episode_ids)
         values = [
-            _step_values(i, s, *p)
-            for i, s, p in zip(episode_ids, batch.steps, encoded, strict=True)
+            _step_values(i, s, p) for i, s, p in zip(episode_ids, batch.steps, encoded, strict=True)
         ]
         executemany_values(session, _INSERT_STEP, STEP_COLUMNS, values, floats_exact=True)
         counted = [
@@ -252,6 +249,8 @@ def _insert_started(
             now,
             s.forked_from,
             s.fork_step,
+            s.train_step,
+            s.group_index,
             *counts.get(s.key, ZERO_COUNTS).values(),
             *(NOT_FINISHED if (e := whole.get(s.key)) is None else outcome_values(e, now)),
         )
@@ -309,7 +308,10 @@ def _delete_unfinished(
     )
 
 
-def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[EpisodeKey, int]:
+def lookup_episodes(
+    session: Session, run_id: int, keys: Iterable[EpisodeKey]
+) -> dict[EpisodeKey, int]:
+    """The ids of these episodes of a run (those it has)."""
     pairs = [(k.question_id, k.sample_index) for k in keys]
     if not pairs:
         return {}
@@ -325,14 +327,15 @@ def _lookup(session: Session, run_id: int, keys: Iterable[EpisodeKey]) -> dict[E
 STEP_COLUMNS = (
     "episode_id",
     "step_no",
-    "prompt_layout",
-    "prompt_sha256",
+    "prompt_shared_id",
+    "prompt_from_step",
+    "prompt_added",
     "raw_output",
     "action",
-    *ARGUMENT_COLUMNS,
+    "argument",
     "parsed",
     "observation",
-    *ERROR_COLUMNS,
+    "error",
     "reward",
     "done",
     "tokens_in",
@@ -349,27 +352,21 @@ STEP_COLUMNS = (
 """A step row's columns in `_step_values`' order (the table's)."""
 
 
-def _step_values(
-    episode_id: int, s: StepRecord, prompt_layout: str, prompt_sha256: bytes, text: StepText
-) -> tuple[Any, ...]:
-    """A step's row, in `STEP_COLUMNS`' order (`text`: its output and observation, cleaned);
-    its floats made floats (numpy scalars reach the store), as `executemany_values` then
-    takes them as they are. Flags are ints and the digest a bytearray: sqlite3 binds those
-    straight, where a bool or bytes costs it an adapter lookup (`bulk_sql._nulls_inlined`)."""
+def _step_values(episode_id: int, s: StepRecord, prompt: StoredPrompt) -> tuple[Any, ...]:
+    """A step's row, in `STEP_COLUMNS`' order; its floats made floats (numpy scalars reach the
+    store), as `executemany_values` then takes them as they are. Flags are ints: sqlite3 binds
+    those straight, where a bool costs it an adapter lookup (`bulk_sql._nulls_inlined`)."""
     mean_logprob, mean_entropy = (None, None) if s.tokens is None else trace_means(s.tokens)
-    raw_output, observation = text
-    error = None if s.error is None else clean_text(s.error)
     return (
         episode_id,
         s.step_no,
-        prompt_layout,
-        bytearray(prompt_sha256),
-        raw_output,
+        *prompt,
+        clean_text(s.raw_output),
         s.action,
-        *text_or_span(raw_output, clean_text(s.argument)),
+        clean_text(s.argument),
         int(s.parsed),
-        observation,
-        *((None, None, None) if error is None else text_or_span(observation, error)),
+        clean_text(s.observation),
+        clean_text(s.error),
         float(s.reward),
         int(s.done),
         s.tokens_in,

@@ -13,7 +13,6 @@ Each stage is skipped when its output already exists, so a second run takes seco
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +22,7 @@ from app import batch
 from app.demo.grpo import GrpoSettings, run_name, train_demo_run
 from rollout_core.datasets import Dataset, load_named_dataset
 from rollout_core.policies.registry import make_policy
-from rollout_core.records import ListSink
+from rollout_core.records import ListSink, StepRecord
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from rollout_core.specs import RunRequest
@@ -73,11 +72,16 @@ def oracle_conversations(dataset: Dataset) -> list[list[dict[str, str]]]:
         sink = ListSink()
         tasks = plan_episodes(dataset.questions, samples=1, run_seed=0)
         run_episodes(dataset, tasks, make_policy("oracle"), sink, step_budget=budget)
-        last: dict[tuple[str, int], tuple[str, str]] = {}
+        last: dict[tuple[str, int], StepRecord] = {}
         for step in sink.steps:
-            last[(step.question_id, step.sample_index)] = (step.prompt, step.raw_output)
-        for prompt, output in last.values():
-            conversations.append([*json.loads(prompt), {"role": "assistant", "content": output}])
+            last[step.question_id, step.sample_index] = step
+        for step in last.values():
+            conversations.append(
+                [
+                    *({"role": m["role"], "content": m["content"]} for m in step.prompt),
+                    {"role": "assistant", "content": step.raw_output},
+                ]
+            )
     return conversations
 
 

@@ -23,7 +23,8 @@ from app.fanout.worker import UPDATES_IN_FLIGHT, ShardEnd, ShardUpdate
 from rollout_core.errors import RollscopeError
 from rollout_core.records import EpisodeKey, EpisodeRecord
 from rollout_core.runner import EpisodeTask, RunStats
-from storage.store import Store, StoreSink
+from storage.sink import StoreSink
+from storage.store import Store
 
 WAIT_SECONDS = 0.5
 """Longest wait for a worker's next iteration before the driver checks for a stop again."""

@@ -17,7 +17,8 @@ from rollout_core.policies.registry import make_policy
 from rollout_core.records import EpisodeRecord, IterationBatch, PolicyInfo, RunSpec
 from rollout_core.runner import EpisodeTask, RunEnd, RunStats, run_episodes
 from rollout_core.specs import dataset_for_spec
-from storage.store import Store, StoreSink
+from storage.sink import StoreSink
+from storage.store import Store
 
 UPDATES_IN_FLIGHT = 4
 """Iterations a worker may run ahead of the driver: bounds the memory on both sides while a

@@ -24,8 +24,9 @@ from rollout_core.records import (
 )
 from rollout_core.runner import EpisodeTask, episode_seed, run_episodes
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from storage.sink import StoreSink
 from storage.store import Store
-from storage.training import Counters, GroupTag, TrainingSink
+from storage.training import Counters
 
 Messages = list[dict[str, str]]
 
@@ -58,7 +59,7 @@ class Played:
 class _Recorder:
     """The runner's sink: the store first, then each step's tokens for the next turn."""
 
-    def __init__(self, sink: TrainingSink, tokens: TurnTokens) -> None:
+    def __init__(self, sink: StoreSink, tokens: TurnTokens) -> None:
         self.sink = sink
         self.tokens = tokens
         self.finished: dict[EpisodeKey, EpisodeRecord] = {}
@@ -132,8 +133,8 @@ class RolloutFunction:
         if self.run.run_id is None:
             self._start(trainer, generation, policy.describe(), len(prompts))
         step = int(trainer.state.global_step)
-        tasks, tags = self._plan(questions, size, step)
-        sink = _Recorder(TrainingSink(self.store, self._run_id, tags), tokens)
+        tasks = self._plan(questions, size, step)
+        sink = _Recorder(self.store.sink(self._run_id), tokens)
         try:
             run_episodes(
                 self.dataset,
@@ -146,9 +147,9 @@ class RolloutFunction:
         except BaseException as exc:
             self.run.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
             raise
+        ids = self.store.episode_ids(self._run_id, [t.key for t in tasks])
         played = [
-            Played(sink.finished[t.key], sink.sequences.get(t.key), sink.sink.episode_ids[t.key])
-            for t in tasks
+            Played(sink.finished[t.key], sink.sequences.get(t.key), ids[t.key]) for t in tasks
         ]
         return _output(played, prompts, tokens)
 
@@ -199,23 +200,24 @@ class RolloutFunction:
             out.append(self._by_prompt[key])
         return out
 
-    def _plan(
-        self, questions: Sequence[Question], size: int, step: int
-    ) -> tuple[list[EpisodeTask], dict[EpisodeKey, GroupTag]]:
-        """One task per prompt: each question's samples numbered on over the run."""
+    def _plan(self, questions: Sequence[Question], size: int, step: int) -> list[EpisodeTask]:
+        """One task per prompt: each question's samples numbered on over the run, each group
+        of `size` samples of a question one GRPO group of this training step."""
         numbering = self._numbering
         seed = self.spec.generation.seed
-        tasks, tags = [], {}
+        tasks = []
         for q in questions:
             group = numbering.next_group
             numbering.next_group += 1
             first = numbering.next_sample.get(q.id, 0)
             numbering.next_sample[q.id] = first + size
-            for index in range(first, first + size):
-                task = EpisodeTask(q, index, episode_seed(seed, q.id, index))
-                tasks.append(task)
-                tags[task.key] = GroupTag(step, group)
-        return tasks, tags
+            tasks += [
+                EpisodeTask(
+                    q, index, episode_seed(seed, q.id, index), train_step=step, group_index=group
+                )
+                for index in range(first, first + size)
+            ]
+        return tasks
 
 
 def _policy(

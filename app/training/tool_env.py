@@ -9,7 +9,6 @@ happens; the episode ends at ANSWER, when the step budget is spent, or at `get_r
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from app.training.run import TrainingRun
@@ -17,23 +16,21 @@ from app.training.settings import model_name
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
-from rollout_core.prompts import format_observation
+from rollout_core.episode import LiveEpisode
 from rollout_core.records import (
     ActionKind,
-    EpisodeKey,
-    EpisodeRecord,
     EpisodeStart,
     IterationBatch,
     PolicyInfo,
     Question,
     RunSpec,
-    StepRecord,
 )
 from rollout_core.runner import episode_seed
 from rollout_core.sandbox import Sandbox
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from storage.sink import StoreSink
 from storage.store import Store
-from storage.training import Counters, GroupTag, TrainingSink
+from storage.training import Counters
 
 
 def tool_prompt(question: Question) -> str:
@@ -68,7 +65,6 @@ class ToolEnvironmentFactory:
         self.sandbox = Sandbox(environment.sandbox)
         self.train_step = 0
         self.num_generations = 1
-        self.tags: dict[EpisodeKey, GroupTag] = {}
         self._numbering = Counters()
         self._open_groups: dict[tuple[int, str], tuple[int, int]] = {}
         self._lock = threading.Lock()
@@ -97,21 +93,28 @@ class ToolEnvironmentFactory:
             assert self.run.run_id is not None
             return self.run.run_id
 
-    def assign(self, question_id: str) -> tuple[EpisodeKey, GroupTag, int]:
-        """The next episode of a question: its key, its step and group, its seed."""
+    def assign(self, question: Question) -> EpisodeStart:
+        """The next episode of a question: its sample index, seed, training step and group."""
         with self._lock:
             numbering = self._numbering
-            index = numbering.next_sample.get(question_id, 0)
-            numbering.next_sample[question_id] = index + 1
-            slot = (self.train_step, question_id)
+            index = numbering.next_sample.get(question.id, 0)
+            numbering.next_sample[question.id] = index + 1
+            slot = (self.train_step, question.id)
             group, members = self._open_groups.get(slot, (-1, self.num_generations))
             if members >= self.num_generations:  # the group is full: open the next one
                 group, members = numbering.next_group, 0
                 numbering.next_group += 1
             self._open_groups[slot] = (group, members + 1)
-            key = EpisodeKey(question_id, index)
-            self.tags[key] = GroupTag(self.train_step, group)
-            return key, self.tags[key], episode_seed(0, question_id, index)
+            return EpisodeStart(
+                question.id,
+                index,
+                episode_seed(0, question.id, index),
+                question.db_id,
+                question.question,
+                question.gold_sql,
+                train_step=self.train_step,
+                group_index=group,
+            )
 
     def callback(self) -> Any:
         """A TrainerCallback: starts the run with the trainer's arguments, follows its global
@@ -142,32 +145,24 @@ class SQLToolEnvironment:
         self._env = SQLEnvironment(
             dataset=factory.dataset, settings=factory.environment, sandbox=factory.sandbox
         )
-        self._sink: TrainingSink | None = None
-        self._key: EpisodeKey | None = None
-        self._started = 0.0
-        self._over = True
+        self._sink: StoreSink | None = None
+        self._episode: LiveEpisode | None = None
+        self._recorded = True
+        """Whether the episode's record is written (it ended, or none was begun)."""
 
     def reset(self, **row: Any) -> str | None:
         """Open the row's question (`question_id`); returns the tables to add to the prompt."""
         self._end_episode()
-        question_id = str(row["question_id"])
+        question = self._factory.dataset.by_id(str(row["question_id"]))
         run_id = self._factory.start()
         if self._sink is None:
-            self._sink = TrainingSink(self._factory.store, run_id, self._factory.tags)
-        obs = self._env.reset(question_id=question_id)
-        key, _, seed = self._factory.assign(question_id)
-        q = self._env.state.question
-        self._sink.write(
-            IterationBatch(
-                started=[
-                    EpisodeStart(
-                        key.question_id, key.sample_index, seed, q.db_id, q.question, q.gold_sql
-                    )
-                ]
-            )
-        )
-        self._key, self._started, self._over = key, time.perf_counter(), False
-        return "\n\nTables: " + ", ".join(obs.tables)
+            self._sink = self._factory.store.sink(run_id)
+        start = self._factory.assign(question)
+        # The trainer builds the model's prompt itself: the steps record none.
+        self._episode = LiveEpisode(self._env, start, conversation=False)
+        self._sink.write(IterationBatch(started=[start]))
+        self._recorded = False
+        return "\n\nTables: " + ", ".join(self._env.tables)
 
     def describe(self, table: str) -> str:
         """Show the columns, types, keys and row count of a table.
@@ -203,58 +198,26 @@ class SQLToolEnvironment:
 
     def get_reward(self) -> float:
         """The episode's total reward (ends it when the model stopped without answering)."""
-        reward = self._env.state.total_reward if self._key is not None else 0.0
+        reward = self._env.state.total_reward if self._episode is not None else 0.0
         self._end_episode()
         return reward
 
     def _act(self, kind: ActionKind, argument: str) -> str:
-        if self._over or self._key is None or self._sink is None:
+        episode, sink = self._episode, self._sink
+        if episode is None or sink is None or self._recorded:
             raise RuntimeError("the episode is over; no more tool calls")
-        t0 = time.perf_counter()
-        obs = self._env.step(SQLAction(action_type=kind, argument=argument))
-        text = format_observation(obs)
-        step = StepRecord(
-            question_id=self._key.question_id,
-            sample_index=self._key.sample_index,
-            step_no=obs.step,
-            prompt="[]",
-            raw_output=f"{kind} {argument}",
-            action=kind,
-            argument=argument,
-            parsed=True,
-            observation=text,
-            error=obs.error,
-            reward=obs.reward,
-            done=obs.done,
-            env_seconds=time.perf_counter() - t0,
-        )
-        finished = [self._record()] if obs.done else []
-        self._sink.write(IterationBatch(steps=[step], finished=finished))
-        self._over = obs.done
-        return text
-
-    def _record(self) -> EpisodeRecord:
-        assert self._key is not None
-        state = self._env.state
-        return EpisodeRecord(
-            question_id=self._key.question_id,
-            sample_index=self._key.sample_index,
-            outcome=state.outcome or "budget_exhausted",
-            reward=state.total_reward,
-            progress=state.cumulative_progress,
-            operational=float(state.operational),
-            steps=state.step_count,
-            answer=state.answer,
-            duration_seconds=time.perf_counter() - self._started,
-            error=state.error,
-        )
+        step = episode.play(f"{kind} {argument}", action=SQLAction(kind, argument))
+        finished = [episode.finish()] if step.done else []
+        sink.write(IterationBatch(steps=[step], finished=finished))
+        self._recorded = step.done
+        return step.observation
 
     def _end_episode(self) -> None:
         """Finish an episode the model left without an answer."""
-        if self._over or self._sink is None:
+        if self._recorded or self._episode is None or self._sink is None:
             return
-        self._sink.write(IterationBatch(finished=[self._record()]))
-        self._over = True
+        self._sink.write(IterationBatch(finished=[self._episode.finish()]))
+        self._recorded = True
 
 
 def _fields(spec: RunSpec) -> dict[str, Any]:

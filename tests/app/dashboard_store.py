@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,11 +74,9 @@ def _step(
     done: bool = False,
     sample: int = 0,
 ) -> StepRecord:
-    prompt = json.dumps(
-        [
-            {"role": "system", "content": "You answer with one action."},
-            {"role": "user", "content": f"Question {qid}, step {no}"},
-        ]
+    prompt = (
+        {"role": "system", "content": "You answer with one action."},
+        {"role": "user", "content": f"Question {qid}, step {no}"},
     )
     return StepRecord(
         question_id=qid,

@@ -83,7 +83,12 @@ def _episode(
                 question_id=q,
                 sample_index=0,
                 step_no=k,
-                prompt=head + _FILLER[at : at + max(0, prompt_chars - len(head))],
+                prompt=(
+                    {
+                        "role": "user",
+                        "content": head + _FILLER[at : at + max(0, prompt_chars - len(head))],
+                    },
+                ),
                 raw_output="ANSWER: 4" if last else f"QUERY: SELECT {k}",
                 action="ANSWER" if last else "QUERY",
                 argument="4" if last else f"SELECT {k}",

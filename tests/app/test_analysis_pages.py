@@ -16,10 +16,9 @@ from hypothesis import strategies as st
 from app.dashboard.components.tokens import token_html, token_tip
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
 from rollout_core.failure_classes import FAILURE_LABELS
-from rollout_core.records import EpisodeKey, TokenTrace
+from rollout_core.records import TokenTrace
 from storage.read_models import GroupKey
 from storage.store import Store
-from storage.training import GroupTag, TrainingSink
 from tests.app.analysis_store import (
     HOSTILE_ALTERNATIVE,
     HOSTILE_OUTPUT,
@@ -231,13 +230,10 @@ def training_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, 
     url = str(tmp_path / "training.db")
     store = Store(url)
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=9)
-    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(3)}
-    tags |= {EpisodeKey("q1", s): GroupTag(1, 1) for s in range(3, 6)}
-    tags |= {EpisodeKey("q2", s): GroupTag(1, 2) for s in range(3)}
-    sink = TrainingSink(store, run_id, tags)
-    play_group(sink, "q1", range(3), [1.0, 1.0, 1.0])
-    play_group(sink, "q1", range(3, 6), [0.0, 0.0, 0.0])
-    play_group(sink, "q2", range(3), [1.0, 0.0, 0.0])
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(3), [1.0, 1.0, 1.0], (0, 0))
+    play_group(sink, "q1", range(3, 6), [0.0, 0.0, 0.0], (1, 1))
+    play_group(sink, "q2", range(3), [1.0, 0.0, 0.0], (1, 2))
     store.close()
     monkeypatch.setenv(ENV_STORE, url)
     monkeypatch.delenv(ENV_READ_ONLY, raising=False)

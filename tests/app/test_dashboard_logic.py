@@ -13,7 +13,7 @@ import pytest
 
 from app import jobs
 from app.dashboard import analysis, launch
-from app.dashboard.components.render import chat_messages, escape_markdown
+from app.dashboard.components.render import escape_markdown
 from app.dashboard.serve import absolute_store_url, streamlit_command
 from app.dashboard.settings import load_settings, to_env
 from rollout_core.records import RunSpec
@@ -73,7 +73,21 @@ def test_outcome_matrix_pairs_questions_and_uses_success_rates() -> None:
 
 def _steps(*actions: tuple[str, str]) -> list[StoredStep]:
     return [
-        StoredStep(i, i + 1, "", "", kind, arg, True, "", None, 0.0, False, None, None, 0.0, 0.0)  # type: ignore[arg-type]
+        StoredStep(
+            "q",
+            0,
+            step_no=i + 1,
+            prompt=(),
+            raw_output="",
+            action=kind,
+            argument=arg,  # type: ignore[arg-type]
+            parsed=True,
+            observation="",
+            error=None,
+            reward=0.0,
+            done=False,
+            id=i,
+        )
         for i, (kind, arg) in enumerate(actions)
     ]
 
@@ -183,11 +197,8 @@ def test_serve_command_and_store_paths(tmp_path: Path, monkeypatch: pytest.Monke
     assert absolute_store_url("postgresql+psycopg://h/db") == "postgresql+psycopg://h/db"
 
 
-def test_markdown_escaping_and_chat_prompts() -> None:
+def test_markdown_escaping() -> None:
     assert escape_markdown("<b>x</b> **y**") == r"\<b\>x\</b\> \*\*y\*\*"
-    assert chat_messages('[{"role": "user", "content": "hi"}]') == [("user", "hi")]
-    assert chat_messages("plain text prompt") is None
-    assert chat_messages('{"role": "user"}') is None
 
 
 # -- jobs ----------------------------------------------------------------------------------------

@@ -9,10 +9,10 @@ import pytest
 
 from app.dashboard import training_curves
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
-from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
+from rollout_core.records import IterationBatch, Sink, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
-from storage.training import GroupTag, TrainingSink, TrainingStep
+from storage.training import TrainingStep
 from tests.app.test_dashboard_pages import open_page, texts
 from tests.storage.store_builders import finish, spec, start, step
 
@@ -24,8 +24,12 @@ class TrainingStore:
     batch_run: int
 
 
-def _play(sink: TrainingSink, q: str, sample: int, actions: list[str], correct: bool) -> None:
-    sink.write(IterationBatch(started=[start(q, sample)]))
+def _play(
+    sink: Sink, q: str, sample: int, actions: list[str], correct: bool, at: tuple[int, int]
+) -> None:
+    """One episode at (training step, group index), each step two tokens."""
+    started = dataclasses.replace(start(q, sample), train_step=at[0], group_index=at[1])
+    sink.write(IterationBatch(started=[started]))
     steps = []
     for n, action in enumerate(actions, 1):
         s = step(q, sample, n, action=action, done=n == len(actions))  # type: ignore[arg-type]
@@ -33,9 +37,9 @@ def _play(sink: TrainingSink, q: str, sample: int, actions: list[str], correct: 
         steps.append(dataclasses.replace(s, tokens=trace))
     reward = 1.0 if correct else 0.0
     outcome = "correct" if correct else "wrong"
-    sink.write(
-        IterationBatch(steps=steps, finished=[finish(q, sample, outcome, reward, len(actions))])
-    )
+    ended = finish(q, sample, outcome, reward, len(actions))
+    ended = dataclasses.replace(ended, tokens_out=2 * len(actions), mean_logprob=-1.0)
+    sink.write(IterationBatch(steps=steps, finished=[ended]))
 
 
 @pytest.fixture(scope="module")
@@ -46,19 +50,17 @@ def training_store(tmp_path_factory: pytest.TempPathFactory) -> TrainingStore:
     run_id = store.create_run(
         spec("grpo-demo", kind="training", training=settings), episodes_planned=12
     )
-    tags = {}
     plays = []
     for step_no in range(3):
         for g, q in enumerate(("q1", "q2")):
             for k in range(2):
                 sample = 2 * step_no + k
-                tags[EpisodeKey(q, sample)] = GroupTag(step_no, 2 * step_no + g)
                 # q1 learns: wrong at step 0, half right at 1, right at 2; it takes the same
                 # first action throughout and answers at step 2 only once trained.
                 right = q == "q1" and (step_no == 2 or (step_no == 1 and k == 0))
                 actions = ["DESCRIBE", "ANSWER"] if right else ["DESCRIBE", "QUERY"]
-                plays.append((q, sample, actions, right))
-    sink = TrainingSink(store, run_id, tags)
+                plays.append((q, sample, actions, right, (step_no, 2 * step_no + g)))
+    sink = store.sink(run_id)
     for play in plays:
         _play(sink, *play)
     store.set_run_status(run_id, "completed")

@@ -97,7 +97,16 @@ def test_parquet_steps_are_nested_and_queryable(runs: Runs, tmp_path: Path) -> N
     row = table.slice(LATE - 1, 1).to_pylist()[0]
     detail = runs.store.get_episode(row["id"])
     assert detail is not None
-    assert row["steps"] == [dataclasses.asdict(s) for s in detail.steps]
+    # (A prompt's messages are (role, content, other keys as JSON) structs.)
+    assert row["steps"] == [
+        dataclasses.asdict(s)
+        | {
+            "prompt": [
+                {"role": m["role"], "content": m["content"], "other": None} for m in s.prompt
+            ]
+        }
+        for s in detail.steps
+    ]
 
 
 def test_row_groups_hold_late_values_across_groups(

@@ -49,7 +49,8 @@ def _details(store: Store, run_id: int) -> list[EpisodeDetail]:
 
 def _step(no: int, action: str = "QUERY", **kw: object) -> StoredStep:
     fields: dict[str, object] = {
-        "id": no, "step_no": no, "prompt": "[]", "raw_output": f"{action} x{no}",
+        "question_id": "q", "sample_index": 0,
+        "id": no, "step_no": no, "prompt": (), "raw_output": f"{action} x{no}",
         "action": action, "argument": f"x{no}", "parsed": True, "observation": "ok",
         "error": None, "reward": 0.0, "done": False, "tokens_in": None, "tokens_out": None,
         "policy_seconds": 0.0, "env_seconds": 0.0,

@@ -161,6 +161,9 @@ def test_tool_environment_records_each_call_as_a_step(bench: tuple[str, str, Sto
         ("ANSWER", "5"),
     ]
     assert [s.episodes for s in training_steps(store, factory.run.run_id)] == [3]
+    # The tool environment's episodes are classified as the runner's are (one step player).
+    classes = [store.get_episode(e.id).summary.failure_class for e in episodes]  # type: ignore[union-attr]
+    assert classes == ["correct", "budget_exhausted", "budget_exhausted"]
 
 
 def test_a_grpo_step_with_the_tool_environment(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -264,7 +263,7 @@ def _conversation(trained: Session, episode_id: int) -> tuple[str, list[list[int
     detail = trained.store.get_episode(episode_id)
     assert detail is not None
     tok = trained.tokenizer
-    messages = json.loads(detail.steps[0].prompt)
+    messages = [dict(m) for m in detail.steps[0].prompt]
     turns = []
     for i, step in enumerate(detail.steps):
         assert step.tokens is not None and step.tokens.ids is not None

@@ -3,7 +3,7 @@
 Run on request: `pytest tests/benchmarks/bench_sink.py --benchmarks -s`.
 Target: at least 50,000 step rows/s. The batches are what the runner hands the sink: one
 iteration of B live episodes (B step records, the episodes that started and finished), the
-runner's own JSON prompts growing turn by turn, outputs and observations of realistic length
+runner's own chat messages growing turn by turn, outputs and observations of realistic length
 (`storage.synthetic_text`). Only `sink.write` (and the last `flush`) is timed; building the
 records is not. Two modes: one transaction per iteration, and the batch runs' grouping
 (`app.batch.SINK_GROUP_SECONDS`).
@@ -34,7 +34,7 @@ from storage.store import Store
 from storage.synthetic_text import (
     DBS,
     TextPools,
-    first_prompt,
+    first_messages,
     question_text,
     system_prompt,
 )
@@ -70,7 +70,7 @@ def iterations(
             q = next_q
             next_q += 1
             question, db = question_text(q % 1000), DBS[q % len(DBS)]
-            prompt = first_prompt(system, question, db)
+            prompt = first_messages(system, question, db)
             started.append(EpisodeStart(f"q{q}", 0, q, db, question, "SELECT 1"))
             live.append({"q": f"q{q}", "prompt": prompt, "n": 0, "steps": rng.randint(4, 12)})
         steps, finished, still = [], [], []
@@ -82,13 +82,14 @@ def iterations(
             # all NULL, as a real run's are not.
             error = "no such column: singer.nme" if not last and rng.random() < 0.15 else None
             text = pools.step(rng, action, parsed=True, error=error, correct=rng.random() < 0.5)
-            prompt = str(ep["prompt"])
+            prompt = list(ep["prompt"])  # type: ignore[call-overload]
+            chars = sum(len(m["content"]) for m in prompt)
             steps.append(
                 StepRecord(
                     question_id=str(ep["q"]), sample_index=0, step_no=n, prompt=prompt,
                     raw_output=text.raw_output, action=action, argument=text.argument,
                     parsed=True, observation=text.observation, error=error, reward=0.0,
-                    done=last, tokens_in=len(prompt) // 4, tokens_out=len(text.raw_output) // 4,
+                    done=last, tokens_in=chars // 4, tokens_out=len(text.raw_output) // 4,
                     policy_seconds=0.05, env_seconds=0.001,
                 )
             )  # fmt: skip
@@ -101,12 +102,12 @@ def iterations(
                     )
                 )  # fmt: skip
             else:
-                # The next prompt: this one with the turn and its answer (the runner's JSON).
-                turn = (
-                    f', {{"role": "assistant", "content": "{text.raw_json}"}}, '
-                    f'{{"role": "user", "content": "{text.observation_json}"}}]'
-                )
-                still.append(ep | {"n": n, "prompt": prompt[:-1] + turn})
+                # The next prompt: this one with the turn and its answer, as the runner grows it.
+                turn = [
+                    {"role": "assistant", "content": text.raw_output},
+                    {"role": "user", "content": text.observation},
+                ]
+                still.append(ep | {"n": n, "prompt": prompt + turn})
         live = still
         written += len(steps)
         yield IterationBatch(started=started, steps=steps, finished=finished)
@@ -133,7 +134,7 @@ def _measure(
         seconds += time.perf_counter() - start
         cpu += time.process_time() - start_cpu
         rows += len(it.steps)
-        chars += sum(len(s.prompt) for s in it.steps)
+        chars += sum(len(m["content"]) for s in it.steps for m in s.prompt)
     start, start_cpu = time.perf_counter(), time.process_time()
     sink.flush()  # the last held batches count too
     seconds += time.perf_counter() - start

@@ -8,10 +8,8 @@ from typing import Any
 
 import pytest
 
-from rollout_core.records import EpisodeKey
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
-from storage.training import GroupTag, TrainingSink
 from tests.app.test_dashboard_training import _play
 from tests.browser.conftest import screenshot, start_dashboard, stop
 from tests.storage.store_builders import spec
@@ -26,7 +24,6 @@ class LiveRun:
     base_url: str
     store: Store
     run_id: int
-    tags: dict[EpisodeKey, GroupTag]
 
     def play_step(self, step_no: int) -> None:
         """One training step: two questions, a group of two episodes each."""
@@ -34,10 +31,10 @@ class LiveRun:
         for g, q in enumerate(("q1", "q2")):
             for k in range(2):
                 sample = 2 * step_no + k
-                self.tags[EpisodeKey(q, sample)] = GroupTag(step_no, 2 * step_no + g)
                 right = q == "q1" and k <= step_no - 1
-                plays.append((q, sample, ["DESCRIBE", "ANSWER" if right else "QUERY"], right))
-        sink = TrainingSink(self.store, self.run_id, self.tags)
+                actions = ["DESCRIBE", "ANSWER" if right else "QUERY"]
+                plays.append((q, sample, actions, right, (step_no, 2 * step_no + g)))
+        sink = self.store.sink(self.run_id)
         for play in plays:
             _play(sink, *play)
 
@@ -51,7 +48,7 @@ def live(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Li
     run_id = store.create_run(
         spec("grpo-live", kind="training", training=settings), episodes_planned=12
     )
-    run = LiveRun("", store, run_id, {})
+    run = LiveRun("", store, run_id)
     run.play_step(0)
     run.play_step(1)
     proc, run.base_url = start_dashboard(f"sqlite:///{root / 'store.db'}", root / "dash.log")

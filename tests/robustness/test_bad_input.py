@@ -221,7 +221,7 @@ def _odd_batch() -> tuple[RunSpec, list[IterationBatch]]:
     )
     start = EpisodeStart("q1", 0, 1, "concerts", f"question {ODD}", "SELECT 1")
     step = StepRecord(
-        "q1", 0, 1, json.dumps([{"role": "user", "content": ODD}]), ODD, "QUERY", ODD,
+        "q1", 0, 1, ({"role": "user", "content": ODD},), ODD, "QUERY", ODD,
         False, ODD, ODD, -0.01, True,
     )  # fmt: skip
     end = EpisodeRecord("q1", 0, "budget_exhausted", -0.01, 0.0, 0.0, 1, ODD, 0.1, error=ODD)
@@ -259,5 +259,7 @@ def test_model_text_with_control_characters_is_stored(
         # Everything but the NUL survives exactly; a NUL may come back as U+FFFD.
         assert shown == ODD or shown == ODD.replace("\x00", "\ufffd")
         assert detail.steps[0].argument == shown and detail.summary.question.endswith(ODD[-5:])
+        # The prompt keeps its NUL: JSON escapes it, so it needs no stand-in.
+        assert list(detail.steps[0].prompt) == [{"role": "user", "content": ODD}]
     finally:
         store.close()

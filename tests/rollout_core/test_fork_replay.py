@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,14 +9,14 @@ from pathlib import Path
 import pytest
 
 from rollout_core.datasets import Dataset, load_dataset
-from rollout_core.fork_replay import ForkStart, observations_match
+from rollout_core.episode import observations_match
+from rollout_core.fork_replay import ForkStart
 from rollout_core.policies.base import Completion, PolicyRequest
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import (
     EpisodeKey,
     ListSink,
     PolicyInfo,
-    RecordedStep,
     StepRecord,
 )
 from rollout_core.runner import EpisodeTask, episode_seed, plan_episodes, run_episodes
@@ -46,12 +45,6 @@ def _episodes(sink: ListSink) -> dict[EpisodeKey, list[StepRecord]]:
     return {k: sorted(v, key=lambda s: s.step_no) for k, v in by_key.items()}
 
 
-def _recorded(s: StepRecord) -> RecordedStep:
-    return RecordedStep(
-        s.prompt, s.raw_output, s.action, s.argument, s.parsed, s.observation, s.error, s.reward
-    )
-
-
 def _fork_tasks(dataset: Dataset, source: ListSink, step: int, seed: int = 0) -> list[EpisodeTask]:
     """Every recorded episode with at least `step` steps, forked at `step`."""
     tasks = []
@@ -60,7 +53,7 @@ def _fork_tasks(dataset: Dataset, source: ListSink, step: int, seed: int = 0) ->
             continue
         start = ForkStart(
             source_episode=n,
-            steps=tuple(_recorded(s) for s in steps[: step - 1]),
+            steps=tuple(steps[: step - 1]),
             prompt=steps[step - 1].prompt,
         )
         question = dataset.by_id(key.question_id)
@@ -136,7 +129,7 @@ def test_the_new_policy_sees_the_recorded_conversation(dataset: Dataset) -> None
     assert set(firsts) == {t.key for t in tasks}
     for key, request in firsts.items():
         recorded = _episodes(source)[key][3].prompt
-        assert request.messages == json.loads(recorded)
+        assert request.messages == list(recorded)
         assert request.steps_left == ENV.step_budget - 3
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -69,7 +68,7 @@ def test_a_resumed_episode_reproduces_its_outputs(tiny_checkpoint: Path, dataset
     assert later
     requests = [
         PolicyRequest(
-            json.loads(s.prompt),
+            [dict(m) for m in s.prompt],
             by_id[s.question_id],
             dataset.db_path(by_id[s.question_id].db_id),
             step_no=s.step_no,
@@ -121,7 +120,7 @@ def test_recorded_logprobs_match_a_forward_pass(
         assert step.tokens_out == len(trace.ids)
         assert step.truncated == (trace.ids[-1] not in policy.eos_ids)
         assert step.cached_tokens is not None and 0 <= step.cached_tokens < (step.tokens_in or 0)
-        prompt = policy.render(json.loads(step.prompt))
+        prompt = policy.render([dict(m) for m in step.prompt])
         prompt_ids = policy.tokenizer(prompt, add_special_tokens=False)["input_ids"]
         logprobs, entropies, best = _teacher_forced(
             policy, prompt_ids, trace.ids, settings.temperature

@@ -80,7 +80,7 @@ def test_records_arrive_per_iteration_in_order(dataset: Dataset) -> None:
     assert len(last.finished) == 2 and all(s.done for s in last.steps)
     step = sink.steps[0]
     assert step.step_no == 1 and step.parsed and step.action == "DESCRIBE"
-    assert '"role": "system"' in step.prompt
+    assert [m["role"] for m in step.prompt] == ["system", "user"]
     assert step.policy_seconds >= 0 and step.env_seconds >= 0
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 
-from sqlalchemy import select
+from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
 from rollout_core.records import EpisodeKey, IterationBatch, ListSink, Sink, StepRecord
-from storage.models import Episode, Step
-from storage.prompt_layout import digest_matches
+from storage.models import Episode
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 
@@ -43,7 +43,8 @@ def check_prompts(store: Store, runs: Mapping[int, Iterable[StepRecord]]) -> int
             for s in d.steps
         }
         for r in records:
-            assert stored[r.key, r.step_no] == as_stored(r.prompt), (run_id, r.key, r.step_no)
+            want = [dict(m) for m in r.prompt]
+            assert list(stored[r.key, r.step_no]) == want, (run_id, r.key, r.step_no)
             count += 1
         for d in details[:: max(1, len(details) // 20)]:  # replay reads the same, one at a time
             one = store.get_episode(d.summary.id)
@@ -51,24 +52,18 @@ def check_prompts(store: Store, runs: Mapping[int, Iterable[StepRecord]]) -> int
     return count
 
 
-def check_hashes(store: Store) -> int:
-    """Every step's rebuilt prompt matches the hash stored with it; returns how many steps."""
+def check_view(store: Store) -> int:
+    """Every step's prompt in the `step_prompts` SQL view is the one the Store rebuilds;
+    returns how many steps."""
     with Session(store._engine) as session:
-        hashes = {
-            (episode_id, step_no): digest
-            for episode_id, step_no, digest in session.execute(
-                select(Step.episode_id, Step.step_no, Step.prompt_sha256)
-            )
-        }
+        rows = session.execute(text("SELECT episode_id, step_no, prompt FROM step_prompts")).all()
         run_ids = list(session.scalars(select(Episode.run_id).distinct()))
+    in_sql = {(e, n): json.loads(p) for e, n, p in rows}
     checked = 0
     for run_id in run_ids:
         for d in store.iter_episode_details(run_id, flt=EpisodeFilter(finished_only=False)):
             for s in d.steps:
-                assert digest_matches(hashes[d.summary.id, s.step_no], s.prompt), (
-                    d.summary.id,
-                    s.step_no,
-                )
+                assert in_sql[d.summary.id, s.step_no] == list(s.prompt), (d.summary.id, s.step_no)
                 checked += 1
-    assert checked == len(hashes), "some steps were not read back"
+    assert checked == len(in_sql), "some steps were not read back"
     return checked

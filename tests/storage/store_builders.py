@@ -56,7 +56,7 @@ def step(
         question_id=q,
         sample_index=sample,
         step_no=step_no,
-        prompt=f"prompt {q}/{sample}/{step_no}",
+        prompt=({"role": "user", "content": f"prompt {q}/{sample}/{step_no}"},),
         raw_output=raw or f"{action}: arg {step_no}",
         action=action,
         argument=f"arg {step_no}",

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -13,11 +11,11 @@ from rollout_core.policies.registry import make_policy
 from rollout_core.records import IterationBatch
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import EnvironmentSettings
-from storage import store as store_module
 from storage.models import Episode, Run
 from storage.read_models import EpisodeFilter
-from storage.store import GROUP_STEPS, Store
-from tests.storage.prompt_checks import TeeSink, check_hashes, check_prompts
+from storage.sink import GROUP_STEPS
+from storage.store import Store
+from tests.storage.prompt_checks import TeeSink, check_prompts, check_view
 from tests.storage.store_builders import finish, play, spec, start, step
 
 HOUR = 3600.0  # long enough that only a flush (or GROUP_STEPS) writes
@@ -56,7 +54,7 @@ def test_runner_through_a_grouping_sink_stores_what_one_transaction_each_does(
     # Grouped, every episode started and finished in one transaction: inserted whole.
     assert _rows(store, grouped_id) == _rows(store, each)
     assert check_prompts(store, {grouped_id: grouped_steps}) == len(grouped_steps) > 50
-    assert check_hashes(store) == len(each_steps) + len(grouped_steps)
+    assert check_view(store) == len(each_steps) + len(grouped_steps)
     a, b = store.get_run(each), store.get_run(grouped_id)
     assert a is not None and b is not None
     assert (a.episodes_finished, a.correct) == (b.episodes_finished, b.correct) == (24, a.correct)
@@ -101,22 +99,6 @@ def test_a_grouping_sink_writes_once_it_holds_group_steps(store: Store) -> None:
     with Session(store._engine) as session:
         stored = session.scalar(select(func.count()).where(Episode.run_id == run_id))
     assert stored == 2 * half
-
-
-def test_a_grouping_sink_writes_once_its_prompts_hold_enough_text(
-    store: Store, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Long prompts bound a group by their text, well before it holds GROUP_STEPS steps."""
-    monkeypatch.setattr(store_module, "GROUP_PROMPT_CHARS", 1_000)
-    run_id = store.create_run(spec("long"), episodes_planned=2)
-    sink = store.sink(run_id, group_seconds=HOUR)
-    long = [dataclasses.replace(step(q, 0, 1), prompt=q * 300) for q in ("qa", "qb")]
-    sink.write(IterationBatch(started=[start("qa")], steps=long[:1]))  # 600 characters
-    assert _episodes(store, run_id) == []
-    sink.write(IterationBatch(started=[start("qb")], steps=long[1:]))  # 1,200 in all
-    assert _episodes(store, run_id) == [("qa", 0, None, 1), ("qb", 0, None, 1)]
-    sink.write(IterationBatch(steps=[step("qa", 0, 2)]))  # counted again from 0
-    assert _episodes(store, run_id) == [("qa", 0, None, 1), ("qb", 0, None, 1)]
 
 
 def test_leaving_the_block_on_an_error_keeps_what_is_held_and_raises_the_error(

@@ -1,13 +1,14 @@
-"""Revision 0003 turns the whole prompts of a 0002 store into layouts, and back on downgrade."""
+"""A 0002 store, whose steps held whole prompts, upgrades through 0003 and 0011 with every
+prompt the same messages."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
-from alembic import command
 from sqlalchemy import create_engine
 
 from rollout_core.datasets import load_named_dataset
@@ -16,10 +17,9 @@ from rollout_core.records import IterationBatch, ListSink, StepRecord
 from rollout_core.runner import plan_episodes, run_episodes
 from storage.migrations import alembic_config
 from storage.store import Store
-from tests.storage.prompt_checks import as_stored, check_hashes, check_prompts
-from tests.storage.store_builders import finish, spec, start
+from tests.storage.prompt_checks import as_stored, check_prompts, check_view
+from tests.storage.store_builders import finish, spec, start, step
 from tests.storage.store_files import upgrade_only_to
-from tests.storage.test_store_prompts import _odd_episodes
 
 _NOW = datetime(2026, 12, 1, tzinfo=UTC)
 
@@ -32,18 +32,25 @@ def _runner_batches(policy: str, samples: int, limit: int) -> list[IterationBatc
     return sink.batches
 
 
-def _odd_batches() -> list[IterationBatch]:
-    batches = []
-    for qid, (question, steps) in _odd_episodes().items():
-        opened = dataclasses.replace(start(qid), question=question)
-        batches.append(
-            IterationBatch(
-                started=[opened],
-                steps=steps,
-                finished=[finish(qid, 0, "wrong", 0.0, len(steps))],
-            )
+def _text_batch() -> IterationBatch:
+    """An episode whose prompts were a chat template's text, not JSON messages."""
+    texts = ["<|im_start|>user\nQ?<|im_end|>\n", "<|im_start|>user\nQ?<|im_end|>\nmore"]
+    steps = [
+        dataclasses.replace(
+            step("text", 0, n, done=n == 2), prompt=({"role": "prompt", "content": t},)
         )
-    return batches
+        for n, t in enumerate(texts, start=1)
+    ]
+    return IterationBatch(
+        started=[start("text")], steps=steps, finished=[finish("text", 0, "wrong", 0.0, 2)]
+    )
+
+
+def _stored_prompt(r: StepRecord) -> str:
+    """The prompt as the release at 0002 stored it: JSON messages, or a template's text."""
+    if r.prompt and r.prompt[0]["role"] == "prompt":
+        return str(r.prompt[0]["content"])
+    return json.dumps([dict(m) for m in r.prompt], ensure_ascii=False)
 
 
 def _store_at_0002(url: str, runs: dict[str, list[IterationBatch]]) -> dict[int, list[StepRecord]]:
@@ -101,7 +108,7 @@ def _episode_row(run_id: int, s: Any) -> dict[str, Any]:
 
 def _step_row(episode_id: int, r: StepRecord) -> dict[str, Any]:
     return {
-        "episode_id": episode_id, "step_no": r.step_no, "prompt": _clean(r.prompt),
+        "episode_id": episode_id, "step_no": r.step_no, "prompt": _stored_prompt(r),
         "raw_output": _clean(r.raw_output), "action": r.action, "argument": _clean(r.argument),
         "parsed": r.parsed, "observation": _clean(r.observation), "error": _clean(r.error),
         "reward": r.reward, "done": r.done, "tokens_in": r.tokens_in, "tokens_out": r.tokens_out,
@@ -113,7 +120,7 @@ def _old_runs() -> dict[str, list[IterationBatch]]:
     return {
         "oracle": _runner_batches("oracle", samples=1, limit=121),
         "random": _runner_batches("random", samples=2, limit=40),
-        "odd": _odd_batches(),
+        "text": [_text_batch()],
     }
 
 
@@ -124,24 +131,6 @@ def test_a_0002_store_upgrades_with_every_prompt_intact(store_url: str) -> None:
         assert store.schema_upgrade is not None and store.schema_upgrade.before == "0002"
         total = sum(len(r) for r in written.values())
         assert check_prompts(store, written) == total > 500
-        assert check_hashes(store) == total
-        columns = {c["name"] for c in sa.inspect(store._engine).get_columns("steps")}
-        assert "prompt" not in columns and {"prompt_layout", "prompt_sha256"} <= columns
+        assert check_view(store) == total
     finally:
         store.close()
-
-
-def test_downgrade_to_0002_gives_the_whole_prompts_back(store_url: str) -> None:
-    written = _store_at_0002(store_url, {"odd": _odd_batches()})
-    Store(store_url).close()  # up to head
-    engine = create_engine(store_url)
-    try:
-        with engine.begin() as conn:
-            cfg = alembic_config()
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, "0002")
-        with engine.connect() as conn:
-            got = conn.execute(sa.text("SELECT prompt FROM steps ORDER BY id")).scalars().all()
-    finally:
-        engine.dispose()
-    assert got == [as_stored(r.prompt) for r in written[1]]

@@ -50,7 +50,7 @@ def _batch(qid: str, sample: int, failure_class: FailureClass | None) -> Iterati
             question_id=qid,
             sample_index=sample,
             step_no=i,
-            prompt="p",
+            prompt=(),
             raw_output=f"{action} {arg}" if parsed else arg,
             action=action,
             argument=arg,

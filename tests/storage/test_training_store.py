@@ -1,4 +1,5 @@
-"""Training runs in the store: the training sink's writes and the Training page's reads."""
+"""Training runs in the store: episodes tagged with their training step and group, and the
+Training page's reads."""
 
 from __future__ import annotations
 
@@ -12,13 +13,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy.dialects import sqlite
 
-from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
+from rollout_core.records import IterationBatch, TokenTrace
 from storage.groups import stats_query
 from storage.read_models import GroupKey
+from storage.sink import StoreSink
 from storage.store import Store
 from storage.training import (
-    GroupTag,
-    TrainingSink,
     counters,
     played_steps,
     question_episodes,
@@ -35,16 +35,29 @@ def _traced(q: str, sample: int, step_no: int, logprobs: list[float], **kw: obje
 
 
 def play_group(
-    sink: TrainingSink, q: str, samples: range, rewards: list[float], *, unparsed: int = 0
+    sink: StoreSink,
+    q: str,
+    samples: range,
+    rewards: list[float],
+    at: tuple[int, int],
+    *,
+    unparsed: int = 0,
 ) -> None:
-    """Play one group: each episode one step, then finished with its reward."""
-    sink.write(IterationBatch(started=[start(q, s) for s in samples]))
+    """Play one group at (training step, group index): each episode one step of two tokens,
+    then finished with its reward."""
+    step_no, group = at
+    starts = [
+        dataclasses.replace(start(q, s), train_step=step_no, group_index=group) for s in samples
+    ]
+    sink.write(IterationBatch(started=starts))
     steps = [
         _traced(q, s, 1, [-1.0, -2.0], parsed=i >= unparsed, done=True)
         for i, s in enumerate(samples)
     ]
     finished = [
-        finish(q, s, "correct" if r >= 1.0 else "wrong", r, 1)
+        dataclasses.replace(
+            finish(q, s, "correct" if r >= 1.0 else "wrong", r, 1), tokens_out=2, mean_logprob=-1.5
+        )
         for s, r in zip(samples, rewards, strict=True)
     ]
     sink.write(IterationBatch(steps=steps, finished=finished))  # type: ignore[arg-type]
@@ -54,13 +67,10 @@ def play_group(
 def training(store: Store) -> tuple[Store, int]:
     """A training run of two steps: step 0 with a mixed and a uniform group, step 1 one group."""
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=10)
-    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(3)}
-    tags |= {EpisodeKey("q2", s): GroupTag(0, 1) for s in range(3)}
-    tags |= {EpisodeKey("q1", s): GroupTag(1, 2) for s in range(3, 6)}
-    sink = TrainingSink(store, run_id, tags)
-    play_group(sink, "q1", range(3), [1.0, 0.0, 0.1], unparsed=1)
-    play_group(sink, "q2", range(3), [0.0, 0.0, 0.0])
-    play_group(sink, "q1", range(3, 6), [1.0, 1.0, 0.0])
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(3), [1.0, 0.0, 0.1], (0, 0), unparsed=1)
+    play_group(sink, "q2", range(3), [0.0, 0.0, 0.0], (0, 1))
+    play_group(sink, "q1", range(3, 6), [1.0, 1.0, 0.0], (1, 2))
     return store, run_id
 
 
@@ -119,15 +129,13 @@ def test_counters_go_on_after_the_last_sample_and_group(training: tuple[Store, i
 
 def test_a_failed_write_leaves_nothing_behind(store: Store) -> None:
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=1)
-    sink = TrainingSink(store, run_id, {EpisodeKey("q1", 0): GroupTag(0, 0)})
-    with pytest.raises(ValueError, match="no training step and group"):
-        sink.write(IterationBatch(started=[start("q1", 0), start("q9", 0)]))
+    sink = store.sink(run_id)
     with pytest.raises(ValueError, match="has no started episode"):
         sink.write(IterationBatch(started=[start("q1", 0)], steps=[step("q7", 0, 1)]))
     assert training_questions(store, run_id) == []
     assert store.finished_keys(run_id) == set()
     # The same episode can be written once the batch is right: no cache kept a dead id.
-    play_group(sink, "q1", range(1), [1.0])
+    play_group(sink, "q1", range(1), [1.0], (0, 0))
     assert [s.episodes for s in training_steps(store, run_id)] == [1]
 
 
@@ -146,8 +154,8 @@ def test_other_runs_have_no_training_steps(store: Store) -> None:
 
 def test_one_episode_groups_have_no_spread(store: Store) -> None:
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=1)
-    sink = TrainingSink(store, run_id, {EpisodeKey("q1", 0): GroupTag(4, 0)})
-    play_group(sink, "q1", range(1), [0.5])
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(1), [0.5], (4, 0))
     (only,) = training_steps(store, run_id)
     assert only.reward_std is None and only.group_reward_std is None
     assert only.frac_reward_zero_std == 1.0
@@ -158,11 +166,9 @@ def test_a_training_runs_groups_are_one_question_at_one_step(store: Store) -> No
     # All right at step 0, all wrong at step 1: GRPO learned nothing from either group. Pooled
     # over the run, the question's six samples looked like one group with signal.
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=6)
-    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(3)}
-    tags |= {EpisodeKey("q1", s): GroupTag(1, 1) for s in range(3, 6)}
-    sink = TrainingSink(store, run_id, tags)
-    play_group(sink, "q1", range(3), [1.0, 1.0, 1.0])
-    play_group(sink, "q1", range(3, 6), [0.0, 0.0, 0.0])
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(3), [1.0, 1.0, 1.0], (0, 0))
+    play_group(sink, "q1", range(3, 6), [0.0, 0.0, 0.0], (1, 1))
 
     overview = store.group_overview(run_id)
     found = sorted(
@@ -214,13 +220,10 @@ def test_a_training_runs_questions_are_counted_from_its_index_alone(tmp_path: Pa
 
 def test_a_training_runs_questions_have_their_counts_steps_and_text(store: Store) -> None:
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=6)
-    tags = {EpisodeKey("q1", s): GroupTag(0, 0) for s in range(2)}
-    tags |= {EpisodeKey("q2", s): GroupTag(0, 1) for s in range(2)}
-    tags |= {EpisodeKey("q1", s): GroupTag(3, 2) for s in range(2, 4)}
-    sink = TrainingSink(store, run_id, tags)
-    play_group(sink, "q1", range(2), [1.0, 0.0])
-    play_group(sink, "q2", range(2), [0.0, 0.0])
-    play_group(sink, "q1", range(2, 4), [1.0, 1.0])
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(2), [1.0, 0.0], (0, 0))
+    play_group(sink, "q2", range(2), [0.0, 0.0], (0, 1))
+    play_group(sink, "q1", range(2, 4), [1.0, 1.0], (3, 2))
     found = training_questions(store, run_id)
     assert [(q.question_id, q.episodes, q.correct, q.first_step, q.last_step) for q in found] == [
         ("q1", 4, 3, 0, 3),

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
 
 import streamlit as st
+
+from rollout_core.records import ChatMessage
 
 # Every character markdown (or its HTML pass-through) could act on gets a backslash.
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
@@ -31,26 +32,13 @@ def show_error(text: str) -> None:
     st.error(escape_markdown(text), icon=":material/error:")
 
 
-def chat_messages(prompt: str) -> list[tuple[str, str]] | None:
-    """(role, content) pairs when the prompt is JSON chat messages, else None."""
-    try:
-        data: Any = json.loads(prompt)
-    except (ValueError, TypeError):
-        return None
-    if not isinstance(data, list) or not all(isinstance(m, dict) for m in data):
-        return None
-    return [(str(m.get("role", "?")), str(m.get("content", ""))) for m in data]
-
-
-def show_prompt(prompt: str) -> None:
-    """The prompt as the model saw it: one block per chat message, or the plain text."""
-    messages = chat_messages(prompt)
-    if messages is None:
-        show_text(prompt)
-        return
-    for role, content in messages:
-        st.caption(role)
-        show_text(content)
+def show_prompt(prompt: Sequence[ChatMessage]) -> None:
+    """The prompt as the model saw it: one block per chat message."""
+    if not prompt:
+        st.caption("(no prompt recorded: the producer did not see it)")
+    for message in prompt:
+        st.caption(str(message.get("role", "?")))
+        show_text(str(message.get("content", "")))
 
 
 def fmt_pct(value: float | None) -> str:

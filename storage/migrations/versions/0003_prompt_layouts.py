@@ -2,11 +2,9 @@
 
 - prompt_texts: text stored once for the whole store (system prompts, message framing);
 - steps.prompt_layout and steps.prompt_sha256 replace steps.prompt: every old prompt is
-  encoded against its episode's earlier steps and hashed, then the column goes.
-
-The layout format is data kept in stores (`storage.prompt_layout`): readers must read every
-layout ever written, so it only grows new token kinds. That is why this revision encodes with
-the current code instead of a frozen copy: whatever it writes, this code reads.
+  stored as what it keeps of the previous step's prompt and a text for the rest
+  (`storage.migrations.legacy_layouts`), and hashed; then the column goes. Revision 0011
+  turns layouts into the messages each step added.
 
 Revision ID: 0003
 Revises: 0002
@@ -21,13 +19,12 @@ from typing import Any
 import sqlalchemy as sa
 from alembic import op
 
-from storage.prompt_layout import (
+from storage.migrations.legacy_layouts import (
     StepText,
     decode_episode,
-    encode_pieces,
-    join_layout,
     layout_text_ids,
     prompt_hash,
+    simple_pieces,
 )
 
 revision: str = "0003"
@@ -128,33 +125,27 @@ def _write_layouts(
     ids: dict[str, int],
 ) -> None:
     encoded = []
-    history: dict[int, StepText] = {}
     previous: tuple[int, int, str] | None = None  # (episode, step_no, prompt)
     for r in rows:
-        if previous is None or previous[0] != r.episode_id:
-            history = {}
-            previous = None
         prompt = r.prompt
-        pieces = encode_pieces(
-            prompt,
-            question=questions[r.episode_id] or "",
-            steps=history,
-            step_no=r.step_no,
-            previous=previous[2] if previous and previous[1] == r.step_no - 1 else None,
-        )
-        encoded.append((r.id, pieces, prompt_hash(prompt)))
-        history = {**history, r.step_no: StepText(r.raw_output, r.observation)}
+        base = None
+        if previous is not None and previous[:2] == (r.episode_id, r.step_no - 1):
+            base = previous[2]
+        encoded.append((r.id, *simple_pieces(prompt, base), prompt_hash(prompt)))
         previous = (r.episode_id, r.step_no, prompt)
-    literals = {p for _, pieces, _ in encoded for p in pieces if isinstance(p, str)}
-    _text_ids(conn, literals - ids.keys(), ids)
+    _text_ids(conn, {rest for _, _, rest, _ in encoded} - ids.keys(), ids)
     if encoded:
         conn.execute(
             steps.update()
             .where(steps.c.id == sa.bindparam("b_id"))
             .values(prompt_layout=sa.bindparam("b_layout"), prompt_sha256=sa.bindparam("b_hash")),
             [
-                {"b_id": i, "b_layout": join_layout(pieces, ids.__getitem__), "b_hash": digest}
-                for i, pieces, digest in encoded
+                {
+                    "b_id": i,
+                    "b_layout": f"p{keep} t{ids[rest]}" if keep else f"t{ids[rest]}",
+                    "b_hash": digest,
+                }
+                for i, keep, rest, digest in encoded
             ],
         )
 
@@ -194,7 +185,7 @@ def _decode_prompts(conn: sa.Connection) -> None:
             by_episode.setdefault(r.episode_id, []).append(r)
         values = []
         for episode_id, ep_rows in by_episode.items():
-            prompts, _ = decode_episode(
+            prompts = decode_episode(
                 [(r.step_no, r.prompt_layout) for r in ep_rows],
                 texts=texts,
                 question=questions[episode_id] or "",

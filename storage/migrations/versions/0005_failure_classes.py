@@ -88,7 +88,7 @@ def backfill(conn: sa.Connection) -> int:
         if not rows:
             return done
         finished = [Finished(i, cast(Outcome, o), p) for i, o, p in rows]
-        classes = classify_stored(conn, finished, spans=False)  # steps as they were at 0005
+        classes = classify_stored(conn, finished)
         params: list[dict[str, Any]] = [{"b_id": i, "b_class": c} for i, c in classes.items()]
         conn.execute(set_class, params)
         done += len(rows)
