@@ -1,0 +1,293 @@
+"""A fast filler of realistic-looking runs, for benchmarks of the read side."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, cast
+
+from sqlalchemy import Connection, Table, func, insert, select, text, update
+from sqlalchemy.orm import Session
+
+from rollout_core.failure_classes import StepFacts, classify_episode, gold_seen_from_progress
+from rollout_core.records import ACTION_KINDS, Outcome, PolicyInfo, RunSpec, TokenTrace
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from storage import run_totals
+from storage.bulk_sql import executemany
+from storage.engine import SQLITE_IMMEDIATE
+from storage.models import Episode, Run, Step
+from storage.prompt_layout import (
+    STEP_DIGEST_BYTES,
+    Piece,
+    encode_pieces,
+    join_layout,
+    step_digest,
+)
+from storage.prompt_store import text_ids
+from storage.step_spans import argument_columns, error_columns
+from storage.store import Store
+from storage.token_codec import encode_trace, trace_means
+from storage.writes import now_utc
+from tests.support.synthetic_text import (
+    ASSISTANT_OPEN,
+    DBS,
+    MESSAGE_CLOSE,
+    USER_OPEN,
+    TextPools,
+    first_prompt,
+    question_text,
+    system_prompt,
+)
+
+_INSERT_STEP = insert(cast(Table, Step.__table__))
+
+
+@dataclass
+class _Prompts:
+    """Layouts of the runner's prompts over this filler's texts, built without the encoder:
+    a later step's layout is always `p<k> t<open> R<n-1> t<user> O<n-1> t<close>`."""
+
+    system: str
+    ids: dict[str, int]
+    first: dict[int, tuple[list[Piece], str]]
+    """question number -> (encoded first prompt, the prompt)"""
+
+    def need(self, questions: set[int]) -> set[str]:
+        """Literal texts the given questions' episodes need that have no id yet."""
+        wanted = {ASSISTANT_OPEN, USER_OPEN, MESSAGE_CLOSE + "]"}
+        for q in questions:
+            if q not in self.first:
+                prompt = first_prompt(self.system, question_text(q), DBS[q % len(DBS)])
+                pieces = encode_pieces(
+                    prompt, question=question_text(q), steps={}, step_no=1, previous=None
+                )
+                self.first[q] = (pieces, prompt)
+            wanted |= {p for p in self.first[q][0] if isinstance(p, str)}
+        return wanted - self.ids.keys()
+
+
+_PIECE = re.compile(r"\s*\S+")
+
+
+def fill_synthetic(
+    store: Store,
+    runs: int = 4,
+    episodes_per_run: int = 25_000,
+    steps_per_episode: int = 10,
+    *,
+    seed: int = 0,
+    name_prefix: str = "synthetic",
+    questions: int = 1_000,
+    chunk_episodes: int = 2_000,
+    system_prompt_chars: int | None = None,
+) -> list[int]:
+    """Add `runs` completed runs of synthetic episodes (about `steps_per_episode` steps each).
+
+    Rows go in with bulk executemany inserts, a chunk of episodes and their steps per
+    transaction; no runner, no ORM objects. Prompts are the runner's (JSON chat messages with
+    the system prompt padded to `system_prompt_chars`), stored as the sink stores them.
+    Returns the new run ids.
+    """
+    rng = random.Random(seed)
+    pools = TextPools(random.Random(seed + 1))
+    engine = store._engine
+    run_ids = []
+    for r in range(runs):
+        environment = EnvironmentSettings(step_budget=steps_per_episode + 3)
+        run_spec = RunSpec(
+            name=f"{name_prefix}-{r}",
+            policy=f"hf:/checkpoints/ckpt-{(r + 1) * 1000}",
+            dataset="synthetic",
+            questions_path="synthetic.json",
+            db_dir="synthetic",
+            checkpoint=f"/checkpoints/ckpt-{(r + 1) * 1000}",
+            generation=GenerationSettings(temperature=0.7, max_new_tokens=256),
+            environment=environment,
+        )
+        info = PolicyInfo(name="hf", fingerprint=f"{rng.getrandbits(48):012x}")
+        run_id = store.create_run(
+            run_spec, episodes_planned=episodes_per_run, status="completed", policy_info=info
+        )
+        prompts = _Prompts(system_prompt(system_prompt_chars, environment.step_budget), {}, {})
+        skill = 0.3 + 0.5 * r / max(1, runs - 1)  # later checkpoints answer better
+        done = 0
+        while done < episodes_per_run:
+            n = min(chunk_episodes, episodes_per_run - done)
+            with engine.connect() as conn:
+                conn = conn.execution_options(**{SQLITE_IMMEDIATE: True})
+                with conn.begin():
+                    chunk_questions = {(done + i) % questions for i in range(n)}
+                    if missing := prompts.need(chunk_questions):
+                        with Session(bind=conn) as session:
+                            prompts.ids.update(text_ids(session, missing))
+                    first_id = int(conn.scalar(select(func.coalesce(func.max(Episode.id), 0))) or 0)
+                    episodes, steps = _chunk(
+                        rng, pools, prompts, run_id, first_id + 1, done, n,
+                        steps_per_episode, skill, questions,
+                    )  # fmt: skip
+                    conn.execute(insert(Episode), episodes)
+                    for part in _parts(steps, 20_000):
+                        executemany(conn, _INSERT_STEP, part)
+                    _sync_sequence(conn)
+            done += n
+        with engine.begin() as conn:
+            conn.execute(
+                update(Run)
+                .where(Run.id == run_id)
+                .values(started_at=Run.created_at, heartbeat_at=now_utc(), ended_at=now_utc())
+            )
+            run_totals.recompute(conn, [run_id])  # the rows went in without the write path
+        run_ids.append(run_id)
+    store.optimize()
+    return run_ids
+
+
+def _chunk(
+    rng: random.Random,
+    pools: TextPools,
+    prompts: _Prompts,
+    run_id: int,
+    first_id: int,
+    offset: int,
+    n: int,
+    steps_per_episode: int,
+    skill: float,
+    questions: int,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Rows of n episodes (explicit ids from first_id) and of all their steps."""
+    now = now_utc()
+    episodes: list[dict[str, Any]] = []
+    steps: list[dict[str, Any]] = []
+    spread = min(3, steps_per_episode - 1)
+    ids = prompts.ids
+    close = ids[MESSAGE_CLOSE + "]"]
+    later = f"t{ids[ASSISTANT_OPEN]} R{{0}} t{ids[USER_OPEN]} O{{0}} t{close}"
+    for i in range(n):
+        eid, k = first_id + i, offset + i
+        q = k % questions
+        n_steps = rng.randint(steps_per_episode - spread, steps_per_episode + spread)
+        roll = rng.random()
+        outcome: Outcome = (
+            "correct" if roll < skill
+            else "wrong" if roll < skill + 0.4 * (1 - skill)
+            else "budget_exhausted" if roll < 0.98
+            else "error"
+        )  # fmt: skip
+        unparsed = sql_errors = 0
+        by_action = dict.fromkeys(ACTION_KINDS, 0)
+        pieces, first = prompts.first[q]
+        # The prompt grows by one turn a step: hash it incrementally, without its last `]`.
+        base = hashlib.sha256(first[:-1].encode())
+        base_len = len(first) - 1
+        layout, digest = join_layout(pieces, ids.__getitem__), step_digest(first)
+        facts: list[StepFacts] = []
+        for s in range(1, n_steps + 1):
+            last = s == n_steps
+            action = (
+                "ANSWER"
+                if last and outcome in ("correct", "wrong")
+                else rng.choice(ACTION_KINDS[:3])
+            )
+            parsed = last or rng.random() > 0.05
+            stored = action if parsed else "QUERY"  # unparsed text falls back to QUERY
+            error = None if parsed and rng.random() > 0.15 else "no such column: singer.nme"
+            if stored == "ANSWER":
+                error = None
+            unparsed += 0 if parsed else 1
+            by_action[action] += 1 if parsed else 0
+            sql_errors += 1 if stored == "QUERY" and error else 0
+            step = pools.step(rng, action, parsed=parsed, error=error, correct=outcome == "correct")
+            facts.append(StepFacts(stored, step.argument, parsed, error))
+            trace = _trace(rng, step.raw_output)
+            mean_logprob, mean_entropy = trace_means(trace)
+            steps.append(
+                {
+                    "episode_id": eid,
+                    "step_no": s,
+                    "prompt_layout": layout,
+                    "prompt_sha256": digest,
+                    "raw_output": step.raw_output,
+                    "action": stored,
+                    **argument_columns(step.raw_output, step.argument),
+                    "parsed": parsed,
+                    "observation": step.observation,
+                    **error_columns(step.observation, error),
+                    "reward": 1.0 if last and outcome == "correct" else 0.0,
+                    "done": last,
+                    "tokens_in": (base_len + 1) // 4,
+                    "tokens_out": len(step.raw_output) // 4 + 1,
+                    "policy_seconds": 0.05,
+                    "env_seconds": 0.002,
+                    "truncated": False,
+                    "token_trace": encode_trace(trace, step.raw_output),
+                    "mean_logprob": mean_logprob,
+                    "mean_entropy": mean_entropy,
+                }
+            )
+            turn = ASSISTANT_OPEN + step.raw_json + USER_OPEN + step.observation_json
+            turn += MESSAGE_CLOSE
+            layout = f"p{base_len} " + later.format(s)
+            base.update(turn.encode())
+            base_len += len(turn)
+            closed = base.copy()
+            closed.update(b"]")
+            digest = closed.digest()[:STEP_DIGEST_BYTES]
+        reward = (1.0 if outcome == "correct" else 0.0) + round(rng.uniform(-0.2, 0.3), 2)
+        progress = rng.choice((0.0, 0.05, 0.1))
+        episodes.append(
+            {
+                "id": eid,
+                "run_id": run_id,
+                "question_id": f"q{q:05d}",
+                "sample_index": k // questions,
+                "seed": k,
+                "db_id": DBS[q % len(DBS)],
+                "question": question_text(q),
+                "gold_sql": f"SELECT count(*) FROM singer WHERE country_id = {q}",
+                "started_at": now - timedelta(seconds=n - i),
+                "ended_at": now,
+                "outcome": outcome,
+                "reward": reward,
+                "progress": progress,
+                "operational": float(n_steps - 1),
+                "answer": "4" if outcome in ("correct", "wrong") else None,
+                "duration_seconds": round(0.05 * n_steps + rng.random(), 3),
+                "error": "policy crashed" if outcome == "error" else None,
+                "steps": n_steps,
+                "unparsed_steps": unparsed,
+                "has_unparsed": unparsed > 0,
+                "has_sql_error": sql_errors > 0,
+                "failure_class": classify_episode(
+                    outcome, facts, gold_seen=gold_seen_from_progress(progress)
+                ),
+            }
+            | {f"{a.lower()}_steps": n for a, n in by_action.items()}
+        )
+    return episodes, steps
+
+
+def _trace(rng: random.Random, text: str) -> TokenTrace:
+    """Word-sized token pieces of `text` with made-up log-probabilities and entropies."""
+    pieces = tuple(p for p in _PIECE.findall(text) if p)
+    return TokenTrace(
+        text=pieces,
+        logprobs=tuple(-rng.expovariate(2.0) for _ in pieces),
+        entropies=tuple(rng.uniform(0.0, 3.0) for _ in pieces),
+    )
+
+
+def _parts(rows: list[dict[str, Any]], size: int) -> Iterator[list[dict[str, Any]]]:
+    for start in range(0, len(rows), size):
+        yield rows[start : start + size]
+
+
+def _sync_sequence(conn: Connection) -> None:
+    """Explicit ids bypass PostgreSQL's sequence: move it past them for later inserts."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(
+            text("SELECT setval(pg_get_serial_sequence('episodes', 'id'), max(id)) FROM episodes")
+        )
