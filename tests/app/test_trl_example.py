@@ -1,4 +1,4 @@
-"""The README's training script runs as a user would run it, and records its run."""
+"""The training docs' example script runs as a user would run it, and records its run."""
 
 from __future__ import annotations
 
@@ -81,6 +81,6 @@ def test_a_killed_trainer_leaves_an_interrupted_run_with_every_step_played(
     assert run.episodes_finished == sum(s.episodes for s in steps)
 
 
-def test_the_readme_shows_the_example_script() -> None:
-    readme = (REPO / "README.md").read_text()
-    assert EXAMPLE.read_text().strip() in readme
+def test_the_training_page_shows_the_example_script() -> None:
+    page = (REPO / "docs" / "training.md").read_text()
+    assert EXAMPLE.read_text().strip() in page

@@ -28,6 +28,7 @@ from tests.benchmarks.bench_dashboard import (
     _timings,
 )
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, start_dashboard, stop
+from tests.support.synthetic import fill_synthetic
 
 
 def _best_of(fn: Callable[[], Any], repeat: int = 3) -> float:
@@ -46,10 +47,9 @@ MAP_SAMPLES = int(os.environ.get("ROLLSCOPE_BENCH_MAP_SAMPLES", "4"))
 @pytest.fixture(scope="module")
 def big_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """4 runs x 25,000 episodes (25 samples of 1,000 questions) x ~10 steps, with tokens."""
-    synthetic = pytest.importorskip("storage.synthetic", reason="needs storage.synthetic")
     url = str(tmp_path_factory.mktemp("bench-analysis") / "big.db")
     store = Store(url)
-    synthetic.fill_synthetic(
+    fill_synthetic(
         store, runs=4, episodes_per_run=EPISODES // 4, steps_per_episode=STEPS_PER_EPISODE
     )
     store.close()
@@ -59,10 +59,9 @@ def big_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 @pytest.fixture(scope="module")
 def map_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """10 runs x MAP_QUESTIONS questions x MAP_SAMPLES samples, 2-4 steps each."""
-    synthetic = pytest.importorskip("storage.synthetic", reason="needs storage.synthetic")
     url = str(tmp_path_factory.mktemp("bench-map") / "map.db")
     store = Store(url)
-    synthetic.fill_synthetic(
+    fill_synthetic(
         store,
         runs=MAP_RUNS,
         episodes_per_run=MAP_QUESTIONS * MAP_SAMPLES,

@@ -27,8 +27,8 @@ import pytest
 from storage.read_models import EpisodeFilter
 from storage.reads import TEXT_COUNT_CAP, TEXT_SEARCH_NEWEST
 from storage.store import Store
-from storage.synthetic import fill_synthetic
 from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, start_dashboard, stop
+from tests.support.synthetic import fill_synthetic
 
 # A 1M-episode fill takes many minutes on a loaded machine: far past the default timeout.
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(3 * 3600)]

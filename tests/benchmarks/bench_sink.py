@@ -4,7 +4,7 @@ Run on request: `pytest tests/benchmarks/bench_sink.py --benchmarks -s`.
 Target: at least 50,000 step rows/s. The batches are what the runner hands the sink: one
 iteration of B live episodes (B step records, the episodes that started and finished), the
 runner's own chat messages growing turn by turn, outputs and observations of realistic length
-(`storage.synthetic_text`). Only `sink.write` (and the last `flush`) is timed; building the
+(`tests.support.synthetic_text`). Only `sink.write` (and the last `flush`) is timed; building the
 records is not. Two modes: one transaction per iteration, and the batch runs' grouping
 (`app.batch.SINK_GROUP_SECONDS`).
 """
@@ -31,7 +31,7 @@ from rollout_core.records import (
     StepRecord,
 )
 from storage.store import Store
-from storage.synthetic_text import (
+from tests.support.synthetic_text import (
     DBS,
     TextPools,
     first_messages,

@@ -23,7 +23,7 @@ from sqlalchemy import create_engine
 
 from storage.migrations import alembic_config
 from storage.store import Store
-from storage.synthetic import fill_synthetic
+from tests.support.synthetic import fill_synthetic
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(1800)]
 

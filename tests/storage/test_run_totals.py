@@ -19,7 +19,7 @@ from storage.engine import get_engine
 from storage.migrations import alembic_config
 from storage.models import Episode
 from storage.store import Store
-from storage.synthetic import fill_synthetic
+from tests.support.synthetic import fill_synthetic
 
 _OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "error", "budget_exhausted")
 # A class the runner could give each outcome; records without one are classified by the store.

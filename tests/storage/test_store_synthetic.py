@@ -11,9 +11,9 @@ from rollout_core.records import EpisodeKey
 from storage.models import Episode, Step
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-from storage.synthetic import fill_synthetic
-from storage.synthetic_text import DB_TABLES, system_prompt
 from tests.storage.prompt_checks import check_view
+from tests.support.synthetic import fill_synthetic
+from tests.support.synthetic_text import DB_TABLES, system_prompt
 
 
 def test_fill_synthetic_small(store: Store) -> None:

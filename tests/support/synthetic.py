@@ -21,15 +21,15 @@ from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
 from storage.prompts import messages_json, text_ids
 from storage.store import Store
-from storage.synthetic_text import (
+from storage.token_codec import encode_trace, trace_means
+from storage.writes import now_utc
+from tests.support.synthetic_text import (
     DBS,
     TextPools,
     first_messages,
     question_text,
     system_prompt,
 )
-from storage.token_codec import encode_trace, trace_means
-from storage.writes import now_utc
 
 _INSERT_STEP = insert(cast(Table, Step.__table__))
 
