@@ -98,11 +98,12 @@ def prepare(plan: PlannedRun, fanout: Fanout | None = None) -> Prepared:
 
 
 def start_run(
-    store: Store, request: RunRequest, *, fanout: Fanout | None = None
+    store: Store, request: RunRequest | PlannedRun, *, fanout: Fanout | None = None
 ) -> tuple[int, Prepared]:
-    """Validate a request, build its policy, then create the run: nothing is written when any
-    of that fails."""
-    prepared = prepare(build_spec(request), fanout)
+    """Validate a request (a plan already is), build its policy, then create the run: nothing
+    is written when any of that fails."""
+    plan = request if isinstance(request, PlannedRun) else build_spec(request)
+    prepared = prepare(plan, fanout)
     with _closed_on_error(fanout):
         run_id = store.create_run(
             prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info

@@ -122,7 +122,7 @@ def test_bad_input_is_one_line_and_leaves_no_run(
 ) -> None:
     questions, db_dir = bench
     db = tmp_path / "s.db"
-    base = ["--questions", questions, "--db-dir", db_dir]
+    base: list[str | Path] = ["--questions", questions, "--db-dir", db_dir]
     if args[0] == "--questions":
         base = []
     res = rollscope("run", *base, *args, "--store", db, "--quiet", cwd=tmp_path)
@@ -153,7 +153,7 @@ def test_bad_store_url(tmp_path: Path) -> None:
 
 def test_duplicate_run_name(tmp_path: Path, bench: tuple[Path, Path]) -> None:
     questions, db_dir = bench
-    args = [
+    args: list[str | Path] = [
         "run",
         "--questions",
         questions,
