@@ -264,7 +264,10 @@ def play_run(
         raise Cancelled("interrupted: the run is marked cancelled") from None
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        store.set_run_status(run_id, "failed", error=message)
+        # A store that cannot take even this (a full disk) leaves the run `running`: it reads
+        # `interrupted` once this process is gone, and --resume takes it over all the same.
+        with contextlib.suppress(Exception):
+            store.set_run_status(run_id, "failed", error=message)
         raise JobError(f"run failed: {message}") from exc
     finally:
         beat.stopped.set()

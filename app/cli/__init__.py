@@ -1,7 +1,7 @@
 """The `rollscope` command line: parse, build a spec, call one function, print, exit.
 
 Each command group lives in its own module; this one only assembles them. Exit codes: 0 done,
-1 the run failed, 2 bad input, 130 stopped (Ctrl-C, SIGTERM, cancel).
+1 the run (or the store under it) failed, 2 bad input, 130 stopped (Ctrl-C, SIGTERM, cancel).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from app.cli.read import export, runs, show
 from app.cli.run import run_command
 from app.cli.serve import dashboard
 from app.cli.store_admin import migrate
+from app.cli.store_failures import store_trouble
 from app.cli.tags import tag, tags
 
 cli = typer.Typer(
@@ -45,7 +46,15 @@ def main() -> None:
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "format_message") and isinstance(exit_code, int):
             _usage_error(exc, exit_code)
-        raise
+        trouble = store_trouble(exc)
+        if trouble is None:
+            raise  # a bug: its traceback is what to report
+        err.print(
+            f"[bold red]error:[/] {trouble.cause}: {trouble.fix}, then try again",
+            highlight=False,
+            soft_wrap=True,
+        )
+        sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 import traceback
 from typing import TYPE_CHECKING
@@ -10,6 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from app import batch
 from app.cli.output import USER_ERRORS, err, fail, out
+from app.cli.store_failures import store_trouble
+from app.cli.stores import DEFAULT_STORE, shown_url
 from app.render import runs_table
 
 if TYPE_CHECKING:
@@ -55,6 +58,14 @@ def play(
         fail(str(exc), code=130)
     except batch.JobError as exc:
         cause = exc.__cause__
+        trouble = None if cause is None else store_trouble(cause)
+        if trouble is not None:
+            # The episodes written so far are committed; --resume plays the rest.
+            fail(
+                f"run {run_id} {prepared.spec.name!r} stopped: {trouble.cause}; "
+                f"{_kept(st, run_id)}: {trouble.fix}, then {resume_command(prepared, url)}",
+                code=1,
+            )
         if cause is not None and not isinstance(cause, USER_ERRORS):
             # Not bad input: a bug or a broken model. The run records the one-line error; the
             # terminal also gets the traceback to debug it.
@@ -69,3 +80,20 @@ def play(
         f"{stats.wall_seconds:.1f} s ({eps:.1f} ep/s), accuracy {stats.accuracy:.1%}",
         highlight=False,
     )
+
+
+def resume_command(prepared: batch.Prepared, url: str) -> str:
+    """The command that finishes the run, e.g. `rollscope run --resume NAME --store PATH`."""
+    store = "" if url == DEFAULT_STORE else f" --store {shlex.quote(shown_url(url))}"
+    return f"`rollscope run --resume {shlex.quote(prepared.spec.name)}{store}`"
+
+
+def _kept(st: Store, run_id: int) -> str:
+    """How many finished episodes the failed run keeps, when the store can still say."""
+    try:
+        summary = st.get_run(run_id)
+    except Exception:  # the store that just failed may fail this read too
+        summary = None
+    if summary is None:
+        return "the episodes it finished are kept"
+    return f"its {summary.episodes_finished} finished episodes are kept"
