@@ -70,7 +70,7 @@ def fork(
         samples=samples,
         name=name,
     )
-    st = open_store(store)
+    st = open_store(store, existing="a fork continues episodes recorded there")
     try:
         if episode_id is not None:
             assert step is not None

@@ -33,7 +33,8 @@ def run(opts: RunOptions) -> None:
         fail(f"{flag(RunOptions, exc.field)} {exc.problem}")
     except USER_ERRORS as exc:
         fail(one_line(exc))
-    st = open_store(opts.store)
+    recorded = "--run-id and --resume play a run recorded there"
+    st = open_store(opts.store, existing=None if stored is None else recorded)
     fanout = None if target is None else _ray_fanout(target, st)
     try:
         if plan is not None:

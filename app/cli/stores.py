@@ -17,10 +17,19 @@ StoreOpt = Annotated[
 ]
 
 
-def open_store(url: str) -> Store:
-    """A store opened to write (created or upgraded to the newest schema as needed)."""
+def open_store(url: str, *, existing: str | None = None) -> Store:
+    """A store opened to write (upgraded to the newest schema as needed); created unless
+    `existing` says what the command needs from a store that is already there."""
+    from storage.engine import StoreMissing
     from storage.store import Store, StoreError
 
+    if existing is not None:
+        try:
+            Store(url, read_only=True).close()
+        except StoreMissing:
+            fail(f"no store at {shown_url(url)}: {existing} (check --store)")
+        except StoreError:
+            pass  # opened to write below: upgraded, or refused with the reason
     try:
         return Store(url)
     except StoreError as exc:

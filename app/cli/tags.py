@@ -34,7 +34,7 @@ def tag(
 
     if remove and note is not None:
         fail("--remove takes a tag off; it has no --note")
-    st = open_store(store)
+    st = open_store(store, existing="tags go on episodes recorded there")
     where = f"episode {episode_id}" + ("" if step is None else f" step {step}")
     try:
         if remove:

@@ -131,11 +131,28 @@ def test_bad_run_input_is_one_line_and_creates_no_store(
 def test_an_unknown_run_to_resume_is_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, err = in_process(
-        monkeypatch, capsys, "run", "--resume", "nope", "--store", tmp_path / "s.db"
-    )
+    store = tmp_path / "s.db"
+    assert in_process(monkeypatch, capsys, "migrate", "--store", store)[0] == 0
+    code, err = in_process(monkeypatch, capsys, "run", "--resume", "nope", "--store", store)
     assert code == 2
     assert err.strip() == "error: no run 'nope' in the store (list them with `rollscope runs`)"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["run", "--resume", "r1"], ["run", "--run-id", "3"], ["fork", "1", "--step", "1"],
+     ["tag", "1", "wrong-join"]],
+)  # fmt: skip
+def test_a_command_on_recorded_episodes_creates_no_store_where_there_is_none(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+) -> None:
+    code, err = in_process(monkeypatch, capsys, *args, "--store", tmp_path / "typo.db")
+    assert code == 2 and err.startswith(f"error: no store at {tmp_path / 'typo.db'}: "), err
+    assert err.strip().endswith("(check --store)") and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_a_file_that_is_not_a_store_is_one_line_and_left_alone(
