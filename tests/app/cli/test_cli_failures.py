@@ -27,7 +27,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_completes_the_run(tmp_path: 
                         "--name", "full", "--store", store, "--quiet")  # fmt: skip
     resume = rollscope_cmd("run", "--resume", "full", "--store", store, "--quiet")
     to = {name: shlex.quote(str(saved / name)) for name in ("run", "runs", "resume")}
-    # The store fills its 1 MB disk a few dozen episodes in; the user frees space and resumes.
+    # The store fills its small disk mid-run; the user frees space (the disk grows) and resumes.
     script = f"""
         {shlex.join(run)} > {to["run"]}.out 2> {to["run"]}.err; echo $? > {to["run"]}.rc
         {shlex.join(rollscope_cmd("runs", "--json", "--store", store))} > {to["runs"]}.json
