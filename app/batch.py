@@ -98,11 +98,12 @@ def prepare(plan: PlannedRun, fanout: Fanout | None = None) -> Prepared:
 
 
 def start_run(
-    store: Store, request: RunRequest, *, fanout: Fanout | None = None
+    store: Store, request: RunRequest | PlannedRun, *, fanout: Fanout | None = None
 ) -> tuple[int, Prepared]:
-    """Validate a request, build its policy, then create the run: nothing is written when any
-    of that fails."""
-    prepared = prepare(build_spec(request), fanout)
+    """Validate a request (a plan already is), build its policy, then create the run: nothing
+    is written when any of that fails."""
+    plan = request if isinstance(request, PlannedRun) else build_spec(request)
+    prepared = prepare(plan, fanout)
     with _closed_on_error(fanout):
         run_id = store.create_run(
             prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
@@ -263,7 +264,10 @@ def play_run(
         raise Cancelled("interrupted: the run is marked cancelled") from None
     except Exception as exc:
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        store.set_run_status(run_id, "failed", error=message)
+        # A store that cannot take even this (a full disk) leaves the run `running`: it reads
+        # `interrupted` once this process is gone, and --resume takes it over all the same.
+        with contextlib.suppress(Exception):
+            store.set_run_status(run_id, "failed", error=message)
         raise JobError(f"run failed: {message}") from exc
     finally:
         beat.stopped.set()

@@ -7,6 +7,7 @@ row exists.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,7 +19,12 @@ from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, sel
 from rollout_core.errors import SpecError
 from rollout_core.policies.registry import check_spec, split_spec
 from rollout_core.records import ForkSpec, Question, RunKind, RunSpec
-from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from rollout_core.settings import (
+    EndpointSettings,
+    EnvironmentSettings,
+    GenerationSettings,
+    SettingsError,
+)
 
 _MAX_NAME = 200
 
@@ -45,6 +51,50 @@ class RunRequest:
     kind: RunKind = "batch"
     fork: ForkSpec | None = None
     """For kind `fork`: the recorded episodes continued (built by `app.forks`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SettingsRequest:
+    """Generation and environment settings as a user gives them (CLI flags, a Launch form),
+    each None for its default; `build` checks them, a SettingsError naming the field."""
+
+    temperature: float | None = None
+    top_p: float | None = None
+    max_new_tokens: int | None = None
+    seed: int | None = None
+    batch_size: int | None = None
+    """None: the default, or the endpoint's concurrency when there is one."""
+    device: str | None = None
+    dtype: str | None = None
+    threads: int | None = None
+    step_budget: int | None = None
+    sample_rows: int | None = None
+    max_observation_tokens: int | None = None
+    query_timeout: float | None = None
+    """Seconds one query may run (the sandbox's deadline)."""
+    endpoint: EndpointSettings | None = None
+
+    def build(self) -> tuple[GenerationSettings, EnvironmentSettings]:
+        """The settings, defaults filled in; SettingsError names the first bad field."""
+        given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        given = {name: value for name, value in given.items() if value is not None}
+        if self.endpoint is not None and self.batch_size is None:
+            # The runner sends one iteration's requests at once: as many as the server takes.
+            given["batch_size"] = self.endpoint.concurrency
+        generation = GenerationSettings(**{k: v for k, v in given.items() if k in _GENERATION})
+        environment = EnvironmentSettings(**{k: v for k, v in given.items() if k in _ENVIRONMENT})
+        if self.query_timeout is not None:
+            if self.query_timeout <= 0:
+                raise SettingsError(
+                    "query_timeout", f"must be more than 0 seconds, got {self.query_timeout}"
+                )
+            sandbox = dataclasses.replace(environment.sandbox, deadline_seconds=self.query_timeout)
+            environment = dataclasses.replace(environment, sandbox=sandbox)
+        return generation, environment
+
+
+_GENERATION = frozenset(f.name for f in dataclasses.fields(GenerationSettings))
+_ENVIRONMENT = frozenset(f.name for f in dataclasses.fields(EnvironmentSettings))
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +136,9 @@ def build_spec(req: RunRequest) -> PlannedRun:
     elif req.generation.endpoint is not None:
         raise SpecError("--model, --api-key-env and --concurrency apply to the openai policy only")
     if req.samples < 1:
-        raise SpecError(f"samples must be at least 1, got {req.samples}")
+        raise SettingsError("samples", f"must be at least 1, got {req.samples}")
+    if req.limit is not None and req.limit < 1:
+        raise SettingsError("limit", f"must be at least 1, got {req.limit}")
     if (req.kind == "fork") != (req.fork is not None):
         raise SpecError("a fork run needs its fork points, and only a fork run has them")
     if req.fork is not None and not req.fork.points:
@@ -141,8 +193,18 @@ def plan_stored(spec: RunSpec) -> PlannedRun:
 def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | None) -> Dataset:
     """`demo` / `demo:test` (or a questions path) by name, or `questions` [+ `db_dir`]."""
     if questions:
+        if dataset:
+            raise SpecError(
+                f"give a dataset or a questions file, not both (got {dataset!r} and {questions!r})"
+            )
         return load_dataset(questions, db_dir)
-    return load_named_dataset(dataset or "demo")
+    name = dataset or "demo"
+    if db_dir and name.split(":")[0] == "demo":
+        raise SpecError(
+            "the demo dataset brings its own databases; a database folder goes with a "
+            "questions file"
+        )
+    return load_named_dataset(name, db_dir=db_dir or None)
 
 
 def dataset_for_spec(spec: RunSpec) -> Dataset:

@@ -8,12 +8,12 @@ the roots, and `OTHER_CHECKPOINT` for a typed directory.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.fanout import target as fanout_target
 from app.fanout.target import RayTarget, TargetError
 from rollout_core.checkpoints import CheckpointError, check_checkpoint_dir
 from rollout_core.datasets import DatasetError
@@ -23,11 +23,9 @@ from rollout_core.settings import (
     DEFAULT_CONCURRENCY,
     DEFAULT_STEP_BUDGET,
     EndpointSettings,
-    EnvironmentSettings,
-    GenerationSettings,
     SettingsError,
 )
-from rollout_core.specs import PlannedRun, RunRequest, check_base_url
+from rollout_core.specs import PlannedRun, RunRequest, SettingsRequest, check_base_url
 from rollout_core.specs import build_spec as build_run_spec
 from storage.store import Store
 
@@ -236,7 +234,13 @@ def _field_errors(req: LaunchRequest) -> dict[str, str]:
     return errors
 
 
+_SETTINGS_FIELDS = frozenset({"samples", "step_budget", "temperature", "seed", "limit"})
+"""Form fields whose names the shared settings checks use (`SettingsError.field`)."""
+
+
 def _spec_field(exc: RollscopeError) -> str:
+    if isinstance(exc, SettingsError) and exc.field in _SETTINGS_FIELDS:
+        return exc.field
     text = str(exc)
     if "question id" in text:
         return "question_ids"
@@ -276,11 +280,10 @@ def build_spec(
         raise LaunchError(next(iter(errors.values())), errors=errors)
     ids = parse_question_ids(req.question_ids)
     try:
-        generation = dataclasses.replace(
-            GenerationSettings(), temperature=req.temperature, seed=req.seed,
-            batch_size=endpoint.concurrency if endpoint else req.batch_size, endpoint=endpoint,
-        )  # fmt: skip
-        environment = dataclasses.replace(EnvironmentSettings(), step_budget=req.step_budget)
+        generation, environment = SettingsRequest(
+            temperature=req.temperature, seed=req.seed, step_budget=req.step_budget,
+            batch_size=None if endpoint else req.batch_size, endpoint=endpoint,
+        ).build()  # fmt: skip
         return build_run_spec(
             RunRequest(
                 policy=policy,
@@ -349,7 +352,7 @@ def ray_target(address: str | None, *, workers: int, gpus_per_worker: float) -> 
             f"Ray workers must be between 1 and {MAX_RAY_WORKERS}, got {workers}", "ray_workers"
         )
     try:
-        return RayTarget(address, workers, gpus_per_worker)
+        return fanout_target.ray_target(address, workers, gpus_per_worker)
     except TargetError as exc:
         raise LaunchError(str(exc), "ray") from None
 

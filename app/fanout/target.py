@@ -50,3 +50,17 @@ class RayTarget:
         if self.gpus_per_worker:
             text += f" x {self.gpus_per_worker:g} GPU"
         return text
+
+
+def ray_target(
+    address: str | None, workers: int | None, gpus_per_worker: float | None
+) -> RayTarget | None:
+    """Where a run is asked to fan out (None: this process plays it); TargetError names the
+    flag to fix. Placement is not a run setting, so it may go with a queued or resumed run."""
+    if address is None:
+        if workers is not None or gpus_per_worker is not None:
+            raise TargetError("--workers and --gpus-per-worker need --ray local or --ray ADDRESS")
+        return None
+    if workers is None:
+        raise TargetError("--ray needs --workers N: how many Ray workers play the run")
+    return RayTarget(address, workers, gpus_per_worker or 0.0)

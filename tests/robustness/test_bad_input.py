@@ -3,7 +3,7 @@
 "Untouched" compares every row of the store's tables: opening a store may refresh SQLite's
 planner statistics (`Store.optimize`), which changes the file's bytes but no data.
 
-Extends tests/app/test_cli.py (missing questions file, zero budgets, unknown policy or question,
+Extends tests/app/cli/test_cli.py (missing questions file, zero budgets, unknown policy or question,
 missing database, unreachable store), which these cases do not repeat.
 """
 

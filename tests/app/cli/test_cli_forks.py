@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import REPO
 from tests.fixtures import make_benchmark
 from tests.readonly_mount import run_read_only
-from tests.robustness.helpers import REPO, rollscope, rollscope_cmd
+from tests.robustness.helpers import rollscope, rollscope_cmd
 
 
 @pytest.fixture(scope="module")

@@ -29,10 +29,8 @@ def bench(tmp_path: Path) -> tuple[Path, Path]:
 
 
 def test_the_cli_starts_without_torch() -> None:
-    # Every command pays the CLI's imports; torch and transformers cost 6 s of them on a slow
-    # machine (a module-level import in the demo's GRPO code once made every call pay it), and
-    # alembic and numpy were a third of what is left (a store at the newest schema needs
-    # neither).
+    # Every command pays the CLI's imports: the GPU stack loads only in the commands that
+    # generate, and alembic and numpy only where a store needs upgrading or a file exporting.
     heavy = ("torch", "transformers", "trl", "ray", "numpy", "alembic")
     code = f"import sys, app.cli; print(sorted(m for m in {heavy!r} if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -122,7 +120,7 @@ def test_bad_input_is_one_line_and_leaves_no_run(
 ) -> None:
     questions, db_dir = bench
     db = tmp_path / "s.db"
-    base = ["--questions", questions, "--db-dir", db_dir]
+    base: list[str | Path] = ["--questions", questions, "--db-dir", db_dir]
     if args[0] == "--questions":
         base = []
     res = rollscope("run", *base, *args, "--store", db, "--quiet", cwd=tmp_path)
@@ -153,7 +151,7 @@ def test_bad_store_url(tmp_path: Path) -> None:
 
 def test_duplicate_run_name(tmp_path: Path, bench: tuple[Path, Path]) -> None:
     questions, db_dir = bench
-    args = [
+    args: list[str | Path] = [
         "run",
         "--questions",
         questions,

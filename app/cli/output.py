@@ -1,0 +1,42 @@
+"""What the CLI prints: results on stdout, progress and one-line errors on stderr."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, NoReturn
+
+import typer
+from rich.console import Console
+
+from rollout_core.errors import RollscopeError
+
+# Piped output (CI logs, `| less`) gets a wide table rather than rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 150)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+
+USER_ERRORS = (RollscopeError, OSError)
+"""The project's own errors (bad input, an unusable file or store) and file errors: one line,
+exit 2. Anything else is a bug and keeps its traceback."""
+
+
+def fail(message: str, code: int = 2) -> NoReturn:
+    """One line on stderr, a non-zero exit, no traceback."""
+    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception's message as one line (KeyError's quotes dropped)."""
+    text = str(exc).strip().strip("'\"") or type(exc).__name__
+    return text.splitlines()[0]
+
+
+def jsonable(value: Any) -> Any:
+    """Records' dicts with dates as ISO text, for `--json`."""
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return value

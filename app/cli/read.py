@@ -1,0 +1,100 @@
+"""Commands that only read a store: `runs`, `show` and `export`; none creates or changes it."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.output import fail, jsonable, out
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
+
+
+def runs(
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+    limit: int = 50,
+) -> None:
+    """List the runs in a store with their metrics."""
+    from app.render import runs_table
+
+    summaries = open_reader(store).list_runs(limit=limit)
+    if as_json:
+        print(json.dumps([jsonable(dataclasses.asdict(s)) for s in summaries], indent=2))
+    elif not summaries:
+        out.print("no runs yet: start one with `rollscope run --policy oracle --dataset demo`")
+    else:
+        out.print(runs_table(summaries))
+
+
+def show(
+    episode_id: Annotated[int, typer.Argument(help="Episode id (see the dashboard or export).")],
+    store: StoreOpt = DEFAULT_STORE,
+) -> None:
+    """Print one episode's transcript."""
+    from app.render import episode_transcript
+
+    detail = open_reader(store).get_episode(episode_id)
+    if detail is None:
+        fail(f"no episode {episode_id} in the store")
+    out.print(episode_transcript(detail))
+
+
+def export(
+    run_refs: Annotated[
+        list[str] | None, typer.Option("--run", help="Run name or id; repeat for several runs.")
+    ] = None,
+    all_runs: Annotated[bool, typer.Option("--all", help="Every run in the store.")] = False,
+    store: StoreOpt = DEFAULT_STORE,
+    fmt: Annotated[str, typer.Option("--format", help="jsonl or parquet.")] = "jsonl",
+    output: Annotated[
+        Path | None,
+        typer.Option(help="File to write (default: RUN.FORMAT, or rollscope-export.FORMAT)."),
+    ] = None,
+) -> None:
+    """Write runs' finished episodes with their steps to one JSONL or Parquet file.
+
+    JSONL has one object per episode with a `steps` list; Parquet has the same columns, the
+    steps a nested list of structs. Runs follow one another in the order given (--all: oldest
+    first). The file appears only when complete.
+    """
+    from app.export import EXPORT_FORMATS, default_output, export_episodes
+
+    if fmt not in EXPORT_FORMATS:
+        fail(f"unknown format {fmt!r} (choose {' or '.join(EXPORT_FORMATS)})")
+    if bool(run_refs) == all_runs:
+        fail("name the runs to export: --run NAME (repeatable) or --all, not both")
+    if output is not None:
+        _check_output(output)
+    st = open_reader(store)
+    if all_runs:
+        chosen = sorted(st.list_runs(limit=sys.maxsize), key=lambda r: r.id)
+        if not chosen:
+            fail("the store has no runs to export (list them with `rollscope runs`)")
+    else:
+        chosen = []
+        for ref in dict.fromkeys(run_refs or []):  # a run named twice is exported once
+            found = st.find_run(ref)
+            if found is None:
+                fail(f"no run {ref!r} in the store (list them with `rollscope runs`)")
+            chosen.append(found)
+    target = output or default_output([r.name for r in chosen], fmt)
+    _check_output(target)
+    try:
+        count = export_episodes(st, [r.id for r in chosen], target, fmt)
+    except OSError as exc:
+        fail(f"cannot write {target}: {exc.strerror or exc}")
+    runs_text = "1 run" if len(chosen) == 1 else f"{len(chosen)} runs"
+    out.print(f"wrote {count} episodes of {runs_text} to {target}", highlight=False)
+
+
+def _check_output(path: Path) -> None:
+    """Refuse, before anything is written, an output that cannot become a file."""
+    if path.is_dir():
+        fail(f"--output {path} is a folder; give a file name")
+    if not path.parent.is_dir():
+        fail(f"the folder {path.parent} does not exist; create it or choose another --output")

@@ -1,0 +1,58 @@
+"""`rollscope run`: play a new batch of episodes, a queued run or an unfinished one."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from app.cli.options import command_from, flag
+from app.cli.output import USER_ERRORS, err, fail, one_line
+from app.cli.run_options import RunOptions
+from app.cli.stores import open_store
+
+if TYPE_CHECKING:
+    from app.batch import Fanout
+    from app.fanout.target import RayTarget
+    from rollout_core.records import EpisodeKey
+    from storage.store import Store
+
+
+def run(opts: RunOptions) -> None:
+    """Play a batch of episodes and record every step in the store."""
+    from app import batch
+    from app.cli.play import play
+    from app.fanout.target import ray_target
+    from rollout_core.settings import SettingsError
+    from rollout_core.specs import build_spec
+
+    # Everything a user can get wrong is refused before the store is opened.
+    try:
+        target = ray_target(opts.ray_address, opts.workers, opts.gpus_per_worker)
+        stored = opts.stored_run()
+        plan = None if stored is not None else build_spec(opts.request())
+    except SettingsError as exc:
+        fail(f"{flag(RunOptions, exc.field)} {exc.problem}")
+    except USER_ERRORS as exc:
+        fail(one_line(exc))
+    recorded = "--run-id and --resume play a run recorded there"
+    st = open_store(opts.store, existing=None if stored is None else recorded)
+    fanout = None if target is None else _ray_fanout(target, st)
+    try:
+        if plan is not None:
+            run_id, prepared = batch.start_run(st, plan, fanout=fanout)
+            skip: set[EpisodeKey] = set()
+        else:
+            assert stored is not None
+            resume = opts.resume is not None
+            run_id, prepared, skip = batch.reopen_run(st, stored, resume=resume, fanout=fanout)
+    except USER_ERRORS as exc:
+        fail(one_line(exc))
+    play(st, opts.store, run_id, prepared, skip, opts.quiet)
+
+
+def _ray_fanout(target: RayTarget, st: Store) -> Fanout:
+    from app.fanout.cluster import RayFanout  # imports Ray itself only when it starts
+
+    return RayFanout(target, st, on_note=lambda text: err.print(text, highlight=False))
+
+
+run_command = command_from(RunOptions, run)

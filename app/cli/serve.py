@@ -1,0 +1,74 @@
+"""`rollscope dashboard`: serve the Streamlit dashboard on a store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from app.cli.output import fail
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+
+
+def dashboard(
+    store: StoreOpt = DEFAULT_STORE,
+    port: Annotated[int, typer.Option(help="Port to serve on.")] = 8501,
+    host: Annotated[
+        str, typer.Option(help="Address to bind; not loopback: read-only unless --allow-writes.")
+    ] = "127.0.0.1",
+    read_only: Annotated[bool, typer.Option(help="Hide Launch; no writes.")] = False,
+    allow_writes: Annotated[
+        bool,
+        typer.Option(
+            envvar="ROLLSCOPE_ALLOW_WRITES",
+            help="Keep Launch and Cancel on a non-loopback --host (put it behind authentication).",
+        ),
+    ] = False,
+    checkpoint_root: Annotated[
+        list[Path] | None, typer.Option(help="Folders Launch may load checkpoints from.")
+    ] = None,
+    ray_address: Annotated[
+        str | None,
+        typer.Option(help="Offer Launch on this Ray cluster (auto, HOST:6379, or local)."),
+    ] = None,
+    dataset_root: Annotated[
+        list[Path] | None,
+        typer.Option(help="Folders Launch may read questions files from (demo always works)."),
+    ] = None,
+) -> None:
+    """Serve the Streamlit dashboard on a store.
+
+    Bound to a non-loopback address, it is read-only (no Launch, no Cancel) unless
+    --allow-writes is given; the first line it prints says which.
+    """
+    from app.dashboard.serve import serve
+    from app.dashboard.settings import serve_mode
+    from storage.engine import StoreMissing
+    from storage.store import Store, StoreError
+
+    try:
+        serve_mode(host, read_only=read_only, allow_writes=allow_writes)
+    except ValueError as exc:
+        fail(str(exc))
+
+    # A bad URL or an unreadable store fails here, in one line, not inside the page. A writable
+    # dashboard creates a missing store (its Launch would); it never upgrades an existing one.
+    try:
+        Store(store, read_only=True).close()
+    except StoreMissing as exc:
+        if read_only:
+            fail(str(exc))
+        open_store(store).close()
+    except StoreError as exc:
+        fail(str(exc))
+    serve(
+        store,
+        port=port,
+        host=host,
+        read_only=read_only,
+        allow_writes=allow_writes,
+        checkpoint_roots=checkpoint_root or [],
+        ray_address=ray_address,
+        dataset_roots=dataset_root or [],
+    )

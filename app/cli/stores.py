@@ -1,0 +1,58 @@
+"""The `--store` option and opening a store for a command, refused in one line."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.cli.output import fail
+
+if TYPE_CHECKING:
+    from storage.store import Store
+
+DEFAULT_STORE = "sqlite:///rollscope.db"
+StoreOpt = Annotated[
+    str, typer.Option("--store", envvar="ROLLSCOPE_STORE", help="SQLAlchemy URL or SQLite path.")
+]
+
+
+def open_store(url: str, *, existing: str | None = None) -> Store:
+    """A store opened to write (upgraded to the newest schema as needed); created unless
+    `existing` says what the command needs from a store that is already there."""
+    from storage.engine import StoreMissing
+    from storage.store import Store, StoreError
+
+    if existing is not None:
+        try:
+            Store(url, read_only=True).close()
+        except StoreMissing:
+            fail(f"no store at {shown_url(url)}: {existing} (check --store)")
+        except StoreError:
+            pass  # opened to write below: upgraded, or refused with the reason
+    try:
+        return Store(url)
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def open_reader(url: str) -> Store:
+    """A store opened to read: never created, migrated or written; refused in one line."""
+    from storage.store import Store, StoreError
+
+    try:
+        return Store(url, read_only=True)
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def shown_url(url: str) -> str:
+    """The store as a command line may show it: a server URL without its password."""
+    if "://" not in url:
+        return url
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL could not have opened; show nothing of it
+        return "URL"

@@ -1,0 +1,167 @@
+"""Failures a user causes or meets end in one line naming the problem and the way out: a store
+whose disk fills mid-run, bad input refused before a store is created, a file that is not a
+store. A bug keeps its traceback (tests/app/cli/test_cli.py)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sqlite3
+import sys
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from tests.app.cli.small_disk import run_on_small_disk
+from tests.conftest import REPO
+from tests.robustness.helpers import rollscope_cmd
+
+
+def test_a_full_disk_mid_run_is_one_line_and_resume_completes_the_run(tmp_path: Path) -> None:
+    disk, saved = tmp_path / "disk", tmp_path / "saved"
+    disk.mkdir()
+    saved.mkdir()
+    store = disk / "store.db"
+    run = rollscope_cmd("run", "--policy", "random", "--dataset", "demo", "--samples", "4",
+                        "--name", "full", "--store", store, "--quiet")  # fmt: skip
+    resume = rollscope_cmd("run", "--resume", "full", "--store", store, "--quiet")
+    to = {name: shlex.quote(str(saved / name)) for name in ("run", "runs", "resume")}
+    # The store fills its small disk mid-run; the user frees space (the disk grows) and resumes.
+    script = f"""
+        {shlex.join(run)} > {to["run"]}.out 2> {to["run"]}.err; echo $? > {to["run"]}.rc
+        {shlex.join(rollscope_cmd("runs", "--json", "--store", store))} > {to["runs"]}.json
+        mount -o remount,size=64m {shlex.quote(str(disk))}
+        {shlex.join(resume)} > {to["resume"]}.out 2> {to["resume"]}.err; echo $? > {to["resume"]}.rc
+        cp {shlex.quote(str(disk))}/store.db* {shlex.quote(str(saved))}/
+    """
+    res = run_on_small_disk("1m", disk, ["sh", "-c", script], cwd=REPO)
+    assert res.returncode == 0, res.stderr
+
+    stderr = (saved / "run.err").read_text()
+    assert (saved / "run.rc").read_text().strip() == "1", stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr, stderr
+    assert stderr.startswith("error: run 1 'full' stopped: the store's disk is full"), stderr
+    assert "free space on that disk, then `rollscope run --resume full --store " in stderr
+    [failed] = json.loads((saved / "runs.json").read_text())
+    assert failed["status"] == "failed"
+    assert 0 < failed["episodes_finished"] < failed["episodes_planned"], "it failed mid-run"
+
+    assert (saved / "resume.rc").read_text().strip() == "0", (saved / "resume.err").read_text()
+    with closing(sqlite3.connect(saved / "store.db")) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert conn.execute("SELECT status, episodes_planned FROM runs").fetchall() == [
+            ("completed", failed["episodes_planned"])
+        ]
+        count, keys = conn.execute(
+            "SELECT COUNT(*), COUNT(DISTINCT question_id || '/' || sample_index) FROM episodes"
+        ).fetchone()
+    assert count == keys == failed["episodes_planned"], "an episode missing or written twice"
+
+
+def test_a_full_disk_under_a_write_outside_a_run_is_one_line(tmp_path: Path) -> None:
+    disk, saved = tmp_path / "disk", tmp_path / "saved"
+    disk.mkdir()
+    saved.mkdir()
+    store, filler = disk / "store.db", disk / "filler"
+    err, rc = shlex.quote(str(saved / "tag.err")), shlex.quote(str(saved / "tag.rc"))
+    setup = rollscope_cmd("run", "--limit", "2", "--name", "a", "--store", store, "--quiet")
+    tag = rollscope_cmd("tag", "1", "wrong", "--note", "x" * 3000, "--store", store)
+    # The store opens (its files have room) but the tag's write finds the disk full.
+    script = f"""
+        {shlex.join(setup)} > /dev/null || exit 9
+        free=$(df -k {shlex.quote(str(disk))} | awk 'NR == 2 {{print $4}}')
+        dd if=/dev/zero of={shlex.quote(str(filler))} bs=1k count=$((free - 64)) 2> /dev/null
+        {shlex.join(tag)} 2> {err}; echo $? > {rc}
+    """
+    res = run_on_small_disk("2m", disk, ["sh", "-c", script], cwd=REPO)
+    assert res.returncode == 0, res.stderr
+    stderr = (saved / "tag.err").read_text()
+    assert (saved / "tag.rc").read_text().strip() == "1", stderr
+    assert stderr.strip() == (
+        "error: the store's disk is full (database or disk is full): free space on that disk, "
+        "then try again"
+    )
+
+
+def in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str | Path
+) -> tuple[int, str]:
+    """The CLI's exit code and stderr, run in this process (no start-up cost per case)."""
+    from app import cli
+
+    monkeypatch.setattr(sys, "argv", ["rollscope", *map(str, args)])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    return int(exited.value.code or 0), capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--dataset", "no/such/questions.json"], "dataset not found: 'no/such/questions.json'"),
+        (["--questions", "q.json", "--dataset", "demo"], "give a dataset or a questions file"),
+        (["--dataset", "demo", "--db-dir", "dbs"], "the demo dataset brings its own databases"),
+        (["--policy", "gpt9"], "unknown policy 'gpt9'"),
+        (["--policy", "hf:/no/such/checkpoint"], "checkpoint not found"),
+        (["--limit", "0"], "--limit must be at least 1, got 0"),
+        (["--query-timeout", "0"], "--query-timeout must be more than 0 seconds, got 0.0"),
+        (["--dtype", "fp8"], "--dtype 'fp8' is unknown (choose auto, bf16, fp16, fp32)"),
+        (["--policy", "openai:http://127.0.0.1:9/v1", "--model", "m", "--request-timeout", "0"],
+         "--request-timeout must be more than 0, got 0.0"),
+        (["--ray", "local", "--workers", "1", "--gpus-per-worker", "-1"],
+         "--gpus-per-worker must be 0 or more"),
+        (["--run-id", "1", "--resume", "x"], "give --run-id or --resume, not both"),
+    ],
+)  # fmt: skip
+def test_bad_run_input_is_one_line_and_creates_no_store(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, err = in_process(monkeypatch, capsys, "run", *args, "--store", "store.db", "--quiet")
+    assert code == 2 and err.startswith("error: ") and message in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "bad input left a file behind"
+
+
+def test_an_unknown_run_to_resume_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.db"
+    assert in_process(monkeypatch, capsys, "migrate", "--store", store)[0] == 0
+    code, err = in_process(monkeypatch, capsys, "run", "--resume", "nope", "--store", store)
+    assert code == 2
+    assert err.strip() == "error: no run 'nope' in the store (list them with `rollscope runs`)"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["run", "--resume", "r1"], ["run", "--run-id", "3"], ["fork", "1", "--step", "1"],
+     ["tag", "1", "wrong-join"]],
+)  # fmt: skip
+def test_a_command_on_recorded_episodes_creates_no_store_where_there_is_none(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+) -> None:
+    code, err = in_process(monkeypatch, capsys, *args, "--store", tmp_path / "typo.db")
+    assert code == 2 and err.startswith(f"error: no store at {tmp_path / 'typo.db'}: "), err
+    assert err.strip().endswith("(check --store)") and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_file_that_is_not_a_store_is_one_line_and_left_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    for command in (["run", "--limit", "1", "--quiet"], ["runs"], ["tag", "1", "x"]):
+        code, err = in_process(monkeypatch, capsys, *command, "--store", notes)
+        assert code == 2 and "file is not a database" in err, err
+        assert len(err.strip().splitlines()) == 1
+    assert notes.read_text() == "my notes\n"
