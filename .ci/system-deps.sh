@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Debian packages the full test suite needs: Chromium (browser tests) and PostgreSQL (store
-# tests on a real server; the tests start their own throwaway cluster). Idempotent.
+# Debian packages the full test suite needs: Chromium (browser tests), PostgreSQL (store tests
+# on a real server; the tests start their own throwaway cluster) and the sqlite3 shell (the
+# README's queries are run as written). Idempotent.
 set -euo pipefail
 
 need=()
 [ -x /usr/bin/chromium ] || need+=(chromium fonts-dejavu-core)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && id postgres >/dev/null 2>&1 || need+=(postgresql)
 [ ${#need[@]} -eq 0 ] && exit 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from rich.console import Group
@@ -10,7 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
-from storage.read_models import Annotation, EpisodeDetail, RunSummary, TagCount
+from storage.read_models import Annotation, EpisodeDetail, RunSummary, StoredStep, TagCount
 
 
 def _pct(value: float | None) -> str:
@@ -56,8 +57,9 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
     return table
 
 
-def episode_transcript(detail: EpisodeDetail) -> Group:
-    """The question, each step (output, parsed action, observation, reward) and the outcome."""
+def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group:
+    """The question, each step (output, parsed action, observation, reward) and the outcome;
+    with `prompts`, each step's prompt first: the chat messages as the model received them."""
     s = detail.summary
     head = Text()
     head.append(f"episode {s.id}", style="bold")
@@ -73,6 +75,8 @@ def episode_transcript(detail: EpisodeDetail) -> Group:
     parts: list[Panel | Text | Syntax] = [head, Syntax(detail.gold_sql, "sql", word_wrap=True)]
     parts += [_annotation_line(a) for a in detail.annotations]
     for step in detail.steps:
+        if prompts:
+            parts.append(_prompt_panel(step))
         body = Text()
         if step.replayed:
             body.append("replayed from the source episode\n", style="italic")
@@ -89,6 +93,21 @@ def episode_transcript(detail: EpisodeDetail) -> Group:
     )
     parts.append(outcome)
     return Group(*parts)
+
+
+def _prompt_panel(step: StoredStep) -> Panel:
+    body = Text()
+    if not step.prompt:
+        body.append("(no prompt recorded: its producer did not see it)", style="italic")
+    for i, message in enumerate(step.prompt):
+        body.append(("\n" if i else "") + f"[{message.get('role', '?')}]\n", style="bold cyan")
+        content = message.get("content")
+        body.append(content if isinstance(content, str) else json.dumps(content))
+        extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+        if extra:
+            body.append("\n" + json.dumps(extra, ensure_ascii=False), style="dim")
+    title = f"step {step.step_no} prompt: {len(step.prompt)} messages"
+    return Panel(body, title=title, title_align="left", border_style="cyan")
 
 
 def _annotation_line(a: Annotation) -> Text:

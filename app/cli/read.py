@@ -33,6 +33,9 @@ def runs(
 
 def show(
     episode_id: Annotated[int, typer.Argument(help="Episode id (see the dashboard or export).")],
+    prompt: Annotated[
+        bool, typer.Option("--prompt", help="Also print each step's prompt, as the model saw it.")
+    ] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Print one episode's transcript."""
@@ -41,7 +44,7 @@ def show(
     detail = open_reader(store).get_episode(episode_id)
     if detail is None:
         fail(f"no episode {episode_id} in the store")
-    out.print(episode_transcript(detail))
+    out.print(episode_transcript(detail, prompts=prompt))
 
 
 def export(

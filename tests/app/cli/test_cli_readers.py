@@ -250,3 +250,27 @@ def test_older_store_is_refused_until_migrated(tmp_path: Path, newer_code: Confi
     assert again.output.strip() == f"store {url}: already at schema 9001"
     listed = runner.invoke(cli, ["runs", "--store", url])
     assert listed.exit_code == 0 and "no runs yet" in listed.output
+
+
+def test_show_prompt_prints_each_steps_prompt_as_the_model_saw_it(recorded: Path) -> None:
+    from rollout_core.prompts import get_system_prompt
+
+    episode_id, question = first_episode(recorded)
+    detail = Store(str(recorded), read_only=True).get_episode(episode_id)
+    assert detail is not None and len(detail.steps) == 3
+    plain = CliRunner().invoke(cli, ["show", str(episode_id), "--store", str(recorded)])
+    shown = CliRunner().invoke(
+        cli, ["show", str(episode_id), "--prompt", "--store", str(recorded)], terminal_width=400
+    )
+    assert plain.exit_code == shown.exit_code == 0, shown.output
+    assert "[system]" not in plain.output
+    system = get_system_prompt(detail.run.spec["environment"]["step_budget"]).splitlines()[0]
+    # Every step's prompt starts over with the system prompt and the question: 3 steps, 3 times.
+    assert shown.output.count(system) == 3
+    assert shown.output.count(f"Question: {question}") == 3
+    titles = [line for line in shown.output.splitlines() if " prompt: " in line]
+    assert [t.split(" prompt: ")[1].split(" ")[0] for t in titles] == ["2", "4", "6"]
+    # The last prompt holds the first step's output and observation, in order.
+    last = shown.output.split("step 3 prompt")[1]
+    first = detail.steps[0]
+    assert last.index("[assistant]") < last.index(first.raw_output.splitlines()[0])
