@@ -27,13 +27,11 @@ EXPORT_FORMATS: tuple[ExportFormat, ...] = ("jsonl", "parquet")
 
 _READ_BATCH = 50
 """Episodes read from the store per query. Export memory is mostly these and the next two
-buffers: at 50 / 25 / 16 MiB a run of 100 kB episodes exports in ~65 MB above the process's
-baseline whatever its length (tests/benchmarks/bench_export.py); 200 / 100 took ~120 MB."""
+buffers, whatever the run's length (tests/benchmarks/bench_export.py measures it)."""
 _ARROW_CHUNK_ROWS = 25
 """Episodes turned into one Arrow batch at a time (their dicts are the only other copy)."""
 _ROW_GROUP_BYTES = 16 << 20
-"""Arrow bytes buffered before a Parquet row group is written (~500 episodes of 10 steps of
-3 kB)."""
+"""Arrow bytes buffered before a Parquet row group is written."""
 _ROW_GROUP_ROWS = 5_000
 """Rows per row group at most, for runs of tiny episodes."""
 

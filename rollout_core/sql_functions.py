@@ -21,7 +21,8 @@ def decode_text(raw: bytes) -> str:
     return raw.decode("utf-8", errors="replace")
 
 
-# Above this many character comparisons (about 0.1 s in SQLite) instr/replace/trim run in Python.
+# Above this many character comparisons instr/replace/trim run in linear Python code: SQLite's
+# quadratic scan would run that long inside one VM instruction, out of the deadline's reach.
 _QUADRATIC_WORK = 10_000_000
 _PRINTF_SPEC = re.compile(r"%[-+ 0#,!]*(\*|\d+)?(?:\.(\*|\d+))?(?:ll|l)?(.)", re.DOTALL)
 

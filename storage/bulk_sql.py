@@ -77,9 +77,9 @@ def _nulls_inlined(sql: str, rows: Sequence[Sequence[Any]]) -> tuple[str, Sequen
     without them (NULL, as a bound None is; never the column's default).
 
     sqlite3 binds an int, float, str or bytearray as it is, and looks anything else up in its
-    adapter registry first, about 0.35 us a value: a None, and a bool or bytes too (write
-    those as ints and bytearrays). The NULL columns of a batch of steps (no token traces, no
-    cached-token counts) cost as much to bind as the rest of the row.
+    adapter registry first: a None, and a bool or bytes too (write those as ints and
+    bytearrays). The NULL columns of a batch of steps (no token traces, no cached-token
+    counts) would cost as much to bind as the rest of the row.
     """
     head, found, values = sql.rpartition(" VALUES (")
     slots = values.removesuffix(")").split(", ")
