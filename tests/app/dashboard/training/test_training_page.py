@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
-from app.dashboard import training_curves
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
-from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
+from rollout_core.records import EpisodeKey, IterationBatch, Outcome, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
-from storage.training import GroupTag, TrainingSink, TrainingStep
+from storage.training import GroupTag, TrainingSink
 from tests.app.test_dashboard_pages import open_page, texts
 from tests.storage.store_builders import finish, spec, start, step
 
@@ -32,7 +34,7 @@ def _play(sink: TrainingSink, q: str, sample: int, actions: list[str], correct: 
         trace = TokenTrace(text=("a", "b"), logprobs=(-0.5, -1.5))
         steps.append(dataclasses.replace(s, tokens=trace))
     reward = 1.0 if correct else 0.0
-    outcome = "correct" if correct else "wrong"
+    outcome: Outcome = "correct" if correct else "wrong"
     sink.write(
         IterationBatch(steps=steps, finished=[finish(q, sample, outcome, reward, len(actions))])
     )
@@ -79,8 +81,9 @@ def test_curves_over_training_steps_and_the_trainers_settings(env: TrainingStore
     at = open_page("views/training.py", run=str(env.run_id))
     assert at.selectbox[0].value == env.run_id
     assert at.selectbox[0].options == [f"grpo-demo (#{env.run_id})"]  # batch runs are not listed
-    charts = at.get("plotly_chart")
-    assert len(charts) == len(training_curves.CURVES)
+    figures = at.get("plotly_chart")
+    # Accuracy, reward, reward spread, signal by source, unparsed, steps, log-prob, tokens.
+    assert len(figures) == 8
     shown = texts(at).replace("\\", "")  # markdown escapes
     assert "learning rate 0.05" in shown and "2 episodes per group" in shown
     assert "completed" in shown and "12" in shown
@@ -117,49 +120,69 @@ def test_no_training_runs_says_how_to_record_one(
     assert "No training runs yet" in at.info[0].value
 
 
-def test_shown_steps_are_first_middle_last() -> None:
-    assert training_curves.shown_steps([0, 3, 5, 9, 12]) == [0, 5, 12]
-    assert training_curves.shown_steps([4, 7]) == [4, 7]
-    assert training_curves.shown_steps([]) == []
+def _figures(at: AppTest) -> dict[str, dict[str, Any]]:
+    """The page's charts by title."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        out[spec["layout"]["title"]["text"]] = spec
+    return out
 
 
-def _step(n: int, *, episodes: int, accuracy: float, logprob: float | None) -> TrainingStep:
-    return TrainingStep(
-        train_step=n, episodes=episodes, groups=episodes // 2, accuracy=accuracy, reward=accuracy,
-        reward_std=0.5, group_reward_std=0.1 * n, frac_reward_zero_std=1.0 if n % 2 else 0.0,
-        unparsed_rate=None, mean_steps=2.0, mean_logprob=logprob, mean_tokens=10.0,
-    )  # fmt: skip
-
-
-def test_a_long_run_is_drawn_as_means_of_consecutive_steps() -> None:
-    # 2,500 steps, at most 1,000 points: runs of 3 steps, each averaged into one point at
-    # its last step, weighted by episodes (by groups for the group metrics).
-    steps = [
-        _step(n, episodes=2 + 2 * (n % 3), accuracy=float(n % 3 == 2), logprob=-1.0)
-        if n % 3 == 0
-        else _step(n, episodes=2 + 2 * (n % 3), accuracy=float(n % 3 == 2), logprob=None)
-        for n in range(2500)
+def test_each_quantity_has_its_own_axis_unit_and_colour(env: TrainingStore) -> None:
+    # Reward and accuracy shared one unitless axis in two near-identical blues.
+    figures = _figures(open_page("views/training.py", run=str(env.run_id)))
+    axes = {title: spec["layout"]["yaxis"]["title"]["text"] for title, spec in figures.items()}
+    assert axes["Accuracy"] == "episodes correct"
+    assert axes["Reward"] == "mean episode reward"
+    assert len(set(axes.values())) == len(axes)
+    assert figures["Accuracy"]["layout"]["yaxis"]["tickformat"] == ".0%"
+    names = {t: [d["name"] for d in spec["data"]] for t, spec in figures.items()}
+    assert names["Accuracy"] == ["accuracy", "trend (mean of 3 points)"]
+    assert names["Reward"] == ["reward", "trend (mean of 3 points)"]
+    spread = figures["Reward spread"]["data"]
+    assert [d["name"] for d in spread] == ["across the step (reward_std)", "within groups (mean)"]
+    assert spread[0]["line"]["color"] != spread[1]["line"]["color"]
+    # Every quantity its own colour (a trend wears its quantity's).
+    colours = [
+        d.get("line", {}).get("color") or d["marker"]["color"]
+        for spec in figures.values()
+        for d in spec["data"]
+        if d.get("type") != "bar" and not d["name"].startswith("trend")
     ]
-    curves = training_curves.curves_of(steps, max_points=1000)
-    assert (curves.steps, curves.per_point, len(curves.points)) == (2500, 3, 834)
-    assert curves.last == steps[-1]
-    first = curves.points[0]  # steps 0, 1, 2 with 2, 4 and 6 episodes
-    assert (first.train_step, first.episodes, first.groups) == (2, 12, 6)
-    assert first.accuracy == 6 / 12  # only step 2 is right: its 6 episodes of 12
-    assert first.frac_reward_zero_std == 2 / 6  # step 1's 2 groups of 6
-    assert first.group_reward_std == (0.0 * 1 + 0.1 * 2 + 0.2 * 3) / 6
-    assert first.mean_logprob == -1.0  # step 0 alone has one
-    assert first.unparsed_rate is None  # no step has one
-    assert curves.firsts[:3] == [0, 3, 6]
-    assert (curves.points[-1].train_step, curves.firsts[-1]) == (2499, 2499)  # a run of one
-    [trace, *_] = training_curves.curve(curves, "t", [("accuracy", "accuracy")]).data
-    assert len(trace.x) == 834 and trace.mode == "lines"
-    assert "steps %{customdata}-%{x} (mean)" in trace.hovertemplate
+    assert len(colours) == 8 and len(set(colours)) == 8
 
 
-def test_a_short_run_is_drawn_step_by_step() -> None:
-    steps = [_step(n, episodes=4, accuracy=0.5, logprob=-1.0) for n in range(12)]
-    curves = training_curves.curves_of(steps)
-    assert curves.per_point == 1 and curves.points == steps
-    [trace] = training_curves.curve(curves, "t", [("accuracy", "accuracy")]).data
-    assert trace.mode == "lines+markers" and trace.hovertemplate is None
+def test_hovers_say_the_step_and_the_questions_it_drew(env: TrainingStore) -> None:
+    figures = _figures(open_page("views/training.py", run=str(env.run_id)))
+    accuracy = figures["Accuracy"]["data"][0]
+    assert accuracy["hovertemplate"].startswith("accuracy %{y:.1%}<br>%{customdata[0]}")
+    step_0, step_1, _ = accuracy["customdata"]
+    assert step_0 == ["step 0", 4, "<br>drew q1 0/2 correct, q2 0/2"]
+    assert step_1[2] == "<br>drew q1 1/2 correct, q2 0/2"
+    # A trend beside the raw points: the mean of the last three points, by episodes.
+    trend = figures["Accuracy"]["data"][1]
+    assert trend["y"] == pytest.approx([0.0, 0.125, 0.25])
+
+
+def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
+    at = open_page("views/training.py", run=str(env.run_id))
+    shown = texts(at)
+    assert "**reward_std** (as TRL logs it): the std of all the step's episode rewards" in shown
+    assert "**within groups**: the mean over the step's groups of each group's own std" in shown
+    signal = _figures(at)["Learning signal by source"]["data"]
+    assert [d["name"] for d in signal] == ["correctness", "shaping only", "none: all rewards equal"]
+    # Step 1: q1 half right (correctness), q2 all wrong with equal rewards.
+    assert [d["y"][1] for d in signal] == [0.5, 0.0, 0.5]
+
+
+def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -> None:
+    at = open_page("views/training.py", run=str(env.run_id))
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["right → wrong"], metrics["wrong → right"]) == ("0", "1")
+    assert metrics["drawn at two steps or more"] == "2"
+    [flips] = [df.value for df in at.dataframe if "flip" in df.value.columns]
+    row = flips.iloc[0]
+    assert (row["flip"], row["question id"]) == ("wrong → right", "q1")
+    assert (row["first step"], row["correct at first"]) == (0, "0/2")
+    assert (row["last step"], row["correct at last"]) == (2, "2/2")
