@@ -16,8 +16,9 @@ LABELLED_ROWS = 60
 SVG_OVERLAY_CELLS = 2_000
 """Up to this many cells the hover and click overlay is drawn as SVG, beyond as WebGL:
 a WebGL context costs a fixed start-up in a browser without a GPU, SVG a cost per point."""
-COLORSCALE = "Cividis"
-"""Dark blue (0%) to yellow (100%): told apart by colour-blind readers, as red-green is not."""
+COLORSCALE = "Viridis"
+"""Purple (0%) through teal to yellow (100%): told apart by colour-blind readers, as red-green
+is not, and never the grey of a cell not played (Cividis is grey at 50%)."""
 _NOT_PLAYED = "#e8e8e8"
 
 

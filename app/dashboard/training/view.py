@@ -69,12 +69,16 @@ def curves(run_id: int, url: str) -> None:
     )
     figures = [(charts.figure(found, c), c.note) for c in charts.CHARTS]
     figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
-    halves = st.columns(2)
-    for i, (fig, note) in enumerate(figures):
-        with halves[i % 2]:
-            st.plotly_chart(fig, width="stretch", key=f"tr_{i}")
-            if note:
-                st.caption(note)
+    # A row of two at a time: the notes under the charts differ in length, and two tall
+    # columns let the charts beside each other drift apart.
+    for start in range(0, len(figures), 2):
+        for col, (i, (fig, note)) in zip(
+            st.columns(2), enumerate(figures[start : start + 2], start), strict=False
+        ):
+            with col:
+                st.plotly_chart(fig, width="stretch", key=f"tr_{i}")
+                if note:
+                    st.caption(note)
 
 
 def _open_flip(question_ids: list[str]) -> None:

@@ -16,6 +16,9 @@ if len(runs) < 2:
     st.info("The map needs two runs on the same questions - record them with `rollscope run`.")
     st.stop()
 by_id = {r.id: r for r in runs}
+given = params.get_all(nav.P_RUN)
+for twice in sorted({v for v in given if given.count(v) > 1}):
+    params.notice(f"{nav.P_RUN}={twice} comes more than once in the link; the map reads it once.")
 chosen_ids: list[int] = st.multiselect(
     "Runs, in order (checkpoints oldest first)",
     list(by_id),

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from rollout_core.failure_classes import FAILURE_LABELS
 from rollout_core.records import EpisodeKey
@@ -21,8 +22,8 @@ from tests.storage.store_builders import spec
 from tests.storage.test_training_store import play_group
 
 
-def _metrics(at: object) -> dict[str, str]:
-    return {m.label: m.value for m in at.metric}  # type: ignore[attr-defined]
+def _metrics(at: AppTest) -> dict[str, str]:
+    return {m.label: str(m.value) for m in at.metric}
 
 
 def test_groups_overview_sorts_questions_by_variance_and_counts_signal(fx: AnalysisStore) -> None:
@@ -102,6 +103,31 @@ def test_the_group_chart_draws_every_sample_in_its_runs_colour(fx: AnalysisStore
     # The samples, one colour, differ by their marks.
     tops = [t for t in traces if t.get("showlegend") is not False]
     assert len({t["marker"]["symbol"] for t in tops}) == len(tops) == 4
+
+
+def _column_types(at: AppTest) -> list[dict[str, str]]:
+    """Each data frame's column types by column name."""
+    return [
+        {
+            name: c.get("type_config", {}).get("type", "")
+            for name, c in json.loads(df.proto.columns).items()
+        }
+        for df in at.dataframe
+    ]
+
+
+def test_table_links_are_open_buttons_that_navigate_in_place(fx: AnalysisStore) -> None:
+    # A link column opened a group in a new tab on a second click; Episodes' "open" is a
+    # button that navigates in place.
+    run_id = str(fx.runs["ckpt-100"])
+    overview, group = (
+        open_page("views/groups.py", run=run_id),
+        open_page("views/groups.py", run=run_id, question="q-france"),
+    )
+    for at in (overview, group):
+        first = _column_types(at)[0]
+        assert first["open"] == "button" and "link" not in first.values()
+        assert "link" not in [t for types in _column_types(at) for t in types.values()]
 
 
 # -- a training run ------------------------------------------------------------------------------

@@ -64,7 +64,7 @@ def test_the_scale_is_safe_for_colour_blind_readers_and_runs_wear_their_colours(
     fig = heatmap(qmap, ["<b>a</b>", "b"])
     cells, overlay = fig.data
     scale = [c for _, c in cells.colorscale]
-    assert scale == [c for _, c in go.Heatmap(colorscale="Cividis").colorscale]
+    assert scale == [c for _, c in go.Heatmap(colorscale="Viridis").colorscale]
     ticks = fig.layout.xaxis.ticktext
     assert run_color(10) in ticks[0] and "&lt;b&gt;a&lt;/b&gt; #10" in ticks[0]
     assert "<b>a</b>" not in overlay.text[1]  # a run name is user text: escaped in hovers

@@ -25,6 +25,13 @@ def test_the_map_shows_rates_flips_and_accuracy(fx: AnalysisStore) -> None:
     flips = at.dataframe[1].value
     assert list(flips["question id"]) == ["q-count", "q-france", "q-join", "q-oldest"]
     assert list(flips["open"]) == [":material/compare: side by side"] * 4
+    # A button that navigates in place, as Episodes' "open" (a link column opened a new tab).
+    types = {
+        n: c["type_config"]["type"]
+        for n, c in json.loads(at.dataframe[1].proto.columns).items()
+        if "type_config" in c
+    }
+    assert types["open"] == "button" and "link" not in types.values()
     at.selectbox[0].set_value(1).run()
     assert list(at.dataframe[1].value["question id"]) == ["q-oldest", "q-count"]
 
@@ -46,6 +53,7 @@ def test_the_same_run_twice_is_one_run(fx: AnalysisStore) -> None:
     one = str(fx.runs["ckpt-100"])
     at = open_page("views/checkpoint_map.py", run=[one, one])
     assert at.multiselect[0].value == [int(one)]
+    assert f"run={one} comes more than once in the link" in at.warning[0].value
     assert "Choose two or more runs" in texts(at)
 
 
