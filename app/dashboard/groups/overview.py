@@ -13,7 +13,7 @@ from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
 from app.dashboard.groups.signal import SOURCE_LABELS, SignalSummary, source_of
 from rollout_core.grpo import ADVANTAGE_EPSILON
-from storage.read_models import GroupKey, GroupStats, RunSummary
+from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
 
 FORMULA = (
     "advantage = (reward − mean) / (std + 1e-4), std the sample standard deviation (n − 1), "
@@ -97,6 +97,24 @@ def _counts(summary: SignalSummary, mean_samples: float) -> None:
         )
 
 
+def _store_counts(found: GroupOverview) -> None:
+    """The counts the store keeps, for a run with more groups with a spread than the page
+    reads one by one (so their sources are not counted)."""
+    with st.container(horizontal=True, gap="large"):
+        st.metric("groups", found.total, width="content")
+        st.metric("rewards differ", found.with_signal, width="content")
+        st.metric("all rewards equal", found.total - found.with_signal, width="content")
+        st.metric("equal, all correct", found.all_correct, width="content")
+        st.metric("equal, none correct", found.all_wrong, width="content")
+    st.info(
+        f"Where each group's spread comes from (correctness, or shaping alone) is counted from "
+        f"every group with a spread: this run has {found.with_signal:,}, more than the "
+        f"{reads.READ_UP_TO:,} this page reads. The table names the source of each group it "
+        "lists; a group's own view splits its advantages.",
+        icon=":material/info:",
+    )
+
+
 def show(run: RunSummary, url: str, question: str | None = None) -> None:
     """The run's groups; a training run's groups of one question only, when `question`."""
     training = is_training(run)
@@ -116,10 +134,17 @@ def show(run: RunSummary, url: str, question: str | None = None) -> None:
             "`rollscope run --samples K` (K of 2 or more) to see them."
         )
         return
-    summary = reads.signal_summary(url, run.id)
-    _counts(summary, found.episodes / found.total)
+    summary = reads.signal_summary(url, run.id, run.episodes_finished)
+    if summary is None:
+        _store_counts(found)
+        histogram = std_histogram(
+            found.total - found.with_signal, {"rewards differ": found.std_counts}
+        )
+    else:
+        _counts(summary, found.episodes / found.total)
+        histogram = std_histogram(summary.equal, summary.std_bins)
     st.caption(FORMULA)
-    st.plotly_chart(std_histogram(summary), width="stretch", key="gr_hist")
+    st.plotly_chart(histogram, width="stretch", key="gr_hist")
     listed = found.groups
     if training:
         st.subheader("Groups by reward variance")

@@ -21,7 +21,7 @@ Source = Literal["correctness", "shaping only", "none"]
 """What makes a group's rewards differ: right and wrong answers; shaping terms alone (every
 sample right, or every one not); nothing (all rewards equal, every advantage 0)."""
 SOURCES: tuple[Source, ...] = ("correctness", "shaping only", "none")
-SOURCE_LABELS: dict[Source, str] = {
+SOURCE_LABELS: dict[str, str] = {
     "correctness": "correctness",
     "shaping only": "shaping only",
     "none": "none: all rewards equal",
@@ -50,7 +50,7 @@ class SignalSummary:
     """Groups without a right sample, whatever their rewards."""
     all_correct: int
     """Groups whose samples are all right, whatever their rewards."""
-    std_bins: dict[Source, list[int]] = field(default_factory=dict)
+    std_bins: dict[str, list[int]] = field(default_factory=dict)
     """Groups with a spread by reward std, in bins of `STD_BIN` from 0, per source."""
 
     def share(self, count: int) -> float | None:
@@ -64,7 +64,7 @@ def summarise(
     """The summary of a run from every group with a spread (std > 0) and the counts of those
     without (`total` groups in all; of the equal ones, how many are all right or none right)."""
     counts = {"correctness": 0, "shaping only": 0}
-    bins: dict[Source, list[int]] = {"correctness": [], "shaping only": []}
+    bins: dict[str, list[int]] = {"correctness": [], "shaping only": []}
     none_correct, all_correct = equal_none_correct, equal_all_correct
     for g in spread:
         source = source_of(g)

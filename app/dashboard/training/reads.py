@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import streamlit as st
 
 from app.dashboard import data
+from app.dashboard.groups.reads import READ_UP_TO
 from app.dashboard.training.curves import Curves, curves_of
 from app.dashboard.training.flips import Flips, flips_of
 from storage import training
-from storage.read_models import GroupOverview, RunSummary
-from storage.store import Store
+from storage.read_models import RunSummary
 
 _TTL = 60
 _ENTRIES = 32
@@ -32,25 +33,35 @@ def progress_of(run: RunSummary) -> Progress:
     return run.status, run.episodes_finished
 
 
-def _every_group(store: Store, run_id: int) -> GroupOverview:
-    # The overview lists as many groups as asked for: all of them, for what each step drew.
-    return store.group_overview(run_id, limit=sys.maxsize)
+@dataclass(frozen=True, slots=True)
+class StepsView:
+    """What the page draws of a run's steps, and its questions that flipped: both from the
+    run's every group, read once."""
+
+    curves: Curves
+    flips: Flips | None
+    """None when the run has more groups than the page reads (`READ_UP_TO`)."""
+    groups: int
+    """The run's groups."""
 
 
 @st.cache_data(ttl=_TTL, max_entries=_ENTRIES, show_spinner=False)
-def curves(url: str, run_id: int, progress: Progress) -> Curves:
+def steps_view(url: str, run_id: int, progress: Progress) -> StepsView:
     """A training run's per-step metrics, as many points as the page draws, with the
-    questions each point's steps drew."""
-    # Reduced before caching: the cache copies what it holds at every visit.
+    questions each point's steps drew; and the questions whose result changed between the
+    first and the last step that drew them (these two for a run of up to `READ_UP_TO`
+    groups)."""
     store = data.get_store(url)
-    return curves_of(training.training_steps(store, run_id), _every_group(store, run_id).groups)
-
-
-@st.cache_data(ttl=_TTL, max_entries=_ENTRIES, show_spinner=False)
-def flips(url: str, run_id: int, progress: Progress) -> Flips:
-    """The questions whose result changed between the first and the last step that drew them."""
-    found = _every_group(data.get_store(url), run_id)
-    return flips_of(found.groups, found.questions)
+    steps = training.training_steps(store, run_id)
+    groups = sum(s.groups for s in steps)
+    if groups > READ_UP_TO:
+        return StepsView(curves_of(steps), None, groups)
+    # The overview lists as many groups as asked for: all of them. Reduced before caching:
+    # the cache copies what it holds at every visit.
+    every = store.group_overview(run_id, limit=sys.maxsize)
+    return StepsView(
+        curves_of(steps, every.groups), flips_of(every.groups, every.questions), groups
+    )
 
 
 @st.cache_data(ttl=_TTL, max_entries=_ENTRIES, show_spinner=False)

@@ -46,7 +46,8 @@ def curves(run_id: int, url: str) -> None:
     if run is None:  # deleted since the page listed it
         st.info("This run is no longer in the store.")
         return
-    found = reads.curves(url, run.id, reads.progress_of(run))
+    view = reads.steps_view(url, run.id, reads.progress_of(run))
+    found = view.curves
     last = found.last
     # A wrapping row: at 800 px five fixed columns cut every value to "co…".
     with st.container(horizontal=True, gap="large"):
@@ -63,12 +64,18 @@ def curves(run_id: int, url: str) -> None:
             f"{found.steps:,} training steps: each point is the mean of {found.per_point} "
             "consecutive steps (weighted by their episodes, or groups for the group metrics)."
         )
-    st.caption(
-        "Hover a point for the questions its step drew: a step's numbers move with which "
-        "questions it drew as much as with what the model learned."
-    )
     figures = [(charts.figure(found, c), c.note) for c in charts.CHARTS]
-    figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
+    if view.flips is None:
+        st.caption(
+            f"This run has {view.groups:,} groups: which questions each step drew, and where "
+            f"its learning signal came from, are shown for runs of up to {reads.READ_UP_TO:,}."
+        )
+    else:
+        st.caption(
+            "Hover a point for the questions its step drew: a step's numbers move with which "
+            "questions it drew as much as with what the model learned."
+        )
+        figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
     # A row of two at a time: the notes under the charts differ in length, and two tall
     # columns let the charts beside each other drift apart.
     for start in range(0, len(figures), 2):
@@ -104,7 +111,14 @@ def _flip_row(kind: str, f: QuestionFlip) -> dict[str, object]:
 def flips(run: RunSummary, url: str) -> None:
     """The questions whose result changed between the first and the last step that drew them."""
     st.subheader("Questions that flipped during training")
-    found = reads.flips(url, run.id, reads.progress_of(run))
+    view = reads.steps_view(url, run.id, reads.progress_of(run))
+    found = view.flips
+    if found is None:
+        st.info(
+            f"Listing the questions that flipped reads every group of the run: this one has "
+            f"{view.groups:,}, more than the {reads.READ_UP_TO:,} this page reads."
+        )
+        return
     st.caption(
         "Each question at the first and at the last training step that drew it, right when "
         f"at least {SOLVED_RATE:.0%} of its samples there were correct. **open** shows its "

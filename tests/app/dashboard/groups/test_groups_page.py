@@ -277,3 +277,26 @@ def test_a_mixed_group_splits_its_advantages(shaped_run: int) -> None:
     members = at.dataframe[0].value
     assert list(members["from shaping"]) == [0.0] * 4
     assert list(members["from correctness"]) == pytest.approx(list(members["advantage"]))
+
+
+def test_a_run_with_more_groups_than_the_page_reads_shows_the_stores_counts(
+    shaped_run: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Counting sources reads a record of every group with a spread: a long training run has
+    # tens of thousands. Beyond READ_UP_TO the page shows the counts the store keeps.
+    monkeypatch.setattr("app.dashboard.groups.reads.LISTED", 1)
+    monkeypatch.setattr("app.dashboard.groups.reads.READ_UP_TO", 2)
+    at = open_page("views/groups.py", run=str(shaped_run))
+    metrics = _metrics(at)
+    assert (metrics["groups"], metrics["rewards differ"], metrics["all rewards equal"]) == (
+        "4",
+        "3",
+        "1",
+    )
+    assert (metrics["equal, all correct"], metrics["equal, none correct"]) == ("0", "1")
+    assert "shaping only" not in metrics
+    assert "this run has 3, more than the 2 this page reads" in at.info[0].value
+    [chart] = at.get("plotly_chart")
+    flat, spread = json.loads(chart.proto.spec)["data"]
+    assert (flat["y"], spread["name"], sum(spread["y"])) == ([1], "rewards differ", 3)
+    assert len(at.dataframe[0].value) == 1

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
+from app.dashboard.training import reads
 from rollout_core.records import EpisodeKey, IterationBatch, Outcome, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
@@ -186,3 +187,22 @@ def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -
     assert (row["flip"], row["question id"]) == ("wrong → right", "q1")
     assert (row["first step"], row["correct at first"]) == (0, "0/2")
     assert (row["last step"], row["correct at last"]) == (2, "2/2")
+
+
+def test_a_run_with_more_groups_than_the_page_reads_leaves_out_what_needs_them(
+    env: TrainingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run has 6 groups; reading each one's record costs, at tens of thousands, several
+    # times the page's other reads.
+    monkeypatch.setattr("app.dashboard.training.reads.READ_UP_TO", 5)
+    reads.steps_view.clear()
+    try:
+        at = open_page("views/training.py", run=str(env.run_id))
+        shown = texts(at)
+        assert "This run has 6 groups: which questions each step drew" in shown
+        assert "this one has 6, more than the 5 this page reads" in shown
+        figures = _figures(at)
+        assert "Learning signal by source" not in figures and len(figures) == 7
+        assert figures["Accuracy"]["data"][0]["customdata"][0] == ["step 0", 4, ""]
+    finally:
+        reads.steps_view.clear()
