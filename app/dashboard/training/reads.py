@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.groups.reads import READ_UP_TO
+from app.dashboard.groups import reads as group_reads
 from app.dashboard.training.curves import Curves, curves_of
 from app.dashboard.training.flips import Flips, flips_of
 from storage import training
@@ -40,7 +40,7 @@ class StepsView:
 
     curves: Curves
     flips: Flips | None
-    """None when the run has more groups than the page reads (`READ_UP_TO`)."""
+    """None when the run has more groups than the page reads (`group_reads.READ_UP_TO`)."""
     groups: int
     """The run's groups."""
 
@@ -49,12 +49,12 @@ class StepsView:
 def steps_view(url: str, run_id: int, progress: Progress) -> StepsView:
     """A training run's per-step metrics, as many points as the page draws, with the
     questions each point's steps drew; and the questions whose result changed between the
-    first and the last step that drew them (these two for a run of up to `READ_UP_TO`
-    groups)."""
+    first and the last step that drew them (these two for a run of up to
+    `group_reads.READ_UP_TO` groups)."""
     store = data.get_store(url)
     steps = training.training_steps(store, run_id)
     groups = sum(s.groups for s in steps)
-    if groups > READ_UP_TO:
+    if groups > group_reads.READ_UP_TO:
         return StepsView(curves_of(steps), None, groups)
     # The overview lists as many groups as asked for: all of them. Reduced before caching:
     # the cache copies what it holds at every visit.

@@ -10,6 +10,7 @@ from app.dashboard import analysis, data
 from app.dashboard.analysis import SOLVED_RATE
 from app.dashboard.components import nav, params
 from app.dashboard.components.render import escape_markdown, fmt_num, fmt_pct, show_error, show_text
+from app.dashboard.groups import reads as group_reads
 from app.dashboard.training import charts, reads
 from app.dashboard.training.curves import at_step, shown_steps
 from app.dashboard.training.flips import QuestionFlip
@@ -68,7 +69,8 @@ def curves(run_id: int, url: str) -> None:
     if view.flips is None:
         st.caption(
             f"This run has {view.groups:,} groups: which questions each step drew, and where "
-            f"its learning signal came from, are shown for runs of up to {reads.READ_UP_TO:,}."
+            "its learning signal came from, are shown for runs of up to "
+            f"{group_reads.READ_UP_TO:,}."
         )
     else:
         st.caption(
@@ -116,7 +118,7 @@ def flips(run: RunSummary, url: str) -> None:
     if found is None:
         st.info(
             f"Listing the questions that flipped reads every group of the run: this one has "
-            f"{view.groups:,}, more than the {reads.READ_UP_TO:,} this page reads."
+            f"{view.groups:,}, more than the {group_reads.READ_UP_TO:,} this page reads."
         )
         return
     st.caption(

@@ -194,7 +194,7 @@ def test_a_run_with_more_groups_than_the_page_reads_leaves_out_what_needs_them(
 ) -> None:
     # The run has 6 groups; reading each one's record costs, at tens of thousands, several
     # times the page's other reads.
-    monkeypatch.setattr("app.dashboard.training.reads.READ_UP_TO", 5)
+    monkeypatch.setattr("app.dashboard.groups.reads.READ_UP_TO", 5)
     reads.steps_view.clear()
     try:
         at = open_page("views/training.py", run=str(env.run_id))
