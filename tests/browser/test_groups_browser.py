@@ -9,9 +9,14 @@ from typing import Any
 
 import pytest
 
+from rollout_core.records import EpisodeKey
+from storage.store import Store
+from storage.training import GroupTag, TrainingSink
 from tests.app.analysis_store import build_analysis_store
+from tests.app.dashboard.training.test_training_page import _play
 from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
 from tests.browser.ui import wait_drawn, wait_idle
+from tests.storage.store_builders import spec
 
 pytestmark = pytest.mark.browser
 
@@ -90,3 +95,52 @@ def test_a_samples_open_button_replays_it_in_place(analysis: Dashboard, page: An
     page.wait_for_url(re.compile(rf"/replay\?episode={fx.hostile_episode}$"))  # type: ignore[attr-defined]
     page.get_by_text("Step 1 of").wait_for()
     assert len(page.context.pages) == 1
+
+
+@pytest.fixture(scope="module")
+def training(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A training run of two steps, a group of two samples per question at each."""
+    root = tmp_path_factory.mktemp("groups-training-browser")
+    store = Store(str(root / "store.db"))
+    run_id = store.create_run(spec("grpo-groups", kind="training"), episodes_planned=8)
+    tags: dict[EpisodeKey, GroupTag] = {}
+    plays = []
+    for step_no in range(2):
+        for g, q in enumerate(("q1", "q2")):
+            for k in range(2):
+                sample = 2 * step_no + k
+                tags[EpisodeKey(q, sample)] = GroupTag(step_no, 2 * step_no + g)
+                right = q == "q1" and k == 0
+                plays.append((q, sample, ["DESCRIBE", "ANSWER" if right else "QUERY"], right))
+    sink = TrainingSink(store, run_id, tags)
+    for play in plays:
+        _play(sink, *play)
+    store.set_run_status(run_id, "completed")
+    store.close()
+    proc, base_url = start_dashboard(f"sqlite:///{root / 'store.db'}", root / "dash.log")
+    yield base_url, run_id
+    stop(proc)
+
+
+def test_back_from_all_groups_returns_to_the_group_not_half_its_link(
+    training: tuple[str, int], page: Any
+) -> None:
+    # Opening a group and going back to all groups wrote question and group one at a time:
+    # browser Back landed on a link with the group but not its question.
+    base_url, run_id = training
+    page.goto(f"{base_url}/groups?run={run_id}")
+    page.get_by_text("Groups by reward variance").wait_for()
+    _open_row(page, 0)  # the q1 groups, mixed, first
+    page.wait_for_url(re.compile(rf"run={run_id}&question=q1&group=\d$"))
+    group_url = page.url
+    page.get_by_text("Steps side by side").wait_for()
+    wait_idle(page)
+    page.get_by_text("All groups of grpo-groups").click()
+    page.wait_for_url(re.compile(rf"/groups\?run={run_id}$"))
+    page.get_by_text("Groups by reward variance").wait_for()
+    wait_idle(page)
+    page.go_back()
+    page.wait_for_url(group_url)
+    page.get_by_text("Steps side by side").wait_for()
+    page.go_back()
+    page.wait_for_url(re.compile(rf"/groups\?run={run_id}$"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.dashboard.components import nav, params
+from app.dashboard.components import nav
 from app.dashboard.components.browser import follow
 from app.dashboard.components.confidence import has_confidence
 from app.dashboard.components.render import (
@@ -17,7 +17,7 @@ from app.dashboard.components.render import (
 )
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
-from app.dashboard.groups.overview import FORMULA, spread_label
+from app.dashboard.groups.overview import FORMULA, go_to, spread_label
 from app.dashboard.groups.signal import source_of, split_members, spread_stds
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
@@ -30,8 +30,7 @@ _REPLAYING = "gr_replaying"
 
 def back_to_overview() -> None:
     """Back to the run's overview (from a group, or for another run): no group in the link."""
-    params.write(nav.P_QUESTION, [])
-    params.write(nav.P_GROUP, [])
+    go_to(None)
 
 
 def _replay_clicked(episode_ids: list[int]) -> None:

@@ -7,7 +7,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from app.dashboard.components import nav, params
+from app.dashboard.components import nav
 from app.dashboard.components.render import fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
@@ -42,13 +42,24 @@ def is_training(run: RunSummary) -> bool:
     return run.spec.get("kind") == "training"
 
 
+def go_to(key: GroupKey | None) -> None:
+    """This page on a group (None: on the run's groups) in one change of the URL: a change
+    per parameter left a half-made link in the history for browser Back to land on."""
+    query = {k: st.query_params.get_all(k) for k in st.query_params}
+    query.pop(nav.P_QUESTION, None)
+    query.pop(nav.P_GROUP, None)
+    if key is not None:
+        query[nav.P_QUESTION] = [key.question_id]
+        if key.group_index is not None:
+            query[nav.P_GROUP] = [str(key.group_index)]
+    st.query_params.from_dict(query)
+
+
 def _open_group(keys: list[GroupKey]) -> None:
     """The table's "open" button: this page, on the group of that row."""
     click = st.session_state.get(_OPEN)
     if click is not None and 0 <= click["row"] < len(keys):
-        key = keys[click["row"]]
-        params.write(nav.P_QUESTION, [key.question_id])
-        params.write(nav.P_GROUP, [] if key.group_index is None else [str(key.group_index)])
+        go_to(keys[click["row"]])
 
 
 def _counts(summary: SignalSummary, mean_samples: float) -> None:
