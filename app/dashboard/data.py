@@ -11,9 +11,7 @@ from typing import TYPE_CHECKING
 
 import streamlit as st
 
-from app.dashboard import training_curves
 from app.dashboard.settings import Settings, load_settings
-from storage import training
 from storage.read_models import (
     Annotation,
     Distribution,
@@ -261,79 +259,3 @@ def clear() -> None:
     _list_episodes.clear()
     _tag_counts.clear()
     _episode_tags.clear()
-
-
-# -- training runs (storage.training) ---------------------------------------------------------
-# Keyed by the run's progress as well as its id: a finished run's reads stay cached a
-# minute (at 256k episodes they take a second or more), a training run's are read again
-# once another episode has finished. The progress comes from a run read uncached.
-
-_TRAINING_TTL = 60
-_TRAINING_ENTRIES = 32
-"""Entries per read at most: a live run leaves one behind at every refresh."""
-
-Progress = tuple[str, int]
-"""A run's (status, finished episodes)."""
-
-
-def progress_of(run: RunSummary) -> Progress:
-    """What a training run's cached reads are keyed by besides its id."""
-    return run.status, run.episodes_finished
-
-
-@st.cache_data(ttl=_TRAINING_TTL, max_entries=_TRAINING_ENTRIES, show_spinner=False)
-def _training_curves(
-    _store: Store, url: str, run_id: int, progress: Progress
-) -> training_curves.Curves:
-    # Averaged before caching: the cache copies what it holds at every visit.
-    return training_curves.curves_of(training.training_steps(_store, run_id))
-
-
-def training_curves_of(run: RunSummary) -> training_curves.Curves:
-    """A training run's per-step metrics, as many points as the Training page draws."""
-    return _training_curves(store(), settings().store_url, run.id, progress_of(run))
-
-
-@st.cache_data(ttl=_TRAINING_TTL, max_entries=_TRAINING_ENTRIES, show_spinner=False)
-def _training_questions(
-    _store: Store, url: str, run_id: int, progress: Progress
-) -> list[training.TrainingQuestion]:
-    return training.training_questions(_store, run_id)
-
-
-def training_questions(run: RunSummary) -> list[training.TrainingQuestion]:
-    """The questions a training run played, most played first."""
-    return _training_questions(store(), settings().store_url, run.id, progress_of(run))
-
-
-@st.cache_data(ttl=_TRAINING_TTL, max_entries=_TRAINING_ENTRIES, show_spinner=False)
-def _played_steps(
-    _store: Store, url: str, run_id: int, question_id: str, progress: Progress
-) -> list[int]:
-    return training.played_steps(_store, run_id, question_id)
-
-
-def played_steps(run: RunSummary, question_id: str) -> list[int]:
-    """The training steps at which a question has a finished episode, in order."""
-    return _played_steps(store(), settings().store_url, run.id, question_id, progress_of(run))
-
-
-@st.cache_data(ttl=_TRAINING_TTL, max_entries=_TRAINING_ENTRIES, show_spinner=False)
-def _question_episodes(
-    _store: Store,
-    url: str,
-    run_id: int,
-    question_id: str,
-    steps: tuple[int, ...],
-    progress: Progress,
-) -> list[training.TrainingEpisode]:
-    return training.question_episodes(_store, run_id, question_id, steps)
-
-
-def question_episodes(
-    run: RunSummary, question_id: str, steps: Sequence[int]
-) -> list[training.TrainingEpisode]:
-    """A question's episodes at some steps of a training run, in training order."""
-    return _question_episodes(
-        store(), settings().store_url, run.id, question_id, tuple(steps), progress_of(run)
-    )

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from app.dashboard.question_map import accuracy_intervals, build_map, flips
+from app.dashboard.question_map.matrix import accuracy_intervals, build_map, flips
 from storage.read_models import EpisodeFilter, GroupKey
 from storage.store import Store
 from tests.benchmarks.bench_dashboard import (

@@ -1,7 +1,9 @@
-"""The Training page in a real Chromium, following a training run live as episodes land."""
+"""The Training page in a real Chromium: following a training run live as episodes land, and
+opening a question that flipped."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -10,8 +12,9 @@ import pytest
 
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
-from tests.app.test_dashboard_training import _play
+from tests.app.dashboard.training.test_training_page import _play
 from tests.browser.conftest import screenshot, start_dashboard, stop
+from tests.browser.ui import shown_value, wait_idle, wait_shown
 from tests.storage.store_builders import spec
 
 pytestmark = pytest.mark.browser
@@ -80,3 +83,50 @@ def test_the_training_page_follows_a_running_run(live: LiveRun, page: Any) -> No
     page.set_viewport_size({"width": 800, "height": 1000})
     page.get_by_text("Training step 2", exact=False).first.wait_for()
     screenshot(page, "training-narrow")
+
+
+@pytest.fixture(scope="module")
+def flipped(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A finished run: q-often drawn at every step and never right (the page's first question),
+    q-learnt drawn at steps 0 and 2, wrong then right."""
+    root = tmp_path_factory.mktemp("training-flips")
+    store = Store(str(root / "store.db"))
+    run_id = store.create_run(spec("grpo-flips", kind="training"), episodes_planned=10)
+    draws = [("q-often", 0), ("q-learnt", 0), ("q-often", 1), ("q-often", 2), ("q-learnt", 2)]
+    plays = []
+    for g, (q, step_no) in enumerate(draws):
+        for k in range(2):
+            sample = 2 * step_no + k
+            right = q == "q-learnt" and step_no == 2
+            plays.append(
+                (q, sample, ["DESCRIBE", "ANSWER" if right else "QUERY"], right, (step_no, g))
+            )
+    sink = store.sink(run_id)
+    for play in plays:
+        _play(sink, *play)
+    store.set_run_status(run_id, "completed")
+    store.close()
+    proc, base_url = start_dashboard(f"sqlite:///{root / 'store.db'}", root / "dash.log")
+    yield base_url, run_id
+    stop(proc)
+
+
+def test_a_flipped_questions_open_shows_it_at_both_steps(
+    flipped: tuple[str, int], page: Any
+) -> None:
+    base_url, run_id = flipped
+    page.goto(f"{base_url}/training?run={run_id}")
+    page.get_by_text("Questions that flipped during training").wait_for()
+    wait_idle(page)
+    assert shown_value(page, "Question").startswith("q-often")
+    grid = page.locator("[data-testid='stDataFrame']").first
+    grid.scroll_into_view_if_needed()
+    grid.locator("[role='gridcell']").first.wait_for(state="attached")
+    wait_idle(page)
+    box = grid.bounding_box()
+    page.mouse.click(box["x"] + 30, box["y"] + 35 + 17)  # its one row: q-learnt
+    page.wait_for_url(re.compile(rf"/training\?run={run_id}&question=q-learnt$"))
+    wait_shown(page, "Question", "q-learnt")
+    for step in (0, 2):
+        page.get_by_text(f"Training step {step}: ", exact=False).first.wait_for()
+    assert len(page.context.pages) == 1

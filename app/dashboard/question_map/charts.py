@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from app.dashboard.question_map import AccuracyPoint, QuestionMap
+from app.dashboard.components.colors import plot_label, run_color
+from app.dashboard.question_map.matrix import AccuracyPoint, QuestionMap
 
 LABELLED_ROWS = 60
 """Up to this many questions the y axis names each one; beyond, hover names them."""
 SVG_OVERLAY_CELLS = 2_000
-"""Up to this many cells the hover and click overlay is drawn as SVG, beyond as WebGL.
-
-Creating a WebGL context costs a fixed 0.5-0.8 s in a browser without a GPU (headless
-Chromium here), whatever the points: a map of 4 runs x 121 questions painted in 1.5-1.9 s with
-it and 1.0-1.2 s as SVG. SVG's cost grows with the points instead: equal at 5,000 cells, 6.5-7 s
-against 1.9-2.4 s at 50,000."""
+"""Up to this many cells the hover and click overlay is drawn as SVG, beyond as WebGL:
+a WebGL context costs a fixed start-up in a browser without a GPU, SVG a cost per point."""
+COLORSCALE = "Viridis"
+"""Purple (0%) through teal to yellow (100%): told apart by colour-blind readers, as red-green
+is not, and never the grey of a cell not played (Cividis is grey at 50%)."""
 _NOT_PLAYED = "#e8e8e8"
 
 
@@ -37,7 +38,7 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
         y=list(range(n)),
         zmin=0.0,
         zmax=1.0,
-        colorscale="RdYlGn",
+        colorscale=COLORSCALE,
         colorbar={"title": {"text": "success"}, "tickformat": ".0%"},
         hoverinfo="skip",
         xgap=1 if runs <= 40 else 0,
@@ -48,11 +49,13 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     shown = np.where(
         np.isnan(rates), "not played", np.char.mod("%.0f%%", np.nan_to_num(rates) * 100)
     )
-    # A numpy array, not a list: plotly checks a list's strings one by one (0.24 s of the
-    # figure's build for 10 runs x 5,000 questions, against 0.03 s for the array).
+    # A numpy array, not a list: plotly checks a list's strings one by one. Names and ids are
+    # escaped: Plotly reads a subset of HTML in hovers.
+    shown_names = [html.escape(n) for n in names]
+    shown_ids = [html.escape(q) for q in qmap.question_ids]
     text = np.array(
         [
-            f"{qmap.question_ids[r]}<br>{names[c]}: {s} of {e}"
+            f"{shown_ids[r]}<br>{shown_names[c]}: {s} of {e}"
             for r, c, s, e in zip(
                 rows.tolist(),
                 cols.tolist(),
@@ -82,7 +85,7 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     fig.update_yaxes(
         range=[n - 0.5, -0.5],
         tickvals=list(range(n)) if labelled else [],
-        ticktext=qmap.question_ids if labelled else [],
+        ticktext=shown_ids if labelled else [],
         title_text=None if labelled else f"{n} questions, easiest first",
         showgrid=False,
         zeroline=False,
@@ -90,7 +93,7 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     fig.update_xaxes(
         range=[-0.5, runs - 0.5],
         tickvals=list(range(runs)),
-        ticktext=list(names),
+        ticktext=[plot_label(r, n) for r, n in zip(qmap.run_ids, names, strict=True)],
         showgrid=False,
         zeroline=False,
     )
@@ -119,10 +122,18 @@ def accuracy_line(points: Sequence[AccuracyPoint], names: Sequence[str]) -> go.F
     down = [None if p.low is None or p.accuracy is None else p.accuracy - p.low for p in points]
     fig = go.Figure()
     fig.add_scatter(
-        x=list(names),
+        x=[plot_label(p.run_id, n) for p, n in zip(points, names, strict=True)],
         y=acc,
         mode="lines+markers",
-        error_y={"type": "data", "array": up, "arrayminus": down, "visible": True},
+        line_color="#9e9e9e",
+        marker={"color": [run_color(p.run_id) for p in points], "size": 11},
+        error_y={
+            "type": "data",
+            "array": up,
+            "arrayminus": down,
+            "visible": True,
+            "color": "#555555",
+        },
         customdata=[[p.low, p.high, p.questions] for p in points],
         hovertemplate="%{x}: %{y:.1%}<br>95% CI %{customdata[0]:.1%} to %{customdata[1]:.1%}"
         "<br>%{customdata[2]} questions<extra></extra>",

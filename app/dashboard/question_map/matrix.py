@@ -3,6 +3,7 @@ and each run's accuracy with a bootstrap confidence interval, from per-question 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,3 +155,8 @@ def accuracy_intervals(
         low, high = np.nanquantile(col, [tail, 1.0 - tail])
         out.append(AccuracyPoint(run_id, float(filled[:, j].sum() / k), float(low), float(high), k))
     return out
+
+
+def first_with_flips(pairs: Sequence[PairFlips]) -> int:
+    """The index of the first pair of runs with a flip; 0 when no pair has one."""
+    return next((i for i, p in enumerate(pairs) if p.regressions or p.improvements), 0)

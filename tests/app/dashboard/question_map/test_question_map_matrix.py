@@ -6,7 +6,12 @@ import numpy as np
 import pytest
 
 from app.dashboard import analysis
-from app.dashboard.question_map import accuracy_intervals, build_map, flips
+from app.dashboard.question_map.matrix import (
+    accuracy_intervals,
+    build_map,
+    first_with_flips,
+    flips,
+)
 from storage.read_models import OutcomeMatrix
 
 
@@ -80,9 +85,10 @@ def test_accuracy_intervals_equal_a_direct_bootstrap_with_the_same_draws(holes: 
         means = np.nanmean(sampled, axis=1)
         low, high = np.quantile(means, [0.025, 0.975])
         assert point.accuracy == pytest.approx(np.nanmean(rates))
-        assert (point.low, point.high) == (pytest.approx(low), pytest.approx(high))
+        assert point.low == pytest.approx(low) and point.high == pytest.approx(high)
         assert point.questions == int((~np.isnan(rates)).sum())
-        assert point.low is not None and point.low <= point.accuracy <= (point.high or 0)
+        assert point.low is not None and point.accuracy is not None and point.high is not None
+        assert point.low <= point.accuracy <= point.high
 
 
 def test_a_run_that_played_nothing_has_no_accuracy() -> None:
@@ -97,3 +103,11 @@ def test_solved_means_the_same_as_in_compare() -> None:
     assert analysis.outcome_cell(0.5, 0.49) == "only A"
     pairs = flips(build_map(_matrix({"q": {1: (2, 1), 2: (4, 1)}}, [1, 2])))
     assert [f.question_id for f in pairs[0].regressions] == ["q"]
+
+
+def test_the_pair_shown_first_is_the_first_with_a_flip() -> None:
+    # Runs 1 and 2 agree; 3 loses the question: the second pair has the flip.
+    pairs = flips(build_map(_matrix({"q": {1: (1, 1), 2: (1, 1), 3: (1, 0)}}, [1, 2, 3])))
+    assert first_with_flips(pairs) == 1
+    assert first_with_flips(pairs[:1]) == 0  # no pair with a flip: the first
+    assert first_with_flips([]) == 0

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from app.dashboard.components.map_charts import SVG_OVERLAY_CELLS, cell_of, heatmap
-from app.dashboard.question_map import QuestionMap
+from app.dashboard.components.colors import run_color
+from app.dashboard.question_map.charts import (
+    SVG_OVERLAY_CELLS,
+    accuracy_line,
+    cell_of,
+    heatmap,
+)
+from app.dashboard.question_map.matrix import AccuracyPoint, QuestionMap
 
 
 def _map(questions: int, runs: int) -> QuestionMap:
@@ -31,11 +39,12 @@ def _map(questions: int, runs: int) -> QuestionMap:
     ],
 )
 def test_the_overlay_is_svg_for_small_maps_and_webgl_for_large(
-    questions: int, runs: int, kind: type
+    questions: int, runs: int, kind: Any
 ) -> None:
     qmap = _map(questions, runs)
     fig = heatmap(qmap, [f"ckpt-{r}" for r in range(runs)])
-    cells, overlay = fig.data
+    traces: list[Any] = list(fig.data)
+    cells, overlay = traces
     assert isinstance(cells, go.Heatmap)
     assert type(overlay) is kind
     assert len(overlay.x) == questions * runs
@@ -47,3 +56,18 @@ def test_the_overlay_is_svg_for_small_maps_and_webgl_for_large(
         assert (run_id, question_id) == (qmap.run_ids[col], qmap.question_ids[row])
         assert overlay.text[index].startswith(f"{question_id}<br>ckpt-{col}: ")
     assert overlay.text[0].endswith("not played of 0")
+
+
+def test_the_scale_is_safe_for_colour_blind_readers_and_runs_wear_their_colours() -> None:
+    # Red-green (RdYlGn) told 0% from 100% by a hue red-green colour-blind readers confuse.
+    qmap = _map(3, 2)
+    fig = heatmap(qmap, ["<b>a</b>", "b"])
+    cells, overlay = fig.data
+    scale = [c for _, c in cells.colorscale]
+    assert scale == [c for _, c in go.Heatmap(colorscale="Viridis").colorscale]
+    ticks = fig.layout.xaxis.ticktext
+    assert run_color(10) in ticks[0] and "&lt;b&gt;a&lt;/b&gt; #10" in ticks[0]
+    assert "<b>a</b>" not in overlay.text[1]  # a run name is user text: escaped in hovers
+    points = [AccuracyPoint(10, 0.5, 0.4, 0.6, 3), AccuracyPoint(11, 0.7, 0.6, 0.8, 3)]
+    [line] = accuracy_line(points, ["a", "b"]).data
+    assert list(line.marker.color) == [run_color(10), run_color(11)]

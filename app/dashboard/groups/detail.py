@@ -1,0 +1,242 @@
+"""One GRPO group: its samples' rewards and advantages split into correctness and shaping, and
+their steps side by side."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard.components import nav
+from app.dashboard.components.browser import follow
+from app.dashboard.components.confidence import has_confidence
+from app.dashboard.components.render import (
+    escape_markdown,
+    fmt_num,
+    show_error,
+    show_text,
+)
+from app.dashboard.groups import reads
+from app.dashboard.groups.charts import group_confidence
+from app.dashboard.groups.overview import FORMULA, go_to, spread_label
+from app.dashboard.groups.signal import source_of, split_members, spread_stds
+from rollout_core.failure_classes import FAILURE_LABELS
+from storage.read_models import GroupDetail, GroupKey, RunSummary
+
+_CELL_CHARS = 80  # a step's argument in the aligned grid; the full text is below it
+_COLUMNS_PER_ROW = 4
+_REPLAY = "gr_replay"
+_REPLAYING = "gr_replaying"
+
+
+def back_to_overview() -> None:
+    """Back to the run's overview (from a group, or for another run): no group in the link."""
+    go_to(None)
+
+
+def _replay_clicked(episode_ids: list[int]) -> None:
+    click = st.session_state.get(_REPLAY)
+    if click is not None and 0 <= click["row"] < len(episode_ids):
+        st.session_state[_REPLAYING] = episode_ids[click["row"]]
+
+
+def _follow_to_replay() -> None:
+    """After a click on a sample's "open": its replay, by a page link the browser follows, as
+    Episodes opens one (see `browser.follow`)."""
+    opening = st.session_state.pop(_REPLAYING, None)
+    if opening is None:
+        return
+    with st.container(key="gr_replay_link"):
+        st.page_link(
+            nav.REPLAY,
+            label=f"Opening the replay of episode {opening}...",
+            icon=":material/replay:",
+            query_params={nav.P_EPISODE: str(opening)},
+        )
+    follow("gr_replay_link", str(opening))
+
+
+def _members_table(group: GroupDetail) -> None:
+    rows = []
+    for m, split in zip(group.members, split_members(group), strict=True):
+        s = m.detail.summary
+        rows.append(
+            {
+                "open": ":material/play_arrow: open",
+                "sample": s.sample_index,
+                "outcome": s.outcome,
+                "reward": s.reward,
+                "correctness": split.correctness,
+                "shaping": split.shaping,
+                "advantage": m.advantage,
+                "from correctness": split.advantage_correctness,
+                "from shaping": split.advantage_shaping,
+                "class": FAILURE_LABELS.get(s.failure_class, "-") if s.failure_class else "-",
+                "steps": s.steps,
+                "answer": s.answer,
+            }
+        )
+    signed = st.column_config.NumberColumn(format="%+.3f")
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "open": st.column_config.ButtonColumn(
+                "",
+                type="tertiary",
+                on_click=_replay_clicked,
+                args=([m.detail.summary.id for m in group.members],),
+                key=_REPLAY,
+                pinned=True,
+            ),
+            "reward": st.column_config.NumberColumn(format="%.3f"),
+            "correctness": st.column_config.NumberColumn(
+                format="%.2f", help="The answer's part of the reward: 1 if correct, else 0."
+            ),
+            "shaping": st.column_config.NumberColumn(
+                format="%+.3f",
+                help="The rest of the reward: QUERY progress rewards and error penalties.",
+            ),
+            "advantage": signed,
+            "from correctness": st.column_config.NumberColumn(
+                format="%+.3f", help="The advantage's part that the correctness terms give."
+            ),
+            "from shaping": st.column_config.NumberColumn(
+                format="%+.3f", help="The advantage's part that the shaping terms give."
+            ),
+        },
+    )
+
+
+def _member_label(group: GroupDetail, i: int) -> str:
+    m = group.members[i]
+    return (
+        f"#{m.detail.summary.sample_index} r {fmt_num(m.detail.summary.reward, 2)}"
+        f" A {m.advantage:+.2f}"
+    )
+
+
+def _aligned_grid(group: GroupDetail) -> None:
+    """Rows are steps, columns are samples: each cell the action and its argument."""
+    longest = max(len(m.detail.steps) for m in group.members)
+    grid: dict[str, list[str]] = {}
+    for i, m in enumerate(group.members):
+        cells = []
+        for k in range(longest):
+            if k >= len(m.detail.steps):
+                cells.append("")
+                continue
+            step = m.detail.steps[k]
+            arg = " ".join(step.argument.split())
+            arg = arg if len(arg) <= _CELL_CHARS else arg[: _CELL_CHARS - 1] + "…"
+            marks = ("" if step.parsed else " [unparsed]") + (" [error]" if step.error else "")
+            cells.append(f"{step.action} {arg}{marks}")
+        grid[_member_label(group, i)] = cells
+    frame = pd.DataFrame(grid, index=pd.Index(range(1, longest + 1), name="step"))
+    st.dataframe(frame, width="stretch")
+
+
+def _step_side_by_side(group: GroupDetail) -> None:
+    longest = max(len(m.detail.steps) for m in group.members)
+    step_no = st.slider("Step", 1, longest, 1, key="gr_step") if longest > 1 else 1
+    members = group.members
+    for start in range(0, len(members), _COLUMNS_PER_ROW):
+        chunk = list(enumerate(members))[start : start + _COLUMNS_PER_ROW]
+        cols = st.columns(_COLUMNS_PER_ROW)
+        for col, (i, m) in zip(cols, chunk, strict=False):
+            with col:
+                st.markdown(f"**{escape_markdown(_member_label(group, i))}**")
+                if step_no > len(m.detail.steps):
+                    st.caption("(episode over)")
+                    continue
+                step = m.detail.steps[step_no - 1]
+                st.caption(
+                    f"{step.action} · reward {step.reward:+.3f}"
+                    + ("" if step.parsed else " · unparsed")
+                )
+                show_text(step.argument, language="sql" if step.action == "QUERY" else None)
+                if step.error is not None:
+                    show_error(step.error)
+                st.page_link(
+                    nav.REPLAY,
+                    label="Replay this step",
+                    query_params={
+                        nav.P_EPISODE: str(m.detail.summary.id),
+                        nav.P_STEP: str(step_no),
+                    },
+                    icon=":material/replay:",
+                )
+
+
+def _signal_notice(group: GroupDetail) -> None:
+    """Say where the advantages come from: nothing, shaping alone, or correctness (with how
+    much of the spread shaping adds)."""
+    stats = group.stats
+    source = source_of(stats)
+    if source == "none":
+        st.warning(
+            "Zero reward variance: every sample has advantage 0, so GRPO learns nothing "
+            "from this group.",
+            icon=":material/block:",
+        )
+        return
+    std_correct, std_shaping = spread_stds(group)
+    largest = max(abs(m.advantage) for m in group.members)
+    if source == "shaping only":
+        which = (
+            "none of the samples is correct" if stats.correct == 0 else "every sample is correct"
+        )
+        st.warning(
+            f"Advantages from shaping alone: {which}, and the rewards differ only by QUERY "
+            f"progress rewards and error penalties (std {std_shaping:.3f}). Dividing by "
+            f"std + 1e-4 scales them to advantages of up to ±{largest:.2f}: GRPO pushes these "
+            "samples as hard as if one had answered right.",
+            icon=":material/warning:",
+        )
+        return
+    st.caption(
+        f"Spread: the correctness terms' std is {std_correct:.3f}, the shaping terms' "
+        f"{std_shaping:.3f}; each sample's advantage is split below into the part each gives."
+    )
+
+
+def show(run: RunSummary, url: str, key: GroupKey) -> None:
+    """One group of the run: its samples side by side."""
+    _follow_to_replay()
+    # A button that rewrites the query, not a page link: a link to this same page left the
+    # browser's URL on the group, and the next rerun (a click in the table) reopened it.
+    st.button(
+        f"All groups of {run.name}",
+        icon=":material/arrow_back:",
+        type="tertiary",
+        on_click=back_to_overview,
+        key="gr_back",
+    )
+    group = reads.group(url, run.id, key)
+    if group is None:
+        which = "" if key.group_index is None else f" in group {key.group_index}"
+        st.warning(f"{run.name} has no finished episode of question {key.question_id}{which}.")
+        return
+    first = group.members[0].detail
+    key = group.stats.key  # with its training step
+    if key.group_index is None:
+        st.subheader(f"Question {key.question_id}")
+    else:
+        st.subheader(f"Question {key.question_id}, training step {key.train_step}")
+    st.markdown(escape_markdown(first.summary.question))
+    stats = group.stats
+    with st.container(horizontal=True, gap="large"):
+        st.metric("samples", stats.size, width="content")
+        st.metric("correct", f"{stats.correct} of {stats.size}", width="content")
+        st.metric("mean reward", fmt_num(stats.mean, 3), width="content")
+        st.metric("std", fmt_num(stats.std, 3), width="content")
+        st.metric("spread from", spread_label(stats), width="content")
+    _signal_notice(group)
+    st.caption(FORMULA)
+    _members_table(group)
+    st.subheader("Steps side by side")
+    _aligned_grid(group)
+    _step_side_by_side(group)
+    traced = [(_member_label(group, i), m.detail.steps) for i, m in enumerate(group.members)]
+    if any(has_confidence(steps) for _, steps in traced):
+        st.plotly_chart(group_confidence(run.id, traced), width="stretch", key="gr_confidence")

@@ -1,0 +1,206 @@
+"""A run's GRPO groups: counted by where their reward spread comes from, and listed by std."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard.components import nav
+from app.dashboard.components.render import fmt_num, fmt_pct
+from app.dashboard.groups import reads
+from app.dashboard.groups.charts import std_histogram
+from app.dashboard.groups.signal import SOURCE_LABELS, SignalSummary, source_of
+from rollout_core.grpo import ADVANTAGE_EPSILON
+from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
+
+FORMULA = (
+    "advantage = (reward − mean) / (std + 1e-4), std the sample standard deviation (n − 1), "
+    "as TRL's GRPOTrainer computes it; a group whose rewards are all equal has std 0 and gives "
+    "every sample advantage 0 (no learning signal)."
+)
+assert ADVANTAGE_EPSILON == 1e-4  # the formula above says so
+SHAPING_FLAG = "⚠ shaping only"
+_OPEN = "gr_open"
+
+
+def group_link(run_id: int, key: GroupKey) -> str:
+    """The URL of one group's view."""
+    link = f"groups?{nav.P_RUN}={run_id}&{nav.P_QUESTION}={quote(key.question_id)}"
+    return link if key.group_index is None else f"{link}&{nav.P_GROUP}={key.group_index}"
+
+
+def spread_label(stats: GroupStats) -> str:
+    """Where a group's spread comes from, in words; a shaping-only group flagged."""
+    source = source_of(stats)
+    return SHAPING_FLAG if source == "shaping only" else SOURCE_LABELS[source]
+
+
+def is_training(run: RunSummary) -> bool:
+    """Whether the run's groups are a question at a training step (else a question's samples)."""
+    return run.spec.get("kind") == "training"
+
+
+def go_to(key: GroupKey | None) -> None:
+    """This page on a group (None: on the run's groups) in one change of the URL: a change
+    per parameter left a half-made link in the history for browser Back to land on."""
+    query = {k: st.query_params.get_all(k) for k in st.query_params}
+    query.pop(nav.P_QUESTION, None)
+    query.pop(nav.P_GROUP, None)
+    if key is not None:
+        query[nav.P_QUESTION] = [key.question_id]
+        if key.group_index is not None:
+            query[nav.P_GROUP] = [str(key.group_index)]
+    st.query_params.from_dict(query)
+
+
+def _open_group(keys: list[GroupKey]) -> None:
+    """The table's "open" button: this page, on the group of that row."""
+    click = st.session_state.get(_OPEN)
+    if click is not None and 0 <= click["row"] < len(keys):
+        go_to(keys[click["row"]])
+
+
+def _counts(summary: SignalSummary, mean_samples: float) -> None:
+    def count(n: int) -> str:
+        return f"{n} ({fmt_pct(summary.share(n))})"
+
+    # A wrapping row: at 800 px seven fixed columns cut every value short.
+    with st.container(horizontal=True, gap="large"):
+        st.metric("groups", summary.total, width="content")
+        st.metric(
+            "correctness signal",
+            count(summary.correctness),
+            width="content",
+            help="Groups with correct and wrong samples: their advantages favour the right answer.",
+        )
+        st.metric(
+            "shaping only",
+            count(summary.shaping_only),
+            width="content",
+            help="Rewards differ, but every sample is correct or none is: the advantages come "
+            "from QUERY progress rewards and error penalties alone.",
+        )
+        st.metric(
+            "all rewards equal",
+            count(summary.equal),
+            width="content",
+            help="std 0: every advantage is 0, GRPO learns nothing from these groups.",
+        )
+        st.metric(
+            "no correct sample",
+            summary.none_correct,
+            width="content",
+            help="Groups without a correct sample, whatever their rewards (shaping-only and "
+            "equal ones alike).",
+        )
+        st.metric("all correct", summary.all_correct, width="content")
+        st.metric("mean samples", fmt_num(mean_samples, 1), width="content")
+    if summary.shaping_only:
+        st.warning(
+            f"{summary.shaping_only} of {summary.total} groups get their advantages from shaping "
+            "alone: none of their samples is correct, or all are, and their rewards differ only "
+            "by QUERY progress rewards and −0.01 error penalties. Dividing by (std + 1e-4) scales "
+            "those few hundredths to advantages as large as a right answer's: this is noise to "
+            "learn from, not signal.",
+            icon=":material/warning:",
+        )
+
+
+def _store_counts(found: GroupOverview) -> None:
+    """The counts the store keeps, for a run with more groups with a spread than the page
+    reads one by one (so their sources are not counted)."""
+    with st.container(horizontal=True, gap="large"):
+        st.metric("groups", found.total, width="content")
+        st.metric("rewards differ", found.with_signal, width="content")
+        st.metric("all rewards equal", found.total - found.with_signal, width="content")
+        st.metric("equal, all correct", found.all_correct, width="content")
+        st.metric("equal, none correct", found.all_wrong, width="content")
+    st.info(
+        f"Where each group's spread comes from (correctness, or shaping alone) is counted from "
+        f"every group with a spread: this run has {found.with_signal:,}, more than the "
+        f"{reads.READ_UP_TO:,} this page reads. The table names the source of each group it "
+        "lists; a group's own view splits its advantages.",
+        icon=":material/info:",
+    )
+
+
+def show(run: RunSummary, url: str, question: str | None = None) -> None:
+    """The run's groups; a training run's groups of one question only, when `question`."""
+    training = is_training(run)
+    found = reads.overview(url, run.id, question if training else None)
+    if question is not None and training and found.total and not found.groups:
+        st.warning(
+            f"{run.name} has no finished episode of question {question}; showing all its groups."
+        )
+        question = None
+        found = reads.overview(url, run.id)
+    if not found.total:
+        st.info(f"{run.name} has no finished episodes yet.")
+        return
+    if found.largest < 2:
+        st.info(
+            f"{run.name} has one sample per question, so no GRPO groups: record a run with "
+            "`rollscope run --samples K` (K of 2 or more) to see them."
+        )
+        return
+    summary = reads.signal_summary(url, run.id, run.episodes_finished)
+    if summary is None:
+        _store_counts(found)
+        histogram = std_histogram(
+            found.total - found.with_signal, {"rewards differ": found.std_counts}
+        )
+    else:
+        _counts(summary, found.episodes / found.total)
+        histogram = std_histogram(summary.equal, summary.std_bins)
+    st.caption(FORMULA)
+    st.plotly_chart(histogram, width="stretch", key="gr_hist")
+    listed = found.groups
+    if training:
+        st.subheader("Groups by reward variance")
+        st.caption(
+            "A training run's group is one question's samples at one training step, as the "
+            "trainer drew them: the same question at another step is another group."
+        )
+    else:
+        st.subheader("Questions by reward variance")
+    if question is not None and training:
+        st.caption(f"The {len(listed)} groups of question {question}; **open** one to see it.")
+    elif len(listed) < found.total:
+        st.caption(f"The {len(listed)} groups with the highest std of {found.total}.")
+    table = pd.DataFrame(
+        [
+            {
+                "open": ":material/arrow_forward: open",
+                "question id": g.key.question_id,
+                **({"training step": g.key.train_step} if training else {}),
+                "spread from": spread_label(g),
+                "samples": g.size,
+                "correct": g.correct,
+                "mean reward": g.mean,
+                "std": g.std,
+                "question": found.questions.get(g.key.question_id, ""),
+            }
+            for g in listed
+        ]
+    )
+    st.dataframe(
+        table,
+        hide_index=True,
+        width="stretch",
+        key="gr_table",
+        column_config={
+            "open": st.column_config.ButtonColumn(
+                "",
+                type="tertiary",
+                on_click=_open_group,
+                args=([g.key for g in listed],),
+                key=_OPEN,
+                pinned=True,
+            ),
+            "mean reward": st.column_config.NumberColumn(format="%.3f"),
+            "std": st.column_config.NumberColumn(format="%.3f"),
+            "question": st.column_config.TextColumn(width="medium"),
+        },
+    )

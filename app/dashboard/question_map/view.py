@@ -1,0 +1,148 @@
+"""The question map's sections: the heatmap (a click opens that run's samples of the question),
+accuracy per run, and the flips between consecutive runs."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard.analysis import BOOTSTRAP_RESAMPLES, SOLVED_RATE
+from app.dashboard.components import nav
+from app.dashboard.components.browser import follow
+from app.dashboard.question_map import reads
+from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
+from app.dashboard.question_map.matrix import PairFlips, first_with_flips
+from storage.read_models import RunSummary
+
+_OPEN_FLIP = "map_open_flip"
+_OPENING = "map_opening"
+
+
+def _go(key: str, page: str, query: list[tuple[str, str]], label: str) -> None:
+    """Open another page by a link the browser follows (see `browser.follow`), as Episodes
+    opens a replay: one history entry, and Back returns here."""
+    with st.container(key=key):
+        st.page_link(page, label=label, icon=":material/open_in_new:", query_params=query)
+    follow(key, "&".join(f"{k}={v}" for k, v in query))
+
+
+def heatmap_section(view: reads.MapView, names: list[str]) -> None:
+    """The success-rate heatmap; a click on a cell opens GRPO groups on that run's samples of
+    the question."""
+    qmap = view.qmap
+    st.caption(
+        f"{len(qmap.question_ids)} questions, easiest at the top (mean success over the runs). "
+        "Grey: not played. Hover a cell for the question; click it to open that run's samples "
+        "of the question on GRPO groups."
+    )
+    event = st.plotly_chart(
+        heatmap(qmap, names),
+        width="stretch",
+        key="map_heatmap",
+        on_select="rerun",
+        selection_mode="points",
+    )
+    points = event.selection.points if event is not None else []
+    if points and "point_index" in points[0]:
+        run_id, question_id = cell_of(qmap, int(points[0]["point_index"]))
+        _go(
+            "map_cell_link",
+            nav.GROUPS,
+            [(nav.P_RUN, str(run_id)), (nav.P_QUESTION, question_id)],
+            f"Opening the samples of {question_id}...",
+        )
+
+
+def accuracy_section(run_ids: list[int], url: str, names: list[str]) -> None:
+    """Each run's accuracy with its bootstrap interval."""
+    # Full width, under the heatmap: side by side, a narrow window cut the chart's title and
+    # turned its run names on end.
+    st.plotly_chart(
+        accuracy_line(reads.map_accuracy(url, tuple(run_ids)), names),
+        width="stretch",
+        key="map_accuracy",
+    )
+    st.caption(
+        f"Paired over questions: {BOOTSTRAP_RESAMPLES} resamples of the questions each run "
+        "played, the same draws for every run."
+    )
+
+
+def _open_flip(pair: PairFlips, question_ids: list[str]) -> None:
+    click = st.session_state.get(_OPEN_FLIP)
+    if click is not None and 0 <= click["row"] < len(question_ids):
+        st.session_state[_OPENING] = (pair.run_before, pair.run_after, question_ids[click["row"]])
+
+
+def flips_section(pairs: list[PairFlips], by_id: dict[int, RunSummary]) -> None:
+    """How many questions each run lost and gained against the one before, and one pair's."""
+    opening = st.session_state.pop(_OPENING, None)
+    if opening is not None:
+        before, after, question_id = opening
+        _go(
+            "map_flip_link",
+            nav.COMPARE,
+            [(nav.P_RUN, str(before)), (nav.P_RUN, str(after)), (nav.P_QUESTION, question_id)],
+            f"Opening {question_id} side by side...",
+        )
+    st.subheader("Flips between consecutive runs")
+    st.caption(
+        f"A run solves a question with a success rate of {SOLVED_RATE:.0%} or more; a "
+        "regression is a question the run before solved and this one does not."
+    )
+    summary = pd.DataFrame(
+        [
+            {
+                "from": by_id[p.run_before].name,
+                "to": by_id[p.run_after].name,
+                "regressions": len(p.regressions),
+                "improvements": len(p.improvements),
+                "net": len(p.improvements) - len(p.regressions),
+                "shared questions": p.shared,
+            }
+            for p in pairs
+        ]
+    )
+    st.dataframe(summary, hide_index=True, width="stretch")
+    labels = [f"{by_id[p.run_before].name} → {by_id[p.run_after].name}" for p in pairs]
+    chosen = st.selectbox(
+        "Flips of",
+        range(len(pairs)),
+        index=first_with_flips(pairs),
+        format_func=labels.__getitem__,
+        key="map_pair",
+    )
+    pair = pairs[chosen]
+    before, after = by_id[pair.run_before].name, by_id[pair.run_after].name
+    rows = [
+        {
+            "open": ":material/compare: side by side",
+            "question id": f.question_id,
+            "flip": kind,
+            before: f.rate_before,
+            after: f.rate_after,
+        }
+        for kind, flips in (("regression", pair.regressions), ("improvement", pair.improvements))
+        for f in flips
+    ]
+    if not rows:
+        st.info("No question changed between these two runs.")
+        return
+    st.dataframe(
+        pd.DataFrame(rows),
+        hide_index=True,
+        width="stretch",
+        key=f"map_flips_{chosen}",
+        column_config={
+            "open": st.column_config.ButtonColumn(
+                "",
+                type="tertiary",
+                on_click=_open_flip,
+                args=(pair, [str(r["question id"]) for r in rows]),
+                key=_OPEN_FLIP,
+                pinned=True,
+            ),
+            before: st.column_config.NumberColumn(format="percent"),
+            after: st.column_config.NumberColumn(format="percent"),
+        },
+    )

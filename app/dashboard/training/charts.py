@@ -1,0 +1,226 @@
+"""The Training page's figures: one quantity per chart, on its own axis and unit, raw points
+with a smoothed trend, and hovers that say which questions each step drew."""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import plotly.graph_objects as go
+
+from app.dashboard.groups.charts import SOURCE_COLORS
+from app.dashboard.groups.signal import SOURCE_LABELS, SOURCES
+from app.dashboard.training.curves import Curves, trend, trend_window
+
+# The legend sits under the plot, so that a half-width chart keeps its width on a narrow
+# screen (a legend on the right took half of it at 800 px).
+_LAYOUT: dict[str, Any] = {
+    "margin": {"l": 50, "r": 10, "t": 40, "b": 40},
+    "height": 320,
+    "legend": {"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0},
+    "hovermode": "closest",
+}
+_MAX_TICKS = 10
+_MARKERS_UP_TO = 200
+"""Points a curve marks each of; more are drawn as a line alone."""
+RATE = ".0%"
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    """One quantity a chart draws: its legend name, `TrainingStep` attribute and colour."""
+
+    name: str
+    attr: str
+    color: str
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """One chart of the page: a quantity (or two of the same unit) over training steps."""
+
+    title: str
+    axis: str
+    """The y axis' title, with its unit."""
+    series: tuple[Series, ...]
+    tickformat: str | None = None
+    note: str = ""
+    """What the numbers are, under the chart."""
+
+    @property
+    def trended(self) -> bool:
+        """One quantity gets a smoothed trend beside its points; two would crowd the chart."""
+        return len(self.series) == 1
+
+
+# Okabe-Ito colours (and a grey), told apart by colour-blind readers; one per quantity.
+CHARTS: tuple[Chart, ...] = (
+    Chart(
+        "Accuracy",
+        "episodes correct",
+        (Series("accuracy", "accuracy", "#009E73"),),
+        RATE,
+        "Share of the step's episodes that answered correctly.",
+    ),
+    Chart(
+        "Reward",
+        "mean episode reward",
+        (Series("reward", "reward", "#0072B2"),),
+        None,
+        "Mean episode reward: 1 for a correct answer, plus shaping (QUERY progress up to "
+        "+0.1, −0.01 per failed action). TRL logs it as `reward`.",
+    ),
+    Chart(
+        "Reward spread",
+        "reward standard deviation",
+        (
+            Series("across the step (reward_std)", "reward_std", "#D55E00"),
+            Series("within groups (mean)", "group_reward_std", "#CC79A7"),
+        ),
+        None,
+        "**reward_std** (as TRL logs it): the std of all the step's episode rewards, "
+        "differences between questions included. **within groups**: the mean over the "
+        "step's groups of each group's own std, the spread GRPO's advantages are scaled by; "
+        "only this one is learning signal.",
+    ),
+    Chart(
+        "Unparsed outputs",
+        "steps without an action line",
+        (Series("unparsed rate", "unparsed_rate", "#E69F00"),),
+        RATE,
+        "Share of the model's outputs with no action the environment could read.",
+    ),
+    Chart(
+        "Steps per episode",
+        "actions per episode",
+        (Series("mean steps", "mean_steps", "#56B4E9"),),
+        None,
+    ),
+    Chart(
+        "Token log-probability",
+        "mean log-prob per token (nats)",
+        (Series("mean token log-prob", "mean_logprob", "#000000"),),
+        None,
+        "Closer to 0: the model is surer of its tokens.",
+    ),
+    Chart(
+        "Model tokens per episode",
+        "tokens per episode",
+        (Series("completions/mean_length", "mean_tokens", "#7F7F7F"),),
+        None,
+        "Tokens the model generated per episode (TRL's `completions/mean_length`).",
+    ),
+)
+SIGNAL_NOTE = (
+    "Each step's groups by where their reward spread comes from: right and wrong samples "
+    "(**correctness**), shaping terms alone with every sample right or every one wrong "
+    "(**shaping only**), or nothing (**all rewards equal**, TRL's `frac_reward_zero_std`)."
+)
+
+
+def _steps_text(curves: Curves) -> list[str]:
+    """Each point's training steps in words."""
+    if curves.per_point == 1:
+        return [f"step {p.train_step}" for p in curves.points]
+    return [
+        f"steps {first}-{p.train_step} (mean)"
+        for first, p in zip(curves.firsts, curves.points, strict=True)
+    ]
+
+
+def _hover_data(curves: Curves) -> list[list[Any]]:
+    """Per point: its steps in words, its episodes and the questions it drew."""
+    drawn = curves.drawn or [""] * len(curves.points)
+    return [
+        # Question ids are dataset text, and Plotly reads a subset of HTML in hovers.
+        [steps, p.episodes, ("<br>drew " + html.escape(d)) if d else ""]
+        for steps, p, d in zip(_steps_text(curves), curves.points, drawn, strict=True)
+    ]
+
+
+def _value(name: str, tickformat: str | None) -> str:
+    return f"{name} %{{y:{'.1%' if tickformat == RATE else '.3f'}}}"
+
+
+def _x_axis(fig: go.Figure, xs: Sequence[int]) -> None:
+    # Training steps are whole numbers: no 0.5 ticks on a short run. A longer one keeps
+    # plotly's round ticks (forced to a tenth of the span, they read 3202, 6404, ...).
+    span = max(xs) - min(xs) if xs else 0
+    fig.update_xaxes(title="training step", tickformat="d")
+    if span <= _MAX_TICKS:
+        fig.update_xaxes(tick0=0, dtick=1)
+
+
+def figure(curves: Curves, chart: Chart) -> go.Figure:
+    """The chart's quantities over training steps (gaps where a step has no value), with a
+    trailing-mean trend beside one quantity's points."""
+    fig = go.Figure()
+    points = curves.points
+    xs = [s.train_step for s in points]
+    markers = len(points) <= _MARKERS_UP_TO
+    hover = _hover_data(curves)
+    tail = "<br>%{customdata[0]} · %{customdata[1]} episodes%{customdata[2]}<extra></extra>"
+    for s in chart.series:
+        ys = [getattr(p, s.attr) for p in points]
+        raw: dict[str, Any] = {
+            "name": s.name,
+            "x": xs,
+            "y": ys,
+            "customdata": hover,
+            "hovertemplate": _value(s.name, chart.tickformat) + tail,
+        }
+        if chart.trended and markers:
+            # The points alone, the trend carries the line.
+            fig.add_scatter(**raw, mode="markers", marker={"color": s.color, "opacity": 0.55})
+        else:
+            mode = "lines+markers" if markers else "lines"
+            fig.add_scatter(**raw, mode=mode, line={"color": s.color})
+        if chart.trended:
+            window = trend_window(len(points))
+            fig.add_scatter(
+                name=f"trend (mean of {window} points)",
+                x=xs,
+                y=trend(ys, [p.episodes for p in points], window),
+                mode="lines",
+                line={"color": s.color, "width": 3},
+                hovertemplate=_value("trend", chart.tickformat)
+                + f" (mean of {window} points)<extra></extra>",
+            )
+    layout: dict[str, Any] = {**_LAYOUT, "title": chart.title, "yaxis_title": chart.axis}
+    if chart.tickformat:
+        layout["yaxis_tickformat"] = chart.tickformat
+    if chart.tickformat == RATE:  # a rate: its whole range, not -100%..100% around a flat 0
+        layout["yaxis_range"] = [-0.02, 1.02]
+    fig.update_layout(**layout)
+    _x_axis(fig, xs)
+    return fig
+
+
+def signal_figure(curves: Curves) -> go.Figure:
+    """Each point's groups by the source of their spread, as shares stacked to 100%."""
+    fig = go.Figure()
+    xs = [p.train_step for p in curves.points]
+    hover = _hover_data(curves)
+    for source in SOURCES:
+        counts = [point[source] for point in curves.sources]
+        totals = [sum(point.values()) for point in curves.sources]
+        fig.add_bar(
+            name=SOURCE_LABELS[source],
+            x=xs,
+            y=[c / t if t else None for c, t in zip(counts, totals, strict=True)],
+            customdata=[[*h, c, t] for h, c, t in zip(hover, counts, totals, strict=True)],
+            marker_color=SOURCE_COLORS[source],
+            hovertemplate=f"{SOURCE_LABELS[source]}: %{{customdata[3]}} of %{{customdata[4]}} "
+            "groups<br>%{customdata[0]}%{customdata[2]}<extra></extra>",
+        )
+    fig.update_layout(
+        **{**_LAYOUT, "title": "Learning signal by source", "yaxis_title": "share of groups"},
+        barmode="stack",
+        bargap=0.1,
+        yaxis_tickformat=RATE,
+        yaxis_range=[0, 1],
+    )
+    _x_axis(fig, xs)
+    return fig

@@ -1,0 +1,149 @@
+"""The Training page's numbers: per-step metrics as points (long runs averaged), what each
+point's steps drew, a smoothed trend, and the training steps a question is shown at."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from app.dashboard.groups.signal import SOURCES, Source, source_of
+from storage.read_models import GroupStats
+from storage.training import TrainingEpisode, TrainingStep
+
+MAX_POINTS = 1000
+"""Points a curve draws at most: a browser draws a long run's every step slowly, if at all."""
+DRAWN_LISTED = 6
+"""Questions a point's hover names; more are counted."""
+
+# Averaged over the steps in a point, weighted by their groups; the others by their episodes.
+_BY_GROUPS = frozenset({"group_reward_std", "frac_reward_zero_std"})
+_AVERAGED = (
+    "accuracy",
+    "reward",
+    "reward_std",
+    "group_reward_std",
+    "frac_reward_zero_std",
+    "unparsed_rate",
+    "mean_steps",
+    "mean_logprob",
+    "mean_tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Curves:
+    """A training run's per-step metrics as the Training page draws them."""
+
+    steps: int
+    """Training steps with a finished episode."""
+    last: TrainingStep | None
+    """The last of them, as it is (not averaged)."""
+    points: list[TrainingStep]
+    """The steps, or when there are more than `MAX_POINTS`, runs of `per_point` consecutive
+    steps, each averaged into one at its last step."""
+    per_point: int
+    firsts: list[int]
+    """Each point's first training step (its own step when `per_point` is 1)."""
+    drawn: list[str]
+    """Each point's questions in words: which the steps drew, and how many samples were
+    correct ("" when the groups were not read)."""
+    sources: list[dict[Source, int]]
+    """Each point's groups counted by where their reward spread comes from."""
+
+
+def curves_of(
+    steps: Sequence[TrainingStep],
+    groups: Iterable[GroupStats] = (),
+    max_points: int = MAX_POINTS,
+) -> Curves:
+    """The steps to draw, all of them or runs of consecutive steps averaged, with what the
+    run's `groups` (of every step) say about each point."""
+    per_point = max(1, math.ceil(len(steps) / max_points))
+    points = [
+        steps[i] if per_point == 1 else _averaged(steps[i : i + per_point])
+        for i in range(0, len(steps), per_point)
+    ]
+    firsts = [steps[i].train_step for i in range(0, len(steps), per_point)]
+    point_of = {s.train_step: i // per_point for i, s in enumerate(steps)}
+    by_point: list[dict[str, list[int]]] = [{} for _ in points]
+    sources: list[dict[Source, int]] = [dict.fromkeys(SOURCES, 0) for _ in points]
+    for g in groups:
+        i = point_of.get(g.key.train_step if g.key.train_step is not None else -1)
+        if i is None:
+            continue
+        counts = by_point[i].setdefault(g.key.question_id, [0, 0])
+        counts[0] += g.correct
+        counts[1] += g.size
+        sources[i][source_of(g)] += 1
+    drawn = [_drawn_text(found) for found in by_point]
+    return Curves(
+        len(steps), steps[-1] if steps else None, points, per_point, firsts, drawn, sources
+    )
+
+
+def _drawn_text(found: dict[str, list[int]]) -> str:
+    """'q-3 2/4 correct, q-7 0/4' for a point's questions, most played first."""
+    ranked = sorted(found.items(), key=lambda item: (-item[1][1], item[0]))
+    parts = [
+        f"{q} {correct}/{n}" + (" correct" if i == 0 else "")
+        for i, (q, (correct, n)) in enumerate(ranked[:DRAWN_LISTED])
+    ]
+    more = len(ranked) - DRAWN_LISTED
+    return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+def _averaged(run: Sequence[TrainingStep]) -> TrainingStep:
+    """One point for consecutive steps: at the last step, with their counts summed and each
+    metric their weighted mean (None where no step has a value)."""
+    values: dict[str, float | None] = {}
+    for attr in _AVERAGED:
+        pairs = [
+            (getattr(s, attr), s.groups if attr in _BY_GROUPS else s.episodes)
+            for s in run
+            if getattr(s, attr) is not None
+        ]
+        weight = sum(w for _, w in pairs)
+        values[attr] = sum(v * w for v, w in pairs) / weight if weight else None
+    return TrainingStep(
+        train_step=run[-1].train_step,
+        episodes=sum(s.episodes for s in run),
+        groups=sum(s.groups for s in run),
+        **values,  # type: ignore[arg-type]
+    )
+
+
+def trend_window(points: int) -> int:
+    """Points a trend averages: a tenth of the curve, at least 3 (at most the curve)."""
+    return max(1, min(points, max(3, points // 10)))
+
+
+def trend(
+    values: Sequence[float | None], weights: Sequence[int], window: int
+) -> list[float | None]:
+    """Each point's trailing mean over `window` points (its own included), weighted by
+    `weights` (episodes); None where the window holds no value."""
+    out: list[float | None] = []
+    for i in range(len(values)):
+        lo = max(0, i - window + 1)
+        pairs = [
+            (v, w)
+            for v, w in zip(values[lo : i + 1], weights[lo : i + 1], strict=True)
+            if v is not None
+        ]
+        total = sum(w for _, w in pairs)
+        out.append(sum(v * w for v, w in pairs) / total if total else None)
+    return out
+
+
+def shown_steps(played: Sequence[int]) -> list[int]:
+    """The first, a middle and the last of the training steps a question was played at
+    (`played`, in order)."""
+    if len(played) <= 3:
+        return list(played)
+    return [played[0], played[len(played) // 2], played[-1]]
+
+
+def at_step(episodes: Sequence[TrainingEpisode], step: int) -> list[TrainingEpisode]:
+    """A question's episodes at one training step, in group and sample order."""
+    return [e for e in episodes if e.train_step == step]

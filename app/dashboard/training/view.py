@@ -1,0 +1,236 @@
+"""The Training page's sections: the trainer's settings, the curves, the questions that
+flipped, and one question across training."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard import analysis, data
+from app.dashboard.analysis import SOLVED_RATE
+from app.dashboard.components import nav, params
+from app.dashboard.components.render import escape_markdown, fmt_num, fmt_pct, show_error, show_text
+from app.dashboard.groups import reads as group_reads
+from app.dashboard.training import charts, reads
+from app.dashboard.training.curves import at_step, shown_steps
+from app.dashboard.training.flips import QuestionFlip
+from rollout_core.errors import SpecError
+from rollout_core.records import RunSpec
+from storage.read_models import EpisodeDetail, RunSummary
+from storage.training import TrainingEpisode
+
+_OPEN_FLIP = "tr_open_flip"
+
+
+def settings_caption(run: RunSummary) -> None:
+    """The trainer's settings in one line, when the run recorded them."""
+    try:
+        training = RunSpec.from_stored(run.spec).training
+    except SpecError:
+        training = None
+    if training is None:
+        return
+    rewards = ", ".join(training.reward_funcs) or "-"
+    st.caption(
+        escape_markdown(
+            f"{training.trainer} · model {training.model} · learning rate "
+            f"{training.learning_rate:g} · {training.num_generations} episodes per group · "
+            f"beta {training.beta:g} · max steps {training.max_steps} · temperature "
+            f"{training.temperature:g} · rewards: {rewards}"
+        )
+    )
+
+
+def curves(run_id: int, url: str) -> None:
+    """The run's numbers and curves, read again at each call (a live run's fragment)."""
+    run = data.get_run_uncached(run_id)
+    if run is None:  # deleted since the page listed it
+        st.info("This run is no longer in the store.")
+        return
+    view = reads.steps_view(url, run.id, reads.progress_of(run))
+    found = view.curves
+    last = found.last
+    # A wrapping row: at 800 px five fixed columns cut every value to "co…".
+    with st.container(horizontal=True, gap="large"):
+        st.metric("status", run.status, width="content")
+        st.metric("episodes", run.episodes_finished, width="content")
+        st.metric("training steps", found.steps, width="content")
+        st.metric("accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content")
+        st.metric("reward (last step)", fmt_num(last.reward if last else None, 3), width="content")
+    if not found.steps:
+        st.info("No finished episodes yet.")
+        return
+    if found.per_point > 1:
+        st.caption(
+            f"{found.steps:,} training steps: each point is the mean of {found.per_point} "
+            "consecutive steps (weighted by their episodes, or groups for the group metrics)."
+        )
+    figures = [(charts.figure(found, c), c.note) for c in charts.CHARTS]
+    if view.flips is None:
+        st.caption(
+            f"This run has {view.groups:,} groups: which questions each step drew, and where "
+            "its learning signal came from, are shown for runs of up to "
+            f"{group_reads.READ_UP_TO:,}."
+        )
+    else:
+        st.caption(
+            "Hover a point for the questions its step drew: a step's numbers move with which "
+            "questions it drew as much as with what the model learned."
+        )
+        figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
+    # A row of two at a time: the notes under the charts differ in length, and two tall
+    # columns let the charts beside each other drift apart.
+    for start in range(0, len(figures), 2):
+        for col, (i, (fig, note)) in zip(
+            st.columns(2), enumerate(figures[start : start + 2], start), strict=False
+        ):
+            with col:
+                st.plotly_chart(fig, width="stretch", key=f"tr_{i}")
+                if note:
+                    st.caption(note)
+
+
+def _open_flip(question_ids: list[str]) -> None:
+    """A flip's "open": the question's episodes below, at its first and last steps."""
+    click = st.session_state.get(_OPEN_FLIP)
+    if click is not None and 0 <= click["row"] < len(question_ids):
+        params.write(nav.P_QUESTION, [question_ids[click["row"]]])
+
+
+def _flip_row(kind: str, f: QuestionFlip) -> dict[str, object]:
+    return {
+        "open": ":material/arrow_downward: open",
+        "flip": kind,
+        "question id": f.question_id,
+        "first step": f.first_step,
+        "correct at first": f"{f.first_correct}/{f.first_samples}",
+        "last step": f.last_step,
+        "correct at last": f"{f.last_correct}/{f.last_samples}",
+        "question": f.question,
+    }
+
+
+def flips(run: RunSummary, url: str) -> None:
+    """The questions whose result changed between the first and the last step that drew them."""
+    st.subheader("Questions that flipped during training")
+    view = reads.steps_view(url, run.id, reads.progress_of(run))
+    found = view.flips
+    if found is None:
+        st.info(
+            f"Listing the questions that flipped reads every group of the run: this one has "
+            f"{view.groups:,}, more than the {group_reads.READ_UP_TO:,} this page reads."
+        )
+        return
+    st.caption(
+        "Each question at the first and at the last training step that drew it, right when "
+        f"at least {SOLVED_RATE:.0%} of its samples there were correct. **open** shows its "
+        "episodes at both steps side by side, below."
+    )
+    with st.container(horizontal=True, gap="large"):
+        st.metric("right → wrong", len(found.to_wrong), width="content")
+        st.metric("wrong → right", len(found.to_right), width="content")
+        st.metric("drawn at two steps or more", found.questions, width="content")
+    listed = [("right → wrong", f) for f in found.to_wrong]
+    listed += [("wrong → right", f) for f in found.to_right]
+    if not listed:
+        what = "No question" if found.questions else "No question was drawn twice, so none"
+        st.info(f"{what} flipped between the first and the last step that drew it.")
+        return
+    st.dataframe(
+        pd.DataFrame([_flip_row(kind, f) for kind, f in listed]),
+        hide_index=True,
+        width="stretch",
+        key="tr_flips",
+        column_config={
+            "open": st.column_config.ButtonColumn(
+                "",
+                type="tertiary",
+                on_click=_open_flip,
+                args=([f.question_id for _, f in listed],),
+                key=_OPEN_FLIP,
+                pinned=True,
+            ),
+            "question": st.column_config.TextColumn(width="medium"),
+        },
+    )
+
+
+def question(run: RunSummary, url: str) -> None:
+    """One question's episodes at its first, a middle and its last training step."""
+    st.subheader("One question across training")
+    progress = reads.progress_of(run)
+    questions = reads.questions(url, run.id, progress)
+    if not questions:
+        st.info("No question has finished an episode yet.")
+        return
+    by_id = {q.question_id: q for q in questions}
+    codec = params.choice(
+        nav.P_QUESTION, list(by_id), questions[0].question_id, "a question played in this run"
+    )
+    qid: str = st.selectbox(
+        "Question",
+        list(by_id),
+        format_func=lambda q: (
+            f"{q} · {by_id[q].correct}/{by_id[q].episodes} correct · {by_id[q].question[:70]}"
+        ),
+        **params.bind("tr_question", nav.P_QUESTION, codec),
+    )
+    st.markdown(escape_markdown(by_id[qid].question))
+    # The episodes of the steps shown alone: a question played at every step of a long run
+    # has tens of thousands.
+    shown = shown_steps(reads.played_steps(url, run.id, qid, progress))
+    episodes = reads.question_episodes(url, run.id, qid, tuple(shown), progress)
+    chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]] = []
+    for step in shown:
+        group = at_step(episodes, step)
+        labels = {e.id: f"sample {e.sample_index}: {e.outcome}" for e in group}
+        pick: int = group[0].id
+        if len(group) > 1:
+            pick = st.selectbox(
+                f"Episode at training step {step}",
+                list(labels),
+                key=f"tr_pick_{step}",
+                format_func=labels.__getitem__,
+            )
+        detail = data.get_episode(pick)
+        if detail is not None:
+            chosen.append((step, group, detail))
+    if chosen:
+        _side_by_side(chosen)
+
+
+def _side_by_side(chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]]) -> None:
+    diverge = analysis.first_divergence([d.steps for _, _, d in chosen])
+    if len(chosen) > 1:
+        if diverge is None:
+            st.success("The episodes take the same actions.")
+        else:
+            st.warning(f"First divergence at action {diverge + 1}.")
+    heads = st.columns(len(chosen))
+    for col, (step, group, detail) in zip(heads, chosen, strict=True):
+        correct = sum(e.outcome == "correct" for e in group)
+        col.markdown(
+            f"**Training step {step}**: {detail.summary.outcome or 'playing'}, reward "
+            f"{fmt_num(detail.summary.reward, 3)} · group {correct}/{len(group)} correct"
+        )
+        with col:
+            st.page_link(
+                nav.REPLAY, label="Replay", query_params={nav.P_EPISODE: str(detail.summary.id)}
+            )
+    longest = max(len(d.steps) for _, _, d in chosen)
+    for i in range(longest):
+        marker = " ◀ first divergence" if diverge == i else ""
+        st.markdown(f"**Action {i + 1}**{marker}")
+        cols = st.columns(len(chosen))
+        for col, (_, _, detail) in zip(cols, chosen, strict=True):
+            with col:
+                if i >= len(detail.steps):
+                    st.caption("(episode over)")
+                    continue
+                s = detail.steps[i]
+                st.caption(
+                    f"{s.action} · reward {s.reward:+.3f}" + ("" if s.parsed else " · unparsed")
+                )
+                show_text(s.argument, language="sql" if s.action == "QUERY" else None)
+                if s.error is not None:
+                    show_error(s.error)

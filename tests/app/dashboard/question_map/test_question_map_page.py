@@ -1,0 +1,89 @@
+"""The question map page rendered by Streamlit's AppTest against the analysis store."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from rollout_core.records import Outcome
+from storage.store import Store
+from tests.app.analysis_store import AnalysisStore
+from tests.app.test_dashboard_pages import open_page, texts
+from tests.storage.store_builders import play, spec
+
+
+def test_the_map_shows_rates_flips_and_accuracy(fx: AnalysisStore) -> None:
+    ids = [str(fx.runs[n]) for n in ("ckpt-100", "ckpt-200", "ckpt-300")]
+    at = open_page("views/checkpoint_map.py", run=ids)
+    assert len(at.get("plotly_chart")) == 2  # heatmap, accuracy line
+    summary = at.dataframe[0].value
+    assert list(summary["from"]) == ["ckpt-100", "ckpt-200"]
+    # ckpt-100 -> 200: q-count lost (4/4 -> 1/4); q-france, q-join (2/4), q-oldest gained
+    assert list(summary["regressions"]) == [1, 1]
+    assert list(summary["improvements"]) == [3, 1]
+    flips = at.dataframe[1].value
+    assert list(flips["question id"]) == ["q-count", "q-france", "q-join", "q-oldest"]
+    assert list(flips["open"]) == [":material/compare: side by side"] * 4
+    # A button that navigates in place, as Episodes' "open" (a link column opened a new tab).
+    types = {
+        n: c["type_config"]["type"]
+        for n, c in json.loads(at.dataframe[1].proto.columns).items()
+        if "type_config" in c
+    }
+    assert types["open"] == "button" and "link" not in types.values()
+    at.selectbox[0].set_value(1).run()
+    assert list(at.dataframe[1].value["question id"]) == ["q-oldest", "q-count"]
+
+
+def test_the_map_follows_the_run_order_given(fx: AnalysisStore) -> None:
+    ids = [str(fx.runs[n]) for n in ("ckpt-300", "ckpt-100")]
+    at = open_page("views/checkpoint_map.py", run=ids)
+    summary = at.dataframe[0].value
+    assert (summary["from"].iloc[0], summary["to"].iloc[0]) == ("ckpt-300", "ckpt-100")
+    assert at.query_params["run"] == ids
+
+
+def test_the_map_needs_two_runs(fx: AnalysisStore) -> None:
+    at = open_page("views/checkpoint_map.py", run=str(fx.runs["ckpt-100"]))
+    assert "Choose two or more runs" in texts(at)
+
+
+def test_the_same_run_twice_is_one_run(fx: AnalysisStore) -> None:
+    one = str(fx.runs["ckpt-100"])
+    at = open_page("views/checkpoint_map.py", run=[one, one])
+    assert at.multiselect[0].value == [int(one)]
+    assert f"run={one} comes more than once in the link" in at.warning[0].value
+    assert "Choose two or more runs" in texts(at)
+
+
+def test_flips_of_opens_on_a_pair_that_has_flips(
+    tmp_path: Path, serve_store: Callable[[str], None]
+) -> None:
+    # Runs a and b solve the same question, c does not: "Flips of" showed a -> b, "No
+    # question changed", when b -> c had the flip.
+    store = Store(str(tmp_path / "three.db"))
+    ids = []
+    for name, right in (("a", True), ("b", True), ("c", False)):
+        run_id = store.create_run(spec(name), episodes_planned=1)
+        outcome: Outcome = "correct" if right else "wrong"
+        store.sink(run_id).write(play("q1", 0, outcome, float(right), 2))
+        ids.append(str(run_id))
+    store.close()
+    serve_store(str(tmp_path / "three.db"))
+    at = open_page("views/checkpoint_map.py", run=ids)
+    assert list(at.dataframe[0].value["regressions"]) == [0, 1]
+    assert at.selectbox[0].value == 1
+    assert list(at.dataframe[1].value["question id"]) == ["q1"]
+    at.selectbox[0].set_value(0).run()  # the other pair still opens on request
+    assert "No question changed between these two runs." in texts(at)
+
+
+def test_the_caption_says_a_click_opens_grpo_groups(fx: AnalysisStore) -> None:
+    ids = [str(fx.runs[n]) for n in ("ckpt-100", "ckpt-200")]
+    at = open_page("views/checkpoint_map.py", run=ids)
+    shown = texts(at)
+    assert "click it to open that run's samples of the question on GRPO groups" in shown
+    assert "opens its episodes" not in shown
+    heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    assert "RdYlGn" not in json.dumps(heatmap["colorscale"])

@@ -1,0 +1,89 @@
+"""The Training page's numbers: long runs averaged into points, what each point drew, the
+trend, and the steps a question is shown at."""
+
+from __future__ import annotations
+
+from app.dashboard.training import charts
+from app.dashboard.training.curves import curves_of, shown_steps, trend, trend_window
+from storage.read_models import GroupKey, GroupStats
+from storage.training import TrainingStep
+
+ACCURACY = next(c for c in charts.CHARTS if c.title == "Accuracy")
+
+
+def test_shown_steps_are_first_middle_last() -> None:
+    assert shown_steps([0, 3, 5, 9, 12]) == [0, 5, 12]
+    assert shown_steps([4, 7]) == [4, 7]
+    assert shown_steps([]) == []
+
+
+def _step(n: int, *, episodes: int, accuracy: float, logprob: float | None) -> TrainingStep:
+    return TrainingStep(
+        train_step=n, episodes=episodes, groups=episodes // 2, accuracy=accuracy, reward=accuracy,
+        reward_std=0.5, group_reward_std=0.1 * n, frac_reward_zero_std=1.0 if n % 2 else 0.0,
+        unparsed_rate=None, mean_steps=2.0, mean_logprob=logprob, mean_tokens=10.0,
+    )  # fmt: skip
+
+
+def test_a_long_run_is_drawn_as_means_of_consecutive_steps() -> None:
+    # 2,500 steps, at most 1,000 points: runs of 3 steps, each averaged into one point at
+    # its last step, weighted by episodes (by groups for the group metrics).
+    steps = [
+        _step(n, episodes=2 + 2 * (n % 3), accuracy=float(n % 3 == 2), logprob=-1.0)
+        if n % 3 == 0
+        else _step(n, episodes=2 + 2 * (n % 3), accuracy=float(n % 3 == 2), logprob=None)
+        for n in range(2500)
+    ]
+    curves = curves_of(steps, max_points=1000)
+    assert (curves.steps, curves.per_point, len(curves.points)) == (2500, 3, 834)
+    assert curves.last == steps[-1]
+    first = curves.points[0]  # steps 0, 1, 2 with 2, 4 and 6 episodes
+    assert (first.train_step, first.episodes, first.groups) == (2, 12, 6)
+    assert first.accuracy == 6 / 12  # only step 2 is right: its 6 episodes of 12
+    assert first.frac_reward_zero_std == 2 / 6  # step 1's 2 groups of 6
+    assert first.group_reward_std == (0.0 * 1 + 0.1 * 2 + 0.2 * 3) / 6
+    assert first.mean_logprob == -1.0  # step 0 alone has one
+    assert first.unparsed_rate is None  # no step has one
+    assert curves.firsts[:3] == [0, 3, 6]
+    assert (curves.points[-1].train_step, curves.firsts[-1]) == (2499, 2499)  # a run of one
+    [trace, trended] = charts.figure(curves, ACCURACY).data
+    assert len(trace.x) == 834 and trace.mode == "lines"
+    assert trace.customdata[0][0] == "steps 0-2 (mean)"
+    assert "%{customdata[0]}" in trace.hovertemplate
+    assert trended.name == "trend (mean of 83 points)"
+
+
+def test_a_short_run_is_drawn_step_by_step() -> None:
+    steps = [_step(n, episodes=4, accuracy=0.5, logprob=-1.0) for n in range(12)]
+    curves = curves_of(steps)
+    assert curves.per_point == 1 and curves.points == steps
+    [trace, trended] = charts.figure(curves, ACCURACY).data
+    # Raw points as markers with the trend as their line; hovers in words, not (x, y) tuples.
+    assert trace.mode == "markers" and trended.mode == "lines"
+    assert trace.hovertemplate.startswith("accuracy %{y:.1%}<br>%{customdata[0]}")
+    assert list(trace.customdata[0][:2]) == ["step 0", 4]
+
+
+def test_the_trend_is_a_trailing_mean_weighted_by_episodes() -> None:
+    assert trend([1.0, 0.0, None, 1.0], [1, 3, 2, 1], 2) == [1.0, 0.25, 0.0, 1.0]
+    assert trend([None], [1], 3) == [None]
+    assert (trend_window(2), trend_window(16), trend_window(1000)) == (2, 3, 100)
+
+
+def _group(q: str, step: int, size: int, correct: int, std: float) -> GroupStats:
+    return GroupStats(1, GroupKey(q, step, step), size, correct, 0.0, std, 0.0, 0.0)
+
+
+def test_each_point_says_what_its_steps_drew_and_where_their_signal_came_from() -> None:
+    steps = [_step(n, episodes=8, accuracy=0.5, logprob=None) for n in range(4)]
+    groups = [
+        _group("q-b", 0, 4, 2, 0.5),
+        _group("q-a", 0, 4, 0, 0.01),
+        *(_group(f"q{i}", 3, 1, 1, 0.0) for i in range(8)),
+    ]
+    curves = curves_of(steps, groups, max_points=2)  # points of two steps
+    assert curves.drawn[0] == "q-a 0/4 correct, q-b 2/4"
+    assert curves.drawn[1] == "q0 1/1 correct, q1 1/1, q2 1/1, q3 1/1, q4 1/1, q5 1/1 and 2 more"
+    assert curves.sources[0] == {"correctness": 1, "shaping only": 1, "none": 0}
+    assert curves.sources[1] == {"correctness": 0, "shaping only": 0, "none": 8}
+    assert curves_of(steps).drawn == [""] * 4  # the groups not read

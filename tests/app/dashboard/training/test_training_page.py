@@ -1,0 +1,209 @@
+"""The Training page on a real store holding a training run of three steps."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
+from app.dashboard.training import reads
+from rollout_core.records import IterationBatch, Outcome, Sink, TokenTrace
+from rollout_core.settings import TrainingSettings
+from storage.store import Store
+from tests.app.test_dashboard_pages import open_page, texts
+from tests.storage.store_builders import finish, spec, start, step
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingStore:
+    url: str
+    run_id: int
+    batch_run: int
+
+
+def _play(
+    sink: Sink, q: str, sample: int, actions: list[str], correct: bool, at: tuple[int, int]
+) -> None:
+    """One episode at (training step, group index), each step two tokens."""
+    started = dataclasses.replace(start(q, sample), train_step=at[0], group_index=at[1])
+    sink.write(IterationBatch(started=[started]))
+    steps = []
+    for n, action in enumerate(actions, 1):
+        s = step(q, sample, n, action=action, done=n == len(actions))  # type: ignore[arg-type]
+        trace = TokenTrace(text=("a", "b"), logprobs=(-0.5, -1.5))
+        steps.append(dataclasses.replace(s, tokens=trace))
+    reward = 1.0 if correct else 0.0
+    outcome: Outcome = "correct" if correct else "wrong"
+    ended = finish(q, sample, outcome, reward, len(actions))
+    ended = dataclasses.replace(ended, tokens_out=2 * len(actions), mean_logprob=-1.0)
+    sink.write(IterationBatch(steps=steps, finished=[ended]))
+
+
+@pytest.fixture(scope="module")
+def training_store(tmp_path_factory: pytest.TempPathFactory) -> TrainingStore:
+    path = tmp_path_factory.mktemp("training") / "store.db"
+    store = Store(str(path))
+    settings = TrainingSettings(model="tiny", learning_rate=0.05, num_generations=2)
+    run_id = store.create_run(
+        spec("grpo-demo", kind="training", training=settings), episodes_planned=12
+    )
+    plays = []
+    for step_no in range(3):
+        for g, q in enumerate(("q1", "q2")):
+            for k in range(2):
+                sample = 2 * step_no + k
+                # q1 learns: wrong at step 0, half right at 1, right at 2; it takes the same
+                # first action throughout and answers at step 2 only once trained.
+                right = q == "q1" and (step_no == 2 or (step_no == 1 and k == 0))
+                actions = ["DESCRIBE", "ANSWER"] if right else ["DESCRIBE", "QUERY"]
+                plays.append((q, sample, actions, right, (step_no, 2 * step_no + g)))
+    sink = store.sink(run_id)
+    for play in plays:
+        _play(sink, *play)
+    store.set_run_status(run_id, "completed")
+    batch_run = store.create_run(spec("batch"), episodes_planned=1)
+    store.close()
+    return TrainingStore(str(path), run_id, batch_run)
+
+
+@pytest.fixture
+def env(training_store: TrainingStore, monkeypatch: pytest.MonkeyPatch) -> TrainingStore:
+    monkeypatch.setenv(ENV_STORE, training_store.url)
+    monkeypatch.delenv(ENV_READ_ONLY, raising=False)
+    monkeypatch.delenv(ENV_CHECKPOINT_ROOTS, raising=False)
+    return training_store
+
+
+def test_curves_over_training_steps_and_the_trainers_settings(env: TrainingStore) -> None:
+    at = open_page("views/training.py", run=str(env.run_id))
+    assert at.selectbox[0].value == env.run_id
+    assert at.selectbox[0].options == [f"grpo-demo (#{env.run_id})"]  # batch runs are not listed
+    figures = at.get("plotly_chart")
+    # Accuracy, reward, reward spread, signal by source, unparsed, steps, log-prob, tokens.
+    assert len(figures) == 8
+    shown = texts(at).replace("\\", "")  # markdown escapes
+    assert "learning rate 0.05" in shown and "2 episodes per group" in shown
+    assert "completed" in shown and "12" in shown
+
+
+def test_one_question_at_its_first_middle_and_last_steps(env: TrainingStore) -> None:
+    at = open_page("views/training.py", run=str(env.run_id), question="q1")
+    shown = texts(at).replace("\\", "")  # markdown escapes
+    for n in range(3):
+        assert f"Training step {n}" in shown
+    assert "group 2/2 correct" in shown
+    assert "First divergence at action 2." in [w.value for w in at.warning]
+    links = [e.proto for e in at.get("page_link")]
+    assert len(links) == 3 and all("replay" in link.page for link in links)
+    assert all(link.query_string.startswith("episode=") for link in links)
+
+
+def test_an_unknown_run_or_question_is_said_and_the_first_shown(env: TrainingStore) -> None:
+    at = open_page("views/training.py", run=str(env.batch_run), question="nope")
+    warnings = [w.value for w in at.warning]
+    assert f"run='{env.batch_run}' in the link is not a training run" in warnings[0]
+    assert any(
+        "question='nope' in the link is not a question played in this run" in w for w in warnings
+    )
+
+
+def test_no_training_runs_says_how_to_record_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = str(tmp_path / "empty.db")
+    Store(url).close()
+    monkeypatch.setenv(ENV_STORE, url)
+    at = open_page("views/training.py")
+    assert "No training runs yet" in at.info[0].value
+
+
+def _figures(at: AppTest) -> dict[str, dict[str, Any]]:
+    """The page's charts by title."""
+    out = {}
+    for chart in at.get("plotly_chart"):
+        spec = json.loads(chart.proto.spec)
+        out[spec["layout"]["title"]["text"]] = spec
+    return out
+
+
+def test_each_quantity_has_its_own_axis_unit_and_colour(env: TrainingStore) -> None:
+    # Reward and accuracy shared one unitless axis in two near-identical blues.
+    figures = _figures(open_page("views/training.py", run=str(env.run_id)))
+    axes = {title: spec["layout"]["yaxis"]["title"]["text"] for title, spec in figures.items()}
+    assert axes["Accuracy"] == "episodes correct"
+    assert axes["Reward"] == "mean episode reward"
+    assert len(set(axes.values())) == len(axes)
+    assert figures["Accuracy"]["layout"]["yaxis"]["tickformat"] == ".0%"
+    names = {t: [d["name"] for d in spec["data"]] for t, spec in figures.items()}
+    assert names["Accuracy"] == ["accuracy", "trend (mean of 3 points)"]
+    assert names["Reward"] == ["reward", "trend (mean of 3 points)"]
+    spread = figures["Reward spread"]["data"]
+    assert [d["name"] for d in spread] == ["across the step (reward_std)", "within groups (mean)"]
+    assert spread[0]["line"]["color"] != spread[1]["line"]["color"]
+    # Every quantity its own colour (a trend wears its quantity's).
+    colours = [
+        d.get("line", {}).get("color") or d["marker"]["color"]
+        for spec in figures.values()
+        for d in spec["data"]
+        if d.get("type") != "bar" and not d["name"].startswith("trend")
+    ]
+    assert len(colours) == 8 and len(set(colours)) == 8
+
+
+def test_hovers_say_the_step_and_the_questions_it_drew(env: TrainingStore) -> None:
+    figures = _figures(open_page("views/training.py", run=str(env.run_id)))
+    accuracy = figures["Accuracy"]["data"][0]
+    assert accuracy["hovertemplate"].startswith("accuracy %{y:.1%}<br>%{customdata[0]}")
+    step_0, step_1, _ = accuracy["customdata"]
+    assert step_0 == ["step 0", 4, "<br>drew q1 0/2 correct, q2 0/2"]
+    assert step_1[2] == "<br>drew q1 1/2 correct, q2 0/2"
+    # A trend beside the raw points: the mean of the last three points, by episodes.
+    trend = figures["Accuracy"]["data"][1]
+    assert trend["y"] == pytest.approx([0.0, 0.125, 0.25])
+
+
+def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
+    at = open_page("views/training.py", run=str(env.run_id))
+    shown = texts(at)
+    assert "**reward_std** (as TRL logs it): the std of all the step's episode rewards" in shown
+    assert "**within groups**: the mean over the step's groups of each group's own std" in shown
+    signal = _figures(at)["Learning signal by source"]["data"]
+    assert [d["name"] for d in signal] == ["correctness", "shaping only", "none: all rewards equal"]
+    # Step 1: q1 half right (correctness), q2 all wrong with equal rewards.
+    assert [d["y"][1] for d in signal] == [0.5, 0.0, 0.5]
+
+
+def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -> None:
+    at = open_page("views/training.py", run=str(env.run_id))
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["right → wrong"], metrics["wrong → right"]) == ("0", "1")
+    assert metrics["drawn at two steps or more"] == "2"
+    [flips] = [df.value for df in at.dataframe if "flip" in df.value.columns]
+    row = flips.iloc[0]
+    assert (row["flip"], row["question id"]) == ("wrong → right", "q1")
+    assert (row["first step"], row["correct at first"]) == (0, "0/2")
+    assert (row["last step"], row["correct at last"]) == (2, "2/2")
+
+
+def test_a_run_with_more_groups_than_the_page_reads_leaves_out_what_needs_them(
+    env: TrainingStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The run has 6 groups; reading each one's record costs, at tens of thousands, several
+    # times the page's other reads.
+    monkeypatch.setattr("app.dashboard.groups.reads.READ_UP_TO", 5)
+    reads.steps_view.clear()
+    try:
+        at = open_page("views/training.py", run=str(env.run_id))
+        shown = texts(at)
+        assert "This run has 6 groups: which questions each step drew" in shown
+        assert "this one has 6, more than the 5 this page reads" in shown
+        figures = _figures(at)
+        assert "Learning signal by source" not in figures and len(figures) == 7
+        assert figures["Accuracy"]["data"][0]["customdata"][0] == ["step 0", 4, ""]
+    finally:
+        reads.steps_view.clear()
