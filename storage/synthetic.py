@@ -40,6 +40,7 @@ from storage.synthetic_text import (
     question_text,
     system_prompt,
 )
+from storage.text_search import index_episodes
 from storage.token_codec import encode_trace, trace_means
 from storage.writes import now_utc
 
@@ -132,6 +133,7 @@ def fill_synthetic(
                     conn.execute(insert(Episode), episodes)
                     for part in _parts(steps, 20_000):
                         executemany(conn, _INSERT_STEP, part)
+                    index_episodes(conn, [e["id"] for e in episodes])  # all finished
                     _sync_sequence(conn)
             done += n
         with engine.begin() as conn:
