@@ -1,31 +1,36 @@
-"""The episode text search's index: which episodes may hold a text, without reading them all.
+"""The episode text search's index: which episodes may hold a text, so that a search need
+not read them all.
 
-A search means what `reads.episode_conditions` says and always decides: LIKE's substring
-match, case-insensitive for ASCII letters (ILIKE on PostgreSQL), in the question, the gold SQL
-and every model output of an episode. An index of trigrams (each run of three characters)
-only narrows which episodes that LIKE reads: an episode holding a text holds all its trigrams.
+A search means what `reads.episode_conditions` says, and that always decides: LIKE's
+substring match, case-insensitive for ASCII letters (ILIKE on PostgreSQL), in the question,
+the gold SQL and every model output of an episode. The index holds trigrams (each run of
+three characters) and only narrows which episodes that LIKE reads: an episode that holds a
+text holds each of its trigrams.
 
 What is indexed:
 - SQLite: `episode_text`, an FTS5 table with the trigram tokenizer, one row per finished
-  episode (rowid = episode id) over its question, gold SQL and distinct outputs joined by
-  newlines. Contentless and `detail=none`: it keeps which episodes hold each trigram, not
-  where, and no second copy of the text. A partial index, `ix_episodes_unfinished`, lists
-  the episodes not finished yet, which the FTS table does not hold.
+  episode (rowid = episode id) over its question, gold SQL and distinct outputs, one after
+  the other. Contentless and `detail=none`: it keeps which episodes hold each trigram, not
+  where, and no copy of the text; it finds the episodes holding all of a text's trigrams
+  anywhere, a few more than hold the text. A partial index, `ix_episodes_unfinished`, lists
+  the episodes not finished yet, which it does not hold.
 - PostgreSQL: pg_trgm GIN indexes on `episodes.question`, `episodes.gold_sql` and
-  `steps.raw_output`; PostgreSQL uses them for ILIKE itself.
+  `steps.raw_output`, which PostgreSQL uses for ILIKE.
 
 How it is kept current: on SQLite the write path indexes an episode in the transaction that
-finishes it (`index_episodes`, called by `writes.write_batch`; the synthetic filler calls it
-too), and migration 0012 indexed those finished before. A finished episode's texts never
-change. Deleting a run leaves its rows in the index (a contentless FTS5 table forgets a row
-only when given its text again): they name no episode, or a later one that took the same
-id, which LIKE then reads and rejects. PostgreSQL keeps its indexes on every write.
+finishes it (`index_episodes`, from `writes.write_batch`; the synthetic filler calls it too),
+and migration 0012 indexed the episodes finished before it; a finished episode's texts never
+change. Deleting a run leaves its rows (a contentless FTS5 table forgets a row only when given
+its text again): they name no episode, or a later one that took the same id, which LIKE then
+reads and rejects. PostgreSQL keeps its indexes on every write.
 
 What a search reads (`candidates`): the index's hits for the text, counted up to
-`CANDIDATE_CAP`; under it, the page reads those episodes (on SQLite, and the unfinished ones)
-and LIKE checks each. A text under three characters has no trigram, and one more than
-`CANDIDATE_CAP` episodes hold is common enough that reading episodes newest first fills a
-page quickly: both are searched by LIKE alone, as before the index (`None` here).
+`CANDIDATE_CAP`. Under it, the page reads only those episodes (on SQLite, and the unfinished
+ones) and LIKE checks each: a word no episode holds reads next to nothing. A text under three
+characters has no trigram, and one with more hits is common enough that reading the newest
+episodes fills a page soon (or a phrase of common words, which on SQLite can have many more
+hits than holders): those are searched by LIKE over the episodes the other filters select,
+within the filter's `text_newest`, as without the index.
 """
 
 from __future__ import annotations
@@ -39,12 +44,14 @@ from sqlalchemy import (
     Connection,
     Integer,
     Select,
+    TextualSelect,
     column,
     func,
     literal_column,
     or_,
     select,
     table,
+    text,
     union_all,
 )
 from sqlalchemy.orm import Session
@@ -53,7 +60,7 @@ from storage.models import Episode, Step
 from storage.reads import like_pattern
 from storage.text_clean import clean_text
 
-SearchIds = Select[Any] | CompoundSelect[Any]
+SearchIds = Select[Any] | CompoundSelect[Any] | TextualSelect
 """A query of episode ids, for `Episode.id.in_(...)`."""
 
 INDEX_TABLE = "episode_text"
@@ -68,9 +75,9 @@ PG_INDEXES = {
 MIN_CHARS = 3
 """The trigram tokenizer's token length: a shorter text has nothing to look up."""
 
-CANDIDATE_CAP = 5_000
+CANDIDATE_CAP = 10_000
 """Index hits above which a text counts as common and is searched by LIKE alone: each hit is
-an episode LIKE must then read, and a common text fills a page from the newest few."""
+an episode LIKE must then read, where a common text fills a page from the newest few."""
 
 _MAX_TRIGRAMS = 64
 """Trigrams of a text looked up at most: any of them narrow correctly, and a long pasted text
@@ -93,6 +100,10 @@ _INDEX_FINISHED = (
 )
 
 _FTS = table(INDEX_TABLE, column("rowid", Integer))
+# Named: without statistics on the (small) partial index, SQLite scans a whole other one.
+_UNFINISHED = text(
+    f"SELECT id FROM episodes INDEXED BY {UNFINISHED_INDEX} WHERE outcome IS NULL"
+).columns(column("id", Integer))
 
 
 def search_objects() -> set[str]:
@@ -119,19 +130,19 @@ def index_all_finished(conn: Connection) -> None:
     conn.exec_driver_sql(_INDEX_FINISHED)
 
 
-def candidates(session: Session, text: str) -> SearchIds | None:
-    """Ids of the episodes that may hold `text` (a superset: LIKE decides), or None when the
+def candidates(session: Session, needle: str) -> SearchIds | None:
+    """Ids of the episodes that may hold `needle` (a superset: LIKE decides), or None when the
     index cannot narrow it: too short, or more than `CANDIDATE_CAP` hits."""
-    if len(text) < MIN_CHARS:
+    if len(needle) < MIN_CHARS:
         return None
     unfinished: SearchIds | None = None
     hits: SearchIds
     if session.get_bind().dialect.name == "sqlite":
-        query = fts_query(text)
+        query = fts_query(needle)
         hits = select(_FTS.c.rowid).where(literal_column(INDEX_TABLE).op("MATCH")(query))
-        unfinished = select(Episode.id).where(Episode.outcome.is_(None))
+        unfinished = _UNFINISHED
     else:
-        pattern = like_pattern(text)
+        pattern = like_pattern(needle)
         in_episodes = or_(
             Episode.question.ilike(pattern, escape="\\"),
             Episode.gold_sql.ilike(pattern, escape="\\"),
@@ -146,10 +157,11 @@ def candidates(session: Session, text: str) -> SearchIds | None:
     return hits if unfinished is None else union_all(hits, unfinished)
 
 
-def fts_query(text: str) -> str:
-    """An FTS5 query for the episodes holding every trigram of `text` (at least three
+def fts_query(needle: str) -> str:
+    """An FTS5 query for the episodes holding every trigram of `needle` (at least three
     characters). Each trigram is an FTS5 string: quotes doubled, nothing else special; the
     tokenizer folds its case as it folded the indexed text's."""
-    text = clean_text(text)  # NUL as stored texts hold it (and the query parser ends at it)
-    grams = dict.fromkeys(text[i : i + MIN_CHARS] for i in range(len(text) - MIN_CHARS + 1))
+    needle = clean_text(needle)  # NUL as stored texts hold it (the query parser ends at it)
+    ends = range(MIN_CHARS, len(needle) + 1)
+    grams = dict.fromkeys(needle[i - MIN_CHARS : i] for i in ends)
     return " AND ".join('"' + g.replace('"', '""') + '"' for g in list(grams)[:_MAX_TRIGRAMS])
