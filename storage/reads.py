@@ -214,6 +214,14 @@ def bounded_text_search(session: Session, flt: EpisodeFilter) -> tuple[EpisodeFi
     return dataclasses.replace(unbounded, min_id=min_id), len(start) == 2
 
 
+def unbounded_text_search(flt: EpisodeFilter) -> EpisodeFilter:
+    """The filter without its `text_newest` window, for a text the index narrows: the search
+    reads every episode the index names (a bound below one is refused all the same)."""
+    if flt.text_newest is not None:
+        _text_newest(flt)
+    return dataclasses.replace(flt, text_newest=None)
+
+
 def tagged_episodes(tags: Sequence[str], run_ids: Sequence[int] = ()) -> AnySelect:
     """Ids of the episodes carrying any of `tags` (on themselves or a step), from the
     (tag, run_id, episode_id) index alone."""

@@ -562,7 +562,7 @@ class Store:
         with Session(self._engine) as session:
             text_ids = text_search.candidates(session, flt.text) if flt.text else None
             if text_ids is not None:
-                flt = dataclasses.replace(flt, text_newest=None)  # the index found them all
+                flt = reads.unbounded_text_search(flt)
             elif flt.text and flt.text_newest is not None:
                 # The window's start looked up once, for the page and its count alike.
                 newest = flt.text_newest

@@ -131,6 +131,12 @@ def test_a_rare_text_is_looked_up_and_a_common_or_short_one_is_not(
     assert _found(filled, "singer") == _scanned(filled, "singer", monkeypatch)
 
 
+def test_a_window_below_one_is_refused_for_a_text_the_index_narrows(filled: Store) -> None:
+    assert _narrowed(filled, "zebra")
+    with pytest.raises(ValueError, match="text_newest must be at least 1"):
+        filled.list_episodes(EpisodeFilter(text="zebra", text_newest=0))
+
+
 def test_an_episode_is_indexed_when_it_finishes(store: Store) -> None:
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL indexes the columns themselves")
