@@ -6,7 +6,7 @@ texts, and a partial index of the unfinished episodes. PostgreSQL: the pg_trgm e
 (created when missing) and GIN trigram indexes on the three searched columns.
 
 Revision ID: 0012
-Revises: 0010
+Revises: 0011
 Create Date: 2026-12-03
 """
 
@@ -21,7 +21,7 @@ from storage.engine import StoreError
 from storage.text_search import INDEX_TABLE, PG_INDEXES, UNFINISHED_INDEX, index_all_finished
 
 revision: str = "0012"
-down_revision: str | None = "0010"
+down_revision: str | None = "0011"
 branch_labels: str | None = None
 depends_on: str | None = None
 
