@@ -103,6 +103,11 @@ class PromptEncoder:
         self._staged, self._staged_ids = {}, {}
         out: list[StoredPrompt] = []
         for s, episode_id in zip(steps, episode_ids, strict=True):
+            if isinstance(s.prompt, str):
+                raise TypeError(
+                    f"step {s.step_no} of {s.key}: its prompt is a str; give the chat messages "
+                    "(a sequence of {'role': ..., 'content': ...} dicts)"
+                )
             last = self._staged.get(episode_id) or self._open.get(episode_id)
             if last is None and s.step_no > 1:
                 last = _load_open(session, episode_id, s.step_no - 1)

@@ -32,11 +32,14 @@ from storage.models import Annotation, Episode, Run, Step
 from storage.prompts import Prompt
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, RunSummary, StoredStep
 from storage.sql_limits import literal_limit
+from storage.text_clean import clean_text
 from storage.token_codec import TokenTraceError, decode_trace
 
 if TYPE_CHECKING:
     from sqlalchemy import Row, Select
     from sqlalchemy.orm import Session
+
+    from storage.text_search import SearchIds
 
     AnyRow = Row[*tuple[Any, ...]]
     AnySelect = Select[*tuple[Any, ...]]
@@ -90,8 +93,9 @@ def _summary(run: Run, now: datetime) -> RunSummary:
 
 
 TEXT_SEARCH_NEWEST = 40_000
-"""How many of the newest episodes the dashboard's text search reads unless asked for all: a
-word no episode holds reads every output (5 s at 10M steps); 40,000 episodes take ~0.2 s."""
+"""How many of the newest episodes the dashboard's text search reads unless asked for all,
+when the index cannot narrow the text (`storage.text_search`): without it, a word no episode
+holds reads every output."""
 
 TEXT_COUNT_CAP = 5_000
 """Where a list counts a text search's matches up to ("5,000+"): counting them all reads every
@@ -100,13 +104,18 @@ matches is still offered."""
 
 
 def like_pattern(text: str) -> str:
-    """`%text%` with LIKE's wildcards in the text escaped (escape char: backslash)."""
-    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    """`%text%` with LIKE's wildcards in the text escaped (escape char: backslash), and NUL
+    as stored texts hold it (`clean_text`): SQLite's LIKE ends a pattern there, PostgreSQL
+    refuses it."""
+    escaped = clean_text(text).replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
     return f"%{escaped}%"
 
 
-def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
-    """WHERE terms of an episode filter; they combine with AND."""
+def episode_conditions(
+    flt: EpisodeFilter, text_ids: SearchIds | None = None
+) -> list[ColumnElement[bool]]:
+    """WHERE terms of an episode filter; they combine with AND. `text_ids`: the episodes that
+    may hold the filter's text (`text_search.candidates`), the only ones its LIKE then reads."""
     c: list[ColumnElement[bool]] = []
     if flt.run_ids:
         c.append(Episode.run_id.in_(flt.run_ids))
@@ -138,6 +147,8 @@ def episode_conditions(flt: EpisodeFilter) -> list[ColumnElement[bool]]:
         c.append(Episode.id >= flt.min_id)
     if flt.text and flt.text_newest is not None:
         c.append(Episode.id >= func.coalesce(text_window_start(flt), 0))
+    if flt.text and text_ids is not None:
+        c.append(Episode.id.in_(text_ids))
     if flt.text:
         pattern = like_pattern(flt.text)
         # The EXISTS probes only the steps of episodes the outer (LIMITed) scan reaches.
@@ -203,6 +214,14 @@ def bounded_text_search(session: Session, flt: EpisodeFilter) -> tuple[EpisodeFi
     return dataclasses.replace(unbounded, min_id=min_id), len(start) == 2
 
 
+def unbounded_text_search(flt: EpisodeFilter) -> EpisodeFilter:
+    """The filter without its `text_newest` window, for a text the index narrows: the search
+    reads every episode the index names (a bound below one is refused all the same)."""
+    if flt.text_newest is not None:
+        _text_newest(flt)
+    return dataclasses.replace(flt, text_newest=None)
+
+
 def tagged_episodes(tags: Sequence[str], run_ids: Sequence[int] = ()) -> AnySelect:
     """Ids of the episodes carrying any of `tags` (on themselves or a step), from the
     (tag, run_id, episode_id) index alone."""
@@ -213,7 +232,12 @@ def tagged_episodes(tags: Sequence[str], run_ids: Sequence[int] = ()) -> AnySele
 
 
 def episode_page_query(
-    flt: EpisodeFilter, sort: EpisodeSort, descending: bool, limit: int, cursor: str | None
+    flt: EpisodeFilter,
+    sort: EpisodeSort,
+    descending: bool,
+    limit: int,
+    cursor: str | None,
+    text_ids: SearchIds | None = None,
 ) -> AnySelect:
     """The keyset-paged episode list: ORDER BY (sort column, id), LIMIT limit + 1."""
     if sort not in SORT_COLUMNS:
@@ -226,7 +250,7 @@ def episode_page_query(
         select(*_SUMMARY_COLUMNS)
         .select_from(Episode)
         .outerjoin(Run, Run.id == Episode.run_id)
-        .where(*episode_conditions(flt))
+        .where(*episode_conditions(flt, text_ids))
     )
     if cursor is not None:
         key = decode_cursor(cursor, expect={"sort": sort, "desc": descending})

@@ -30,7 +30,7 @@ from rollout_core.records import (
     RunSpec,
     RunStatus,
 )
-from storage import aggregates, groups, lifecycle, reads, tagging
+from storage import aggregates, groups, lifecycle, reads, tagging, text_search
 from storage.engine import (
     SQLITE_IMMEDIATE,
     StoreError,
@@ -411,23 +411,27 @@ class Store:
     ) -> Page[EpisodeSummary]:
         """Keyset-paged, filtered, sorted episode list; with `with_total`, the number of matches,
         counted up to `total_cap` when one is given (a text search over millions of steps
-        stops counting there instead of reading every output). A filter's `text_newest`
-        bounds what a text search reads; the page's `text_window` says when that left some out."""
+        stops counting there instead of reading every output). A text search reads the
+        episodes the index names (`storage.text_search`); one it cannot narrow is bounded by
+        the filter's `text_newest`, and the page's `text_window` says when that left some out."""
         if limit < 1:
             raise ValueError(f"page limit must be at least 1, not {limit}")
         total, capped, window = None, False, None
         with Session(self._engine) as session:
-            if flt.text and flt.text_newest is not None:
+            text_ids = text_search.candidates(session, flt.text) if flt.text else None
+            if text_ids is not None:
+                flt = reads.unbounded_text_search(flt)
+            elif flt.text and flt.text_newest is not None:
                 # The window's start looked up once, for the page and its count alike.
                 newest = flt.text_newest
                 flt, left_out = reads.bounded_text_search(session, flt)
                 window = newest if left_out else None
-            stmt = reads.episode_page_query(flt, sort, descending, limit, cursor)
+            stmt = reads.episode_page_query(flt, sort, descending, limit, cursor, text_ids)
             rows = session.execute(stmt).all()
             if with_total and cursor is None and len(rows) <= limit:
                 total = len(rows)  # the first page holds every match: nothing left to count
             elif with_total:
-                conditions = reads.episode_conditions(flt)
+                conditions = reads.episode_conditions(flt, text_ids)
                 if total_cap is None:
                     count = select(func.count()).select_from(Episode).where(*conditions)
                 else:

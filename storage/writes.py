@@ -50,6 +50,7 @@ from storage.episode_rows import (
 from storage.models import Episode, Run, Step
 from storage.run_totals import DROPPED_COLUMNS, RunChange
 from storage.text_clean import clean_text
+from storage.text_search import index_episodes
 from storage.token_codec import encode_trace, trace_means
 
 if TYPE_CHECKING:
@@ -180,6 +181,7 @@ def write_batch(
         )
         executemany(session, FINISH_EPISODE, finishes)
     change.apply(session.connection(), run_id)
+    index_episodes(session.connection(), [ids[k] for k, _ in finished])
     return created
 
 

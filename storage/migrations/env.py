@@ -6,6 +6,7 @@ from alembic import context
 from sqlalchemy import Connection, create_engine
 
 from storage.models import Base
+from storage.text_search import in_models
 
 config = context.config
 connection: Connection | None = config.attributes.get("connection")
@@ -18,6 +19,8 @@ def _run(conn: Connection) -> None:
         target_metadata=Base.metadata,
         render_as_batch=True,
         compare_type=True,
+        # The text search's FTS5 table and trigram indexes live outside the models.
+        include_name=in_models,
     )
     with context.begin_transaction():
         context.run_migrations()

@@ -1,4 +1,5 @@
-"""Bytes a step costs on disk, with whole prompts (schema 0002) and with prompt layouts (0003).
+"""Bytes a step costs on disk, with whole prompts (schema 0002) and with prompt layouts (0003),
+and what the text search's index adds (`search`: its tables and index, per step).
 
 Run on request: `pytest tests/benchmarks/bench_store_bytes.py --benchmarks -s`.
 Target: a step's bytes (its row and index entries, plus its share of the shared prompt texts)
@@ -23,6 +24,7 @@ from sqlalchemy import create_engine
 
 from storage.migrations import alembic_config
 from storage.store import Store
+from storage.text_search import search_objects
 from tests.support.synthetic import fill_synthetic
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(1800)]
@@ -47,12 +49,14 @@ def measure(path: Path) -> dict[str, float]:
         ).fetchone()
     size = path.stat().st_size
     step_bytes = sum(pages.get(name, 0) for name in STEP_PARTS)
+    search_bytes = sum(size for name, size in pages.items() if name in search_objects())
     return {
         "revision": float(revision),
         "steps": n,
         "file": size / n,
         "step": step_bytes / n,
         "traces": (traces or 0) / n,
+        "search": search_bytes / n,
         "raw+obs": payload / n,
         "file_mb": size / 2**20,
     }
@@ -81,8 +85,8 @@ def _row(name: str, m: dict[str, float]) -> str:
     budget = m["raw+obs"] + 200
     flag = "" if m["step"] - m["traces"] <= budget else "  OVER"
     return (f"{name:34} {m['revision']:>4.0f} {m['steps']:>8.0f} {m['file_mb']:>8.1f} "
-            f"{m['file']:>8.0f} {m['step']:>8.0f} {m['traces']:>7.0f} {m['raw+obs']:>8.0f} "
-            f"{budget:>7.0f}{flag}")  # fmt: skip
+            f"{m['file']:>8.0f} {m['step']:>8.0f} {m['traces']:>7.0f} {m['search']:>7.0f} "
+            f"{m['raw+obs']:>8.0f} {budget:>7.0f}{flag}")  # fmt: skip
 
 
 def test_bytes_per_step(tmp_path: Path) -> None:
@@ -103,8 +107,9 @@ def test_bytes_per_step(tmp_path: Path) -> None:
         rows.append((f"{path.name} as it is", measure(copy)))
         rows.append((f"{path.name} upgraded", measure(_upgraded(copy, tmp_path / "up.db"))))
     print("\nbytes per step after VACUUM (step = its row, its index entry, its share of the "
-          "prompt texts; traces = token traces inside it; budget = raw+obs+200)")  # fmt: skip
+          "prompt texts; traces = token traces inside it; search = the text search's index; "
+          "budget = raw+obs+200)")  # fmt: skip
     print(f"{'store':34} {'rev':>4} {'steps':>8} {'file MB':>8} {'file/st':>8} {'step':>8} "
-          f"{'traces':>7} {'raw+obs':>8} {'budget':>7}")  # fmt: skip
+          f"{'traces':>7} {'search':>7} {'raw+obs':>8} {'budget':>7}")  # fmt: skip
     for name, m in rows:
         print(_row(name, m))

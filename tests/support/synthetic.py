@@ -21,6 +21,7 @@ from storage.engine import SQLITE_IMMEDIATE
 from storage.models import Episode, Run, Step
 from storage.prompts import messages_json, text_ids
 from storage.store import Store
+from storage.text_search import index_episodes
 from storage.token_codec import encode_trace, trace_means
 from storage.writes import now_utc
 from tests.support.synthetic_text import (
@@ -113,6 +114,7 @@ def fill_synthetic(
                     conn.execute(insert(Episode), episodes)
                     for part in _parts(steps, 20_000):
                         executemany(conn, _INSERT_STEP, part)
+                    index_episodes(conn, [e["id"] for e in episodes])  # all finished
                     _sync_sequence(conn)
             done += n
         with engine.begin() as conn:

@@ -1,0 +1,167 @@
+"""The episode text search's index: which episodes may hold a text, so that a search need
+not read them all.
+
+A search means what `reads.episode_conditions` says, and that always decides: LIKE's
+substring match, case-insensitive for ASCII letters (ILIKE on PostgreSQL), in the question,
+the gold SQL and every model output of an episode. The index holds trigrams (each run of
+three characters) and only narrows which episodes that LIKE reads: an episode that holds a
+text holds each of its trigrams.
+
+What is indexed:
+- SQLite: `episode_text`, an FTS5 table with the trigram tokenizer, one row per finished
+  episode (rowid = episode id) over its question, gold SQL and distinct outputs, one after
+  the other. Contentless and `detail=none`: it keeps which episodes hold each trigram, not
+  where, and no copy of the text; it finds the episodes holding all of a text's trigrams
+  anywhere, a few more than hold the text. A partial index, `ix_episodes_unfinished`, lists
+  the episodes not finished yet, which it does not hold.
+- PostgreSQL: pg_trgm GIN indexes on `episodes.question`, `episodes.gold_sql` and
+  `steps.raw_output`, which PostgreSQL uses for ILIKE.
+
+How it is kept current: on SQLite the write path indexes an episode in the transaction that
+finishes it (`index_episodes`, from `writes.write_batch`; the synthetic filler calls it too),
+and migration 0012 indexed the episodes finished before it; a finished episode's texts never
+change. Deleting a run leaves its rows (a contentless FTS5 table forgets a row only when given
+its text again): they name no episode, or a later one that took the same id, which LIKE then
+reads and rejects. PostgreSQL keeps its indexes on every write.
+
+What a search reads (`candidates`): the index's hits for the text, counted up to
+`CANDIDATE_CAP`. Under it, the page reads only those episodes (on SQLite, and the unfinished
+ones) and LIKE checks each: a word no episode holds reads next to nothing. A text under three
+characters has no trigram, and one with more hits is common enough that reading the newest
+episodes fills a page soon (or a phrase of common words, which on SQLite can have many more
+hits than holders): those are searched by LIKE over the episodes the other filters select,
+within the filter's `text_newest`, as without the index.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import (
+    CompoundSelect,
+    Connection,
+    Integer,
+    Select,
+    TextualSelect,
+    column,
+    func,
+    literal_column,
+    or_,
+    select,
+    table,
+    text,
+    union_all,
+)
+from sqlalchemy.orm import Session
+
+from storage.models import Episode, Step
+from storage.reads import like_pattern
+from storage.text_clean import clean_text
+
+SearchIds = Select[Any] | CompoundSelect[Any] | TextualSelect
+"""A query of episode ids, for `Episode.id.in_(...)`."""
+
+INDEX_TABLE = "episode_text"
+UNFINISHED_INDEX = "ix_episodes_unfinished"
+PG_INDEXES = {
+    "ix_episodes_question_trgm": ("episodes", "question"),
+    "ix_episodes_gold_sql_trgm": ("episodes", "gold_sql"),
+    "ix_steps_raw_output_trgm": ("steps", "raw_output"),
+}
+"""The PostgreSQL GIN indexes: name -> (table, column)."""
+
+MIN_CHARS = 3
+"""The trigram tokenizer's token length: a shorter text has nothing to look up."""
+
+CANDIDATE_CAP = 10_000
+"""Index hits above which a text counts as common and is searched by LIKE alone: each hit is
+an episode LIKE must then read, where a common text fills a page from the newest few."""
+
+_MAX_TRIGRAMS = 64
+"""Trigrams of a text looked up at most: any of them narrow correctly, and a long pasted text
+would make an AND of thousands."""
+
+_DOCUMENT = (
+    "e.question || char(10) || e.gold_sql || char(10) || coalesce("
+    "(SELECT group_concat(DISTINCT s.raw_output) FROM steps AS s WHERE s.episode_id = e.id), '')"
+)
+"""An episode's indexed text. The order of its parts and the separators matter not: a
+trigram that spans two of them only adds a hit LIKE rejects."""
+
+_INDEX_EPISODES = (
+    f"INSERT INTO {INDEX_TABLE} (rowid, text) SELECT e.id, {_DOCUMENT} FROM episodes AS e "
+    "WHERE e.id IN (SELECT value FROM json_each(?))"
+)
+_INDEX_FINISHED = (
+    f"INSERT INTO {INDEX_TABLE} (rowid, text) SELECT e.id, {_DOCUMENT} FROM episodes AS e "
+    "WHERE e.outcome IS NOT NULL"
+)
+
+_FTS = table(INDEX_TABLE, column("rowid", Integer))
+# Named: without statistics on the (small) partial index, SQLite scans a whole other one.
+_UNFINISHED = text(
+    f"SELECT id FROM episodes INDEXED BY {UNFINISHED_INDEX} WHERE outcome IS NULL"
+).columns(column("id", Integer))
+
+
+def search_objects() -> set[str]:
+    """Names of the tables and indexes this module adds beside `storage.models`' schema (the
+    FTS5 table's shadow tables included)."""
+    shadows = {f"{INDEX_TABLE}_{s}" for s in ("data", "idx", "config", "docsize", "content")}
+    return {INDEX_TABLE, UNFINISHED_INDEX, *shadows, *PG_INDEXES}
+
+
+def in_models(name: str | None, _type: str, _parents: object) -> bool:
+    """Alembic's `include_name` hook: False for this module's tables and indexes, so schema
+    comparisons with `storage.models` leave them alone."""
+    return name not in search_objects()
+
+
+def index_episodes(conn: Connection, episode_ids: Sequence[int]) -> None:
+    """Index these just-finished episodes' texts (SQLite; PostgreSQL indexes on its own)."""
+    if episode_ids and conn.dialect.name == "sqlite":
+        conn.exec_driver_sql(_INDEX_EPISODES, (json.dumps(list(episode_ids)),))
+
+
+def index_all_finished(conn: Connection) -> None:
+    """Index every finished episode's texts, into an empty index (the migration)."""
+    conn.exec_driver_sql(_INDEX_FINISHED)
+
+
+def candidates(session: Session, needle: str) -> SearchIds | None:
+    """Ids of the episodes that may hold `needle` (a superset: LIKE decides), or None when the
+    index cannot narrow it: too short, or more than `CANDIDATE_CAP` hits."""
+    if len(needle) < MIN_CHARS:
+        return None
+    unfinished: SearchIds | None = None
+    hits: SearchIds
+    if session.get_bind().dialect.name == "sqlite":
+        query = fts_query(needle)
+        hits = select(_FTS.c.rowid).where(literal_column(INDEX_TABLE).op("MATCH")(query))
+        unfinished = _UNFINISHED
+    else:
+        pattern = like_pattern(needle)
+        in_episodes = or_(
+            Episode.question.ilike(pattern, escape="\\"),
+            Episode.gold_sql.ilike(pattern, escape="\\"),
+        )
+        hits = union_all(
+            select(Episode.id).where(in_episodes),
+            select(Step.episode_id).where(Step.raw_output.ilike(pattern, escape="\\")),
+        )
+    counted = select(func.count()).select_from(hits.limit(CANDIDATE_CAP + 1).subquery())
+    if int(session.scalar(counted) or 0) > CANDIDATE_CAP:
+        return None
+    return hits if unfinished is None else union_all(hits, unfinished)
+
+
+def fts_query(needle: str) -> str:
+    """An FTS5 query for the episodes holding every trigram of `needle` (at least three
+    characters). Each trigram is an FTS5 string: quotes doubled, nothing else special; the
+    tokenizer folds its case as it folded the indexed text's."""
+    needle = clean_text(needle)  # NUL as stored texts hold it (the query parser ends at it)
+    ends = range(MIN_CHARS, len(needle) + 1)
+    grams = dict.fromkeys(needle[i - MIN_CHARS : i] for i in ends)
+    return " AND ".join('"' + g.replace('"', '""') + '"' for g in list(grams)[:_MAX_TRIGRAMS])

@@ -1,0 +1,237 @@
+"""The episode text search through its index (`storage.text_search`) finds exactly what the
+LIKE scan finds, on SQLite and PostgreSQL, in new stores and in stores migrated to it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from alembic import command
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, text
+from sqlalchemy.orm import Session
+from store_builders import spec
+
+from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, StepRecord
+from storage import text_search
+from storage.migrations import alembic_config
+from storage.read_models import EpisodeFilter
+from storage.store import Store
+
+# (question, gold SQL, outputs, finished)
+EPISODES = [
+    ("How many singers are from France?", "SELECT count(*) FROM singer WHERE country = 'France'",
+     ["DESCRIBE singer", "QUERY SELECT name FROM Singer"], True),
+    ("Quel est l'âge moyen des chanteurs ÉTRANGERS ?", "SELECT avg(age) FROM singer",
+     ["ANSWER 35,5 % de l'école"], True),
+    ("Which 50% of stadiums hold a_b?", "SELECT * FROM t WHERE name LIKE 'a_b%'",
+     ["QUERY SELECT 100 % 7", "snake_case_name"], True),
+    ("下雨了吗？ 😀", "SELECT 1", ['He said "quoted" \\ back\\slash'], True),
+    ("Two outputs", "SELECT 2", ["it ends with ab", "cd starts this one"], True),
+    ("Still being played", "SELECT 3", ["QUERY SELECT zebra FROM zoo"], False),
+    ("Straße or STRASSE", "SELECT 4", ["İstanbul ıi Ünïcödé", "a nul\x00here"], True),
+]  # fmt: skip
+
+NEEDLES = [
+    # one and two characters: no trigram, the scan alone
+    "a", "É", "é", "%", "_", "\\", "😀", "ab", "Ab", "%_", "下雨",
+    # three and more
+    "singer", "SINGER", "sInGeR", "école", "ÉCOLE", "étrangers", "ÉTRANGERS", "chanteurs é",
+    "50%", "a_b", "_b%", "100 % 7", "snake_case", "snake%case", "snake_", '"quoted"',
+    '"q', "\\ back\\", "下雨了", "了吗？ 😀", "abcd", "ab\ncd", "zebra", "zq-no-such-text",
+    "straße", "STRASSE", "ıi", "İst", "ist", "ünïcödé", "ÜNÏCÖDÉ", "France'", "count(*)",
+    "how many", "select", "\x00ab", "ab\x00cd", "nul\x00h", "\x00", "l\x00",
+]  # fmt: skip
+
+
+def _write(store: Store, run_id: int, episodes: list[tuple[str, str, list[str], bool]]) -> None:
+    for n, (question, gold, outputs, done) in enumerate(episodes):
+        q = f"q{n}"
+        steps = [
+            StepRecord(
+                question_id=q, sample_index=0, step_no=i, prompt=(), raw_output=raw,
+                action="QUERY", argument="", parsed=True, observation="o", error=None,
+                reward=0.0, done=done and i == len(outputs), tokens_in=1, tokens_out=1,
+                policy_seconds=0.0, env_seconds=0.0,
+            )
+            for i, raw in enumerate(outputs, start=1)
+        ]  # fmt: skip
+        finished = [
+            EpisodeRecord(q, 0, "wrong", 0.0, 0.0, 1.0, len(outputs), "x", 1.0,
+                          failure_class="wrong_answer")
+        ] if done else []  # fmt: skip
+        start = EpisodeStart(q, 0, n, "db", question, gold)
+        store.sink(run_id).write(IterationBatch(started=[start], steps=steps, finished=finished))
+
+
+@pytest.fixture
+def filled(store: Store) -> Store:
+    _write(store, store.create_run(spec("texts"), episodes_planned=len(EPISODES)), EPISODES)
+    return store
+
+
+def _found(store: Store, needle: str, *, finished_only: bool = False) -> list[int]:
+    flt = EpisodeFilter(text=needle, finished_only=finished_only)
+    return [e.id for e in store.list_episodes(flt, limit=100).items]
+
+
+def _scanned(
+    store: Store, needle: str, monkeypatch: pytest.MonkeyPatch, *, finished_only: bool = False
+) -> list[int]:
+    """What the LIKE scan alone finds: the search with the index never consulted."""
+    with monkeypatch.context() as m:
+        m.setattr(text_search, "candidates", lambda *_: None)
+        return _found(store, needle, finished_only=finished_only)
+
+
+def _ids(store: Store) -> dict[str, int]:
+    """Question text -> episode id."""
+    items = store.list_episodes(EpisodeFilter(finished_only=False), limit=100).items
+    return {e.question: e.id for e in items}
+
+
+@pytest.mark.parametrize("finished_only", [False, True])
+def test_the_index_finds_what_the_scan_finds(
+    filled: Store, monkeypatch: pytest.MonkeyPatch, finished_only: bool
+) -> None:
+    for needle in NEEDLES:
+        assert _narrowed(filled, needle) == (len(needle) >= text_search.MIN_CHARS), needle
+        found = _found(filled, needle, finished_only=finished_only)
+        assert found == _scanned(filled, needle, monkeypatch, finished_only=finished_only), needle
+
+
+def test_what_a_search_finds_by_hand(filled: Store) -> None:
+    ids = _ids(filled)
+    first, french, percent, cjk, _, playing, unicode = (ids[e[0]] for e in EPISODES)
+    assert _found(filled, "sInGeR") == [first, french]  # in the gold SQL of the French one
+    assert _found(filled, "50%") == [percent] and _found(filled, "snake%case") == []
+    assert _found(filled, "了吗？ 😀") == [cjk] and _found(filled, '"quoted" \\') == [cjk]
+    assert _found(filled, "abcd") == [] and _found(filled, "ab\ncd") == []  # two outputs
+    assert _found(filled, "zebra") == [playing]  # not finished, so not in the index yet
+    assert _found(filled, "zebra", finished_only=True) == []
+    assert _found(filled, "ÜNïcödé") == [unicode] and _found(filled, "zq-no-such-text") == []
+    assert _found(filled, "nul\x00here") == [unicode]  # stored, as searched, with U+FFFD
+    assert all(i not in (french, unicode) for i in _found(filled, "ÉCOLE"))
+
+
+def _narrowed(store: Store, needle: str) -> bool:
+    """Whether the index narrows the search for `needle`."""
+    with Session(store._engine) as session:
+        return text_search.candidates(session, needle) is not None
+
+
+def test_a_rare_text_is_looked_up_and_a_common_or_short_one_is_not(
+    filled: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _narrowed(filled, "zq-no-such-text") and not _narrowed(filled, "ab")
+    monkeypatch.setattr(text_search, "CANDIDATE_CAP", 1)
+    assert not _narrowed(filled, "singer")  # in two episodes
+    assert _narrowed(filled, "zebra")
+    # Past the cap the scan decides, and finds the same.
+    assert _found(filled, "singer") == _scanned(filled, "singer", monkeypatch)
+
+
+def test_a_window_below_one_is_refused_for_a_text_the_index_narrows(filled: Store) -> None:
+    assert _narrowed(filled, "zebra")
+    with pytest.raises(ValueError, match="text_newest must be at least 1"):
+        filled.list_episodes(EpisodeFilter(text="zebra", text_newest=0))
+
+
+def test_an_episode_is_indexed_when_it_finishes(store: Store) -> None:
+    if store.dialect != "sqlite":
+        pytest.skip("PostgreSQL indexes the columns themselves")
+    run_id = store.create_run(spec("later"), episodes_planned=1)
+    _write(store, run_id, [("Q", "SELECT 1", ["QUERY SELECT walrus"], False)])
+    assert _index_hits(store, "walrus") == []
+    (episode,) = store.list_episodes(EpisodeFilter(finished_only=False)).items
+    done = EpisodeRecord("q0", 0, "wrong", 0.0, 0.0, 1.0, 1, "x", 1.0, failure_class="wrong_answer")
+    store.sink(run_id).write(IterationBatch(started=[], steps=[], finished=[done]))
+    assert _index_hits(store, "walrus") == [episode.id]
+    assert _found(store, "walrus", finished_only=True) == [episode.id]
+
+
+def test_a_deleted_runs_episode_id_taken_again_finds_only_the_new_text(store: Store) -> None:
+    old = store.create_run(spec("old"), episodes_planned=1)
+    _write(store, old, [("Q", "SELECT 1", ["QUERY SELECT narwhal"], True)])
+    (gone,) = store.list_episodes(EpisodeFilter()).items
+    store.delete_run(old)
+    new = store.create_run(spec("new"), episodes_planned=1)
+    _write(store, new, [("Q", "SELECT 1", ["QUERY SELECT okapi"], True)])
+    (now,) = store.list_episodes(EpisodeFilter()).items
+    if store.dialect == "sqlite":
+        assert now.id == gone.id  # SQLite gives the freed id out again
+    assert _found(store, "narwhal") == [] and _found(store, "okapi") == [now.id]
+
+
+def _index_hits(store: Store, needle: str) -> list[int]:
+    query = text_search.fts_query(needle)
+    with store._engine.connect() as conn:
+        rows = conn.execute(
+            text(f"SELECT rowid FROM {text_search.INDEX_TABLE} WHERE "
+                 f"{text_search.INDEX_TABLE} MATCH :q ORDER BY rowid"),
+            {"q": query},
+        )  # fmt: skip
+        return [r[0] for r in rows]
+
+
+def _index_objects(url: str) -> set[str]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                sql = "SELECT name FROM sqlite_master"
+            else:
+                sql = "SELECT indexname FROM pg_indexes"
+            return {r[0] for r in conn.execute(text(sql))} & text_search.search_objects()
+    finally:
+        engine.dispose()
+
+
+def _previous_revision() -> str:
+    script = ScriptDirectory.from_config(alembic_config())
+    revision = script.get_revision("0012")
+    assert revision is not None and isinstance(revision.down_revision, str)
+    return revision.down_revision
+
+
+@pytest.fixture
+def before_the_index(store_url: str) -> Iterator[str]:
+    """A store with the test episodes at the revision before the index: written at head,
+    then taken back down (which drops the index and keeps every row)."""
+    store = Store(store_url)
+    _write(store, store.create_run(spec("texts"), episodes_planned=len(EPISODES)), EPISODES)
+    store.close()
+    engine = create_engine(store_url)
+    with engine.begin() as conn:
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.downgrade(cfg, _previous_revision())
+    engine.dispose()
+    yield store_url
+
+
+def test_a_new_store_has_the_index(store: Store, store_url: str) -> None:
+    names = _index_objects(store_url)
+    if store.dialect == "sqlite":
+        assert {text_search.INDEX_TABLE, text_search.UNFINISHED_INDEX} <= names
+    else:
+        assert set(text_search.PG_INDEXES) == names
+
+
+def test_migrating_indexes_the_text_already_there(
+    before_the_index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _index_objects(before_the_index) == set()
+    store = Store(before_the_index)  # a writer: migrates on open
+    try:
+        ids = _ids(store)
+        if store.dialect == "sqlite":
+            finished = sorted(ids[q] for q, _, _, done in EPISODES if done)
+            assert _index_hits(store, "SELECT") == finished  # in every gold SQL
+            assert _index_hits(store, "singer") == [ids[EPISODES[0][0]], ids[EPISODES[1][0]]]
+        else:
+            assert set(text_search.PG_INDEXES) == _index_objects(before_the_index)
+        for needle in NEEDLES:
+            assert _found(store, needle) == _scanned(store, needle, monkeypatch), needle
+    finally:
+        store.close()
