@@ -13,7 +13,7 @@ from rollout_core.records import EpisodeKey, IterationBatch, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
 from storage.training import GroupTag, TrainingSink, TrainingStep
-from tests.app.test_dashboard_pages import open_page, texts
+from tests.app.dashboard.apptest import open_page, texts
 from tests.storage.store_builders import finish, spec, start, step
 
 

@@ -226,8 +226,8 @@ def test_a_fork_whose_source_is_deleted_fails_in_one_line(
 def test_queueing_a_fork_writes_one_queued_run_or_nothing(
     recorded: tuple[Store, int, Path], tmp_path: Path
 ) -> None:
-    from app.dashboard.fork_launch import ForkForm, queue_fork
-    from app.dashboard.launch import LaunchError
+    from app.dashboard.fork.form import ForkForm, queue_fork
+    from app.dashboard.launch.form import LaunchError
 
     store, run_id, _ = recorded
     source = next(d for d in _details(store, run_id) if len(d.steps) >= 2)

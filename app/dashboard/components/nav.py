@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RUNS = "views/runs.py"
-EPISODES = "views/episodes.py"
-REPLAY = "views/replay.py"
-COMPARE = "views/compare.py"
-LAUNCH = "views/launch.py"
+RUNS = "runs/page.py"
+EPISODES = "episodes/page.py"
+REPLAY = "replay/page.py"
+COMPARE = "compare/page.py"
+LAUNCH = "launch/page.py"
 TRAINING = "views/training.py"
 GROUPS = "views/groups.py"
 MAP = "views/checkpoint_map.py"

@@ -1,0 +1,91 @@
+"""The Episodes table: what a reader compares first, the long texts last, an "open" button per
+row that Replay follows."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard.episodes import reads
+from rollout_core.failure_classes import FAILURE_LABELS
+from storage.read_models import EpisodeSummary, Page
+
+_OPEN = "ep_open"
+_OPENING = "ep_opening"
+
+
+def opening() -> int | None:
+    """The episode whose "open" button was clicked in the last run, once."""
+    found: int | None = st.session_state.pop(_OPENING, None)
+    return found
+
+
+def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
+    # What a reader compares comes first; the long question text and answer last.
+    tags = reads.episode_tags(tuple(e.id for e in items))
+    return pd.DataFrame(
+        [
+            {
+                "open": ":material/play_arrow: open",
+                "run": e.run_name,
+                "outcome": e.outcome or "playing",
+                "reward": e.reward,
+                "steps": e.steps,
+                "class": FAILURE_LABELS[e.failure_class] if e.failure_class else None,
+                "tags": tags.get(e.id, []),
+                "question id": e.question_id,
+                "sample": e.sample_index,
+                "SQL error": e.has_sql_error,
+                "unparsed": e.has_unparsed,
+                "database": e.db_id,
+                "question": e.question,
+                "answer": e.answer,
+                "seconds": e.duration_seconds,
+                "id": e.id,
+            }
+            for e in items
+        ],
+        columns=[
+            "open",
+            "run",
+            "outcome",
+            "reward",
+            "steps",
+            "class",
+            "tags",
+            "question id",
+            "sample",
+            "SQL error",
+            "unparsed",
+            "database",
+            "question",
+            "answer",
+            "seconds",
+            "id",
+        ],
+    )
+
+
+def _clicked(episode_ids: list[int]) -> None:
+    click = st.session_state.get(_OPEN)
+    if click is not None and 0 <= click["row"] < len(episode_ids):
+        st.session_state[_OPENING] = episode_ids[click["row"]]
+
+
+def show(page: Page[EpisodeSummary]) -> None:
+    """The page of episodes, each row with an "open" button (see `opening`)."""
+    ids = [e.id for e in page.items]
+    st.dataframe(
+        _rows(page.items),
+        hide_index=True,
+        width="stretch",
+        column_config={
+            "open": st.column_config.ButtonColumn(
+                "", type="tertiary", on_click=_clicked, args=(ids,), key=_OPEN, pinned=True
+            ),
+            "tags": st.column_config.ListColumn(width=120),
+            "reward": st.column_config.NumberColumn(format="%.3f"),
+            "seconds": st.column_config.NumberColumn(format="%.2f"),
+            "question": st.column_config.TextColumn(width="medium"),
+        },
+    )

@@ -1,0 +1,62 @@
+"""The dashboard's test stores: the two-checkpoint fixture store, served read from the env."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_DATASET_ROOTS, ENV_READ_ONLY, ENV_STORE
+from storage.store import Store
+from tests.app.dashboard_store import (
+    ComparisonStore,
+    FixtureStore,
+    build_comparison_store,
+    build_fixture_store,
+)
+
+
+def serve_env(monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    """The settings of a writable dashboard on `url` with no roots."""
+    monkeypatch.setenv(ENV_STORE, url)
+    for name in (ENV_READ_ONLY, ENV_CHECKPOINT_ROOTS, ENV_DATASET_ROOTS):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(scope="module")
+def fixture_store(tmp_path_factory: pytest.TempPathFactory) -> FixtureStore:
+    return build_fixture_store(tmp_path_factory.mktemp("dashboard"))
+
+
+@pytest.fixture
+def store_env(fixture_store: FixtureStore, monkeypatch: pytest.MonkeyPatch) -> FixtureStore:
+    serve_env(monkeypatch, fixture_store.url)
+    return fixture_store
+
+
+@pytest.fixture(scope="module")
+def comparison(tmp_path_factory: pytest.TempPathFactory) -> ComparisonStore:
+    return build_comparison_store(tmp_path_factory.mktemp("comparison"))
+
+
+@pytest.fixture
+def compare_env(comparison: ComparisonStore, monkeypatch: pytest.MonkeyPatch) -> ComparisonStore:
+    serve_env(monkeypatch, comparison.url)
+    return comparison
+
+
+@pytest.fixture
+def empty_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    url = str(tmp_path / "empty.db")
+    Store(url).close()
+    serve_env(monkeypatch, url)
+    yield url
+
+
+@pytest.fixture
+def labelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FixtureStore:
+    """A fresh fixture store (these tests write to it), served writable."""
+    fixture = build_fixture_store(tmp_path)
+    serve_env(monkeypatch, fixture.url)
+    return fixture
