@@ -1,11 +1,11 @@
 """Things Streamlit has no command for, done by a few lines of script in a same-origin iframe (no
-library, nothing fetched): a "Copy link" button, keys that click buttons of the page, and
-following a page link from a script."""
+library, nothing fetched): a "Copy link" button, keys that click buttons of the page, quiet
+query parameters that browser Back skips, and following a page link from a script."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
@@ -32,6 +32,24 @@ P.__rollscopeKeys = (e) => {
 };
 // Capture phase: before a focused chip's own arrow handling moves the focus instead.
 doc.addEventListener("keydown", P.__rollscopeKeys, true);
+"""
+
+# Streamlit pushes a history entry for every change of the query string. A change of only the
+# quiet parameters (a replay's step) replaces the current entry instead, so Back leaves the page
+# rather than walking every step; any other change still pushes.
+_QUIET_SCRIPT = """
+const P = window.parent, H = P.history, quiet = %s;
+const rest = (u) => {
+  const p = new URLSearchParams(u.search);
+  quiet.forEach((name) => p.delete(name));
+  return u.pathname + "?" + p.toString();
+};
+if (!P.__rollscopePush) P.__rollscopePush = H.pushState.bind(H);
+H.pushState = (state, title, url) => {
+  const next = new URL(String(url), P.location.href);
+  if (rest(next) === rest(new URL(P.location.href))) return H.replaceState(state, title, url);
+  return P.__rollscopePush(state, title, url);
+};
 """
 
 _COPY_SCRIPT = """
@@ -61,15 +79,24 @@ button:hover { border-color: #ff4b4b; color: #ff4b4b; }
 """
 
 
-def page_tools(*, copy_link: bool = True, keys: Mapping[str, str] | None = None) -> None:
+def page_tools(
+    *,
+    copy_link: bool = True,
+    keys: Mapping[str, str] | None = None,
+    quiet: Sequence[str] = (),
+) -> None:
     """A "Copy link" button (the page's URL, which holds its whole state) and, optionally,
-    keyboard shortcuts: `keys` maps a key name (`ArrowLeft`, `j`) to a button's widget key."""
+    keyboard shortcuts (`keys` maps a key name, `ArrowLeft` or `j`, to a button's widget key)
+    and quiet query parameters (a change of only these makes no browser history entry)."""
     parts = [f"<style>{_STYLE}</style>"]
     if copy_link:
         parts.append('<button id="copy" title="Copy this page\'s link">Copy link</button>')
         parts.append(f"<script>{_COPY_SCRIPT}</script>")
+    # Each script in a block of its own: the scripts of one frame share their top-level names.
     if keys:
-        parts.append(f"<script>{_KEYS_SCRIPT % json.dumps(dict(keys))}</script>")
+        parts.append(f"<script>{{{_KEYS_SCRIPT % json.dumps(dict(keys))}}}</script>")
+    if quiet:
+        parts.append(f"<script>{{{_QUIET_SCRIPT % json.dumps(list(quiet))}}}</script>")
     st.iframe("\n".join(parts), height=36 if copy_link else 1, width=120 if copy_link else 1)
 
 

@@ -34,7 +34,7 @@ def _transcript(detail: EpisodeDetail) -> None:
             st.divider()
 
 
-notices = header("Replay", copy_link=True, keys=player.KEYS)
+notices = header("Replay", copy_link=True, keys=player.KEYS, quiet=player.QUIET)
 episode_id = params.get_id(nav.P_EPISODE, "an episode id")
 detail = None if episode_id is None else data.get_episode(episode_id)
 if detail is None:

@@ -20,7 +20,11 @@ PLAY_SECONDS = 1.5
 # Keys that step through an episode: the arrows, and j / k as in a pager.
 KEYS = {"ArrowLeft": "rp_prev", "k": "rp_prev", "ArrowRight": "rp_next", "j": "rp_next"}
 _PLAYING = "rp_playing"
+_TIMED = "rp_timed"
+"""Whether the fragment drawn last ticks on a timer (set when the whole page drew it)."""
 _TICK = "rp_tick"
+QUIET = (nav.P_STEP,)
+"""Query parameters a step changes; browser Back skips them (see `browser.page_tools`)."""
 
 
 def _step_key(detail: EpisodeDetail) -> str:
@@ -29,7 +33,7 @@ def _step_key(detail: EpisodeDetail) -> str:
 
 
 def _step_codec(n: int) -> Codec[int]:
-    return params.choice(nav.P_STEP, range(1, n + 1), 1, f"a step of this episode (1-{n})")
+    return params.choice(nav.P_STEP, range(1, n + 1), 1, "a step of this episode")
 
 
 def _go(key: str, n: int, value: int) -> None:
@@ -40,8 +44,8 @@ def _toggle_play(key: str, n: int) -> None:
     playing = not st.session_state.get(_PLAYING, False)
     st.session_state[_PLAYING] = playing
     st.session_state[_TICK] = time.monotonic()
-    if not playing:  # the URL follows the step once playing stops (each write is a history entry)
-        _go(key, n, st.session_state[key])
+    if playing and st.session_state[key] >= n:
+        _go(key, n, 1)  # Play at the last step plays the episode again
 
 
 def _advance(key: str, n: int) -> None:
@@ -50,12 +54,9 @@ def _advance(key: str, n: int) -> None:
     if now - st.session_state.get(_TICK, 0.0) < PLAY_SECONDS * 0.8:
         return
     st.session_state[_TICK] = now
-    if st.session_state[key] < n:
-        st.session_state[key] += 1
-    else:
+    _go(key, n, st.session_state[key] + 1)
+    if st.session_state[key] >= n:
         st.session_state[_PLAYING] = False
-        _go(key, n, n)
-        st.rerun(scope="app")  # stops the fragment's timer
 
 
 def _player(detail: EpisodeDetail) -> None:
@@ -65,6 +66,9 @@ def _player(detail: EpisodeDetail) -> None:
     bound = params.bind(key, nav.P_STEP, _step_codec(n))
     if st.session_state.get(_PLAYING):
         _advance(key, n)
+    if bool(st.session_state.get(_PLAYING)) != st.session_state.get(_TIMED):
+        # Play or Pause reran this fragment alone; its timer is set where the page draws it.
+        st.rerun(scope="app")
     cur = st.session_state[key]
     with st.container(horizontal=True, vertical_alignment="center", gap="small"):
         playing = bool(st.session_state.get(_PLAYING))
@@ -120,4 +124,5 @@ def show(detail: EpisodeDetail) -> None:
         st.session_state["rp_episode"] = detail.summary.id
         st.session_state[_PLAYING] = False
     playing = bool(st.session_state.get(_PLAYING))
+    st.session_state[_TIMED] = playing
     st.fragment(run_every=PLAY_SECONDS if playing else None)(_player)(detail)
