@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from app.dashboard import data
 from app.dashboard.components import failure_mix, nav, params
-from app.dashboard.components.colors import plot_label, swatch
 from app.dashboard.components.header import header
-from app.dashboard.components.render import escape_markdown
-from app.dashboard.runs import charts, reads
+from app.dashboard.runs import charts, links, reads
 from app.dashboard.runs import table as run_table
 from storage import lifecycle
 from storage.read_models import RunSummary
@@ -37,7 +34,8 @@ def _selection(known: set[int]) -> list[int]:
 
 
 def _select(run_ids: list[int]) -> None:
-    params.write(nav.P_RUN, [str(i) for i in run_ids])
+    before, _ = params.ids(nav.P_RUN, run_ids).parse(params.raw(nav.P_RUN))
+    params.write(nav.P_RUN, [str(i) for i in links.tick_order(before, run_ids)])
     st.session_state[_SEEN] = params.raw(nav.P_RUN)
 
 
@@ -66,47 +64,6 @@ def _progress(runs: list[RunSummary]) -> None:
         )
 
 
-def _links(chosen: list[RunSummary]) -> None:
-    if not chosen:
-        st.caption("Select runs in the table to chart them, open their episodes or compare them.")
-        return
-    with st.container(horizontal=True, gap="medium", vertical_alignment="center"):
-        st.markdown(
-            "Selected: " + ", ".join(f"{swatch(r.id)} {escape_markdown(r.name)}" for r in chosen),
-            width="content",
-        )
-        st.page_link(
-            nav.EPISODES,
-            label="Episodes of " + ("this run" if len(chosen) == 1 else "these runs"),
-            icon=":material/table:",
-            query_params=[(nav.P_RUN, str(r.id)) for r in chosen],
-        )
-        if len(chosen) >= 2:
-            st.page_link(
-                nav.COMPARE,
-                label=f"Compare these {len(chosen)} runs",
-                icon=":material/compare:",
-                query_params=[(nav.P_RUN, str(r.id)) for r in chosen],
-            )
-    with st.expander("Full paths and settings of the selected runs"):
-        st.dataframe(
-            pd.DataFrame(
-                [
-                    {
-                        "run": f"{r.name} #{r.id}",
-                        "policy": r.policy,
-                        "checkpoint": r.checkpoint or "-",
-                        "questions": str(r.spec.get("questions_path") or r.dataset),
-                        "host": r.host or "-",
-                    }
-                    for r in chosen
-                ]
-            ),
-            hide_index=True,
-            width="stretch",
-        )
-
-
 def _live(active: bool) -> None:
     # A live table re-reads the store on every tick; its rows then match the progress bars.
     runs = data.store().list_runs(limit=200) if active else data.list_runs()
@@ -121,31 +78,40 @@ def _live(active: bool) -> None:
         key=run_table.table_key(runs, st.session_state.get(_GENERATION, 0)),
         on_select=_select,
     )
-    _links([by_id[i] for i in chosen])
+    links.show([by_id[i] for i in chosen])
     _follow_selection()
 
 
+def _charted(runs: list[RunSummary], chosen: list[int]) -> tuple[list[RunSummary], str]:
+    """The runs to chart and the caption that says which: the selected ones, else the newest
+    with enough episodes to mean something."""
+    played = [r for r in runs if r.episodes_finished > 0]
+    if chosen:
+        shown = [r for r in played if r.id in chosen]
+        return shown, f"Charts of the {len(shown)} selected runs."
+    shown = [r for r in played if r.episodes_finished >= charts.FEW_EPISODES][:CHART_RUNS]
+    few = sum(1 for r in played if r.episodes_finished < charts.FEW_EPISODES)
+    left_out = f" ({few} with fewer are left out)" if few else ""
+    return shown, (
+        f"Charts of the {len(shown)} newest runs with {charts.FEW_EPISODES} or more "
+        f"episodes{left_out}; select runs to choose."
+    )
+
+
 def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
-    shown = [r for r in runs if r.id in chosen] if chosen else runs
-    shown = [r for r in shown if r.episodes_finished > 0]
-    if not chosen:
-        shown = shown[:CHART_RUNS]
+    shown, caption = _charted(runs, chosen)
     if not shown:
         return
-    st.caption(
-        f"Charts of the {len(shown)} selected runs."
-        if chosen
-        else f"Charts of the {len(shown)} newest runs with episodes; select runs to choose."
-    )
+    st.caption(caption)
     by_id = {r.id: r for r in shown}
     dists = reads.run_distributions(tuple(r.id for r in shown))
     left, right = st.columns(2)
     left.plotly_chart(charts.accuracy(shown), width="stretch", key="runs_accuracy")
     right.plotly_chart(charts.mean_reward(shown), width="stretch", key="runs_reward")
-    left.plotly_chart(charts.reward_spread(dists, by_id), width="stretch", key="runs_rspread")
+    left.plotly_chart(charts.reward_strip(dists, by_id), width="stretch", key="runs_rspread")
     right.plotly_chart(charts.steps_spread(dists, by_id), width="stretch", key="runs_sspread")
     st.plotly_chart(charts.action_mix(dists, by_id), width="stretch", key="runs_mix")
-    names = {r.id: plot_label(r.id, r.name) for r in shown}
+    names = {r.id: charts.run_label(r) for r in shown}
     st.plotly_chart(failure_mix.mix_chart(dists, names), width="stretch", key="runs_classes")
 
 

@@ -27,6 +27,7 @@ COLUMNS = [
     "mean steps",
     "parse failures",
     "episodes",
+    "kind",
     "dataset",
     "model",
     "started",
@@ -72,6 +73,7 @@ def rows(runs: Sequence[RunSummary]) -> pd.DataFrame:
                 "mean steps": r.mean_steps,
                 "parse failures": r.parse_failure_rate,
                 "episodes": f"{r.episodes_finished}/{r.episodes_planned}",
+                "kind": r.kind,
                 "dataset": r.dataset,
                 "model": short_path(model_of(r)),
                 "started": fmt_time(r.started_at),
@@ -105,6 +107,10 @@ _CONFIG: dict[str, Any] = {
         format="percent", help="Share of steps with no action line"
     ),
     "episodes": st.column_config.TextColumn(help="finished / planned"),
+    "kind": st.column_config.TextColumn(
+        help="batch: `rollscope run` or Launch; training: a training loop's rollouts; "
+        "fork: episodes continued from a recorded step"
+    ),
     "model": st.column_config.TextColumn(
         help="The last two parts of the checkpoint path; select the run for the full path"
     ),
