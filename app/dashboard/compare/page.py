@@ -42,14 +42,22 @@ if len(all_runs) < 2:
     st.stop()
 
 by_id = {r.id: r for r in all_runs}
-chosen_ids: list[int] = st.multiselect(
-    "Runs (the first is the baseline)",
-    list(by_id),
-    format_func=lambda i: f"{by_id[i].name} (#{i})",
-    **params.bind(
-        _RUNS, nav.P_RUN, params.ids(nav.P_RUN, by_id), on_change=lambda: _new_runs(list(by_id))
-    ),
-)
+run_codec = params.ids(nav.P_RUN, by_id)
+with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+    chosen_ids: list[int] = st.multiselect(
+        "Runs (the first is the baseline)",
+        list(by_id),
+        format_func=lambda i: f"{by_id[i].name} (#{i})",
+        **params.bind(_RUNS, nav.P_RUN, run_codec, on_change=lambda: _new_runs(list(by_id))),
+    )
+    if len(chosen_ids) == 2:
+        st.button(
+            "Swap A and B",
+            icon=":material/swap_horiz:",
+            on_click=params.assign,
+            args=(_RUNS, nav.P_RUN, run_codec, chosen_ids[::-1]),
+            help=f"Make {by_id[chosen_ids[1]].name} the baseline",
+        )
 if len(chosen_ids) < 2:
     params.show_notices(notices)
     st.info("Choose two or more runs.")

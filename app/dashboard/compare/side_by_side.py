@@ -12,9 +12,11 @@ from app.dashboard import analysis, data
 from app.dashboard.analysis import fork_source, steps_before
 from app.dashboard.compare.summary import run_label
 from app.dashboard.components import nav, params
+from app.dashboard.components.colors import run_color, short_name
 from app.dashboard.components.confidence import confidence_chart, has_confidence
 from app.dashboard.components.params import Codec
 from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
+from app.dashboard.replay import requery
 from storage.read_models import EpisodeDetail, QuestionComparison, RunCell, RunSummary
 
 
@@ -127,15 +129,26 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
                 f"**{detail.summary.outcome or 'playing'}** · reward "
                 f"{fmt_num(detail.summary.reward, 3)} · {len(detail.steps)} steps"
             )
+            if detail.summary.answer is not None:
+                st.caption("submitted answer")
+                show_text(detail.summary.answer)
             st.page_link(
                 nav.REPLAY,
                 label="Replay",
                 icon=":material/replay:",
                 query_params={nav.P_EPISODE: str(detail.summary.id)},
             )
-    traced = [(f"{run.name} #{d.summary.sample_index}", d.steps) for run, d in details]
+    # "#N" means a run id elsewhere: a sample is named as such.
+    traced = [
+        (f"{short_name(run.name)} #{run.id} · sample {d.summary.sample_index}", d.steps)
+        for run, d in details
+    ]
     if any(has_confidence(steps) for _, steps in traced):
-        st.plotly_chart(confidence_chart(traced), width="stretch", key="cmp_confidence")
+        colors = [run_color(run.id) for run, _ in details]
+        st.plotly_chart(
+            confidence_chart(traced, colors=colors), width="stretch", key="cmp_confidence"
+        )
+    _gold(details)
     if len(details) < 2:
         names = ", ".join(run.name for run, _ in details) or "no run"
         st.info(f"Only {names} played this question: there is nothing to compare it with.")
@@ -150,6 +163,27 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
     elif not forks:
         st.warning(f"First divergence at step {diverge + 1}.")
     _steps(details, diverge, forks)
+
+
+def _gold(details: Sequence[tuple[RunSummary, EpisodeDetail]]) -> None:
+    """The gold SQL and its result now, written as the steps' results are (as the model reads
+    them), so each submitted answer and query result reads against it at a glance."""
+    if not details:
+        return
+    run, detail = details[0]
+    with st.expander("Gold SQL and its result", expanded=True):
+        show_text(detail.gold_sql, language="sql")
+        try:
+            path = requery.db_path(run.spec, detail.summary.db_id)
+            limits = requery.limits_of(run.spec)
+            result = requery.run_query(path, detail.gold_sql, limits=limits)
+        except (OSError, ValueError) as exc:
+            show_error(str(exc))
+            return
+        if result.error is not None:
+            show_error(result.error)
+        else:
+            show_text(result.text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,3 +256,8 @@ def _steps(
                 show_text(step.argument, language="sql" if step.action == "QUERY" else None)
                 if step.error is not None:
                     show_error(step.error)
+                elif step.action == "QUERY" or step.action == "ANSWER":
+                    show_text(step.observation)  # the result the model read, as it read it
+                elif step.observation:
+                    with st.expander("what it saw"):
+                        show_text(step.observation)

@@ -20,6 +20,9 @@ from app.dashboard.components.render import (
 )
 from storage.read_models import QuestionComparison, QuestionOutcomes, RunSummary
 
+MIN_CI_QUESTIONS = 5
+"""Fewest shared questions a bootstrap interval is printed for: over fewer, its resamples take
+a handful of values and the interval says nothing the difference does not."""
 LIST_CAP = 200
 """Questions listed per outcome cell; the counts are always complete."""
 _UNCHANGED = 0.0005
@@ -104,7 +107,8 @@ def _pairs(base: RunSummary, run: RunSummary) -> list[tuple[float | None, float 
 
 
 def interval(rows: Sequence[QuestionOutcomes], a: RunSummary, b: RunSummary) -> None:
-    """The paired-bootstrap interval of b's accuracy minus a's, over their shared questions."""
+    """The paired-bootstrap interval of b's accuracy minus a's, over their shared questions;
+    below `MIN_CI_QUESTIONS` the difference alone, said to rest on too few questions."""
     _, ra, rb = analysis.paired_questions(rows, a.id, b.id)
     ci = analysis.bootstrap_accuracy_diff(ra, rb)
     if ci is None:
@@ -113,10 +117,17 @@ def interval(rows: Sequence[QuestionOutcomes], a: RunSummary, b: RunSummary) -> 
             icon=":material/block:",
         )
         return
+    names = f"{escape_markdown(b.name)} − {escape_markdown(a.name)}"
+    over = f"the {ci.n} question{'s' if ci.n != 1 else ''} both played"
+    if ci.n < MIN_CI_QUESTIONS:
+        st.markdown(
+            f"Accuracy {names}: **{fmt_points(ci.diff)}** over {over}: too few questions for "
+            f"a confidence interval (it needs {MIN_CI_QUESTIONS} or more)."
+        )
+        return
     st.markdown(
-        f"Accuracy {escape_markdown(b.name)} − {escape_markdown(a.name)}: "
-        f"**{fmt_points(ci.diff)}** (95% CI {fmt_points(ci.low)} to {fmt_points(ci.high)}, "
-        f"paired bootstrap over the {ci.n} questions both played, "
+        f"Accuracy {names}: **{fmt_points(ci.diff)}** (95% CI {fmt_points(ci.low)} to "
+        f"{fmt_points(ci.high)}, paired bootstrap over {over}, "
         f"{analysis.BOOTSTRAP_RESAMPLES} resamples)"
     )
 

@@ -3,10 +3,14 @@ question picker, each run's sample in the URL."""
 
 from __future__ import annotations
 
-import pytest
-import streamlit as st
+import json
 
+import pytest
+
+from app.dashboard.components.colors import run_color
+from tests.app.analysis_store import AnalysisStore, build_analysis_store
 from tests.app.dashboard.apptest import open_page, texts
+from tests.app.dashboard.conftest import serve_env
 from tests.app.dashboard_store import ComparisonStore, FixtureStore
 
 
@@ -38,12 +42,11 @@ def test_compare_two_runs_matrix_interval_and_divergence(store_env: FixtureStore
 
 
 def test_compare_statistics_cover_questions_beyond_the_list_cap(
-    store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch
+    store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch, fresh_cache: None
 ) -> None:
     from app.dashboard.compare import reads
 
     monkeypatch.setattr(reads, "QUESTION_CAP", 2)
-    st.cache_data.clear()  # the cap is no argument of the cached read
     at = open_page("compare/page.py", run=[str(store_env.run_a), str(store_env.run_b)])
     shown = texts(at)
     # the same interval and matrix as with every question listed
@@ -96,7 +99,9 @@ def test_compare_deltas_count_the_questions_shared_with_the_baseline(
     # `everything` on train's three questions: right on one of three, train on all three.
     assert metrics[("accuracy (3 shared)", "33.3%")] == "-66.7 pts"
     shown = texts(at)
-    assert "paired bootstrap over the 3 questions both played" in shown
+    # Three shared questions are too few for an interval (issue 31, item 13): the difference
+    # is said with how few questions it rests on.
+    assert "over the 3 questions both played: too few questions for a confidence" in shown
     assert "train and heldout share no questions" in shown
     # Whole-run reward and steps over other questions are no delta.
     assert not metrics[("mean reward", "0.367")]
@@ -124,3 +129,64 @@ def test_compare_keeps_each_runs_sample_in_the_url(compare_env: ComparisonStore)
     assert sorted(at.query_params["sample"]) == sorted([f"{a}:1", f"{b}:1"])
     at = open_page("compare/page.py", run=[str(a), str(b)], question="q-count", sample="x:9")
     assert at.selectbox(key=f"cmp_sample_{a}").value == 0
+
+
+def test_an_interval_over_too_few_questions_says_so(compare_env: ComparisonStore) -> None:
+    # Issue 31, item 13: "95% CI +100.0 pts to +100.0 pts over the 1 questions".
+    at = open_page("compare/page.py", run=[str(compare_env.train), str(compare_env.everything)])
+    shown = texts(at)
+    assert "-66.7 pts** over the 3 questions both played: too few questions" in shown.replace(
+        "\\", ""
+    )
+    assert "95% CI" not in shown
+
+
+def test_swap_makes_b_the_baseline_in_one_click(store_env: FixtureStore) -> None:
+    # Issue 31, item 5: A is the baseline; one click swaps A and B.
+    a, b = store_env.run_a, store_env.run_b
+    at = open_page("compare/page.py", run=[str(a), str(b)], question="q-oldest")
+    assert "Deltas against the baseline ckpt-1000" in texts(at).replace("\\", "")
+    next(x for x in at.button if x.label == "Swap A and B").click().run()
+    assert at.query_params["run"] == [str(b), str(a)]
+    assert at.query_params["question"] == "q-oldest"  # the question shown stays
+    assert "Deltas against the baseline ckpt-2000" in texts(at).replace("\\", "")
+    assert "-16.7 pts" in texts(at)
+
+
+def test_side_by_side_shows_query_results_answers_and_the_gold_result(
+    store_env: FixtureStore,
+) -> None:
+    # Issue 31, item 12: SQL and errors showed, not what a query returned or the gold answer.
+    at = open_page(
+        "compare/page.py", run=[str(store_env.run_a), str(store_env.run_b)], question="q-france"
+    )
+    code = [c.value for c in at.code]
+    gold = next(e for e in at.expander if e.label == "Gold SQL and its result")
+    gold_code = [c.value for c in gold.code]
+    assert gold_code[0] == "SELECT name FROM singer WHERE country = 'France'"
+    assert "Ada" in gold_code[1] and "Cy" in gold_code[1]  # the gold result, as the model reads it
+    # Both runs' QUERY results, under their SQL, and the answers they submitted.
+    assert sum("Ada" in c and "Cy" in c for c in code) >= 3
+    assert "submitted answer" in texts(at) and code.count("42") >= 2
+
+
+@pytest.fixture(scope="module")
+def confident(tmp_path_factory: pytest.TempPathFactory) -> AnalysisStore:
+    return build_analysis_store(tmp_path_factory.mktemp("confident"))
+
+
+def test_the_confidence_chart_draws_each_run_in_its_own_colour(
+    confident: AnalysisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 31, item 3: lines were coloured by position, so a run changed colour with its place.
+    serve_env(monkeypatch, confident.url)
+    a, b = confident.runs["ckpt-100"], confident.runs["ckpt-300"]
+    for order in ([a, b], [b, a]):
+        at = open_page("compare/page.py", run=[str(i) for i in order], question="q-count")
+        (chart,) = [c for c in at.get("plotly_chart") if "Confidence" in c.proto.spec]
+        traces = json.loads(chart.proto.spec)["data"]
+        for run_id in order:
+            mine = [t for t in traces if f"#{run_id} · sample" in t["name"]]
+            assert mine and all(t["line"]["color"] == run_color(run_id) for t in mine)
+        # A sample is named as one: "#N" is a run id everywhere else.
+        assert all(" · sample " in t["name"] for t in traces)
