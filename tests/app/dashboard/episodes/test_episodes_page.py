@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-import streamlit as st
 
 from app.dashboard.episodes import query as episode_query
 from storage.read_models import EpisodeFilter
@@ -28,7 +29,7 @@ def test_episodes_text_search_and_unparsed_filter(store_env: FixtureStore) -> No
 
 
 def test_a_text_search_counts_up_to_the_cap(
-    store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch
+    store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch, fresh_cache: None
 ) -> None:
     from app.dashboard.episodes import reads
 
@@ -37,7 +38,6 @@ def test_a_text_search_counts_up_to_the_cap(
     store.close()
     assert matches is not None and 10 < matches <= 25  # "select" is in every gold SQL
     monkeypatch.setattr(reads, "TEXT_COUNT_CAP", 2)
-    st.cache_data.clear()  # the cap is no argument of the cached read
     # More matches than a page of 10: the rest is counted, up to the cap.
     at = open_page("episodes/page.py", q="select", size="10")
     assert len(at.dataframe[0].value) == 10
@@ -137,3 +137,22 @@ def test_the_tag_filter_is_list_state_replay_carries() -> None:
     query, problems = episode_query.from_query_string("run=3&tag=a&tag=b%20c", {3})
     assert problems == [] and query.flt.tags == ("a", "b c")
     assert episode_query.to_query_string(query) == "run=3&tag=a&tag=b+c"
+
+
+def _column_widths(at: object) -> dict[str, object]:
+    """Column name -> the width the page gave it (absent: the grid's own)."""
+    config = json.loads(at.dataframe[0].proto.columns)  # type: ignore[attr-defined]
+    return {name: c.get("width") for name, c in config.items()}
+
+
+def test_run_names_questions_and_tags_get_columns_that_hold_them(labelled: FixtureStore) -> None:
+    # Issue 31, item 8 and polish: "checkpoint-50…" could be either of two runs; "ook-again".
+    Store(labelled.url).annotate(labelled.query_episode, "look-again")
+    at = open_page("episodes/page.py", run=str(labelled.run_a))
+    rows = at.dataframe[0].value
+    widths = _column_widths(at)
+    longest_run = max(len(r) for r in rows["run"])
+    longest_question = max(len(q) for q in rows["question"])
+    assert isinstance(widths["run"], int) and widths["run"] >= 7 * longest_run
+    assert isinstance(widths["question"], int) and widths["question"] >= 7 * longest_question
+    assert isinstance(widths["tags"], int) and widths["tags"] >= 7 * len("look-again") + 16
