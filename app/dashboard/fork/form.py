@@ -33,7 +33,7 @@ class ForkForm:
     """A choice of `policy_choices`."""
     temperature: float
     checkpoint: str = ""
-    """The directory typed for `OTHER_CHECKPOINT`."""
+    """The directory typed for `OTHER_CHECKPOINT` (ignored for any other choice)."""
 
 
 def policy_choices(checkpoint_roots: Sequence[Path]) -> list[str]:
@@ -48,7 +48,10 @@ def fork_request(form: ForkForm, checkpoint_roots: Sequence[Path]) -> ForkReques
     errors: dict[str, str] = {}
     policy = ""
     try:
-        policy = resolve_policy(form_policy(form.policy, form.checkpoint), checkpoint_roots)
+        # The directory field counts for a typed checkpoint only: left filled in from an
+        # earlier choice, it must not turn another choice away.
+        typed = form.checkpoint if form.policy == OTHER_CHECKPOINT else ""
+        policy = resolve_policy(form_policy(form.policy, typed), checkpoint_roots)
     except LaunchError as exc:
         errors.update(exc.errors)
     if not 0.0 <= form.temperature <= MAX_TEMPERATURE:

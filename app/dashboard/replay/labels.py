@@ -5,6 +5,8 @@ Tags and notes are user text: they are shown as text or code, never as markdown 
 
 from __future__ import annotations
 
+import getpass
+
 import streamlit as st
 
 from app.dashboard import data
@@ -14,18 +16,27 @@ from storage.engine import StoreError
 from storage.read_models import Annotation, EpisodeDetail
 from storage.tagging import AnnotationError
 
-AUTHOR = "dashboard"
-"""Who a label added here is recorded as (the dashboard knows no login)."""
 _ERROR = "rp_label_error"
+_AUTHOR = "rp_label_author"
+
+
+def default_author() -> str:
+    """Who a label is recorded as until a person types a name: the dashboard's user (`$USER`);
+    the dashboard knows no login."""
+    try:
+        return getpass.getuser()
+    except (OSError, KeyError):  # no user name in the environment or the password database
+        return "anonymous"
 
 
 def _add(episode_id: int, shown: int) -> None:
     ss = st.session_state
     tag = ss.get("rp_label_tag") or ""
     step = shown if ss.get("rp_label_on_step") else None
+    author = (ss.get(_AUTHOR) or "").strip() or default_author()
     try:
         data.writer().annotate(
-            episode_id, tag, note=ss.get("rp_label_note") or None, step=step, author=AUTHOR
+            episode_id, tag, note=ss.get("rp_label_note") or None, step=step, author=author
         )
     except (AnnotationError, StoreError, RuntimeError) as exc:
         ss[_ERROR] = str(exc)
@@ -96,6 +107,9 @@ def show(detail: EpisodeDetail, step: int, writable: bool) -> None:
             help="A tag this run's episodes already carry, or a new one typed here.",
             key="rp_label_tag",
         )
+        if _AUTHOR not in st.session_state:
+            st.session_state[_AUTHOR] = default_author()
+        c1.text_input("Labelled by", key=_AUTHOR, help="Recorded with the label.")
         c1.checkbox(
             f"Only step {step}",
             key="rp_label_on_step",

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import streamlit as st
 
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_DATASET_ROOTS, ENV_READ_ONLY, ENV_STORE
 from storage.store import Store
@@ -15,6 +16,15 @@ from tests.app.dashboard_store import (
     build_comparison_store,
     build_fixture_store,
 )
+
+
+@pytest.fixture
+def fresh_cache() -> Iterator[None]:
+    """No cached read before or after the test: for a test that changes a cap a cached read
+    applies but is not keyed by."""
+    st.cache_data.clear()
+    yield
+    st.cache_data.clear()
 
 
 def serve_env(monkeypatch: pytest.MonkeyPatch, url: str) -> None:

@@ -70,7 +70,7 @@ def own_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def fill(at: AppTest, url: str, model: str, key_env: str, name: str) -> None:
-    at.selectbox[0].set_value(SERVER_OPTION)
+    at.selectbox[0].set_value(SERVER_OPTION).run()  # the server's fields show once it is chosen
     inputs = {t.label: t for t in at.text_input}
     inputs["Server URL"].set_value(url)
     inputs["Server model"].set_value(model)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import getpass
+
 import pytest
 from streamlit.testing.v1 import AppTest
 
@@ -48,7 +50,7 @@ def test_replay_labels_the_episode_and_removes_the_label(labelled: FixtureStore)
         "wrong-join",
         "joined on the wrong key",
         None,
-        "dashboard",
+        getpass.getuser(),  # the dashboard's user, never "dashboard" (issue 31, polish)
     )
     assert r"**wrong\-join** · episode" in texts(at)
     assert "joined on the wrong key" in [c.value for c in at.code]
@@ -104,3 +106,16 @@ def test_read_only_replay_shows_labels_without_any_writing_control(
     assert "Remove" not in labels and "Add label" not in labels
     assert not any(label.startswith("Continue from step") for label in labels)
     assert "Continue from this step with…" not in texts(at)
+
+
+def test_a_label_is_recorded_as_the_name_typed(labelled: FixtureStore) -> None:
+    # Issue 31, polish: every label was authored as "dashboard".
+    _seed_tag(labelled, "look-again")
+    at = open_page("replay/page.py", episode=str(labelled.query_episode))
+    assert at.text_input(key="rp_label_author").value == getpass.getuser()
+    at.selectbox(key="rp_label_tag").set_value("look-again")
+    at.text_input(key="rp_label_author").set_value("ada")
+    _submit(at, "Add label")
+    (made,) = Store(labelled.url).annotations(labelled.query_episode)
+    assert made.author == "ada"
+    assert "ada, " in texts(at)
