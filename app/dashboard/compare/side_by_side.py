@@ -259,5 +259,5 @@ def _steps(
                 elif step.action == "QUERY" or step.action == "ANSWER":
                     show_text(step.observation)  # the result the model read, as it read it
                 elif step.observation:
-                    with st.expander("what it saw"):
+                    with st.expander("observation"):
                         show_text(step.observation)

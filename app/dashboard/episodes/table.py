@@ -12,8 +12,8 @@ from app.dashboard.episodes import reads
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import EpisodeSummary, Page
 
-# Widths in the grid's 14 px font: about 7.5 px a character, padding around a cell and a chip.
-_CHAR_PX = 7.5
+# Widths in the grid's 14 px font: about 6.6 px a character, padding around a cell and a chip.
+_CHAR_PX = 6.6
 _CELL_PAD_PX = 24
 _CHIP_PAD_PX = 20
 _TAGS_LEAST_PX = 80
@@ -30,7 +30,8 @@ def opening() -> int | None:
 
 
 def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
-    # What a reader compares comes first; the long question text and answer last.
+    # What a reader compares first, then the question (whole, visible at 1400 px without
+    # scrolling sideways), then the flags and the answer.
     tags = reads.episode_tags(tuple(e.id for e in items))
     return pd.DataFrame(
         [
@@ -61,13 +62,13 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
             "reward",
             "steps",
             "class",
+            "question",
             "tags",
             "question id",
             "sample",
             "SQL error",
             "unparsed",
             "database",
-            "question",
             "answer",
             "seconds",
             "id",
@@ -107,6 +108,9 @@ def show(page: Page[EpisodeSummary]) -> None:
             ),
             "run": st.column_config.TextColumn(
                 width=text_width(rows["run"], least=80, most=_MOST_PX)
+            ),
+            "outcome": st.column_config.TextColumn(
+                width=text_width(rows["outcome"], least=60, most=_MOST_PX)
             ),
             "tags": st.column_config.ListColumn(width=_tags_width(rows["tags"])),
             "reward": st.column_config.NumberColumn(format="%.3f"),

@@ -117,7 +117,7 @@ def show(detail: EpisodeDetail, step: int) -> None:
             _problem("policy")
             st.text_input(
                 f"Checkpoint directory (for {OTHER_CHECKPOINT!r})",
-                placeholder="/models/ckpt-2000 or hf:/models/ckpt-2000",
+                placeholder="a folder with config.json, e.g. /models/ckpt-2000",
                 key="rp_fork_checkpoint",
             )
             _problem("checkpoint")
