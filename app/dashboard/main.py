@@ -14,8 +14,8 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.icon import PAGE_ICON
 from app.dashboard.settings import Settings
 
-# Navigation sits in the top bar, not a sidebar: a sidebar kept ~300 px of an 800 px window
-# and clipped the page's controls (issue 12, item 10); the top bar folds into a menu instead.
+# Navigation sits in the top bar, not a sidebar: a sidebar takes a good part of a narrow window
+# and clips the page's controls; the top bar folds into a menu instead.
 st.set_page_config(page_title="rollscope", page_icon=PAGE_ICON, layout="wide")
 
 

@@ -36,20 +36,34 @@ doc.addEventListener("keydown", P.__rollscopeKeys, true);
 
 # Streamlit pushes a history entry for every change of the query string. A change of only the
 # quiet parameters (a replay's step) replaces the current entry instead, so Back leaves the page
-# rather than walking every step; any other change still pushes.
+# rather than walking every step; any other change still pushes. The wrapper is installed by a
+# script element of the page itself: a function of this frame would die with the frame when
+# another page replaces it, and Streamlit's next navigation would call a dead function.
+_QUIET_WRAPPER = """(() => {
+  const H = window.history, push = H.pushState.bind(H);
+  const rest = (u) => {
+    const p = new URLSearchParams(u.search);
+    (window.__rollscopeQuiet || []).forEach((name) => p.delete(name));
+    return u.pathname + "?" + p.toString();
+  };
+  H.pushState = (state, title, url) => {
+    try {
+      const next = new URL(String(url), location.href);
+      if (rest(next) === rest(new URL(location.href))) return H.replaceState(state, title, url);
+    } catch (err) {}
+    return push(state, title, url);
+  };
+})();"""
+
 _QUIET_SCRIPT = """
-const P = window.parent, H = P.history, quiet = %s;
-const rest = (u) => {
-  const p = new URLSearchParams(u.search);
-  quiet.forEach((name) => p.delete(name));
-  return u.pathname + "?" + p.toString();
-};
-if (!P.__rollscopePush) P.__rollscopePush = H.pushState.bind(H);
-H.pushState = (state, title, url) => {
-  const next = new URL(String(url), P.location.href);
-  if (rest(next) === rest(new URL(P.location.href))) return H.replaceState(state, title, url);
-  return P.__rollscopePush(state, title, url);
-};
+const P = window.parent, doc = P.document;
+P.__rollscopeQuiet = P.JSON.parse(%s);  // made by the page: it outlives this frame
+if (!P.__rollscopeQuietWrapped) {
+  P.__rollscopeQuietWrapped = true;
+  const script = doc.createElement("script");
+  script.textContent = %s;
+  doc.head.appendChild(script);
+}
 """
 
 _COPY_SCRIPT = """
@@ -96,7 +110,9 @@ def page_tools(
     if keys:
         parts.append(f"<script>{{{_KEYS_SCRIPT % json.dumps(dict(keys))}}}</script>")
     if quiet:
-        parts.append(f"<script>{{{_QUIET_SCRIPT % json.dumps(list(quiet))}}}</script>")
+        names = json.dumps(json.dumps(list(quiet)))
+        script = _QUIET_SCRIPT % (names, json.dumps(_QUIET_WRAPPER))
+        parts.append(f"<script>{{{script}}}</script>")
     st.iframe("\n".join(parts), height=36 if copy_link else 1, width=120 if copy_link else 1)
 
 
@@ -115,7 +131,7 @@ def follow(key: str, token: str) -> None:
     """Click the page link inside the container keyed `key`, once per `token`.
 
     `st.switch_page` with query parameters leaves a history entry of the old page's path with
-    the new page's parameters (Streamlit 1.67), so browser Back lands on a wrong page; a page
+    the new page's parameters, so browser Back lands on a wrong page; a page
     link, clicked, makes exactly one entry.
     """
     script = _FOLLOW_SCRIPT % key

@@ -2,8 +2,8 @@
 
 A bound widget follows one rule (see `bind`): the URL seeds the widget only when the URL changed
 from outside (a link, a reload, browser Back), and only the widget's own change callback writes
-the URL. Seeding on every run and writing after the widget made Streamlit answer every other
-pick with the previous URL value (issue 12, bug 1). Nothing writes the URL while a page loads:
+the URL. Seeding on every run and writing after the widget makes Streamlit answer every other
+pick with the previous URL value. Nothing writes the URL while a page loads:
 each write is a browser history entry, and a write on load would trap browser Back on the page.
 """
 

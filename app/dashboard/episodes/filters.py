@@ -38,7 +38,7 @@ def show(run_names: dict[int, str]) -> None:
             placeholder="all runs",
             **_bound("ep_runs", known),
         )
-        # Short placeholders: at 800 px these columns are ~120 px wide ("Choose options" clipped).
+        # Short placeholders: in a narrow window these columns are too narrow for Streamlit's.
         c2.multiselect("Outcome", list(OUTCOMES), placeholder="any", **_bound("ep_outcomes", known))
         c2.multiselect(
             "Failure class",

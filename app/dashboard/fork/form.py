@@ -19,7 +19,8 @@ from app.dashboard.launch.form import (
     form_policy,
     resolve_policy,
 )
-from app.forks import ForkError, ForkRequest, queue_episode_fork
+from app.forks import ForkRequest, queue_episode_fork
+from rollout_core.errors import RollscopeError
 from storage.store import Store
 
 MAX_TEMPERATURE = 2.0
@@ -71,5 +72,5 @@ def queue_fork(
     request = fork_request(form, checkpoint_roots)
     try:
         return queue_episode_fork(store, episode_id, step, request)
-    except ForkError as exc:
+    except RollscopeError as exc:  # a ForkError, or the run's dataset gone from its path
         raise LaunchError(str(exc)) from None

@@ -127,3 +127,16 @@ def test_a_fork_with_a_checkpoint_outside_the_roots_is_refused_under_its_field(
     assert "outside the checkpoint roots" in shown
     assert "temperature must be between 0 and 2, got 3" in shown
     assert [r.id for r in Store(recorded.url).list_runs()] == [recorded.run_id]
+
+
+def test_a_fork_whose_dataset_is_gone_says_so_under_the_form(recorded: Recorded) -> None:
+    # Found on a copied store: the run's questions file was gone, and the form's callback
+    # raised instead of saying so.
+    spec = Store(recorded.url).get_run(recorded.run_id)
+    assert spec is not None
+    Path(str(spec.spec["questions_path"])).unlink()
+    at = open_page("replay/page.py", episode=str(recorded.source.summary.id), step="2")
+    at.selectbox(key="rp_fork_policy").set_value("oracle")
+    _submit(at, "Continue from step 2")
+    assert "questions file not found" in texts(at)
+    assert [r.id for r in Store(recorded.url).list_runs()] == [recorded.run_id]
