@@ -170,10 +170,11 @@ def _plan(
 
 
 def default_fork_name(source: str, label: str, policy: str) -> str:
-    """`<source>-fork-<label>-<policy or checkpoint>-<time>`."""
+    """`<source>-<label>-<policy or checkpoint>-<HHMMSS>`: short enough for a chart label; the
+    run's kind says it is a fork, its spec when it was made and what it continues."""
     name, arg = split_spec(policy)
     who = Path(arg).name if arg else name
-    return f"{source}-fork-{label}-{who}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return f"{source}-{label}-{who}-{time.strftime('%H%M%S')}"
 
 
 def fork_tasks(

@@ -1,41 +1,27 @@
-"""Cached Store reads for the pages: one Store per URL, small reads cached for a few seconds.
+"""What every page shares: the Store objects of this process, its settings, the one way a read
+is cached (`cached_read`), and the reads most pages make (runs, one run, one episode).
 
-Every cached read takes the store URL as a hashed argument, so two stores in one process (tests,
-a second dashboard) never share entries; the Store itself is passed as `_store` (not hashed).
+A feature's own reads live beside its page (`runs/reads.py`, `compare/reads.py`, ...).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 
 import streamlit as st
 
 from app.dashboard.settings import Settings, load_settings
-from storage.read_models import (
-    Annotation,
-    Distribution,
-    EpisodeDetail,
-    EpisodeFilter,
-    EpisodeSort,
-    EpisodeSummary,
-    Page,
-    QuestionComparison,
-    QuestionOutcomes,
-    RunSummary,
-    TagCount,
-)
-from storage.reads import TEXT_COUNT_CAP
+from storage.read_models import EpisodeDetail, RunSummary
 from storage.store import Store
 
-if TYPE_CHECKING:
-    from app.dashboard.episode_query import ListQuery
+P = ParamSpec("P")
+R = TypeVar("R")
 
-# Live data (runs in progress) goes stale fast; finished data barely changes.
-_LIVE_TTL = 2
-_TTL = 5
-COMPARE_QUESTION_CAP = 5000
-"""Most questions the Compare page lists with their text (its statistics cover them all)."""
+LIVE_TTL = 2
+"""Seconds a read of live data (runs in progress, labels) stays cached: it goes stale fast."""
+TTL = 5
+"""Seconds any other read stays cached: finished runs barely change."""
 
 
 def settings() -> Settings:
@@ -68,194 +54,75 @@ def writer() -> Store:
     return get_writer(current.store_url)
 
 
-@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
-def _list_runs(_store: Store, url: str, limit: int) -> list[RunSummary]:
-    return _store.list_runs(limit=limit)
+class CachedRead(Generic[P, R]):
+    """A Store read called without its Store; see `cached_read`."""
+
+    def __init__(self, read: Callable[Concatenate[Store, P], R], cached: Any) -> None:
+        self._cached = cached
+        self.__doc__ = read.__doc__
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        result: R = self._cached(store(), settings().store_url, *args, **kwargs)
+        return result
+
+    def clear(self) -> None:
+        """Drop every cached result of this read."""
+        self._cached.clear()
 
 
-def list_runs(limit: int = 200) -> list[RunSummary]:
-    """Runs newest first."""
-    return _list_runs(store(), settings().store_url, limit)
+_WRITTEN: list[CachedRead[..., Any]] = []
 
 
-def list_runs_uncached(limit: int = 200) -> list[RunSummary]:
-    """Runs newest first, read now, for the live Runs table."""
-    return store().list_runs(limit=limit)
+def cached_read(
+    ttl: float = TTL, *, max_entries: int | None = None, written: bool = False
+) -> Callable[[Callable[Concatenate[Store, P], R]], CachedRead[P, R]]:
+    """Cache `read(store, *args)`, called as `read(*args)` on this dashboard's store.
 
+    The cache is keyed by the store URL and the arguments (which must be hashable by
+    Streamlit); the Store itself is passed as `_store`, so it is not hashed, and two stores in
+    one process (tests, a second dashboard) never share entries. `written`: this process's
+    own writes (labels, launches, forks) change the result, so `clear()` drops it.
+    """
 
-@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
-def _get_run(_store: Store, url: str, run_id: int) -> RunSummary | None:
-    return _store.get_run(run_id)
+    def wrap(read: Callable[Concatenate[Store, P], R]) -> CachedRead[P, R]:
+        def keyed(_store: Store, url: str, *args: P.args, **kwargs: P.kwargs) -> R:
+            return read(_store, *args, **kwargs)
 
+        # Streamlit keys a cache by the function's module and qualified name: the read's own.
+        keyed.__module__, keyed.__qualname__ = read.__module__, read.__qualname__
+        cached = st.cache_data(ttl=ttl, max_entries=max_entries, show_spinner=False)(keyed)
+        found: CachedRead[P, R] = CachedRead(read, cached)
+        if written:
+            _WRITTEN.append(found)
+        return found
 
-def get_run(run_id: int) -> RunSummary | None:
-    """One run, or None when the id is unknown."""
-    return _get_run(store(), settings().store_url, run_id)
-
-
-def get_run_uncached(run_id: int) -> RunSummary | None:
-    """One run read now, for the live progress views."""
-    return store().get_run(run_id)
-
-
-@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
-def _list_episodes(
-    _store: Store,
-    url: str,
-    flt: EpisodeFilter,
-    sort: EpisodeSort,
-    descending: bool,
-    limit: int,
-    cursor: str | None,
-    with_total: bool,
-    total_cap: int | None,
-) -> Page[EpisodeSummary]:
-    return _store.list_episodes(
-        flt,
-        sort=sort,
-        descending=descending,
-        limit=limit,
-        cursor=cursor,
-        with_total=with_total,
-        total_cap=total_cap,
-    )
-
-
-def list_episodes(
-    flt: EpisodeFilter,
-    *,
-    sort: EpisodeSort = "id",
-    descending: bool = False,
-    limit: int = 50,
-    cursor: str | None = None,
-    with_total: bool = True,
-) -> Page[EpisodeSummary]:
-    """One page of episodes (with the total count of matches, unless told not to count; a text
-    search's counted up to `TEXT_COUNT_CAP`). ValueError for a cursor that is malformed or
-    belongs to another order."""
-    cap = TEXT_COUNT_CAP if flt.text else None
-    return _list_episodes(
-        store(), settings().store_url, flt, sort, descending, limit, cursor, with_total, cap
-    )
-
-
-def list_page(query: ListQuery, *, with_total: bool = True) -> Page[EpisodeSummary]:
-    """The page of episodes an Episodes list query names (Episodes shows it; Replay walks it)."""
-    return list_episodes(
-        query.flt,
-        sort=query.sort,
-        descending=query.descending,
-        limit=query.size,
-        cursor=query.cursor,
-        with_total=with_total,
-    )
-
-
-@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
-def _get_episode(_store: Store, url: str, episode_id: int) -> EpisodeDetail | None:
-    return _store.get_episode(episode_id)
-
-
-def get_episode(episode_id: int) -> EpisodeDetail | None:
-    """One episode with its steps, or None when the id is unknown."""
-    return _get_episode(store(), settings().store_url, episode_id)
-
-
-@st.cache_data(ttl=_TTL, show_spinner=False)
-def _run_distributions(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[Distribution]:
-    return _store.run_distributions(run_ids)
-
-
-def run_distributions(run_ids: Sequence[int]) -> list[Distribution]:
-    """Action mix and histograms of each run."""
-    return _run_distributions(store(), settings().store_url, tuple(run_ids))
-
-
-@st.cache_data(ttl=_TTL, show_spinner=False)
-def _compare_all(
-    _store: Store, url: str, run_ids: tuple[int, ...], cap: int
-) -> tuple[list[QuestionComparison], bool]:
-    items: list[QuestionComparison] = []
-    cursor: str | None = None
-    while len(items) < cap:
-        page = _store.compare_runs(
-            run_ids, limit=min(500, cap - len(items)), cursor=cursor, with_episode_ids=False
-        )
-        items.extend(page.items)
-        cursor = page.next_cursor
-        if cursor is None:
-            return items, False
-    return items, True
-
-
-def compare_all(run_ids: Sequence[int]) -> tuple[list[QuestionComparison], bool]:
-    """Per-question results of the runs (up to the cap) and whether the cap cut them short;
-    counts only: `compare_question` has one question's episodes."""
-    return _compare_all(store(), settings().store_url, tuple(run_ids), COMPARE_QUESTION_CAP)
-
-
-@st.cache_data(ttl=_TTL, show_spinner=False)
-def _compare_question(
-    _store: Store, url: str, run_ids: tuple[int, ...], question_id: str
-) -> QuestionComparison | None:
-    return _store.compare_question(run_ids, question_id)
-
-
-def compare_question(run_ids: Sequence[int], question_id: str) -> QuestionComparison | None:
-    """One question's results in each run, with its episodes' ids."""
-    return _compare_question(store(), settings().store_url, tuple(run_ids), question_id)
-
-
-@st.cache_data(ttl=_TTL, show_spinner=False)
-def _compare_outcomes(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[QuestionOutcomes]:
-    return _store.compare_outcomes(run_ids)
-
-
-def compare_outcomes(run_ids: Sequence[int]) -> list[QuestionOutcomes]:
-    """Episode and correct counts of the runs on every question they finished."""
-    return _compare_outcomes(store(), settings().store_url, tuple(run_ids))
-
-
-@st.cache_data(ttl=_TTL, show_spinner=False)
-def _db_ids(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[str]:
-    return _store.list_db_ids(run_ids)
-
-
-def db_ids(run_ids: Sequence[int] = ()) -> list[str]:
-    """Database names played in the runs (all runs when none given)."""
-    return _db_ids(store(), settings().store_url, tuple(run_ids))
-
-
-@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
-def _tag_counts(_store: Store, url: str, run_ids: tuple[int, ...]) -> list[TagCount]:
-    return _store.annotation_tags(run_ids)
-
-
-def tag_counts(run_ids: Sequence[int] = ()) -> list[TagCount]:
-    """Tags on the runs' episodes (every run's when none given), most used first."""
-    return _tag_counts(store(), settings().store_url, tuple(run_ids))
-
-
-@st.cache_data(ttl=_LIVE_TTL, show_spinner=False)
-def _episode_tags(_store: Store, url: str, episode_ids: tuple[int, ...]) -> dict[int, list[str]]:
-    found = _store.annotations_of(episode_ids)
-    return {i: sorted({a.tag for a in notes}) for i, notes in found.items()}
-
-
-def episode_tags(episode_ids: Sequence[int]) -> dict[int, list[str]]:
-    """The distinct tags on each episode (on it or its steps), for a page of the list."""
-    return _episode_tags(store(), settings().store_url, tuple(episode_ids))
-
-
-def episode_annotations(episode_id: int) -> list[Annotation]:
-    """An episode's tags and notes read now (Replay shows a label the moment it is added)."""
-    return store().annotations(episode_id)
+    return wrap
 
 
 def clear() -> None:
-    """Drop cached reads, after this process wrote to the store."""
-    _list_runs.clear()
-    _get_run.clear()
-    _list_episodes.clear()
-    _tag_counts.clear()
-    _episode_tags.clear()
+    """Drop the cached reads this process's writes change, after it wrote to the store."""
+    for read in _WRITTEN:
+        read.clear()
+
+
+@cached_read(LIVE_TTL, written=True)
+def list_runs(store: Store, limit: int = 200) -> list[RunSummary]:
+    """Runs newest first."""
+    return store.list_runs(limit=limit)
+
+
+@cached_read(LIVE_TTL, written=True)
+def get_run(store: Store, run_id: int) -> RunSummary | None:
+    """One run, or None when the id is unknown."""
+    return store.get_run(run_id)
+
+
+def get_run_uncached(run_id: int) -> RunSummary | None:
+    """One run read now, for a live progress view (the Training page follows a running run)."""
+    return store().get_run(run_id)
+
+
+@cached_read(LIVE_TTL)
+def get_episode(store: Store, episode_id: int) -> EpisodeDetail | None:
+    """One episode with its steps, or None when the id is unknown."""
+    return store.get_episode(episode_id)

@@ -5,6 +5,8 @@ Pages come from the route table in `components/nav.py`; add a page there.
 
 from __future__ import annotations
 
+from urllib.parse import urlparse
+
 import streamlit as st
 
 from app.dashboard import data
@@ -12,8 +14,8 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.icon import PAGE_ICON
 from app.dashboard.settings import Settings
 
-# Navigation sits in the top bar, not a sidebar: a sidebar kept ~300 px of an 800 px window
-# and clipped the page's controls (issue 12, item 10); the top bar folds into a menu instead.
+# Navigation sits in the top bar, not a sidebar: a sidebar takes a good part of a narrow window
+# and clips the page's controls; the top bar folds into a menu instead.
 st.set_page_config(page_title="rollscope", page_icon=PAGE_ICON, layout="wide")
 
 
@@ -39,7 +41,23 @@ def pages(settings: Settings) -> list[st.Page]:
     return out
 
 
+def missing_page(url: str | None, known: set[str]) -> str | None:
+    """The path of a URL that names no page of this dashboard (Streamlit then runs the first
+    page), or None; `url` as `st.context.url` gives it, `known` the pages' URL paths."""
+    if not url:
+        return None
+    path = urlparse(url).path.strip("/")
+    base = str(st.get_option("server.baseUrlPath") or "").strip("/")
+    if base and (path == base or path.startswith(base + "/")):
+        path = path[len(base) :].strip("/")
+    return path if path and path not in known else None
+
+
 _settings = data.settings()
-page = st.navigation(pages(_settings), position="top")
+_pages = pages(_settings)
+page = st.navigation(_pages, position="top")
 params.clear_notices()
+_known = {p.url_path for p in _pages} | {nav.ROUTES[0].url_path}  # the default's own path
+if (missing := missing_page(st.context.url, _known)) is not None:
+    params.notice(f"There is no page /{missing} in this dashboard; this is {page.title}.")
 page.run()

@@ -227,8 +227,8 @@ def test_a_fork_whose_source_is_deleted_fails_in_one_line(
 def test_queueing_a_fork_writes_one_queued_run_or_nothing(
     recorded: tuple[Store, int, Path], tmp_path: Path
 ) -> None:
-    from app.dashboard.fork_launch import ForkForm, queue_fork
-    from app.dashboard.launch import LaunchError
+    from app.dashboard.fork.form import ForkForm, queue_fork
+    from app.dashboard.launch.form import LaunchError
 
     store, run_id, _ = recorded
     source = next(d for d in _details(store, run_id) if len(d.steps) >= 2)
@@ -246,3 +246,26 @@ def test_queueing_a_fork_writes_one_queued_run_or_nothing(
     with pytest.raises(LaunchError, match="between 1 and"):
         queue_fork(store, source.summary.id, 99, ForkForm("oracle", 0.0), [tmp_path])
     assert [r.id for r in store.list_runs()] == before  # refusals wrote nothing
+
+
+def test_a_default_fork_name_is_short_and_says_what_it_continues() -> None:
+    # Issue 31, item 4: `checkpoint-100-train-fork-ep640-step2-oracle-20261202-224513`.
+    from app.forks import default_fork_name
+
+    name = default_fork_name("checkpoint-100-train", "ep640-step2", "oracle")
+    assert name.startswith("checkpoint-100-train-ep640-step2-oracle-")
+    assert len(name) <= len("checkpoint-100-train-ep640-step2-oracle-") + 6
+    assert default_fork_name("ckpt", "first-error", "hf:/models/run/ckpt-9").startswith(
+        "ckpt-first-error-ckpt-9-"
+    )
+
+
+def test_the_fork_form_ignores_a_directory_left_typed_for_another_choice() -> None:
+    # Issue 31, polish: oracle was refused because a path was still in the directory field.
+    from app.dashboard.fork.form import ForkForm, fork_request
+    from app.dashboard.launch.form import OTHER_CHECKPOINT, LaunchError
+
+    request = fork_request(ForkForm("oracle", 0.0, checkpoint="/models/x"), ())
+    assert request.policy == "oracle"
+    with pytest.raises(LaunchError, match="no checkpoint roots configured"):
+        fork_request(ForkForm(OTHER_CHECKPOINT, 0.0, checkpoint="/models/x"), ())

@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlparse
 import pyarrow.parquet as pq
 import pytest
 
-from tests.browser.conftest import Dashboard
-from tests.browser.ui import table_rows, wait_idle, wait_shown
+from tests.browser.conftest import Dashboard, open_page
+from tests.browser.ui import pick, table_rows, wait_idle, wait_shown
 
 pytestmark = pytest.mark.browser
 
@@ -93,12 +93,15 @@ def test_launch_says_why_under_the_field(dashboard: Dashboard, page: Any) -> Non
     page.goto(dashboard.url("/launch"))
     page.get_by_role("textbox", name="Run name").wait_for()
     wait_idle(page)
+    pick(page, "Policy / checkpoint", "other checkpoint directory")
+    page.get_by_role("textbox", name=re.compile("Checkpoint directory")).wait_for()
+    wait_idle(page)
     page.get_by_role("spinbutton", name=re.compile("Step budget")).fill("99")
     page.get_by_role("textbox", name=re.compile("Checkpoint directory")).fill("hf:/models/ckpt-1")
     page.get_by_role("textbox", name="Run name").fill("too-long-a-budget")
     page.get_by_role("button", name=re.compile("Launch")).click()
     page.get_by_text("step budget must be between 1 and 50, got 99").wait_for()
-    page.get_by_text("oracle takes no checkpoint directory").wait_for()
+    page.get_by_text("no checkpoint roots configured").wait_for()
     wait_idle(page)
     # Both boxes in one frame: measured one call apart, a scroll or a late redraw between the
     # calls moved one and not the other.
@@ -112,3 +115,66 @@ def test_launch_says_why_under_the_field(dashboard: Dashboard, page: Any) -> Non
     )
     assert 0 < below < 120  # right under the field
     page.get_by_text("Not launched: 2 fields to fix").wait_for()
+
+
+def _compare_order(page: Any) -> list[str]:
+    link = page.get_by_role("link", name="Compare these 2 runs")
+    link.wait_for()
+    return parse_qs(urlparse(link.get_attribute("href") or "").query)["run"]
+
+
+def test_the_run_ticked_first_is_the_baseline(dashboard: Dashboard, chromium: Any) -> None:
+    # Issue 31, item 5: the Compare link took table order, newest first, so the newer run was A.
+    fx = dashboard.store
+    name = {fx.run_a: "ckpt-1000", fx.run_b: "ckpt-2000"}
+    for first, second in ((fx.run_a, fx.run_b), (fx.run_b, fx.run_a)):
+        with open_page(chromium) as page:
+            page.goto(dashboard.url("/runs"))
+            page.get_by_text("Select runs in the table").wait_for()
+            wait_idle(page)
+            grid = page.locator("[data-testid='stDataFrame']").first
+            names = [row[1] for row in table_rows(page)]
+            for run_id in (first, second):
+                _tick_row(page, grid, next(i for i, n in enumerate(names) if name[run_id] in n))
+                wait_idle(page)
+            page.get_by_text("Charts of the 2 selected runs.").wait_for()
+            assert _compare_order(page) == [str(first), str(second)]
+
+
+_RED = """(root) => [root, ...root.querySelectorAll("*")].flatMap((el) => {
+  const css = getComputedStyle(el);
+  return [css.color, css.backgroundColor, css.borderTopColor, css.fill];
+}).filter((c) => {
+  const m = /rgba?\\((\\d+), (\\d+), (\\d+)/.exec(c || "");
+  return m && +m[1] > 150 && +m[2] < 100 && +m[3] < 100;
+})"""
+
+
+def test_red_is_for_errors_only(dashboard: Dashboard, page: Any) -> None:
+    # Issue 31, polish: Streamlit's red accent filled progress bars, the selected step and
+    # the runs picked in a filter.
+    fx = dashboard.store
+    page.goto(dashboard.url("/runs"))
+    bar = page.locator("[data-testid='stProgress']").first  # the running ckpt-3000
+    bar.wait_for()
+    wait_idle(page)
+    assert bar.evaluate(_RED) == []
+    page.goto(dashboard.url(f"/replay?episode={fx.query_episode}&step=2"))
+    page.get_by_role("heading", name="Step 2 of 3: QUERY").wait_for()
+    wait_idle(page)
+    assert page.get_by_role("radiogroup", name="Steps").evaluate(_RED) == []
+    page.goto(dashboard.url(f"/episodes?run={fx.run_a}"))
+    picked = page.locator("[data-testid='stMultiSelect']", has_text="ckpt-1000").first
+    picked.wait_for()
+    wait_idle(page)
+    assert picked.evaluate(_RED) == []
+
+
+def test_a_link_to_no_page_says_so(dashboard: Dashboard, page: Any) -> None:
+    # Issue 31, polish: /nonexistent silently showed Runs.
+    page.goto(dashboard.url("/nonexistent"))
+    page.get_by_text("There is no page /nonexistent in this dashboard; this is Runs.").wait_for()
+    page.goto(dashboard.url("/runs"))
+    page.get_by_role("heading", name="Runs").wait_for()
+    wait_idle(page)
+    assert page.get_by_text("There is no page").count() == 0

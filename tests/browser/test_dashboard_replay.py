@@ -68,3 +68,33 @@ def test_a_step_is_readable_at_900_px_without_scrolling(
         assert not chart.is_visible()  # folded until asked for
         page.locator("[data-testid='stExpander']", has_text="Reward per step").click()
         chart.wait_for()
+
+
+def test_play_walks_the_steps_and_stops_at_the_last(dashboard: Dashboard, page: Any) -> None:
+    # Issue 31, item 1: Play turned into Pause and the page stayed on step 1.
+    page.goto(dashboard.url(f"/replay?episode={dashboard.store.query_episode}"))
+    page.get_by_role("heading", name="Step 1 of 3: DESCRIBE").wait_for()
+    wait_idle(page)
+    page.get_by_role("button", name=re.compile("Play")).click()
+    page.get_by_role("heading", name="Step 2 of 3: QUERY").wait_for(timeout=30_000)
+    page.get_by_role("heading", name="Step 3 of 3: ANSWER").wait_for(timeout=30_000)
+    # At the last step playing stops: the button reads Play again and the link names the step.
+    page.get_by_role("button", name=re.compile("Play")).wait_for(timeout=30_000)
+    page.wait_for_url(re.compile(r"step=3(&|$)"))
+
+
+def test_browser_back_leaves_replay_in_one_step(dashboard: Dashboard, page: Any) -> None:
+    # Issue 31, item 11: Back walked through every step before it reached the list.
+    fx = dashboard.store
+    page.goto(dashboard.url(f"/episodes?run={fx.run_a}"))
+    page.get_by_role("heading", name="Episodes").wait_for()
+    wait_idle(page)
+    page.goto(dashboard.url(f"/replay?episode={fx.query_episode}"))
+    page.get_by_role("heading", name="Step 1 of 3: DESCRIBE").wait_for()
+    wait_idle(page)
+    for n, action in ((2, "QUERY"), (3, "ANSWER")):
+        page.get_by_role("button", name=re.compile(r"Next$")).click()
+        _at_step(page, n, action)
+    page.go_back()
+    page.wait_for_url(re.compile(r"/episodes\?"))
+    page.get_by_role("heading", name="Episodes").wait_for()

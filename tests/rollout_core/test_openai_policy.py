@@ -381,7 +381,7 @@ def test_endpoint_settings_round_trip_through_the_stored_spec() -> None:
 def test_importing_the_policies_imports_no_client_or_engine() -> None:
     code = (
         "import sys, rollout_core.specs, rollout_core.policies.registry, "
-        "rollout_core.policies.openai, rollout_core.policies.vllm, app.dashboard.launch\n"
+        "rollout_core.policies.openai, rollout_core.policies.vllm, app.dashboard.launch.form\n"
         "print(sorted(m for m in ('openai', 'vllm', 'torch', 'httpx2') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -1,11 +1,11 @@
 """Things Streamlit has no command for, done by a few lines of script in a same-origin iframe (no
-library, nothing fetched): a "Copy link" button, keys that click buttons of the page, and
-following a page link from a script."""
+library, nothing fetched): a "Copy link" button, keys that click buttons of the page, quiet
+query parameters that browser Back skips, and following a page link from a script."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import streamlit as st
 
@@ -32,6 +32,38 @@ P.__rollscopeKeys = (e) => {
 };
 // Capture phase: before a focused chip's own arrow handling moves the focus instead.
 doc.addEventListener("keydown", P.__rollscopeKeys, true);
+"""
+
+# Streamlit pushes a history entry for every change of the query string. A change of only the
+# quiet parameters (a replay's step) replaces the current entry instead, so Back leaves the page
+# rather than walking every step; any other change still pushes. The wrapper is installed by a
+# script element of the page itself: a function of this frame would die with the frame when
+# another page replaces it, and Streamlit's next navigation would call a dead function.
+_QUIET_WRAPPER = """(() => {
+  const H = window.history, push = H.pushState.bind(H);
+  const rest = (u) => {
+    const p = new URLSearchParams(u.search);
+    (window.__rollscopeQuiet || []).forEach((name) => p.delete(name));
+    return u.pathname + "?" + p.toString();
+  };
+  H.pushState = (state, title, url) => {
+    try {
+      const next = new URL(String(url), location.href);
+      if (rest(next) === rest(new URL(location.href))) return H.replaceState(state, title, url);
+    } catch (err) {}
+    return push(state, title, url);
+  };
+})();"""
+
+_QUIET_SCRIPT = """
+const P = window.parent, doc = P.document;
+P.__rollscopeQuiet = P.JSON.parse(%s);  // made by the page: it outlives this frame
+if (!P.__rollscopeQuietWrapped) {
+  P.__rollscopeQuietWrapped = true;
+  const script = doc.createElement("script");
+  script.textContent = %s;
+  doc.head.appendChild(script);
+}
 """
 
 _COPY_SCRIPT = """
@@ -61,15 +93,26 @@ button:hover { border-color: #ff4b4b; color: #ff4b4b; }
 """
 
 
-def page_tools(*, copy_link: bool = True, keys: Mapping[str, str] | None = None) -> None:
+def page_tools(
+    *,
+    copy_link: bool = True,
+    keys: Mapping[str, str] | None = None,
+    quiet: Sequence[str] = (),
+) -> None:
     """A "Copy link" button (the page's URL, which holds its whole state) and, optionally,
-    keyboard shortcuts: `keys` maps a key name (`ArrowLeft`, `j`) to a button's widget key."""
+    keyboard shortcuts (`keys` maps a key name, `ArrowLeft` or `j`, to a button's widget key)
+    and quiet query parameters (a change of only these makes no browser history entry)."""
     parts = [f"<style>{_STYLE}</style>"]
     if copy_link:
         parts.append('<button id="copy" title="Copy this page\'s link">Copy link</button>')
         parts.append(f"<script>{_COPY_SCRIPT}</script>")
+    # Each script in a block of its own: the scripts of one frame share their top-level names.
     if keys:
-        parts.append(f"<script>{_KEYS_SCRIPT % json.dumps(dict(keys))}</script>")
+        parts.append(f"<script>{{{_KEYS_SCRIPT % json.dumps(dict(keys))}}}</script>")
+    if quiet:
+        names = json.dumps(json.dumps(list(quiet)))
+        script = _QUIET_SCRIPT % (names, json.dumps(_QUIET_WRAPPER))
+        parts.append(f"<script>{{{script}}}</script>")
     st.iframe("\n".join(parts), height=36 if copy_link else 1, width=120 if copy_link else 1)
 
 
@@ -88,7 +131,7 @@ def follow(key: str, token: str) -> None:
     """Click the page link inside the container keyed `key`, once per `token`.
 
     `st.switch_page` with query parameters leaves a history entry of the old page's path with
-    the new page's parameters (Streamlit 1.67), so browser Back lands on a wrong page; a page
+    the new page's parameters, so browser Back lands on a wrong page; a page
     link, clicked, makes exactly one entry.
     """
     script = _FOLLOW_SCRIPT % key

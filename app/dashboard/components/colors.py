@@ -40,7 +40,27 @@ def swatch(run_id: int) -> str:
     return f':color[●]{{foreground="{run_color(run_id)}"}}'
 
 
+NAME_CHARS = 28
+"""Characters of a run name a chart label keeps; the full name shows on hover."""
+
+
+def short_name(name: str, limit: int = NAME_CHARS) -> str:
+    """A run name cut in the middle to `limit` characters: both ends tell runs apart
+    (`checkpoint-100-tr…-224513`)."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2 + (limit - 1) % 2
+    return f"{name[:head]}…{name[len(name) - (limit - 1 - head) :]}"
+
+
 def plot_label(run_id: int, name: str) -> str:
-    """A run's axis or legend label in a Plotly figure: the name escaped (Plotly reads a subset
-    of HTML in labels, and a run name is user text), after a dot in the run's colour."""
-    return f'<span style="color:{run_color(run_id)}">●</span> {html.escape(name)} #{run_id}'
+    """A run's axis or legend label in a Plotly figure: the name (cut to `NAME_CHARS`) escaped
+    (Plotly reads a subset of HTML in labels, and a run name is user text), after a dot in the
+    run's colour."""
+    dot = f'<span style="color:{run_color(run_id)}">●</span>'
+    return f"{dot} {html.escape(short_name(name))} #{run_id}"
+
+
+def hover_name(run_id: int, name: str) -> str:
+    """A run's full name and id for a chart's hover text, escaped as `plot_label` is."""
+    return f"{html.escape(name)} #{run_id}"

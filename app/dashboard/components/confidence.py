@@ -9,6 +9,9 @@ from plotly.subplots import make_subplots
 
 from storage.read_models import StoredStep
 
+_UNCOLORED = "#737373"
+"""A line whose run was not given: never a colour by position, which would read as a run."""
+
 
 def has_confidence(steps: Sequence[StoredStep]) -> bool:
     """Whether any step recorded its tokens' log-probabilities or entropies."""
@@ -16,10 +19,14 @@ def has_confidence(steps: Sequence[StoredStep]) -> bool:
 
 
 def confidence_chart(
-    episodes: Sequence[tuple[str, Sequence[StoredStep]]], current: int | None = None
+    episodes: Sequence[tuple[str, Sequence[StoredStep]]],
+    current: int | None = None,
+    *,
+    colors: Sequence[str] = (),
 ) -> go.Figure:
     """Mean log-prob (top) and mean entropy (bottom) per step, one line per episode; steps
-    without recorded tokens are gaps."""
+    without recorded tokens are gaps. `colors`: each episode's line colour, its run's
+    (`colors.run_color`); without them every line is grey, told apart by its legend."""
     fig = make_subplots(
         rows=2,
         cols=1,
@@ -27,10 +34,9 @@ def confidence_chart(
         vertical_spacing=0.08,
         subplot_titles=("mean token log-probability", "mean token entropy (nats)"),
     )
-    palette = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
     for i, (name, steps) in enumerate(episodes):
         xs = [s.step_no for s in steps]
-        color = palette[i % len(palette)]
+        color = colors[i] if i < len(colors) else _UNCOLORED
         fig.add_scatter(
             x=xs,
             y=[s.mean_logprob for s in steps],

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RUNS = "views/runs.py"
-EPISODES = "views/episodes.py"
-REPLAY = "views/replay.py"
-COMPARE = "views/compare.py"
-LAUNCH = "views/launch.py"
-TRAINING = "views/training.py"
-GROUPS = "views/groups.py"
-MAP = "views/checkpoint_map.py"
+RUNS = "runs/page.py"
+EPISODES = "episodes/page.py"
+REPLAY = "replay/page.py"
+COMPARE = "compare/page.py"
+LAUNCH = "launch/page.py"
+TRAINING = "training/page.py"
+GROUPS = "groups/page.py"
+MAP = "question_map/page.py"
 
 
 @dataclass(frozen=True, slots=True)

@@ -2,8 +2,8 @@
 
 A bound widget follows one rule (see `bind`): the URL seeds the widget only when the URL changed
 from outside (a link, a reload, browser Back), and only the widget's own change callback writes
-the URL. Seeding on every run and writing after the widget made Streamlit answer every other
-pick with the previous URL value (issue 12, bug 1). Nothing writes the URL while a page loads:
+the URL. Seeding on every run and writing after the widget makes Streamlit answer every other
+pick with the previous URL value. Nothing writes the URL while a page loads:
 each write is a browser history entry, and a write on load would trap browser Back on the page.
 """
 
@@ -171,6 +171,7 @@ def ids(name: str, known: Collection[int], what: str = "run") -> Codec[list[int]
 def choice(name: str, options: Sequence[T], default: T, what: str) -> Codec[T]:
     """One value out of `options` (compared as text); anything else notes and falls back."""
     by_text = {str(o): o for o in options}
+    shown = _listed(list(options))
 
     def parse(values: list[str]) -> tuple[T, list[str]]:
         given = [v.strip() for v in values if v.strip()]
@@ -178,12 +179,20 @@ def choice(name: str, options: Sequence[T], default: T, what: str) -> Codec[T]:
             return default, []
         if given[-1] in by_text:
             return by_text[given[-1]], []
-        shown = ", ".join(by_text) if len(by_text) <= 8 else f"{len(by_text)} choices"
         return default, [
             f"{name}={given[-1]!r} in the link is not {what} ({shown}); showing {default}."
         ]
 
     return Codec(parse, lambda value: [] if value == default else [str(value)])
+
+
+def _listed(options: Sequence[object]) -> str:
+    """The options a notice names: `1-12` for a run of whole numbers, else a few by name."""
+    if len(options) > 2 and all(isinstance(o, int) for o in options):
+        numbers = [int(str(o)) for o in options]
+        if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+            return f"{numbers[0]}-{numbers[-1]}"
+    return ", ".join(map(str, options)) if len(options) <= 8 else f"{len(options)} choices"
 
 
 def choices(name: str, options: Sequence[str], what: str) -> Codec[list[str]]:

@@ -7,7 +7,7 @@ import pytest
 
 from rollout_core.failure_classes import FAILURE_LABELS
 from tests.app.analysis_store import AnalysisStore
-from tests.app.test_dashboard_pages import open_page
+from tests.app.dashboard.apptest import open_page
 
 
 def test_runs_chart_the_failure_mix(fx: AnalysisStore) -> None:
@@ -18,7 +18,7 @@ def test_runs_chart_the_failure_mix(fx: AnalysisStore) -> None:
 
 
 def test_episodes_filter_by_failure_class_from_the_url(fx: AnalysisStore) -> None:
-    at = open_page("views/episodes.py", run=str(fx.runs["ckpt-100"]), **{"class": "action_loop"})
+    at = open_page("episodes/page.py", run=str(fx.runs["ckpt-100"]), **{"class": "action_loop"})
     table = at.dataframe[0].value
     assert len(table) == 5 and set(table["class"]) == {FAILURE_LABELS["action_loop"]}
     at.multiselect[2].set_value(["unparsed", "sql_errors"]).run()
@@ -30,7 +30,7 @@ def test_episodes_filter_by_failure_class_from_the_url(fx: AnalysisStore) -> Non
 
 def test_compare_shows_how_the_mix_moved_and_each_sides_confidence(fx: AnalysisStore) -> None:
     a, b = fx.runs["ckpt-100"], fx.runs["ckpt-200"]
-    at = open_page("views/compare.py", run=[str(a), str(b)], question="q-count")
+    at = open_page("compare/page.py", run=[str(a), str(b)], question="q-count")
     shift = next(df.value for df in at.dataframe if "change (points)" in df.value.columns)
     by_class = shift.set_index("class")
     assert by_class.loc["correct", "ckpt-100 episodes"] == 10

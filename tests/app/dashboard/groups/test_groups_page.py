@@ -15,7 +15,7 @@ from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupKey
 from storage.store import Store
 from tests.app.analysis_store import HOSTILE_OUTPUT, AnalysisStore
-from tests.app.test_dashboard_pages import open_page, texts
+from tests.app.dashboard.apptest import open_page, texts
 from tests.storage.store_builders import spec
 from tests.storage.test_training_store import play_group
 
@@ -25,7 +25,7 @@ def _metrics(at: AppTest) -> dict[str, str]:
 
 
 def test_groups_overview_sorts_questions_by_variance_and_counts_signal(fx: AnalysisStore) -> None:
-    at = open_page("views/groups.py", run=str(fx.runs["ckpt-100"]))
+    at = open_page("groups/page.py", run=str(fx.runs["ckpt-100"]))
     metrics = _metrics(at)
     assert metrics["groups"] == "6" and metrics["correctness signal"] == "4 (66.7%)"
     assert (metrics["all correct"], metrics["no correct sample"]) == ("1", "1")
@@ -48,7 +48,7 @@ def test_groups_overview_sorts_questions_by_variance_and_counts_signal(fx: Analy
 
 def test_a_group_shows_its_samples_rewards_advantages_and_steps(fx: AnalysisStore) -> None:
     run_id = fx.runs["ckpt-100"]
-    at = open_page("views/groups.py", run=str(run_id), question="q-france")
+    at = open_page("groups/page.py", run=str(run_id), question="q-france")
     group = Store(fx.url, read_only=True).get_group(run_id, GroupKey("q-france"))
     assert group is not None
     members = at.dataframe[0].value
@@ -78,15 +78,15 @@ def test_a_group_shows_its_samples_rewards_advantages_and_steps(fx: AnalysisStor
 
 
 def test_a_zero_variance_group_is_flagged(fx: AnalysisStore) -> None:
-    at = open_page("views/groups.py", run=str(fx.runs["ckpt-100"]), question="q-oldest")
+    at = open_page("groups/page.py", run=str(fx.runs["ckpt-100"]), question="q-oldest")
     assert "Zero reward variance" in texts(at)
     assert list(at.dataframe[0].value["advantage"]) == [0.0] * 4
 
 
 def test_groups_of_an_unknown_question_or_a_run_without_samples(fx: AnalysisStore) -> None:
-    at = open_page("views/groups.py", run=str(fx.runs["ckpt-100"]), question="q-nope")
+    at = open_page("groups/page.py", run=str(fx.runs["ckpt-100"]), question="q-nope")
     assert "no finished episode of question q-nope" in at.warning[0].value
-    at = open_page("views/groups.py", run="999")
+    at = open_page("groups/page.py", run="999")
     assert "run='999' in the link is not a run in this store" in at.warning[0].value
 
 
@@ -94,7 +94,7 @@ def test_the_group_chart_draws_every_sample_in_its_runs_colour(fx: AnalysisStore
     from app.dashboard.components.colors import run_color
 
     run_id = fx.runs["ckpt-200"]
-    at = open_page("views/groups.py", run=str(run_id), question="q-france")
+    at = open_page("groups/page.py", run=str(run_id), question="q-france")
     [chart] = [c for c in at.get("plotly_chart") if "Confidence per step" in c.proto.spec]
     traces = json.loads(chart.proto.spec)["data"]
     assert {t["line"]["color"] for t in traces} == {run_color(run_id)}
@@ -119,8 +119,8 @@ def test_table_links_are_open_buttons_that_navigate_in_place(fx: AnalysisStore) 
     # button that navigates in place.
     run_id = str(fx.runs["ckpt-100"])
     overview, group = (
-        open_page("views/groups.py", run=run_id),
-        open_page("views/groups.py", run=run_id, question="q-france"),
+        open_page("groups/page.py", run=run_id),
+        open_page("groups/page.py", run=run_id, question="q-france"),
     )
     for at in (overview, group):
         first = _column_types(at)[0]
@@ -148,7 +148,7 @@ def training_run(tmp_path: Path, serve_store: Callable[[str], None]) -> tuple[st
 
 def test_a_training_runs_groups_are_a_question_at_a_step(training_run: tuple[str, int]) -> None:
     _, run_id = training_run
-    at = open_page("views/groups.py", run=str(run_id))
+    at = open_page("groups/page.py", run=str(run_id))
     metrics = _metrics(at)
     # Pooled over the run, q1's six samples were one group with signal: 2 of 2.
     assert metrics["groups"] == "3" and metrics["correctness signal"] == "1 (33.3%)"
@@ -158,7 +158,7 @@ def test_a_training_runs_groups_are_a_question_at_a_step(training_run: tuple[str
     ]  # fmt: skip
     assert "Groups by reward variance" in [h.value for h in at.subheader]
 
-    at = open_page("views/groups.py", run=str(run_id), question="q1", group="1")
+    at = open_page("groups/page.py", run=str(run_id), question="q1", group="1")
     assert "Question q1, training step 1" in [h.value for h in at.subheader]
     assert list(at.dataframe[0].value["sample"]) == [3, 4, 5]
     assert "Zero reward variance" in texts(at)
@@ -170,7 +170,7 @@ def test_a_training_question_without_its_group_lists_its_groups(
     _, run_id = training_run
     for group in (None, "x"):  # none in the link (as the question map links), or a bad one
         query = {"run": str(run_id), "question": "q1"} | ({"group": group} if group else {})
-        at = open_page("views/groups.py", **query)
+        at = open_page("groups/page.py", **query)
         table = at.dataframe[0].value
         assert list(table["question id"]) == ["q1", "q1"]
         assert sorted(table["training step"]) == [0, 1]
@@ -181,7 +181,7 @@ def test_a_group_number_without_its_question_shows_all_groups_and_says_so(
     training_run: tuple[str, int],
 ) -> None:
     _, run_id = training_run
-    at = open_page("views/groups.py", run=str(run_id), group="1")
+    at = open_page("groups/page.py", run=str(run_id), group="1")
     assert "group=1 in the link comes without its question" in at.warning[0].value
     assert len(at.dataframe[0].value) == 3  # the overview, every group
 
@@ -190,7 +190,7 @@ def test_a_training_question_the_run_never_played_says_so_and_shows_all_groups(
     training_run: tuple[str, int],
 ) -> None:
     _, run_id = training_run
-    at = open_page("views/groups.py", run=str(run_id), question="q-nope")
+    at = open_page("groups/page.py", run=str(run_id), question="q-nope")
     assert "has no finished episode of question q-nope; showing all its groups" in (
         at.warning[0].value
     )
@@ -225,7 +225,7 @@ def shaped_run(tmp_path: Path, serve_store: Callable[[str], None]) -> int:
 def test_the_counts_name_where_the_spread_comes_from(shaped_run: int) -> None:
     # Before: "with signal 75.0%, all correct 0, all wrong 1", as if three groups of four
     # were informative when two of them differ only by shaping.
-    at = open_page("views/groups.py", run=str(shaped_run))
+    at = open_page("groups/page.py", run=str(shaped_run))
     metrics = _metrics(at)
     assert metrics["groups"] == "4"
     assert metrics["correctness signal"] == "1 (25.0%)"
@@ -246,7 +246,7 @@ def test_the_counts_name_where_the_spread_comes_from(shaped_run: int) -> None:
 
 
 def test_a_shaping_only_group_says_its_advantages_are_shaping(shaped_run: int) -> None:
-    at = open_page("views/groups.py", run=str(shaped_run), question="q1", group="0")
+    at = open_page("groups/page.py", run=str(shaped_run), question="q1", group="0")
     assert _metrics(at)["spread from"] == "⚠ shaping only"
     [warning] = [w.value for w in at.warning]
     assert warning.startswith("Advantages from shaping alone: none of the samples is correct")
@@ -259,9 +259,9 @@ def test_a_shaping_only_group_says_its_advantages_are_shaping(shaped_run: int) -
 
 
 def test_a_mixed_group_splits_its_advantages(shaped_run: int) -> None:
-    at = open_page("views/groups.py", run=str(shaped_run), question="q2", group="3")
+    at = open_page("groups/page.py", run=str(shaped_run), question="q2", group="3")
     assert "every sample is correct" in texts(at)
-    at = open_page("views/groups.py", run=str(shaped_run), question="q2", group="1")
+    at = open_page("groups/page.py", run=str(shaped_run), question="q2", group="1")
     assert not at.warning
     assert "the correctness terms' std is 0.500, the shaping terms' 0.000" in texts(at)
     members = at.dataframe[0].value
@@ -276,7 +276,7 @@ def test_a_run_with_more_groups_than_the_page_reads_shows_the_stores_counts(
     # tens of thousands. Beyond READ_UP_TO the page shows the counts the store keeps.
     monkeypatch.setattr("app.dashboard.groups.reads.LISTED", 1)
     monkeypatch.setattr("app.dashboard.groups.reads.READ_UP_TO", 2)
-    at = open_page("views/groups.py", run=str(shaped_run))
+    at = open_page("groups/page.py", run=str(shaped_run))
     metrics = _metrics(at)
     assert (metrics["groups"], metrics["rewards differ"], metrics["all rewards equal"]) == (
         "4",

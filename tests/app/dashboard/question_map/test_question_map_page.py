@@ -9,13 +9,13 @@ from pathlib import Path
 from rollout_core.records import Outcome
 from storage.store import Store
 from tests.app.analysis_store import AnalysisStore
-from tests.app.test_dashboard_pages import open_page, texts
+from tests.app.dashboard.apptest import open_page, texts
 from tests.storage.store_builders import play, spec
 
 
 def test_the_map_shows_rates_flips_and_accuracy(fx: AnalysisStore) -> None:
     ids = [str(fx.runs[n]) for n in ("ckpt-100", "ckpt-200", "ckpt-300")]
-    at = open_page("views/checkpoint_map.py", run=ids)
+    at = open_page("question_map/page.py", run=ids)
     assert len(at.get("plotly_chart")) == 2  # heatmap, accuracy line
     summary = at.dataframe[0].value
     assert list(summary["from"]) == ["ckpt-100", "ckpt-200"]
@@ -38,20 +38,20 @@ def test_the_map_shows_rates_flips_and_accuracy(fx: AnalysisStore) -> None:
 
 def test_the_map_follows_the_run_order_given(fx: AnalysisStore) -> None:
     ids = [str(fx.runs[n]) for n in ("ckpt-300", "ckpt-100")]
-    at = open_page("views/checkpoint_map.py", run=ids)
+    at = open_page("question_map/page.py", run=ids)
     summary = at.dataframe[0].value
     assert (summary["from"].iloc[0], summary["to"].iloc[0]) == ("ckpt-300", "ckpt-100")
     assert at.query_params["run"] == ids
 
 
 def test_the_map_needs_two_runs(fx: AnalysisStore) -> None:
-    at = open_page("views/checkpoint_map.py", run=str(fx.runs["ckpt-100"]))
+    at = open_page("question_map/page.py", run=str(fx.runs["ckpt-100"]))
     assert "Choose two or more runs" in texts(at)
 
 
 def test_the_same_run_twice_is_one_run(fx: AnalysisStore) -> None:
     one = str(fx.runs["ckpt-100"])
-    at = open_page("views/checkpoint_map.py", run=[one, one])
+    at = open_page("question_map/page.py", run=[one, one])
     assert at.multiselect[0].value == [int(one)]
     assert f"run={one} comes more than once in the link" in at.warning[0].value
     assert "Choose two or more runs" in texts(at)
@@ -71,7 +71,7 @@ def test_flips_of_opens_on_a_pair_that_has_flips(
         ids.append(str(run_id))
     store.close()
     serve_store(str(tmp_path / "three.db"))
-    at = open_page("views/checkpoint_map.py", run=ids)
+    at = open_page("question_map/page.py", run=ids)
     assert list(at.dataframe[0].value["regressions"]) == [0, 1]
     assert at.selectbox[0].value == 1
     assert list(at.dataframe[1].value["question id"]) == ["q1"]
@@ -81,7 +81,7 @@ def test_flips_of_opens_on_a_pair_that_has_flips(
 
 def test_the_caption_says_a_click_opens_grpo_groups(fx: AnalysisStore) -> None:
     ids = [str(fx.runs[n]) for n in ("ckpt-100", "ckpt-200")]
-    at = open_page("views/checkpoint_map.py", run=ids)
+    at = open_page("question_map/page.py", run=ids)
     shown = texts(at)
     assert "click it to open that run's samples of the question on GRPO groups" in shown
     assert "opens its episodes" not in shown

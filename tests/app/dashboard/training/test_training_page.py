@@ -15,7 +15,7 @@ from app.dashboard.training import reads
 from rollout_core.records import IterationBatch, Outcome, Sink, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
-from tests.app.test_dashboard_pages import open_page, texts
+from tests.app.dashboard.apptest import open_page, texts
 from tests.storage.store_builders import finish, spec, start, step
 
 
@@ -80,7 +80,7 @@ def env(training_store: TrainingStore, monkeypatch: pytest.MonkeyPatch) -> Train
 
 
 def test_curves_over_training_steps_and_the_trainers_settings(env: TrainingStore) -> None:
-    at = open_page("views/training.py", run=str(env.run_id))
+    at = open_page("training/page.py", run=str(env.run_id))
     assert at.selectbox[0].value == env.run_id
     assert at.selectbox[0].options == [f"grpo-demo (#{env.run_id})"]  # batch runs are not listed
     figures = at.get("plotly_chart")
@@ -92,7 +92,7 @@ def test_curves_over_training_steps_and_the_trainers_settings(env: TrainingStore
 
 
 def test_one_question_at_its_first_middle_and_last_steps(env: TrainingStore) -> None:
-    at = open_page("views/training.py", run=str(env.run_id), question="q1")
+    at = open_page("training/page.py", run=str(env.run_id), question="q1")
     shown = texts(at).replace("\\", "")  # markdown escapes
     for n in range(3):
         assert f"Training step {n}" in shown
@@ -104,7 +104,7 @@ def test_one_question_at_its_first_middle_and_last_steps(env: TrainingStore) -> 
 
 
 def test_an_unknown_run_or_question_is_said_and_the_first_shown(env: TrainingStore) -> None:
-    at = open_page("views/training.py", run=str(env.batch_run), question="nope")
+    at = open_page("training/page.py", run=str(env.batch_run), question="nope")
     warnings = [w.value for w in at.warning]
     assert f"run='{env.batch_run}' in the link is not a training run" in warnings[0]
     assert any(
@@ -118,7 +118,7 @@ def test_no_training_runs_says_how_to_record_one(
     url = str(tmp_path / "empty.db")
     Store(url).close()
     monkeypatch.setenv(ENV_STORE, url)
-    at = open_page("views/training.py")
+    at = open_page("training/page.py")
     assert "No training runs yet" in at.info[0].value
 
 
@@ -133,7 +133,7 @@ def _figures(at: AppTest) -> dict[str, dict[str, Any]]:
 
 def test_each_quantity_has_its_own_axis_unit_and_colour(env: TrainingStore) -> None:
     # Reward and accuracy shared one unitless axis in two near-identical blues.
-    figures = _figures(open_page("views/training.py", run=str(env.run_id)))
+    figures = _figures(open_page("training/page.py", run=str(env.run_id)))
     axes = {title: spec["layout"]["yaxis"]["title"]["text"] for title, spec in figures.items()}
     assert axes["Accuracy"] == "episodes correct"
     assert axes["Reward"] == "mean episode reward"
@@ -156,7 +156,7 @@ def test_each_quantity_has_its_own_axis_unit_and_colour(env: TrainingStore) -> N
 
 
 def test_hovers_say_the_step_and_the_questions_it_drew(env: TrainingStore) -> None:
-    figures = _figures(open_page("views/training.py", run=str(env.run_id)))
+    figures = _figures(open_page("training/page.py", run=str(env.run_id)))
     accuracy = figures["Accuracy"]["data"][0]
     assert accuracy["hovertemplate"].startswith("accuracy %{y:.1%}<br>%{customdata[0]}")
     step_0, step_1, _ = accuracy["customdata"]
@@ -168,7 +168,7 @@ def test_hovers_say_the_step_and_the_questions_it_drew(env: TrainingStore) -> No
 
 
 def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
-    at = open_page("views/training.py", run=str(env.run_id))
+    at = open_page("training/page.py", run=str(env.run_id))
     shown = texts(at)
     assert "**reward_std** (as TRL logs it): the std of all the step's episode rewards" in shown
     assert "**within groups**: the mean over the step's groups of each group's own std" in shown
@@ -179,7 +179,7 @@ def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
 
 
 def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -> None:
-    at = open_page("views/training.py", run=str(env.run_id))
+    at = open_page("training/page.py", run=str(env.run_id))
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["right → wrong"], metrics["wrong → right"]) == ("0", "1")
     assert metrics["drawn at two steps or more"] == "2"
@@ -198,7 +198,7 @@ def test_a_run_with_more_groups_than_the_page_reads_leaves_out_what_needs_them(
     monkeypatch.setattr("app.dashboard.groups.reads.READ_UP_TO", 5)
     reads.steps_view.clear()
     try:
-        at = open_page("views/training.py", run=str(env.run_id))
+        at = open_page("training/page.py", run=str(env.run_id))
         shown = texts(at)
         assert "This run has 6 groups: which questions each step drew" in shown
         assert "this one has 6, more than the 5 this page reads" in shown

@@ -1,0 +1,117 @@
+"""Compare: two or more runs on the questions they share, overall and question by question."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.dashboard import analysis, data
+from app.dashboard.compare import reads, side_by_side
+from app.dashboard.compare import summary as compare_summary
+from app.dashboard.components import nav, params
+from app.dashboard.components.header import header
+from app.dashboard.components.params import Codec
+from app.dashboard.failures import mix as failure_mix
+from app.dashboard.runs.reads import run_distributions
+from storage.read_models import QuestionComparison
+
+_RUNS = "cmp_runs"
+_QUESTION = "cmp_question"
+
+
+def _new_runs(run_ids: list[int]) -> None:
+    # Other runs, other questions: the picker goes back to its default, samples to the first.
+    params.forget(_QUESTION, nav.P_QUESTION)
+    side_by_side.forget_samples(run_ids)
+
+
+def _question_codec(rows: list[QuestionComparison], default: str) -> Codec[str]:
+    return params.choice(
+        nav.P_QUESTION, [r.question_id for r in rows], default, "a question these runs played"
+    )
+
+
+def _open_question(question_id: str, codec: Codec[str], run_ids: list[int]) -> None:
+    params.assign(_QUESTION, nav.P_QUESTION, codec, question_id)
+    side_by_side.forget_samples(run_ids)
+    st.toast(f"Question {question_id} is shown side by side below.", icon=":material/south:")
+
+
+notices = header("Compare", copy_link=True)
+all_runs = data.list_runs()
+if len(all_runs) < 2:
+    st.info("Compare needs two runs - record them with `rollscope run ...` first.")
+    st.stop()
+
+by_id = {r.id: r for r in all_runs}
+run_codec = params.ids(nav.P_RUN, by_id)
+with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
+    chosen_ids: list[int] = st.multiselect(
+        "Runs (the first is the baseline)",
+        list(by_id),
+        format_func=lambda i: f"{by_id[i].name} (#{i})",
+        **params.bind(_RUNS, nav.P_RUN, run_codec, on_change=lambda: _new_runs(list(by_id))),
+    )
+    if len(chosen_ids) == 2:
+        st.button(
+            "Swap A and B",
+            icon=":material/swap_horiz:",
+            on_click=params.assign,
+            args=(_RUNS, nav.P_RUN, run_codec, chosen_ids[::-1]),
+            help=f"Make {by_id[chosen_ids[1]].name} the baseline",
+        )
+if len(chosen_ids) < 2:
+    params.show_notices(notices)
+    st.info("Choose two or more runs.")
+    st.stop()
+
+runs = [by_id[i] for i in chosen_ids]
+outcomes = reads.compare_outcomes(tuple(chosen_ids))
+rows, capped = reads.compare_all(tuple(chosen_ids))
+compare_summary.headline(runs, outcomes)
+if capped:
+    st.caption(
+        f"The statistics cover all {len(outcomes)} questions; the lists and the question picker "
+        f"the first {reads.QUESTION_CAP}."
+    )
+for other in runs[1:]:
+    compare_summary.interval(outcomes, runs[0], other)
+
+differing = [r.question_id for r in rows if analysis.runs_differ(r, chosen_ids)]
+codec = _question_codec(rows, differing[0] if differing else rows[0].question_id if rows else "")
+
+
+def open_question(question_id: str) -> None:
+    """Show a question side by side (from a click in a question list)."""
+    _open_question(question_id, codec, chosen_ids)
+
+
+if len(runs) == 2:
+    compare_summary.matrix(
+        outcomes, {r.question_id: r for r in rows}, runs[0], runs[1], open_question
+    )
+    dist_a, dist_b = run_distributions(tuple(chosen_ids))
+    failure_mix.show_shift(dist_a, dist_b, runs[0].name, runs[1].name)
+else:
+    st.subheader("Per-question success rate")
+    st.caption("≠: the runs differ on the question. Select one to see it side by side below.")
+    compare_summary.clickable_questions(
+        rows, runs, key="cmp_all_questions", open_question=open_question
+    )
+
+by_question = {r.question_id: r for r in rows}
+if by_question:
+    st.subheader("Question side by side")
+    marked = set(differing)
+    qid = st.selectbox(
+        f"Question (≠: the runs differ; {len(differing)} of {len(rows)} questions)",
+        list(by_question),
+        format_func=lambda q: f"{'≠ ' if q in marked else ''}{q} · {by_question[q].question[:80]}",
+        **params.bind(
+            _QUESTION,
+            nav.P_QUESTION,
+            codec,
+            on_change=lambda: side_by_side.forget_samples(chosen_ids),
+        ),
+    )
+    side_by_side.show(reads.compare_question(tuple(chosen_ids), qid) or by_question[qid], runs)
+params.show_notices(notices)

@@ -1,0 +1,41 @@
+"""Cached Store reads of the Compare page."""
+
+from __future__ import annotations
+
+from app.dashboard.data import cached_read
+from storage.read_models import QuestionComparison, QuestionOutcomes
+from storage.store import Store
+
+QUESTION_CAP = 5000
+"""Most questions the Compare page lists with their text (its statistics cover them all)."""
+_PAGE = 500
+
+
+@cached_read()
+def compare_all(store: Store, run_ids: tuple[int, ...]) -> tuple[list[QuestionComparison], bool]:
+    """Per-question results of the runs (up to `QUESTION_CAP`) and whether the cap cut them
+    short; counts only: `compare_question` has one question's episodes."""
+    items: list[QuestionComparison] = []
+    cursor: str | None = None
+    while len(items) < QUESTION_CAP:
+        limit = min(_PAGE, QUESTION_CAP - len(items))
+        page = store.compare_runs(run_ids, limit=limit, cursor=cursor, with_episode_ids=False)
+        items.extend(page.items)
+        cursor = page.next_cursor
+        if cursor is None:
+            return items, False
+    return items, True
+
+
+@cached_read()
+def compare_question(
+    store: Store, run_ids: tuple[int, ...], question_id: str
+) -> QuestionComparison | None:
+    """One question's results in each run, with its episodes' ids."""
+    return store.compare_question(run_ids, question_id)
+
+
+@cached_read()
+def compare_outcomes(store: Store, run_ids: tuple[int, ...]) -> list[QuestionOutcomes]:
+    """Episode and correct counts of the runs on every question they finished."""
+    return store.compare_outcomes(run_ids)

@@ -1,0 +1,223 @@
+"""Compare's summary: each run against the baseline on the questions they share, the paired
+interval, and the outcome matrix whose cells open a question side by side."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard import analysis
+from app.dashboard.components import nav
+from app.dashboard.components.colors import swatch
+from app.dashboard.components.render import (
+    escape_markdown,
+    fmt_num,
+    fmt_pct,
+    fmt_points,
+    fmt_signed,
+)
+from storage.read_models import QuestionComparison, QuestionOutcomes, RunSummary
+
+MIN_CI_QUESTIONS = 5
+"""Fewest shared questions a bootstrap interval is printed for: over fewer, its resamples take
+a handful of values and the interval says nothing the difference does not."""
+LIST_CAP = 200
+"""Questions listed per outcome cell; the counts are always complete."""
+_UNCHANGED = 0.0005
+OpenQuestion = Callable[[str], None]
+"""Shows a question side by side (a widget callback)."""
+
+
+def run_label(run: RunSummary) -> str:
+    """A run's name in markdown, after a dot in its colour."""
+    return f"{swatch(run.id)} **{escape_markdown(run.name)}** #{run.id}"
+
+
+def _metric(
+    label: str, value: str, delta: float | None, fmt: Callable[[float], str], *, lower: bool
+) -> None:
+    # Fewer steps and fewer parse failures are better; no change is neither.
+    unchanged = delta is not None and abs(delta) < _UNCHANGED
+    st.metric(
+        label,
+        value,
+        delta=None if delta is None else fmt(0.0 if unchanged else delta),
+        delta_color="off" if unchanged else "inverse" if lower else "normal",
+        delta_arrow="off" if unchanged else "auto",
+        width=160,
+    )
+
+
+def headline(runs: Sequence[RunSummary], outcomes: Sequence[QuestionOutcomes]) -> None:
+    """One wrapping row of metrics per run. Accuracy and its delta count only the questions
+    the run shares with the baseline; the other deltas only when both played the same ones."""
+    base = runs[0]
+    st.caption(
+        f"Deltas against the baseline {escape_markdown(base.name)} (#{base.id}), on the "
+        "questions each run shares with it."
+    )
+    for run in runs:
+        # The name above its metrics, not beside them: four 160 px metrics then fit one line of
+        # an 800 px window (with the name beside them, two wrapped under the name).
+        st.markdown(run_label(run))
+        with st.container(horizontal=True, gap="small", vertical_alignment="center"):
+            if run is base:
+                _metric("accuracy", fmt_pct(run.accuracy), None, fmt_points, lower=False)
+                for label, value, lower in _others(run):
+                    _metric(label, value, None, fmt_signed, lower=lower)
+                continue
+            shared = analysis.shared_accuracy(outcomes, base.id, run.id)
+            if shared.questions == 0:
+                st.caption("shares no questions with the baseline: no deltas")
+                continue
+            same = analysis.same_questions(outcomes, base.id, run.id)
+            _metric(
+                f"accuracy ({shared.questions} shared)" if not same else "accuracy",
+                fmt_pct(shared.run),
+                shared.delta,
+                fmt_points,
+                lower=False,
+            )
+            for (label, value, lower), (ref, val) in zip(
+                _others(run), _pairs(base, run), strict=True
+            ):
+                delta = None if not same or ref is None or val is None else val - ref
+                fmt = fmt_points if label == "parse failures" else fmt_signed
+                _metric(label, value, delta, fmt, lower=lower)
+            if not same:
+                st.caption("reward, steps, parse failures: whole runs, other questions: no deltas")
+
+
+def _others(run: RunSummary) -> list[tuple[str, str, bool]]:
+    return [
+        ("mean reward", fmt_num(run.mean_reward, 3), False),
+        ("mean steps", fmt_num(run.mean_steps), True),
+        ("parse failures", fmt_pct(run.parse_failure_rate), True),
+    ]
+
+
+def _pairs(base: RunSummary, run: RunSummary) -> list[tuple[float | None, float | None]]:
+    return [
+        (base.mean_reward, run.mean_reward),
+        (base.mean_steps, run.mean_steps),
+        (base.parse_failure_rate, run.parse_failure_rate),
+    ]
+
+
+def interval(rows: Sequence[QuestionOutcomes], a: RunSummary, b: RunSummary) -> None:
+    """The paired-bootstrap interval of b's accuracy minus a's, over their shared questions;
+    below `MIN_CI_QUESTIONS` the difference alone, said to rest on too few questions."""
+    _, ra, rb = analysis.paired_questions(rows, a.id, b.id)
+    ci = analysis.bootstrap_accuracy_diff(ra, rb)
+    if ci is None:
+        st.info(
+            f"{a.name} and {b.name} share no questions: no accuracy difference to show.",
+            icon=":material/block:",
+        )
+        return
+    names = f"{escape_markdown(b.name)} − {escape_markdown(a.name)}"
+    over = f"the {ci.n} question{'s' if ci.n != 1 else ''} both played"
+    if ci.n < MIN_CI_QUESTIONS:
+        st.markdown(
+            f"Accuracy {names}: **{fmt_points(ci.diff)}** over {over}: too few questions for "
+            f"a confidence interval (it needs {MIN_CI_QUESTIONS} or more)."
+        )
+        return
+    st.markdown(
+        f"Accuracy {names}: **{fmt_points(ci.diff)}** (95% CI {fmt_points(ci.low)} to "
+        f"{fmt_points(ci.high)}, paired bootstrap over {over}, "
+        f"{analysis.BOOTSTRAP_RESAMPLES} resamples)"
+    )
+
+
+def question_table(rows: Sequence[QuestionComparison], runs: Sequence[RunSummary]) -> pd.DataFrame:
+    """One row per question: id, database, text, and each run's success rate."""
+    records = []
+    for r in rows:
+        rec: dict[str, object] = {
+            "question id": r.question_id,
+            "differs": "≠" if analysis.runs_differ(r, [run.id for run in runs]) else "",
+            "database": r.db_id,
+            "question": r.question,
+        }
+        for run in runs:
+            cell = r.cells.get(run.id)
+            rec[f"{run.name} #{run.id}"] = None if cell is None else cell.success_rate
+        records.append(rec)
+    columns = ["question id", "differs", "database", "question"]
+    return pd.DataFrame(records, columns=columns + [f"{run.name} #{run.id}" for run in runs])
+
+
+def clickable_questions(
+    rows: Sequence[QuestionComparison],
+    runs: Sequence[RunSummary],
+    *,
+    key: str,
+    open_question: OpenQuestion,
+) -> None:
+    """A question table; selecting a row shows that question side by side."""
+    shown = list(rows[:LIST_CAP])
+
+    def picked() -> None:
+        chosen = st.session_state[key].selection.rows
+        if chosen and chosen[0] < len(shown):
+            open_question(shown[chosen[0]].question_id)
+
+    st.dataframe(
+        question_table(shown, runs),
+        hide_index=True,
+        width="stretch",
+        on_select=picked,
+        selection_mode="single-row",
+        key=key,
+        column_config={
+            f"{run.name} #{run.id}": st.column_config.NumberColumn(format="percent") for run in runs
+        }
+        | {"question": st.column_config.TextColumn(width="large")},
+    )
+    if len(rows) > LIST_CAP:
+        st.caption(f"The first {LIST_CAP} of {len(rows)} questions.")
+
+
+def matrix(
+    outcomes: Sequence[QuestionOutcomes],
+    listed: dict[str, QuestionComparison],
+    a: RunSummary,
+    b: RunSummary,
+    open_question: OpenQuestion,
+) -> None:
+    """The four outcome counts over the shared questions; each cell lists its questions, and
+    a click on one opens it side by side."""
+    st.subheader("Per-question outcomes")
+    cells = analysis.outcome_matrix(outcomes, a.id, b.id)
+    shared = sum(len(v) for v in cells.values())
+    if shared == 0:
+        st.info(f"{a.name} and {b.name} share no questions.", icon=":material/block:")
+        return
+    caption = f"Over the {shared} questions both runs played."
+    if any(c.episodes > 1 for r in outcomes for c in r.cells.values()):
+        caption += " Several samples per question: a run solves one with half or more correct."
+    st.caption(caption + " Select a question in a list to see it side by side below.")
+    grid = pd.DataFrame(
+        [
+            [len(cells["both right"]), len(cells["only B"])],
+            [len(cells["only A"]), len(cells["both wrong"])],
+        ],
+        index=[f"{b.name} right", f"{b.name} wrong"],
+        columns=[f"{a.name} right", f"{a.name} wrong"],
+    )
+    st.dataframe(grid)
+    for cell in analysis.CELLS:
+        label = cell.replace(" A", f" {a.name}").replace(" B", f" {b.name}")
+        rows = [listed[o.question_id] for o in cells[cell] if o.question_id in listed]
+        with st.expander(f"{label}: {len(cells[cell])}", expanded=cell in ("only A", "only B")):
+            clickable_questions(
+                rows, [a, b], key=f"cmp_cell_{cell.replace(' ', '_')}", open_question=open_question
+            )
+
+
+def question_link(runs: Sequence[RunSummary], question_id: str) -> list[tuple[str, str]]:
+    """Query parameters of Compare showing these runs and a question."""
+    return [(nav.P_RUN, str(r.id)) for r in runs] + [(nav.P_QUESTION, question_id)]

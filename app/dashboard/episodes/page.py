@@ -1,0 +1,94 @@
+"""Episodes: filter, sort and page through episodes on the server; one click opens a replay."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import streamlit as st
+
+from app.dashboard import data
+from app.dashboard.components import nav, params
+from app.dashboard.components.browser import follow
+from app.dashboard.components.header import header
+from app.dashboard.episodes import filters, reads, table
+from app.dashboard.episodes import query as episode_query
+from app.dashboard.episodes.export import export_menu
+from storage.read_models import EpisodeSummary, Page
+
+
+def _window(page: Page[EpisodeSummary]) -> str:
+    """What a search bounded to the newest episodes left out, for the list's caption."""
+    if page.text_window is None:
+        return ""
+    return (
+        f" (searched the newest {page.text_window:,} episodes; "
+        "tick **Search all episodes** for older ones)"
+    )
+
+
+def _go_to(cursors: list[str]) -> None:
+    params.write(nav.P_CURSOR, cursors)
+
+
+notices = header("Episodes", copy_link=True)
+opening = table.opening()
+runs = data.list_runs()
+if not runs:
+    st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")
+    st.stop()
+
+run_names = {r.id: f"{r.name} (#{r.id})" for r in runs}
+filters.show(run_names)
+query = episode_query.from_values(st.session_state.to_dict(), tuple(params.get_all(nav.P_CURSOR)))
+if opening is not None:
+    # The row's "open" button: Replay gets this list, for its back link and prev/next. A page
+    # link (clicked by the browser) rather than st.switch_page: see `browser.follow`.
+    with st.container(key="ep_open_link"):
+        st.page_link(
+            nav.REPLAY,
+            label=f"Opening the replay of episode {opening}...",
+            icon=":material/replay:",
+            query_params={
+                nav.P_EPISODE: str(opening),
+                nav.P_FROM: episode_query.to_query_string(query),
+            },
+        )
+    follow("ep_open_link", str(opening))
+try:
+    page = reads.list_page(query)
+except ValueError as exc:  # a cursor cut or edited by hand, or made for another order
+    params.notice(f"The link's page cursor is not valid here ({exc}); showing the first page.")
+    query = dataclasses.replace(query, cursors=())
+    page = reads.list_page(query)
+params.show_notices(notices)
+
+start = len(query.cursors) * query.size
+total = "?" if page.total is None else f"{page.total:,}{'+' if page.total_capped else ''}"
+head, tools = st.columns([4, 1], vertical_alignment="center")
+with tools:
+    export_menu(query.flt, page.total, {r.id: r.name for r in runs}, at_least=page.total_capped)
+if not page.items:
+    none = "No episodes match these filters" if not query.cursors else "No more episodes"
+    head.info(f"{none}{_window(page)}.")
+else:
+    head.caption(
+        f"Episodes {start + 1}-{start + len(page.items)} of {total}{_window(page)}. "
+        "**open** replays an episode; Replay keeps this list for its back link."
+    )
+    table.show(page)
+
+pager = st.container(horizontal=True, gap="small")  # buttons at their own width, never clipped
+pager.button(
+    "Previous",
+    disabled=not query.cursors,
+    on_click=_go_to,
+    args=(list(query.cursors[:-1]),),
+    icon=":material/chevron_left:",
+)
+pager.button(
+    "Next",
+    disabled=page.next_cursor is None,
+    on_click=_go_to,
+    args=([*query.cursors, page.next_cursor or ""],),
+    icon=":material/chevron_right:",
+)

@@ -1,0 +1,106 @@
+"""One recorded step, shown as the model saw it and as the environment answered."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from app.dashboard.components.render import show_error, show_prompt, show_text
+from app.dashboard.replay import requery
+from app.dashboard.replay.tokens import show_tokens
+from storage.read_models import EpisodeDetail, StoredStep
+
+
+def chip(step: StoredStep) -> str:
+    """A step's label in the step strip: number, action, marks, reward (markdown)."""
+    marks = []
+    if step.error is not None:
+        marks.append(":red[:material/error:]")
+    if not step.parsed:
+        marks.append(":orange[:material/help:]")
+    if step.action == "ANSWER" and step.error is None:
+        # An answer earns 1.0 when it is right (rollout_core/rewards.py), 0 otherwise.
+        marks.append(":green[:material/check:]" if step.reward >= 1.0 else ":red[:material/close:]")
+    reward = f" {step.reward:+.2f}" if step.reward else ""
+    return f"{step.step_no} {step.action} {' '.join(marks)}{reward}".replace("  ", " ")
+
+
+def show_action(step: StoredStep) -> None:
+    """The parsed action; flagged when no action line was found (fell back to QUERY)."""
+    if not step.parsed:
+        st.warning(
+            "No action line found: the raw output was run as a QUERY.", icon=":material/help:"
+        )
+    st.caption(f"parsed action: {step.action}")
+    show_text(step.argument, language="sql" if step.action == "QUERY" else None)
+
+
+def show_observation(step: StoredStep) -> None:
+    """The environment's answer; an error once, in red (the model saw it as `Error: ...`)."""
+    if step.error is not None:
+        show_error(step.error)
+    if step.observation and step.observation not in (step.error, f"Error: {step.error}"):
+        show_text(step.observation)
+    elif not step.observation and step.error is None:
+        st.caption("(empty)")
+
+
+def show_numbers(step: StoredStep) -> None:
+    """Reward, tokens and timings of a step, on one line."""
+    tokens = f"{step.tokens_in or '-'} in / {step.tokens_out or '-'} out"
+    st.caption(
+        f"reward **{step.reward:+.3f}** · tokens {tokens} · policy {step.policy_seconds:.2f} s"
+        f" · environment {step.env_seconds:.3f} s" + (" · output cut" if step.truncated else "")
+    )
+
+
+def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
+    """Output and parsed action beside the observation, then the numbers; prompt folded."""
+    left, right = st.columns(2)
+    with left:
+        st.caption("raw model output")
+        show_text(step.raw_output)
+        if with_prompt:  # the player, not the transcript
+            show_tokens(step, key=f"tokens_{step.id}")
+        show_action(step)
+    with right:
+        st.caption("observation")
+        show_observation(step)
+    show_numbers(step)
+    if with_prompt:
+        with st.expander("Prompt as the model saw it"):
+            show_prompt(step.prompt)
+
+
+def show_rerun(result: requery.Rerun) -> None:
+    """A query's result now, as a table, and whether it matches the record."""
+    if result.error is not None:
+        show_error(result.error)
+    else:
+        st.dataframe(
+            pd.DataFrame([list(r) for r in result.rows], columns=result.columns or None),
+            hide_index=True,
+        )
+        if result.truncated:
+            st.caption("result cut at the sandbox's row cap")
+    if result.matches is True:
+        st.success("Same result as recorded.", icon=":material/check:")
+    elif result.matches is False:
+        st.warning(
+            "Differs from the recorded observation (the database changed, or the record "
+            "was shortened for the model).",
+            icon=":material/difference:",
+        )
+
+
+def rerun_button(detail: EpisodeDetail, step: StoredStep, *, key: str) -> None:
+    """For a parsed QUERY step: a button that runs the query again and says if it matches."""
+    if step.action != "QUERY" or not step.parsed:
+        return  # an unparsed output "ran" as QUERY is prose, not a query worth running again
+    if st.button("Run this query again", key=key, icon=":material/play_arrow:"):
+        try:
+            path = requery.db_path(detail.run.spec, detail.summary.db_id)
+            limits = requery.limits_of(detail.run.spec)
+            show_rerun(requery.run_query(path, step.argument, step, limits))
+        except (OSError, ValueError) as exc:
+            show_error(str(exc))

@@ -1,0 +1,93 @@
+"""The Replay page through AppTest: output as text, the step player, errors once, a query run
+again, the gold answer."""
+
+from __future__ import annotations
+
+from storage.read_models import EpisodeFilter
+from storage.store import Store
+from tests.app.dashboard.apptest import open_page
+from tests.app.dashboard_store import QUESTIONS, XSS_OUTPUT, FixtureStore
+
+
+def test_replay_shows_model_output_literally_never_as_html(store_env: FixtureStore) -> None:
+    at = open_page("replay/page.py", episode=str(store_env.xss_episode), step="2")
+    assert XSS_OUTPUT in [c.value for c in at.code]
+    # Nothing renders it as markdown or HTML.
+    assert not any("<script" in m.value for m in at.markdown)
+    assert not at.get("html")
+    assert "No action line found" in at.warning[0].value
+
+
+def test_replay_steps_through_the_episode(store_env: FixtureStore) -> None:
+    at = open_page("replay/page.py", episode=str(store_env.query_episode))
+    assert at.subheader[0].value == "Step 1 of 3: DESCRIBE"
+    next(b for b in at.button if b.label == "Next").click().run()
+    assert at.subheader[0].value == "Step 2 of 3: QUERY"
+    assert at.query_params["step"] == "2"
+    assert "SELECT name FROM singer WHERE country = 'France'" in [c.value for c in at.code]
+    next(b for b in at.button if b.label == "Last").click().run()
+    assert at.subheader[0].value == "Step 3 of 3: ANSWER"
+    next(b for b in at.button if b.label == "First").click().run()
+    assert at.subheader[0].value == "Step 1 of 3: DESCRIBE"
+
+
+def test_replay_reruns_a_query_and_reports_it_still_matches(store_env: FixtureStore) -> None:
+    at = open_page("replay/page.py", episode=str(store_env.query_episode), step="2")
+    next(b for b in at.button if b.label == "Run this query again").click().run()
+    assert "Same result as recorded." in [s.value for s in at.success]
+    rows = at.dataframe[0].value
+    assert list(rows["name"]) == ["Ada", "Cy"]
+
+
+def test_replay_reveals_the_gold_answer_by_running_the_gold_sql(store_env: FixtureStore) -> None:
+    at = open_page("replay/page.py", episode=str(store_env.query_episode))
+    assert not at.dataframe
+    at.toggle[0].set_value(True).run()
+    assert "SELECT name FROM singer WHERE country = 'France'" in [c.value for c in at.code]
+    assert list(at.dataframe[0].value["name"]) == ["Ada", "Cy"]
+
+
+def test_replay_sql_error_is_highlighted_and_escaped(store_env: FixtureStore) -> None:
+    # ckpt-1000 got q-avg wrong with a query naming a missing column.
+    flt = EpisodeFilter(run_ids=(store_env.run_a,), question_id="q-avg")
+    episode = Store(store_env.url).list_episodes(flt).items[0]
+    at = open_page("replay/page.py", episode=str(episode.id), step="2")
+    # Escaped for markdown: the text shows literally.
+    assert r"no such column\: nme" in [e.value for e in at.error]
+
+
+def test_replay_with_an_unknown_or_missing_episode(store_env: FixtureStore) -> None:
+    at = open_page("replay/page.py", episode="424242")
+    assert "424242" in at.warning[0].value
+    at = open_page("replay/page.py")
+    assert "Pick an episode" in at.info[0].value
+
+
+def test_replay_shows_an_error_once(store_env: FixtureStore) -> None:
+    flt = EpisodeFilter(run_ids=(store_env.run_a,), question_id="q-avg")
+    episode = Store(store_env.url).list_episodes(flt).items[0]
+    at = open_page("replay/page.py", episode=str(episode.id), step="2")
+    shown = r"no such column\: nme"
+    # once in the step view, once in the folded transcript; never again as a code block
+    transcript = next(e for e in at.expander if e.label == "Full transcript")
+    assert [e.value for e in transcript.error] == [shown]
+    assert [e.value for e in at.error] == [shown, shown]
+    assert not any("no such column" in c.value for c in at.code)
+
+
+def test_replay_offers_a_rerun_only_for_a_parsed_query(store_env: FixtureStore) -> None:
+    at = open_page("replay/page.py", episode=str(store_env.xss_episode), step="2")
+    assert at.subheader[0].value == "Step 2 of 3: QUERY"
+    assert "Run this query again" not in [b.label for b in at.button]
+    at = open_page("replay/page.py", episode=str(store_env.query_episode), step="2")
+    assert "Run this query again" in [b.label for b in at.button]
+
+
+def test_replay_shows_the_prompt_the_model_saw_message_by_message(store_env: FixtureStore) -> None:
+    at = open_page("replay/page.py", episode=str(store_env.query_episode), step="2")
+    expander = next(e for e in at.expander if e.label == "Prompt as the model saw it")
+    assert [c.value for c in expander.caption] == ["system", "user"]
+    assert [c.value for c in expander.code] == [
+        "You answer with one action.",
+        f"Question {QUESTIONS[1][0]}, step 2",
+    ]

@@ -1,0 +1,161 @@
+"""The Runs page through AppTest on the fixture store: the table, its marks, the charts of the
+selected runs, one colour per run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from app.dashboard.runs import charts
+from app.dashboard.runs.table import short_path
+from storage.store import Store
+from tests.app.dashboard.apptest import open_page, texts
+from tests.app.dashboard_store import FixtureStore
+from tests.storage.store_builders import spec
+
+
+def test_runs_lists_every_run_with_metrics_and_charts(store_env: FixtureStore) -> None:
+    at = open_page(None)
+    table = at.dataframe[0].value
+    assert list(table["id"]) == [store_env.running, store_env.run_b, store_env.run_a]
+    by_id = table.set_index("id")
+    assert by_id.loc[store_env.run_a, "accuracy"] == pytest.approx(0.5)
+    assert by_id.loc[store_env.run_b, "accuracy"] == pytest.approx(4 / 6)
+    assert by_id.loc[store_env.running, "status"] == "running"
+    assert len(at.get("plotly_chart")) == 6  # accuracy, reward, 2 spreads, actions, classes
+    assert "ckpt-3000: running, 1/10 episodes" in [p.proto.text for p in at.get("progress")]
+
+
+def test_runs_on_an_empty_store_says_how_to_record_one(empty_store: str) -> None:
+    at = open_page(None)
+    assert "No runs yet" in at.info[0].value
+    assert "rollscope run" in at.info[0].value
+
+
+def test_runs_table_puts_the_numbers_first_and_marks_the_best(store_env: FixtureStore) -> None:
+    at = open_page(None)
+    table = at.dataframe[0].value
+    assert list(table.columns[:10]) == [
+        "",
+        "run",
+        "status",
+        "progress",
+        "accuracy",
+        "95% interval",
+        "mean reward",
+        "mean steps",
+        "parse failures",
+        "episodes",
+    ]
+    by_id = table.set_index("id")
+    # ckpt-2000 beats ckpt-1000 on the same dataset; the running ckpt-3000 is no candidate.
+    assert by_id.loc[store_env.run_b, "run"] == "★ ckpt-2000"
+    assert by_id.loc[store_env.run_a, "run"] == "ckpt-1000"
+    assert by_id.loc[store_env.running, "run"] == "ckpt-3000"
+    assert by_id.loc[store_env.run_a, "95% interval"] == "19%–81%"
+    assert by_id.loc[store_env.run_a, "episodes"] == "6/6"
+
+
+def test_runs_charts_and_links_follow_the_selected_runs(store_env: FixtureStore) -> None:
+    at = open_page(None, run=[str(store_env.run_a), str(store_env.run_b)])
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    labels = {y for c in charts for trace in c["data"] for y in trace.get("y", [])}
+    assert any("ckpt-1000" in str(y) for y in labels)
+    assert not any("ckpt-3000" in str(y) for y in labels)
+    links = {p.proto.label: p.proto.page for p in at.get("page_link")}
+    assert "Compare these 2 runs" in links
+    at = open_page(None)
+    assert "Compare these 2 runs" not in {p.proto.label for p in at.get("page_link")}
+    assert "Select runs in the table" in texts(at)
+
+
+def test_a_run_keeps_its_colour_whatever_else_is_charted(store_env: FixtureStore) -> None:
+    runs = {r.id: r for r in Store(store_env.url).list_runs()}
+
+    def colour_of(run_id: int, shown: list[int]) -> str:
+        bar = charts.accuracy([runs[i] for i in shown]).data[0]
+        return str(bar.marker.color[shown.index(run_id)])
+
+    a, b, running = store_env.run_a, store_env.run_b, store_env.running
+    alone = colour_of(a, [a])
+    assert colour_of(a, [running, b, a]) == colour_of(a, [b, a]) == alone
+    assert colour_of(b, [running, b, a]) != alone  # neighbouring ids, different colours
+
+
+def test_model_paths_show_their_last_two_parts() -> None:
+    assert short_path("hf:/data/models/run1/checkpoint-1000") == "hf:…/run1/checkpoint-1000"
+    assert short_path("/data/models/run1/checkpoint-1000") == "…/run1/checkpoint-1000"
+    assert short_path("oracle") == "oracle"
+    assert short_path(None) == "-"
+
+
+def test_reward_and_steps_charts_hold_twenty_runs(store_env: FixtureStore) -> None:
+    store = Store(store_env.url)
+    run = next(r for r in store.list_runs() if r.id == store_env.run_a)
+    dist = next(d for d in store.run_distributions([run.id]) if d.run_id == run.id)
+    runs = {i: replace(run, id=i, name=f"run-{i}") for i in range(1, 21)}
+    dists = [replace(dist, run_id=i) for i in runs]
+    for fig, kind in ((charts.reward_strip(dists, runs), "scatter"),
+                      (charts.steps_spread(dists, runs), "box")):  # fmt: skip
+        assert [t.type for t in fig.data] == [kind] * 20  # one row per run, not 20 bar series
+        assert len({t.marker.color for t in fig.data}) == 20
+        assert fig.layout.height >= 20 * 20  # each run keeps a readable row
+
+
+def test_nearly_binary_rewards_are_a_strip_of_bins_not_a_box(store_env: FixtureStore) -> None:
+    # Issue 31, polish: a box on rewards of 0 and 1 drew whiskers from -0.05 to 1.05.
+    store = Store(store_env.url)
+    run = next(r for r in store.list_runs() if r.id == store_env.run_a)
+    (dist,) = store.run_distributions([run.id])
+    (trace,) = charts.reward_strip([dist], {run.id: run}).data
+    counts = {float(v): c for v, c in dist.reward_histogram if c}
+    assert sorted(trace.x) == sorted(counts)  # one dot per bin that holds episodes, no whiskers
+    assert [c[1] for c in trace.customdata] == [counts[x] for x in trace.x]
+
+
+def test_a_long_run_name_is_cut_in_charts_and_whole_on_hover(store_env: FixtureStore) -> None:
+    # Issue 31, item 4: a fork's 61-character name took half of every chart.
+    name = "checkpoint-100-train-fork-ep640-step2-oracle-20261202-224513"
+    run = next(r for r in Store(store_env.url).list_runs() if r.id == store_env.run_a)
+    bar = charts.accuracy([replace(run, name=name)]).data[0]
+    label = bar.y[0]
+    assert "checkpoint-100" in label and "224513" in label and len(label) < len(name) + 40
+    assert name not in label
+    assert name in bar.customdata[0][0] and "%{customdata[0]}" in bar.hovertemplate
+
+
+def test_runs_with_few_episodes_are_left_out_of_the_default_charts(
+    store_env: FixtureStore,
+) -> None:
+    # Issue 31, item 4: a 1-episode run entered the default charts as a 100% bar.
+    at = open_page(None)
+    labels = {y for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]
+              for y in t.get("y", [])}  # fmt: skip
+    assert not any("ckpt-3000" in str(y) for y in labels)  # 1 of 10 episodes played
+    assert any("ckpt-1000" in str(y) for y in labels)
+    assert "(1 with fewer are left out)" in texts(at)
+    # Selected, it is charted, marked as the few episodes it is.
+    at = open_page(None, run=str(store_env.running))
+    labels = {y for c in at.get("plotly_chart") for t in json.loads(c.proto.spec)["data"]
+              for y in t.get("y", [])}  # fmt: skip
+    assert any("ckpt-3000" in str(y) and "(1 ep.)" in str(y) for y in labels)
+
+
+def test_the_table_says_each_runs_kind_and_a_training_run_links_to_its_views(
+    labelled: FixtureStore,
+) -> None:
+    # Issue 31, polish: no kind column; a training run offered no link to Training or groups.
+    trained = Store(labelled.url).create_run(
+        spec("grpo", kind="training"), episodes_planned=4, status="running"
+    )
+    at = open_page(None)
+    kinds = dict(zip(at.dataframe[0].value["id"], at.dataframe[0].value["kind"], strict=True))
+    assert kinds[trained] == "training" and kinds[labelled.run_a] == "batch"
+    at = open_page(None, run=str(trained))
+    links = {p.proto.label: (p.proto.page, p.proto.query_string) for p in at.get("page_link")}
+    assert links["Training"][0].endswith("training") and f"run={trained}" in links["Training"][1]
+    assert f"run={trained}" in links["GRPO groups"][1]
+    at = open_page(None, run=str(labelled.run_a))
+    assert "Training" not in {p.proto.label for p in at.get("page_link")}

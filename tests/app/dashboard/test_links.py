@@ -1,0 +1,39 @@
+"""Every page answers a bad link parameter with a one-line notice and its default."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.app.dashboard.apptest import open_page
+from tests.app.dashboard_store import FixtureStore
+
+
+@pytest.mark.parametrize(
+    ("page", "query", "notice"),
+    [
+        ("episodes/page.py", {"run": "abc"}, "run='abc' in the link is not a run id"),
+        ("episodes/page.py", {"sort": "bogus"}, "sort='bogus' in the link is not a sort order"),
+        ("episodes/page.py", {"size": "7"}, "size='7' in the link is not a page size"),
+        ("episodes/page.py", {"cursor": "xyz"}, "page cursor is not valid here"),
+        ("episodes/page.py", {"rmin": "lots"}, "rmin='lots' in the link is not a number"),
+        ("episodes/page.py", {"outcome": "great"}, "outcome='great' in the link is not"),
+        ("replay/page.py", {"episode": "abc"}, "episode='abc' in the link is not an episode"),
+        ("replay/page.py", {"episode": "1", "step": "99"}, "step='99' in the link is not a step"),
+        ("compare/page.py", {"run": ["1", "2"], "question": "nope"}, "question='nope'"),
+        (None, {"run": "abc"}, "run='abc' in the link is not a run id"),
+    ],
+)
+def test_a_bad_link_parameter_gets_a_notice_and_a_default(
+    store_env: FixtureStore, page: str | None, query: dict[str, str | list[str]], notice: str
+) -> None:
+    at = open_page(page, **query)  # open_page fails on any exception
+    assert any(notice in w.value.replace("\\", "") for w in at.warning), [
+        w.value for w in at.warning
+    ]
+
+
+def test_a_notice_names_the_allowed_steps_once(store_env: FixtureStore) -> None:
+    # Issue 31, polish: "... not a step of this episode (1-2) (1, 2)".
+    at = open_page("replay/page.py", episode=str(store_env.query_episode), step="99")
+    (notice,) = [w.value.replace("\\", "") for w in at.warning]
+    assert notice == "step='99' in the link is not a step of this episode (1-3); showing 1."
