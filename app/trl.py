@@ -74,7 +74,7 @@ def checkpointing_off(config: type) -> dict[str, Any]:
 
 
 def training_dataset(
-    dataset: str | None = "demo:train",
+    dataset: str | None = None,
     *,
     questions: str | None = None,
     db_dir: str | None = None,
@@ -103,7 +103,7 @@ def training_dataset(
 
 def make_rollout_func(
     *,
-    dataset: str | None = "demo:train",
+    dataset: str | None = None,
     store: str | Store = "sqlite:///rollscope.db",
     name: str,
     questions: str | None = None,
@@ -166,7 +166,7 @@ def make_rollout_func(
 
 def make_environment_factory(
     *,
-    dataset: str | None = "demo:train",
+    dataset: str | None = None,
     store: str | Store = "sqlite:///rollscope.db",
     name: str,
     questions: str | None = None,
@@ -176,7 +176,7 @@ def make_environment_factory(
 ) -> ToolEnvironmentFactory:
     """The zero-argument callable to pass as `GRPOTrainer(environment_factory=...)`: each call
     makes a `SQLToolEnvironment` whose tool calls are recorded in run `name`."""
-    ds = resolve_dataset(dataset, questions, db_dir)
+    ds = resolve_dataset(_training_set(dataset, questions), questions, db_dir)
     opened = Store(store) if isinstance(store, str) else store
     return ToolEnvironmentFactory(
         store=opened,
@@ -203,6 +203,11 @@ def shaped_reward(*, reward: Sequence[float], **_: Any) -> list[float]:
     return [float(r) for r in reward]
 
 
+def _training_set(dataset: str | None, questions: str | None) -> str | None:
+    """The dataset asked for: the demo's training split when neither it nor a file is named."""
+    return dataset if dataset or questions else "demo:train"
+
+
 def _questions(
     dataset: str | None,
     questions: str | None,
@@ -210,7 +215,7 @@ def _questions(
     question_ids: Sequence[str] | None,
     limit: int | None,
 ) -> tuple[Dataset, list[Question]]:
-    ds = resolve_dataset(dataset, questions, db_dir)
+    ds = resolve_dataset(_training_set(dataset, questions), questions, db_dir)
     ids = list(question_ids) if question_ids else None
     chosen = select_questions(ds, limit=None if ids else limit, question_ids=ids)
     if not chosen:

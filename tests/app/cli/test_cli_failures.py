@@ -35,7 +35,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_completes_the_run(tmp_path: 
         {shlex.join(resume)} > {to["resume"]}.out 2> {to["resume"]}.err; echo $? > {to["resume"]}.rc
         cp {shlex.quote(str(disk))}/store.db* {shlex.quote(str(saved))}/
     """
-    res = run_on_small_disk("1m", disk, ["sh", "-c", script], cwd=REPO)
+    res = run_on_small_disk("1500k", disk, ["sh", "-c", script], cwd=REPO)
     assert res.returncode == 0, res.stderr
 
     stderr = (saved / "run.err").read_text()
