@@ -1,5 +1,6 @@
 """The demo's training run: a short GRPO run (TRL, CPU) of the trained demo checkpoint on the
-train split, its rollouts recorded by app.trl, so the Training page has a run to show."""
+train-split questions it solves some of the time, its rollouts recorded by app.trl, so the
+Training page has a run whose reward and accuracy rise."""
 
 from __future__ import annotations
 
@@ -9,31 +10,43 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
+from app.demo.solvable import Solved, probe, sometimes_solved
+from rollout_core.datasets import load_named_dataset
+from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.store import Store
 
 Log = Callable[[str], None]
+Reward = Literal["correct", "shaped"]
+PROBE_BATCH_SIZE = 64
 
 
 @dataclass(frozen=True, slots=True)
 class GrpoSettings:
-    """The demo's GRPO run, sized for `make run`'s 5 minutes on 2 CPU cores: a step took 8-13
-    CPU-seconds (measured on a loaded machine), so 16 steps add about 2-3 minutes of CPU."""
+    """The demo's GRPO run, sized for `make run`'s 5 minutes on 2 CPU cores."""
 
-    steps: int = 16
-    prompts_per_step: int = 2
+    steps: int = 48
+    questions: int = 8
+    """Train-split questions trained on: those the checkpoint solves closest to half the time
+    in a probe before training, so a group can hold right and wrong episodes (on a question
+    it never solves every group is all wrong and teaches nothing)."""
+    prompts_per_step: int = 8
+    """Groups a step plays; equal to `questions`, every step plays every question, so the
+    curves move with what the model learns rather than with which questions a step drew."""
     num_generations: int = 4
     """Episodes per prompt: the GRPO group."""
-    questions: int = 8
-    """Train-split questions trained on: 16 steps x 2 prompts meet each of 8 about 4 times, so
-    the Training page can show one question early, midway and late (85 would meet each once)."""
+    probe_samples: int = 4
+    """Episodes per train-split question in the probe that picks the `questions`."""
     learning_rate: float = 3e-4
-    """At 1e-3 the policy collapsed: its mean token log-prob went from -0.45 to -0.1 within 16
-    steps and it answered 6 of 128 episodes right (3e-4: 14, log-prob steady at -0.4)."""
+    """At 1e-3 the policy collapses within a few steps: it stops answering right at all."""
     temperature: float = 0.7
     """The batch runs' sampling temperature: at 1.0 checkpoint-500 answers almost nothing, and
     groups with no right answer give no learning signal."""
+    reward: Reward = "correct"
+    """`correct` (`app.trl.correct_reward`): a group's advantages come from right vs wrong
+    alone; `shaped` adds the environment's shaping terms, whose small penalties spread
+    groups where every episode is wrong."""
     step_budget: int = 4
     """Fewer actions than the batch runs: the conversation stays well inside the model's
     2048-token context (240 + 4 x (48 + 256 + 10) tokens at most)."""
@@ -47,10 +60,18 @@ def run_name(checkpoint: Path) -> str:
 
 
 def train_demo_run(
-    store: Store, checkpoint: Path, work_dir: Path, settings: GrpoSettings, log: Log
+    store: Store,
+    checkpoint: Path,
+    work_dir: Path,
+    settings: GrpoSettings,
+    log: Log,
+    *,
+    question_ids: list[str] | None = None,
+    threads: int | None = None,
 ) -> str | None:
-    """Train `checkpoint` with GRPO for a few steps into run `grpo-<checkpoint>`; returns its
-    name, or None when TRL is not installed (`pip install 'rollscope[trl]'`)."""
+    """Train `checkpoint` with GRPO for a few steps into run `grpo-<checkpoint>` on
+    `question_ids` (by default those `pick_questions` finds); returns the run's name, or None
+    when TRL is not installed (`pip install 'rollscope[trl]'`)."""
     try:
         from trl.trainer.grpo_config import GRPOConfig
         from trl.trainer.grpo_trainer import GRPOTrainer
@@ -61,20 +82,30 @@ def train_demo_run(
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.trainer_callback import PrinterCallback
 
-    from app.trl import checkpointing_off, make_rollout_func, shaped_reward, training_dataset
+    from app.demo.train import torch_threads
+    from app.trl import (
+        checkpointing_off,
+        correct_reward,
+        make_rollout_func,
+        shaped_reward,
+        training_dataset,
+    )
     from rollout_core.policies.hf.quiet import quiet_progress
 
     name = run_name(checkpoint)
+    if question_ids is None:
+        question_ids = pick_questions(checkpoint, settings, threads, log)
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     rollout = make_rollout_func(
         dataset="demo:train",
         store=store,
         name=name,
-        limit=settings.questions,
+        question_ids=question_ids,
         step_budget=settings.step_budget,
         max_new_tokens=settings.max_new_tokens,
         batch_size=settings.prompts_per_step * settings.num_generations,
         seed=settings.seed,
+        threads=threads,
     )
     args = GRPOConfig(
         output_dir=str(work_dir / "grpo"),
@@ -95,7 +126,7 @@ def train_demo_run(
     )
     # TRL's hints take prompts as strings and rewards as list[float | None]; the prompts here
     # are chat messages and the rewards floats, which it handles the same.
-    reward_funcs: list[Any] = [shaped_reward]
+    reward_funcs: list[Any] = [shaped_reward if settings.reward == "shaped" else correct_reward]
     with quiet_progress():
         model = AutoModelForCausalLM.from_pretrained(checkpoint, local_files_only=True)
         tokenizer = AutoTokenizer.from_pretrained(checkpoint, local_files_only=True)
@@ -105,7 +136,7 @@ def train_demo_run(
         reward_funcs=reward_funcs,
         args=args,
         train_dataset=training_dataset(
-            "demo:train", limit=settings.questions, step_budget=settings.step_budget
+            "demo:train", question_ids=question_ids, step_budget=settings.step_budget
         ),
         rollout_func=cast(Any, rollout),
     )
@@ -113,7 +144,7 @@ def train_demo_run(
     # metrics (with its progress bar off), which the Training page shows from the store.
     trainer.remove_callback(PrinterCallback)
     t0 = time.perf_counter()
-    with rollout.recording(), warnings.catch_warnings():
+    with torch_threads(threads), rollout.recording(), warnings.catch_warnings():
         # TRL reads the model's deprecated `is_gradient_checkpointing` every step: its
         # warning, not ours.
         warnings.filterwarnings(
@@ -122,3 +153,40 @@ def train_demo_run(
         trainer.train()
     log(f"{name}: {settings.steps} GRPO steps, {time.perf_counter() - t0:.1f} s")
     return name
+
+
+def pick_questions(
+    checkpoint: Path, settings: GrpoSettings, threads: int | None, log: Log
+) -> list[str]:
+    """The `settings.questions` train-split questions `checkpoint` solves closest to half the
+    time in `probe_questions`."""
+    t0 = time.perf_counter()
+    found = probe_questions(checkpoint, settings, threads)
+    picked = sometimes_solved(found, settings.questions)
+    mixed = sum(0 < q.correct < q.episodes for q in found)
+    log(
+        f"{run_name(checkpoint)}: {checkpoint.name} solves {mixed} of {len(found)} training "
+        f"questions some of the time ({settings.probe_samples} tries each at temperature "
+        f"{settings.temperature:g}); trains on {min(mixed, len(picked))} of them"
+        + (f" and {len(picked) - mixed} it always or never solves" if mixed < len(picked) else "")
+        + f", {time.perf_counter() - t0:.1f} s"
+    )
+    return picked
+
+
+def probe_questions(checkpoint: Path, settings: GrpoSettings, threads: int | None) -> list[Solved]:
+    """Every train-split question played `probe_samples` times by `checkpoint`, sampled and
+    budgeted as the training run plays it."""
+    return probe(
+        checkpoint,
+        load_named_dataset("demo:train"),
+        samples=settings.probe_samples,
+        generation=GenerationSettings(
+            temperature=settings.temperature,
+            max_new_tokens=settings.max_new_tokens,
+            seed=settings.seed,
+            batch_size=PROBE_BATCH_SIZE,
+            threads=threads,
+        ),
+        environment=EnvironmentSettings(step_budget=settings.step_budget),
+    )

@@ -6,7 +6,9 @@
 3. every checkpoint, the oracle and the random baseline play the held-out test split with a few
    samples per question into the store; the trained checkpoints also play the train split,
    greedily (`checkpoint-N-train`), where a tiny model's progress shows (checkpoint-500 answers
-   about a quarter of those questions, checkpoint-100 none), so Compare has a difference to show.
+   about a quarter of those questions, checkpoint-100 none), so Compare has a difference to show;
+4. the last checkpoint is trained with GRPO (TRL) on the training questions it solves some of
+   the time (app.demo.grpo), so the Training page has a run that learns.
 
 Each stage is skipped when its output already exists, so a second run takes seconds.
 """
@@ -209,6 +211,9 @@ def _grpo_run(
     if existing is not None:  # stopped half-way: trained again from the checkpoint
         store.delete_run(existing.id)
     t1 = time.perf_counter()
-    if train_demo_run(store, checkpoint, settings.work_dir, grpo, log) is not None:
+    trained = train_demo_run(
+        store, checkpoint, settings.work_dir, grpo, log, threads=settings.threads
+    )
+    if trained is not None:
         report.runs.append(name)
         report.seconds[name] = time.perf_counter() - t1

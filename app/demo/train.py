@@ -85,7 +85,7 @@ def train_on_conversations(
     say(f"{len(examples)} of {len(conversations)} conversations usable")
     out = Path(out_dir)
     saved: list[Path] = []
-    with _torch_threads(threads):
+    with torch_threads(threads):
         torch.manual_seed(seed)
         optimizer = torch.optim.AdamW(
             model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.01
@@ -265,7 +265,7 @@ def _lr_factor(step: int, total: int) -> float:
 
 
 @contextmanager
-def _torch_threads(threads: int | None) -> Iterator[None]:
+def torch_threads(threads: int | None) -> Iterator[None]:
     """Use `threads` intra-op threads inside the block (the CPU is often shared)."""
     previous = torch.get_num_threads()
     if threads is not None:

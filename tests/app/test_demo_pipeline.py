@@ -12,11 +12,12 @@ from typing import NamedTuple
 
 import pytest
 
-from app.demo.grpo import GrpoSettings
+from app.demo.grpo import GrpoSettings, probe_questions
 from app.demo.pipeline import DemoReport, DemoSettings, build_demo, oracle_conversations
 from rollout_core.datasets import load_named_dataset
+from rollout_core.records import RunSpec
 from storage.store import Store
-from storage.training import training_steps
+from storage.training import training_questions, training_steps
 
 pytestmark = pytest.mark.slow
 
@@ -30,7 +31,14 @@ SETTINGS = dict(
     temperature=0.0,
     step_budget=3,
     max_new_tokens=32,
-    grpo=GrpoSettings(steps=2, prompts_per_step=2, num_generations=2, max_new_tokens=16),
+    grpo=GrpoSettings(
+        steps=2,
+        questions=4,
+        prompts_per_step=2,
+        num_generations=2,
+        probe_samples=2,
+        max_new_tokens=16,
+    ),
 )
 
 
@@ -148,6 +156,26 @@ def test_the_last_checkpoint_is_trained_with_grpo_on_the_train_split(
         (0, 4, 2),
         (1, 4, 2),
     ]
+
+
+def test_the_training_run_plays_the_questions_its_checkpoint_solves_closest_to_half_the_time(
+    demo: tuple[Store, DemoSettings, DemoReport],
+) -> None:
+    # On a question the checkpoint never (or always) solves, every GRPO group is all wrong (all
+    # right) and its advantages are zero or shaping noise: the run trained on such questions
+    # showed no learning.
+    store, settings, report = demo
+    assert settings.grpo is not None
+    run = store.find_run("grpo-checkpoint-150")
+    assert run is not None
+    picked = RunSpec.from_stored(run.spec).question_ids
+    assert picked is not None and len(set(picked)) == settings.grpo.questions
+    played = {q.question_id for q in training_questions(store, run.id)}
+    assert played and played <= set(picked)
+    found = probe_questions(report.checkpoints[-1], settings.grpo, settings.threads)
+    distance = {q.question_id: abs(q.rate - 0.5) for q in found}
+    others = set(distance) - set(picked)
+    assert max(distance[q] for q in picked) <= min(distance[q] for q in others)
 
 
 def test_second_build_reuses_everything(demo: tuple[Store, DemoSettings, DemoReport]) -> None:
