@@ -2,6 +2,7 @@
 
 The first rule that holds gives the class:
 
+0. `abandoned`        its player left before it ended (the outcome says so).
 1. `env_error`        the episode ended in `error`: its gold query or database failed, or its
                       answer could not be graded (the environment's fault, not the agent's).
 2. `correct`          the answer was graded correct.
@@ -41,6 +42,7 @@ FAILURE_LABELS: dict[FailureClass, str] = {
     "action_loop": "repeated-action loop",
     "budget_exhausted": "budget exhausted",
     "env_error": "environment error",
+    "abandoned": "abandoned by its player",
 }
 """How people read each class (tables, charts, filters)."""
 
@@ -90,6 +92,8 @@ def classify_episode(
     """
     if outcome == "error":
         return "env_error"
+    if outcome == "abandoned":
+        return "abandoned"
     if outcome == "correct":
         return "correct"
     if outcome == "wrong":

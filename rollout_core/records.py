@@ -15,8 +15,10 @@ from rollout_core.settings import EnvironmentSettings, GenerationSettings, Train
 ActionKind = Literal["DESCRIBE", "SAMPLE", "QUERY", "ANSWER"]
 ACTION_KINDS: tuple[ActionKind, ...] = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
 
-Outcome = Literal["correct", "wrong", "budget_exhausted", "error"]
-OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "budget_exhausted", "error")
+Outcome = Literal["correct", "wrong", "budget_exhausted", "error", "abandoned"]
+"""How an episode ended: `abandoned` when its player left before it ended (a client of the
+environment server that disconnected)."""
+OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "budget_exhausted", "error", "abandoned")
 
 FailureClass = Literal[
     "correct",
@@ -27,6 +29,7 @@ FailureClass = Literal[
     "action_loop",
     "budget_exhausted",
     "env_error",
+    "abandoned",
 ]
 """Why a finished episode ended as it did; the rules are in `rollout_core.failure_classes`."""
 FAILURE_CLASSES: tuple[FailureClass, ...] = (
@@ -38,10 +41,14 @@ FAILURE_CLASSES: tuple[FailureClass, ...] = (
     "action_loop",
     "budget_exhausted",
     "env_error",
+    "abandoned",
 )
 
-RunKind = Literal["batch", "training", "fork"]
-RUN_KINDS: tuple[RunKind, ...] = ("batch", "training", "fork")
+RunKind = Literal["batch", "training", "fork", "import", "env"]
+"""Where a run's episodes come from: `rollscope run` or Launch (`batch`), a trainer
+(`training`), a fork of recorded episodes (`fork`), files another framework wrote (`import`),
+the sessions of the environment server (`env`)."""
+RUN_KINDS: tuple[RunKind, ...] = ("batch", "training", "fork", "import", "env")
 
 ChatMessage = Mapping[str, Any]
 """One chat message as a model receives it: at least `role` and `content`."""

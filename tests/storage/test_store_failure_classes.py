@@ -152,3 +152,17 @@ def test_the_migration_back_fills_every_finished_episode(store_url: str) -> None
         assert [e.failure_class for e in live.items] == [None]
     finally:
         store.close()
+
+
+def test_an_abandoned_episode_of_an_env_run_is_stored_and_counted(store: Store) -> None:
+    run_id = store.create_run(spec("served", kind="env"), episodes_planned=1)
+    left = EpisodeRecord("q1", 0, "abandoned", -0.01, 0.0, 0.0, 1, None, 2.0)  # no class given
+    sink = store.sink(run_id)
+    sink.write(IterationBatch(started=[start("q1")]))
+    sink.write(IterationBatch(finished=[left]))
+    run = store.get_run(run_id)
+    assert run is not None and run.kind == "env" and run.episodes_finished == 1
+    [episode] = store.list_episodes(EpisodeFilter(run_ids=(run_id,))).items
+    assert (episode.outcome, episode.failure_class) == ("abandoned", "abandoned")
+    [mix] = store.run_distributions([run_id])
+    assert mix.failure_counts["abandoned"] == 1

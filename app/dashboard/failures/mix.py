@@ -26,6 +26,7 @@ CLASS_COLORS: dict[FailureClass, str] = {
     "action_loop": "#8c564b",
     "budget_exhausted": "#17becf",
     "env_error": "#1f1f1f",
+    "abandoned": "#c7c7c7",
 }
 _BAR_PX = 34
 """Height of one run's bar."""
