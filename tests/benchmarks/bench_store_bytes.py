@@ -1,5 +1,6 @@
-"""Bytes a step costs on disk, with whole prompts (schema 0002) and with prompt layouts (0003),
-and what the text search's index adds (`search`: its tables and index, per step).
+"""Bytes a step costs on disk, with whole prompts (schema 0002) and as stored now (each step the
+messages its turn added, `storage.prompts`), and what the text search's index adds (`search`:
+its tables and index, per step).
 
 Run on request: `pytest tests/benchmarks/bench_store_bytes.py --benchmarks -s`.
 Target: a step's bytes (its row and index entries, plus its share of the shared prompt texts)
@@ -100,7 +101,7 @@ def test_bytes_per_step(tmp_path: Path) -> None:
         fill_synthetic(store, runs=1, episodes_per_run=EPISODES, system_prompt_chars=chars)
         store.close()
         rows.append((f"{label} (whole prompts)", measure(_downgraded(path, tmp_path / "old.db"))))
-        rows.append((f"{label} (layouts)", measure(path)))
+        rows.append((f"{label} (as stored now)", measure(path)))
     for path in EXISTING:
         copy = tmp_path / f"copy-{path.name}"
         shutil.copy2(path, copy)
