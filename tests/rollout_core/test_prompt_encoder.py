@@ -61,6 +61,23 @@ def test_growing_conversations_match_full_encoding(tiny_checkpoint: Path) -> Non
     assert len(sent[-1]) < len(a[-1]) // 2
 
 
+def test_a_new_episode_reuses_the_start_it_shares_with_the_last_prompt(
+    tiny_checkpoint: Path,
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    encoder = PromptEncoder(_Recording(tokenizer))  # type: ignore[arg-type]
+    first = _conversation(tokenizer, 3)[-1]
+    other = _conversation(tokenizer, 1)[0].replace("singers", "stadiums")
+    encoder.encode(["a"], [first])
+    assert encoder.encode(["b"], [other]) == [
+        tokenizer(other, add_special_tokens=False)["input_ids"]
+    ]
+    # the system message was not sent again, only what follows the last special token the
+    # two prompts share; then the check of the first reuse encoded the prompt in full
+    sent = encoder.tokenizer.texts  # type: ignore[attr-defined]
+    assert sent[-2:] == [other.split("<|im_start|>")[-2] + "<|im_start|>assistant\n", other]
+
+
 def test_an_edited_conversation_is_encoded_in_full(tiny_checkpoint: Path) -> None:
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     encoder = PromptEncoder(tokenizer)
