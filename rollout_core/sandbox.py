@@ -496,13 +496,14 @@ class Sandbox:
         self._max_idle = max_idle
         self._idle: OrderedDict[tuple[Path, int], SandboxConnection] = OrderedDict()
         self._results: dict[tuple[Path, str, SandboxLimits], QueryResult] = {}
+        self._resolved: dict[str | Path, Path] = {}
         self._lock = threading.Lock()
         self._closed = False
 
     @contextmanager
     def connection(self, db_path: str | Path) -> Iterator[SandboxConnection]:
         """A connection to `db_path` with this sandbox's limits, for this caller alone."""
-        path = Path(db_path).resolve()
+        path = self._resolve(db_path)
         conn = self._take_idle(path)
         if conn is None:
             conn = open_readonly(path, self.limits, check_same_thread=False)
@@ -526,7 +527,7 @@ class Sandbox:
         For trusted, deterministic queries asked again and again (gold queries). Callers must
         not change the rows they get: the next caller gets the same list.
         """
-        key = (Path(db_path).resolve(), sql, limits)
+        key = (self._resolve(db_path), sql, limits)
         with self._lock:
             cached = self._results.get(key)
         if cached is not None:
@@ -557,6 +558,14 @@ class Sandbox:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    def _resolve(self, db_path: str | Path) -> Path:
+        """The file's absolute path, links followed; remembered, since every step of an episode
+        asks for the same file and resolving reads each folder of the path."""
+        path = self._resolved.get(db_path)
+        if path is None:
+            path = self._resolved[db_path] = Path(db_path).resolve()
+        return path
 
     def _take_idle(self, path: Path) -> SandboxConnection | None:
         with self._lock:

@@ -159,6 +159,11 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
     seq_eps, bat_eps = episodes / seq_wall, stats.episodes / bat_wall
     overhead = 1 - bat_policy.generate_seconds / bat_wall
     prefix_share = bat_policy.prefix_seconds / bat_wall
+    # Where the time outside generate goes: the policy's own work around it, the environment's
+    # steps, and the rest of the runner (resets, parsing, records, the sink).
+    in_policy = (stats.policy_seconds - bat_policy.generate_seconds) / bat_wall - prefix_share
+    in_env = sum(s.env_seconds for s in sink.steps) / bat_wall
+    in_runner = 1 - stats.policy_seconds / bat_wall - in_env
     reused = bat_policy.reused_tokens / max(1, sum(s.tokens_in or 0 for s in sink.steps))
     print(
         f"\nmodel {params / 1e6:.2f}M params on {bat_policy.device}, {threads} threads; "
@@ -172,7 +177,10 @@ def test_batched_vs_sequential(tmp_path: Path) -> None:
         f"{overhead:.1%} (of which computing shared prefixes {prefix_share:.1%}); "
         f"prompt tokens reused from the cache {reused:.0%}; "
         f"shared prefix held once in {bat_policy.shared_prefix_calls}/{stats.policy_calls} calls; "
-        f"identical outputs {same}/{len(bat_out)} steps"
+        f"identical outputs {same}/{len(bat_out)} steps\n"
+        f"  outside generate: policy {in_policy:.1%} (prompts, cache assembly, token traces), "
+        f"shared prefixes {prefix_share:.1%}, environment steps {in_env:.1%}, "
+        f"rest of the runner {in_runner:.1%} (resets, parsing, records, sink)"
     )
     assert stats.episodes == episodes
     assert len(seq_out) == len(bat_out)

@@ -10,6 +10,7 @@ from tokenizers import AddedToken, Tokenizer, models, pre_tokenizers
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from rollout_core.policies.hf.prompt_encoder import PromptEncoder
+from rollout_core.records import EpisodeKey
 
 
 class _Recording:
@@ -59,6 +60,24 @@ def test_growing_conversations_match_full_encoding(tiny_checkpoint: Path) -> Non
     # later turns sent only their new end (plus one check of the first reuse) to the tokenizer
     sent = encoder.tokenizer.texts  # type: ignore[attr-defined]
     assert len(sent[-1]) < len(a[-1]) // 2
+
+
+def test_a_new_episode_reuses_the_start_it_shares_with_the_last_prompt(
+    tiny_checkpoint: Path,
+) -> None:
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    recording = _Recording(tokenizer)
+    encoder = PromptEncoder(recording)  # type: ignore[arg-type]
+    first = _conversation(tokenizer, 3)[-1]
+    other = _conversation(tokenizer, 1)[0].replace("singers", "stadiums")
+    encoder.encode([EpisodeKey("q1", 0)], [first])
+    assert encoder.encode([EpisodeKey("q2", 0)], [other]) == [
+        tokenizer(other, add_special_tokens=False)["input_ids"]
+    ]
+    # the system message was not sent again, only what follows the last special token the
+    # two prompts share; then the check of the first reuse encoded the prompt in full
+    tail = other.split("<|im_start|>")[-2] + "<|im_start|>assistant\n"
+    assert recording.texts[-2:] == [tail, other]
 
 
 def test_an_edited_conversation_is_encoded_in_full(tiny_checkpoint: Path) -> None:

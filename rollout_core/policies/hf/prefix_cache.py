@@ -33,34 +33,39 @@ SHARED_PREFIX_CANDIDATES = 16
 MIN_SHARED_PREFIX = 16
 """Shorter common prefixes are not worth the second attention pass."""
 KV = list[tuple[torch.Tensor, torch.Tensor]]
-"""Per layer: keys and values of one sequence, each [heads, tokens, head_dim]."""
+"""Per layer: keys and values of a batch, each [batch, heads, tokens, head_dim]."""
 
 
 @dataclass
 class _Entry:
-    """An episode's token ids and their keys and values.
+    """An episode's token ids and where their keys and values are.
 
     Positions before `prefix.length` live in the batch's shared prefix (held once for every
-    episode of that batch); `kv` holds the positions after it.
+    episode of that batch); the positions after it are row `row` of `layers`, the cache of the
+    call that produced them, from position `start` on.
     """
 
     ids: list[int]
-    kv: KV
+    layers: KV
+    """Per layer, [batch, heads, tokens, head_dim] keys and values of the producing call."""
+    row: int
+    start: int
     prefix: SharedPrefix | None = None
 
     def span(self, layer: int, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Keys and values of positions [start, stop) in `layer`, each [heads, n, head_dim]."""
         base = self.prefix.length if self.prefix is not None else 0
-        k, v = self.kv[layer]
+        k, v = self.layers[layer]
+        at = self.start - base  # where position `base` sits in the row
         if start >= base:
-            return k[:, start - base : stop - base], v[:, start - base : stop - base]
+            return k[self.row, :, at + start : at + stop], v[self.row, :, at + start : at + stop]
         assert self.prefix is not None
         prefix_k, prefix_v = self.prefix.kv[layer]
         if stop <= base:
             return prefix_k[0, :, start:stop], prefix_v[0, :, start:stop]
         return (
-            torch.cat([prefix_k[0, :, start:], k[:, : stop - base]], dim=1),
-            torch.cat([prefix_v[0, :, start:], v[:, : stop - base]], dim=1),
+            torch.cat([prefix_k[0, :, start:], k[self.row, :, self.start : at + stop]], dim=1),
+            torch.cat([prefix_v[0, :, start:], v[self.row, :, self.start : at + stop]], dim=1),
         )
 
 
@@ -254,8 +259,8 @@ class PrefixCache:
         template = next(
             e for e, r in zip(chosen, rests, strict=True) if e is not None and r - uncached > 0
         )
-        for layer, (k0, _) in enumerate(template.kv):
-            heads, _, dim = k0.shape
+        for layer, (k0, _) in enumerate(template.layers):
+            _, heads, _, dim = k0.shape
             keys_t = torch.zeros((len(chosen), heads, size, dim), dtype=k0.dtype, device=device)
             values_t = torch.zeros_like(keys_t)
             for i, (entry, rest) in enumerate(zip(chosen, rests, strict=True)):
@@ -290,9 +295,9 @@ class PrefixCache:
                 continue
             pad = batch.pads[i]
             count = min(len(seq) - shared, held - pad)
-            # Views, not copies: every call gets a fresh cache, which nothing writes to later.
-            kv = [(k[i, :, pad : pad + count], v[i, :, pad : pad + count]) for k, v in layers]
-            self._entries[key] = _Entry(list(seq[: shared + count]), kv, prefix)
+            # The call's own tensors, not copies: every call gets a fresh cache, which nothing
+            # writes to later.
+            self._entries[key] = _Entry(list(seq[: shared + count]), layers, i, pad, prefix)
             self._entries.move_to_end(key)
         while len(self._entries) > self.max_entries:
             self._entries.popitem(last=False)
@@ -315,7 +320,7 @@ def _slice_prefix(entry: _Entry, length: int) -> SharedPrefix:
     if entry.prefix is not None and entry.prefix.length == length:
         return entry.prefix
     kv = []
-    for layer in range(len(entry.kv)):
+    for layer in range(len(entry.layers)):
         k, v = entry.span(layer, 0, length)
         kv.append((k.unsqueeze(0).contiguous(), v.unsqueeze(0).contiguous()))
     return SharedPrefix(length, kv)
