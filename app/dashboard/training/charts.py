@@ -11,8 +11,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from app.dashboard.groups.charts import SOURCE_COLORS
-from app.dashboard.groups.signal import SOURCE_LABELS, SOURCES
+from app.dashboard.groups.signal import SOURCE_LABELS
 from app.dashboard.training.curves import Curves, trend, trend_window
+from rollout_core.grpo import SIGNAL_SOURCES
 
 # The legend sits under the plot, so that a half-width chart keeps its width on a narrow
 # screen (a legend on the right took half of it at 800 px).
@@ -132,11 +133,10 @@ def _steps_text(curves: Curves) -> list[str]:
 
 def _hover_data(curves: Curves) -> list[list[Any]]:
     """Per point: its steps in words, its episodes and the questions it drew."""
-    drawn = curves.drawn or [""] * len(curves.points)
     return [
         # Question ids are dataset text, and Plotly reads a subset of HTML in hovers.
         [steps, p.episodes, ("<br>drew " + html.escape(d)) if d else ""]
-        for steps, p, d in zip(_steps_text(curves), curves.points, drawn, strict=True)
+        for steps, p, d in zip(_steps_text(curves), curves.points, curves.drawn, strict=True)
     ]
 
 
@@ -203,7 +203,7 @@ def signal_figure(curves: Curves) -> go.Figure:
     fig = go.Figure()
     xs = [p.train_step for p in curves.points]
     hover = _hover_data(curves)
-    for source in SOURCES:
+    for source in SIGNAL_SOURCES:
         counts = [point[source] for point in curves.sources]
         totals = [sum(point.values()) for point in curves.sources]
         fig.add_bar(
