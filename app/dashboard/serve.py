@@ -70,13 +70,14 @@ def stop_with_parent() -> None:
     process that started it ends (Linux; kept across exec).
 
     A shell script, `sh -c` or `make` runs the dashboard as its child: stopping them with a
-    signal, or killing them, left Streamlit serving its port with parent PID 1. Not done for
-    a dashboard started to outlive its starter: under nohup (SIGHUP ignored) or as the leader
-    of its own session (setsid, systemd).
+    signal, or killing them, left Streamlit serving its port with parent PID 1. Not done for a
+    dashboard meant to outlive its starter: under nohup (SIGHUP ignored), put in the
+    background by a script (`... &` without job control: SIGINT ignored), or leading its own
+    session (setsid, systemd).
     """
-    if not sys.platform.startswith("linux"):
+    if not sys.platform.startswith("linux") or os.getsid(0) == os.getpid():
         return
-    if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN or os.getsid(0) == os.getpid():
+    if signal.SIG_IGN in (signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGINT)):
         return
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)

@@ -16,7 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import REPO, free_port, start_dashboard, wait_healthy
+from tests.browser.conftest import (
+    REPO,
+    START_TIMEOUT_S,
+    free_port,
+    start_dashboard,
+    wait_healthy,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -46,17 +52,29 @@ def test_a_signal_to_the_cli_stops_the_server(tmp_path: Path, sig: signal.Signal
     assert _closes(port, 5), (tmp_path / "dashboard.log").read_text()[-2000:]
 
 
+_WAIT_FOR_PORT = (
+    "import socket, sys, time\n"
+    "while socket.socket().connect_ex(('127.0.0.1', int(sys.argv[1]))): time.sleep(0.3)"
+)
+
+
 @contextmanager
-def _script(tmp_path: Path, first_line: str) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
+def _script(
+    tmp_path: Path, first_line: str, *, background: bool = False
+) -> Iterator[tuple[subprocess.Popen[bytes], int]]:
     """A shell script that runs the dashboard as its child (a command follows it, so the shell
-    cannot exec it), in a session of its own: whatever it leaves is killed after the test."""
+    cannot exec it), in a session of its own: whatever it leaves is killed after the test.
+    `background`: started with `&`, the script waits until the dashboard serves, then ends."""
     port = free_port()
     command = shlex.join(
         [sys.executable, "-m", "app.cli", "dashboard", "--store", str(tmp_path / "s.db")]
     )
+    then = ""
+    if background:
+        then = "&\n" + shlex.join([sys.executable, "-c", _WAIT_FOR_PORT, str(port)])
     script = tmp_path / "serve.sh"
     script.write_text(
-        f"{first_line}\ncd {shlex.quote(str(REPO))}\n{command} --port {port}\necho done\n"
+        f"{first_line}\ncd {shlex.quote(str(REPO))}\n{command} --port {port} {then}\necho done\n"
     )
     log = tmp_path / "dashboard.log"
     with log.open("wb") as out:
@@ -64,7 +82,10 @@ def _script(tmp_path: Path, first_line: str) -> Iterator[tuple[subprocess.Popen[
             ["sh", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        wait_healthy(f"http://127.0.0.1:{port}", proc, log)
+        if background:
+            proc.wait(timeout=START_TIMEOUT_S)
+        else:
+            wait_healthy(f"http://127.0.0.1:{port}", proc, log)
         yield proc, port
     finally:
         with suppress(ProcessLookupError):
@@ -86,5 +107,12 @@ def test_a_dashboard_under_nohup_outlives_its_script(tmp_path: Path) -> None:
     with _script(tmp_path, "trap '' HUP") as (proc, port):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
+        time.sleep(2)
+        assert _port_open(port)
+
+
+def test_a_dashboard_a_script_put_in_the_background_outlives_it(tmp_path: Path) -> None:
+    # `rollscope dashboard ... &` in a script that ends once it serves: the server stays up.
+    with _script(tmp_path, "#!/bin/sh", background=True) as (_, port):
         time.sleep(2)
         assert _port_open(port)
