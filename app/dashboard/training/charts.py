@@ -199,22 +199,29 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
 
 
 def signal_figure(curves: Curves) -> go.Figure:
-    """Each point's groups by the source of their spread, as shares stacked to 100%."""
+    """Each point's groups by the source of their spread, as shares stacked to 100%: bars, or
+    on a curve of more points than `_MARKERS_UP_TO` stacked areas (a browser draws thousands of
+    bars slowly, an area as one shape)."""
     fig = go.Figure()
     xs = [p.train_step for p in curves.points]
     hover = _hover_data(curves)
+    bars = len(xs) <= _MARKERS_UP_TO
+    totals = [sum(point.values()) for point in curves.sources]
     for source in SIGNAL_SOURCES:
         counts = [point[source] for point in curves.sources]
-        totals = [sum(point.values()) for point in curves.sources]
-        fig.add_bar(
-            name=SOURCE_LABELS[source],
-            x=xs,
-            y=[c / t if t else None for c, t in zip(counts, totals, strict=True)],
-            customdata=[[*h, c, t] for h, c, t in zip(hover, counts, totals, strict=True)],
-            marker_color=SOURCE_COLORS[source],
-            hovertemplate=f"{SOURCE_LABELS[source]}: %{{customdata[3]}} of %{{customdata[4]}} "
-            "groups<br>%{customdata[0]}%{customdata[2]}<extra></extra>",
-        )
+        trace: dict[str, Any] = {
+            "name": SOURCE_LABELS[source],
+            "x": xs,
+            "y": [c / t if t else None for c, t in zip(counts, totals, strict=True)],
+            "customdata": [[*h, c, t] for h, c, t in zip(hover, counts, totals, strict=True)],
+            "hovertemplate": f"{SOURCE_LABELS[source]}: %{{customdata[3]}} of "
+            "%{customdata[4]} groups<br>%{customdata[0]}%{customdata[2]}<extra></extra>",
+        }
+        color = SOURCE_COLORS[source]
+        if bars:
+            fig.add_bar(**trace, marker_color=color)
+        else:
+            fig.add_scatter(**trace, mode="lines", stackgroup="sources", line_color=color)
     fig.update_layout(
         **{**_LAYOUT, "title": "Learning signal by source", "yaxis_title": "share of groups"},
         barmode="stack",

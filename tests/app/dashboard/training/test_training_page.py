@@ -174,6 +174,7 @@ def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
     assert "**within groups**: the mean over the step's groups of each group's own std" in shown
     signal = _figures(at)["Learning signal by source"]["data"]
     assert [d["name"] for d in signal] == ["correctness", "shaping only", "none: all rewards equal"]
+    assert {d["type"] for d in signal} == {"bar"}
     # Step 1: q1 half right (correctness), q2 all wrong with equal rewards.
     assert [d["y"][1] for d in signal] == [0.5, 0.0, 0.5]
 
@@ -206,6 +207,8 @@ def test_a_run_of_thousands_of_groups_says_what_each_step_drew_and_what_flipped(
     ]
     assert last[2] == "<br>drew q-learnt 4/4 correct, q-mixed 2/4, q-shaped 0/4"
     signal = figures["Learning signal by source"]["data"]
+    # Stacked areas: hundreds of points are too many bars for a browser to draw quickly.
+    assert {(d["type"], d["stackgroup"]) for d in signal} == {("scatter", "sources")}
     assert {d["name"]: d["y"][0] for d in signal} == {
         "correctness": pytest.approx(1 / 3),
         "shaping only": pytest.approx(1 / 3),
