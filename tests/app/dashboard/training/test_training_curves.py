@@ -90,5 +90,10 @@ def test_each_point_says_what_its_steps_drew_and_where_their_signal_came_from() 
     assert curves.drawn[1] == "q0 1/1 correct, q1 1/1, q2 1/1, q3 1/1, q4 1/1, q5 1/1 and 2 more"
     assert curves.sources[0] == {"correctness": 1, "shaping only": 1, "none": 0}
     assert curves.sources[1] == {"correctness": 0, "shaping only": 0, "none": 8}
+    # In a hover, three questions a line: on one, the box grew wider than the chart.
+    [trace, _] = charts.figure(curves, ACCURACY).data
+    assert trace.customdata[1][2] == (
+        "<br>drew q0 1/1 correct, q1 1/1, q2 1/1,<br>q3 1/1, q4 1/1, q5 1/1 and 2 more"
+    )
     # A point a step: each its own.
     assert curves_of(steps).drawn[:3] == ["q-a 0/4 correct, q-b 2/4", "q-a 1/4 correct", ""]

@@ -207,8 +207,12 @@ def test_a_run_of_thousands_of_groups_says_what_each_step_drew_and_what_flipped(
     ]
     assert last[2] == "<br>drew q-learnt 4/4 correct, q-mixed 2/4, q-shaped 0/4"
     signal = figures["Learning signal by source"]["data"]
-    # Stacked areas: hundreds of points are too many bars for a browser to draw quickly.
+    # Stacked areas: hundreds of points are too many bars for a browser to draw quickly. One
+    # hover for the three, which says the steps and what they drew once.
     assert {(d["type"], d["stackgroup"]) for d in signal} == {("scatter", "sources")}
+    layout = figures["Learning signal by source"]["layout"]
+    assert layout["hovermode"] == "x unified"
+    assert ["drew" in str(d["customdata"][0]) for d in signal] == [True, False, False]
     assert {d["name"]: d["y"][0] for d in signal} == {
         "correctness": pytest.approx(1 / 3),
         "shaping only": pytest.approx(1 / 3),
