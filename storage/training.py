@@ -204,12 +204,12 @@ class _StepSums:
         self.correct += correct
         self.total += total
         self.squares += squares
-        if (std := _std(n, total, squares)) is not None:
+        std = grpo.std_from_sums(n, total, squares, lowest, highest)
+        if n > 1:  # a group of one has no std (TRL's is NaN): left out of the mean
             self.stds += 1
             self.std_sum += std
         self.flat += highest - lowest < ZERO_STD
-        group_std = grpo.std_from_sums(n, total, squares, lowest, highest)
-        self.by_source[grpo.signal_source(n, correct, group_std)] += 1
+        self.by_source[grpo.signal_source(n, correct, std)] += 1
         seen = self.drawn.get(question)
         if seen is not None:  # two groups of one question at this step: counted together
             correct, n = correct + seen.correct, n + seen.episodes
