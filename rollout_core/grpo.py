@@ -4,15 +4,35 @@ As TRL's GRPOTrainer computes them: the standard deviation is the sample one (n 
 `std` default), and advantage = (reward - mean) / (std + ADVANTAGE_EPSILON). A group whose
 rewards are all equal has std 0 and gives every member advantage 0: no learning signal. A
 group of one sample has no standard deviation (torch returns NaN); it counts as std 0 here.
+
+Where a group's spread comes from (`signal_source`) is decided here alone, for the store's
+counts and the dashboard's labels alike.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Literal
 
 ADVANTAGE_EPSILON = 1e-4
 """Added to the std before dividing (TRL's constant), so a zero-variance group divides by it."""
+
+
+SignalSource = Literal["correctness", "shaping only", "none"]
+"""What makes a group's rewards differ: right and wrong answers; the shaping terms alone
+(`rollout_core.rewards`: QUERY progress, error penalties) with every sample right or every one
+not; nothing (all rewards equal, every advantage 0)."""
+SIGNAL_SOURCES: tuple[SignalSource, ...] = ("correctness", "shaping only", "none")
+
+
+def signal_source(size: int, correct: int, std: float) -> SignalSource:
+    """Where the spread of a group of `size` samples, `correct` of them right, with reward
+    std `std` comes from. Shaping alone still moves the policy: GRPO divides by (std + eps),
+    so penalties of a hundredth become advantages as large as a right answer's."""
+    if std == 0.0:
+        return "none"
+    return "correctness" if 0 < correct < size else "shaping only"
 
 
 def group_mean(rewards: Sequence[float]) -> float:

@@ -61,41 +61,43 @@ STD_BIN = 0.05
 def overview(
     session: Session, run_id: int, *, limit: int, question: str | None = None
 ) -> GroupOverview:
-    """A run's groups summed up (counts, and the std histogram), with the groups it lists:
-    the `limit` of highest reward std (ties by question, then a training run's steps in
-    number order), or every group of `question`; no question texts (`question_texts`).
+    """A run's groups summed up (counted by where their spread comes from, and the std
+    histogram), with the groups it lists: the `limit` of highest reward std (ties by question,
+    then a training run's steps in number order), or every group of `question`; no question
+    texts (`question_texts`).
 
     One GROUP BY that reads one index alone (`stats_query`); the summary is counted in one
-    pass over its rows, and a record made only for the groups listed. A training run has a
-    group per question per step (64k in a 256k-episode run): as records, sorted, they cost
-    three times the GROUP BY, and the dashboard's cache copied all of them at every visit.
+    pass over its rows, and a record made only for the groups listed: a long training run has
+    tens of thousands of groups, and the dashboard's cache copies what it holds at every visit.
     """
     training = is_training_run(session, run_id)
-    # On the connection: the ORM's handling of the rows was a tenth of the overview's time.
+    # On the connection: a row per group, which the ORM would handle one by one for nothing.
     rows = session.connection().execute(stats_query(run_id, training)).all()
     k = len(key_columns(training))
     qid_at = k - 1  # the question is the last key column
-    std_from_sums = grpo.std_from_sums
-    total = episodes = largest = with_signal = all_correct = all_wrong = 0
-    counts: list[int] = []
+    std_from_sums, source_of = grpo.std_from_sums, grpo.signal_source
+    total = episodes = largest = none_correct = all_correct = 0
+    by_source = dict.fromkeys(grpo.SIGNAL_SOURCES, 0)
+    bins: dict[grpo.SignalSource, list[int]] = {"correctness": [], "shaping only": []}
     ranked: list[tuple[float, str, int, int, int]] = []
     for i, row in enumerate(rows):
         n, sum_, sum_sq, lowest, highest, n_correct = row[k:]
+        n_correct = n_correct or 0
         std = std_from_sums(n, sum_ or 0.0, sum_sq or 0.0, lowest or 0.0, highest or 0.0)
+        source = source_of(n, n_correct, std)
         total += 1
         episodes += n
         largest = max(largest, n)
-        if std > 0.0:
-            with_signal += 1
+        by_source[source] += 1
+        none_correct += not n_correct
+        all_correct += n_correct == n
+        if source != "none":
             # The bin std falls in (the tiny offset keeps 0.15 out of the 0.10-0.15 bin).
             b = int(std / STD_BIN + 1e-9)
+            counts = bins[source]
             if b >= len(counts):
                 counts.extend([0] * (b + 1 - len(counts)))
             counts[b] += 1
-        elif n_correct == n:
-            all_correct += 1
-        elif not n_correct:
-            all_wrong += 1
         qid = row[qid_at]
         if question is None or qid == question:
             step, group = (row[0] or 0, row[1] or 0) if training else (0, 0)
@@ -106,12 +108,12 @@ def overview(
         groups=[_stats(run_id, rows[i], k) for *_, i in chosen],
         questions={},
         total=total,
-        with_signal=with_signal,
+        by_source=by_source,
+        none_correct=none_correct,
         all_correct=all_correct,
-        all_wrong=all_wrong,
         episodes=episodes,
         largest=largest,
-        std_counts=tuple(counts),
+        std_counts={source: tuple(counts) for source, counts in bins.items()},
     )
 
 

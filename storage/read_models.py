@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
+from rollout_core.grpo import SignalSource, signal_source
 from rollout_core.records import (
     FailureClass,
     Outcome,
@@ -277,11 +278,16 @@ class GroupStats(NamedTuple):
         """False for a zero-variance group: every advantage is 0, GRPO learns nothing from it."""
         return self.std > 0.0
 
+    @property
+    def source(self) -> SignalSource:
+        """Where the group's reward spread comes from (`rollout_core.grpo.signal_source`)."""
+        return signal_source(self.size, self.correct, self.std)
+
 
 @dataclass(frozen=True, slots=True)
 class GroupOverview:
     """A run's GRPO groups summed up, with the groups the run-level view lists
-    (`storage.groups.overview`)."""
+    (`storage.groups.overview`). Every count covers all the run's groups, listed or not."""
 
     run_id: int
     groups: list[GroupStats]
@@ -291,19 +297,25 @@ class GroupOverview:
     """Question id -> text, for the listed groups."""
     total: int
     """Groups in the run."""
-    with_signal: int
-    """Groups with reward variance."""
+    by_source: dict[SignalSource, int]
+    """Groups by where their reward spread comes from (`rollout_core.grpo.signal_source`),
+    every source present."""
+    none_correct: int
+    """Groups without a correct sample, whatever their rewards."""
     all_correct: int
-    """Groups without variance whose samples are all correct."""
-    all_wrong: int
-    """Groups without variance whose samples are all wrong."""
+    """Groups whose samples are all correct, whatever their rewards."""
     episodes: int
     """Finished episodes in the run's groups."""
     largest: int
     """Samples in the largest group (1: the run has no groups to learn from)."""
-    std_counts: tuple[int, ...]
-    """The groups with signal by reward standard deviation, in bins of `storage.groups.STD_BIN`
-    from 0 (the others, `total - with_signal`, have std 0)."""
+    std_counts: dict[SignalSource, tuple[int, ...]]
+    """The groups with a spread (sources "correctness" and "shaping only") by reward standard
+    deviation, in bins of `storage.groups.STD_BIN` from 0; the others have std 0."""
+
+    @property
+    def with_signal(self) -> int:
+        """Groups with reward variance, from either source."""
+        return self.total - self.by_source["none"]
 
     @property
     def signal_fraction(self) -> float | None:

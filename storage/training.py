@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
     ColumnElement,
@@ -24,8 +24,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from rollout_core import grpo
 from rollout_core.records import Outcome
-from storage.groups import question_texts
+from storage import groups
 from storage.models import Episode
 from storage.sql_limits import literal_limit
 from storage.store import Store
@@ -37,6 +38,14 @@ ZERO_STD = 1e-8
 
 
 # -- reads ------------------------------------------------------------------------------------
+
+
+class DrawnQuestion(NamedTuple):
+    """A question a training step drew: its samples there, and how many were correct."""
+
+    question_id: str
+    correct: int
+    episodes: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +71,13 @@ class TrainingStep:
     """Mean log-probability of the model's tokens (token-weighted)."""
     mean_tokens: float | None
     """Model tokens per episode (TRL's `completions/mean_length` counts these)."""
+    by_source: dict[grpo.SignalSource, int] = field(
+        default_factory=lambda: dict.fromkeys(grpo.SIGNAL_SOURCES, 0)
+    )
+    """The step's groups by where their reward spread comes from (`grpo.signal_source`)."""
+    drawn: tuple[DrawnQuestion, ...] = ()
+    """The questions the step drew, in the order of their groups (a question's groups at the
+    step counted together)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,33 +115,12 @@ class Counters:
 
 
 def training_steps(store: Store, run_id: int) -> list[TrainingStep]:
-    """The run's finished episodes, per training step, in step order (one indexed query)."""
-    e = Episode
-    correct = func.sum(case((e.outcome == "correct", 1), else_=0))
-    stmt = (
-        select(
-            e.train_step,
-            e.group_index,
-            func.count(),
-            correct,
-            func.sum(e.reward),
-            func.sum(e.reward * e.reward),
-            func.max(e.reward) - func.min(e.reward),
-            func.sum(e.steps),
-            func.sum(e.unparsed_steps),
-            func.sum(e.mean_logprob * e.tokens_out),
-            func.sum(case((e.mean_logprob.is_not(None), e.tokens_out), else_=0)),
-            func.sum(e.tokens_out),
-            func.count(e.tokens_out),
-        )
-        .where(e.run_id == run_id, e.outcome.is_not(None), e.train_step.is_not(None))
-        .group_by(e.train_step, e.group_index)
-        .order_by(e.train_step, e.group_index)
-    )
+    """The run's finished episodes, per training step, in step order, with the questions each
+    step drew and its groups counted by source (one indexed query, a row per group)."""
     with Session(store._engine) as session:
-        # On the connection: the ORM's handling of the rows (one a group) cost a third of
-        # the query.
-        rows = session.connection().execute(stmt).all()
+        # On the connection: a row per group, and the ORM's handling of each costs more than
+        # the query's own.
+        rows = session.connection().execute(steps_query(run_id)).all()
     out: list[TrainingStep] = []
     sums: _StepSums | None = None
     for row in rows:  # in step order: a step's groups are consecutive
@@ -139,12 +134,42 @@ def training_steps(store: Store, run_id: int) -> list[TrainingStep]:
     return out
 
 
+def steps_query(run_id: int) -> Select[Any]:
+    """`training_steps`' GROUP BY: a row per group, keyed as `storage.groups` keys a training
+    run's groups and in the training index's order, with the sums of its episodes."""
+    e = Episode
+    correct = func.sum(case((e.outcome == "correct", 1), else_=0))
+    key = groups.key_columns(training=True)
+    return (
+        select(
+            *key,
+            func.count(),
+            correct,
+            func.sum(e.reward),
+            func.sum(e.reward * e.reward),
+            func.min(e.reward),
+            func.max(e.reward),
+            func.sum(e.steps),
+            func.sum(e.unparsed_steps),
+            func.sum(e.mean_logprob * e.tokens_out),
+            func.sum(case((e.mean_logprob.is_not(None), e.tokens_out), else_=0)),
+            func.sum(e.tokens_out),
+            func.count(e.tokens_out),
+        )
+        .where(e.run_id == run_id, e.outcome.is_not(None), e.train_step.is_not(None))
+        .group_by(*key)
+        .order_by(*key)
+    )
+
+
 class _StepSums:
     """One training step's sums over its groups, added a group's row at a time (one pass,
     instead of a dozen sums over each step's list of groups)."""
 
     __slots__ = (
+        "by_source",
         "correct",
+        "drawn",
         "flat",
         "groups",
         "logprob",
@@ -166,26 +191,36 @@ class _StepSums:
         self.groups = self.n = self.correct = self.stds = self.flat = 0
         self.steps = self.unparsed = self.scored = self.tokens = self.with_tokens = 0
         self.total = self.squares = self.std_sum = self.logprob = 0.0
+        self.by_source = dict.fromkeys(grpo.SIGNAL_SOURCES, 0)
+        self.drawn: dict[str, DrawnQuestion] = {}
 
     def add(self, row: Sequence[Any]) -> None:
         """A group's row of `training_steps`' query."""
-        n, correct, total, squares, spread = row[2:7]
-        n, total, squares = int(n), float(total or 0.0), float(squares or 0.0)
+        _, _, question, n, correct, total, squares, lowest, highest, *rest = row
+        correct, total, squares = correct or 0, total or 0.0, squares or 0.0
+        lowest, highest = lowest or 0.0, highest or 0.0
         self.groups += 1
         self.n += n
-        self.correct += int(correct or 0)
+        self.correct += correct
         self.total += total
         self.squares += squares
-        if (std := _std(n, total, squares)) is not None:
+        std = grpo.std_from_sums(n, total, squares, lowest, highest)
+        if n > 1:  # a group of one has no std (TRL's is NaN): left out of the mean
             self.stds += 1
             self.std_sum += std
-        self.flat += float(spread or 0.0) < ZERO_STD
-        self.steps += int(row[7] or 0)
-        self.unparsed += int(row[8] or 0)
-        self.logprob += float(row[9] or 0.0)
-        self.scored += int(row[10] or 0)
-        self.tokens += int(row[11] or 0)
-        self.with_tokens += int(row[12] or 0)
+        self.flat += highest - lowest < ZERO_STD
+        self.by_source[grpo.signal_source(n, correct, std)] += 1
+        seen = self.drawn.get(question)
+        if seen is not None:  # two groups of one question at this step: counted together
+            correct, n = correct + seen.correct, n + seen.episodes
+        self.drawn[question] = DrawnQuestion(question, correct, n)
+        steps, unparsed, logprob, scored, tokens, with_tokens = rest
+        self.steps += steps or 0
+        self.unparsed += unparsed or 0
+        self.logprob += logprob or 0.0
+        self.scored += scored or 0
+        self.tokens += tokens or 0
+        self.with_tokens += with_tokens or 0
 
     def metrics(self) -> TrainingStep:
         n = self.n
@@ -202,6 +237,8 @@ class _StepSums:
             mean_steps=self.steps / n,
             mean_logprob=self.logprob / self.scored if self.scored else None,
             mean_tokens=self.tokens / self.with_tokens if self.with_tokens else None,
+            by_source=self.by_source,
+            drawn=tuple(self.drawn.values()),
         )
 
 
@@ -216,7 +253,7 @@ def training_questions(store: Store, run_id: int, *, limit: int = 5000) -> list[
     """The questions a training run played, most played first."""
     with Session(store._engine) as session:
         rows = session.connection().execute(questions_query(run_id, limit)).all()
-        texts = question_texts(session, run_id, [str(r[0]) for r in rows])
+        texts = groups.question_texts(session, run_id, [str(r[0]) for r in rows])
     return [
         TrainingQuestion(q, texts.get(q, ""), int(n), int(c or 0), int(first), int(last))
         for q, n, c, first, last in rows
@@ -244,6 +281,12 @@ def questions_query(run_id: int, limit: int) -> Select[Any]:
         .order_by(func.count().desc(), question)
         .limit(literal_limit(limit))
     )
+
+
+def question_texts(store: Store, run_id: int, question_ids: Sequence[str]) -> dict[str, str]:
+    """Question id -> text, for some questions of a training run."""
+    with Session(store._engine) as session:
+        return groups.question_texts(session, run_id, question_ids)
 
 
 def played_steps(store: Store, run_id: int, question_id: str) -> list[int]:

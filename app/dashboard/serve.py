@@ -2,13 +2,16 @@
 
 The process execs Streamlit rather than starting it as a child, so a SIGTERM from a process
 manager (`docker stop`, systemd, a test harness) reaches Streamlit itself and never leaves an
-orphaned server behind; it also frees whatever the caller had loaded (the demo's torch).
+orphaned server behind; it also frees whatever the caller had loaded (the demo's torch). And
+it stops when whatever started it ends (`stop_with_parent`).
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +61,32 @@ def streamlit_command(*, port: int, host: str, headless: bool) -> list[str]:
     ]
 
 
+_PR_SET_PDEATHSIG = 1
+"""prctl(2)'s option: the signal the kernel sends this process when its parent ends."""
+
+
+def stop_with_parent() -> None:
+    """Have the kernel send SIGTERM to this process, and to the Streamlit it becomes, when the
+    process that started it ends (Linux; kept across exec).
+
+    A shell script, `sh -c` or `make` runs the dashboard as its child: stopping them with a
+    signal, or killing them, left Streamlit serving its port with parent PID 1. Not done for a
+    dashboard meant to outlive its starter: under nohup (SIGHUP ignored), put in the
+    background by a script (`... &` without job control: SIGINT ignored), or leading its own
+    session (setsid, systemd).
+    """
+    if not sys.platform.startswith("linux") or os.getsid(0) == os.getpid():
+        return
+    if signal.SIG_IGN in (signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGINT)):
+        return
+    parent = os.getppid()
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return
+    if os.getppid() != parent:  # it ended before the kernel was asked: stop as it would
+        raise SystemExit("rollscope dashboard: the process that started it has ended")
+
+
 def serve(
     store_url: str,
     *,
@@ -92,6 +121,7 @@ def serve(
         )
     )
     command = streamlit_command(port=port, host=host, headless=headless)
+    stop_with_parent()
     print(f"rollscope dashboard: {mode.line}")
     sys.stdout.flush()  # what was printed so far must not die with this process image
     sys.stderr.flush()

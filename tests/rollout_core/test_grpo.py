@@ -57,3 +57,15 @@ def test_one_right_of_four_gets_the_largest_advantage() -> None:
     std = math.sqrt(0.25)  # sample std of (1, 0, 0, 0): sqrt(0.75 / 3)
     assert adv[0] == pytest.approx(0.75 / (std + 1e-4))
     assert adv[1:] == [pytest.approx(-0.25 / (std + 1e-4))] * 3
+
+
+def test_a_groups_spread_comes_from_correctness_shaping_or_nothing() -> None:
+    # Right and wrong samples: correctness. All right, or none, yet rewards that differ: the
+    # shaping terms alone. Equal rewards: nothing, whatever the answers.
+    assert grpo.signal_source(4, 2, 0.5) == "correctness"
+    assert grpo.signal_source(4, 0, 0.01) == "shaping only"
+    assert grpo.signal_source(4, 4, 0.05) == "shaping only"
+    assert grpo.signal_source(4, 0, 0.0) == "none"
+    assert grpo.signal_source(4, 4, 0.0) == "none"
+    assert grpo.signal_source(1, 1, 0.0) == "none"
+    assert set(grpo.SIGNAL_SOURCES) == {"correctness", "shaping only", "none"}

@@ -3,6 +3,8 @@ advantages, zero-variance groups, unfinished samples left out."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from rollout_core import grpo
@@ -60,12 +62,46 @@ def test_the_overview_sums_up_every_group_and_lists_the_highest_std(store: Store
     assert list(overview.questions) == ["q-mixed"]
     # Summed up: every group, listed or not.
     assert (overview.total, overview.with_signal) == (4, 1)
-    assert (overview.all_correct, overview.all_wrong) == (1, 2)  # q-flat and q-one: all wrong
+    assert (overview.all_correct, overview.none_correct) == (1, 2)  # none: q-flat and q-one
     assert (overview.episodes, overview.largest) == (13, 4)
     assert overview.mean_samples == 13 / 4
     # q-mixed's std (0.59) in the 0.55-0.60 bin; the three groups without signal in none.
     assert 0.55 < grpo.group_std([r for _, r in _GROUPS["q-mixed"]]) < 0.6
-    assert overview.std_counts == (0,) * 11 + (1,)
+    assert overview.std_counts == {"correctness": (0,) * 11 + (1,), "shaping only": ()}
+
+
+def test_the_overview_counts_every_group_by_the_source_of_its_spread(store: Store) -> None:
+    # Correctness: right and wrong samples. Shaping only: rewards that differ though no sample
+    # is right (penalties), or every one is. None: equal rewards, right or wrong.
+    groups = {
+        "q-right-wrong": [("correct", 1.0), ("wrong", 0.0)],
+        "q-penalties": [("wrong", 0.0), ("wrong", -0.01), ("wrong", -0.02), ("wrong", 0.0)],
+        "q-right-shaped": [("correct", 1.1), ("correct", 1.0)],
+        "q-flat-wrong": [("wrong", 0.0), ("budget_exhausted", 0.0)],
+        "q-flat-right": [("correct", 1.0), ("correct", 1.0)],
+    }
+    run_id = store.create_run(spec("sources", samples=4), episodes_planned=12)
+    sink = store.sink(run_id)
+    for qid, samples in groups.items():
+        for i, (outcome, reward) in enumerate(samples):
+            sink.write(play(qid, i, outcome, reward, 1))  # type: ignore[arg-type]
+    overview = store.group_overview(run_id, limit=1)  # one listed: the counts cover them all
+    assert overview.by_source == {"correctness": 1, "shaping only": 2, "none": 2}
+    assert (overview.with_signal, overview.total) == (3, 5)
+    assert (overview.none_correct, overview.all_correct) == (2, 2)
+    # Stds 0.71 (correctness), 0.0096 and 0.071 (shaping only), binned by source.
+    assert overview.std_counts == {"correctness": (0,) * 14 + (1,), "shaping only": (1, 1)}
+    # The rule the dashboard labels each group by is the one the store counts by.
+    every = store.group_overview(run_id)
+    assert Counter(g.source for g in every.groups) == overview.by_source
+    by_key = {g.key.question_id: g.source for g in every.groups}
+    assert by_key == {
+        "q-right-wrong": "correctness",
+        "q-penalties": "shaping only",
+        "q-right-shaped": "shaping only",
+        "q-flat-wrong": "none",
+        "q-flat-right": "none",
+    }
 
 
 def test_the_overview_lists_every_group_of_a_question_when_asked(store: Store) -> None:
@@ -88,7 +124,7 @@ def test_std_bins_count_a_boundary_std_in_the_bin_it_starts(store: Store) -> Non
         sink.write(play(qid, 1, "correct", std * 2**0.5, 1))
     overview = store.group_overview(run_id)
     assert sorted(g.std for g in overview.groups) == [0.15, 0.3]
-    assert overview.std_counts == (0, 0, 0, 1, 0, 0, 1)
+    assert overview.std_counts == {"correctness": (0, 0, 0, 1, 0, 0, 1), "shaping only": ()}
 
 
 def test_a_group_has_its_members_by_sample_with_advantages_and_steps(store: Store) -> None:

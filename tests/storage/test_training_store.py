@@ -19,10 +19,12 @@ from storage.read_models import GroupKey
 from storage.sink import StoreSink
 from storage.store import Store
 from storage.training import (
+    DrawnQuestion,
     counters,
     played_steps,
     question_episodes,
     questions_query,
+    steps_query,
     training_questions,
     training_steps,
 )
@@ -88,8 +90,34 @@ def test_steps_sum_up_rewards_groups_and_tokens(training: tuple[Store, int]) -> 
     assert first.mean_steps == 1.0
     assert first.mean_logprob == pytest.approx(-1.5)
     assert first.mean_tokens == 2.0
-    assert (second.train_step, second.episodes, second.accuracy) == (1, 3, pytest.approx(2 / 3))
+    assert (second.train_step, second.episodes) == (1, 3)
+    assert second.accuracy == pytest.approx(2 / 3)
     assert second.frac_reward_zero_std == 0.0
+    # What each step drew, and where its groups' spread came from.
+    assert first.drawn == (DrawnQuestion("q1", 1, 3), DrawnQuestion("q2", 0, 3))
+    assert second.drawn == (DrawnQuestion("q1", 2, 3),)
+    assert first.by_source == {"correctness": 1, "shaping only": 0, "none": 1}
+    assert second.by_source == {"correctness": 1, "shaping only": 0, "none": 0}
+
+
+def test_steps_count_their_groups_by_source_as_the_groups_overview_does(store: Store) -> None:
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=10)
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(2), [0.0, -0.01], (0, 0))  # shaping only: a penalty
+    play_group(sink, "q1", range(2, 4), [1.0, 0.0], (0, 1))  # correctness
+    play_group(sink, "q2", range(2), [1.0, 1.0], (0, 2))  # none: all right, equal
+    play_group(sink, "q2", range(2, 4), [1.0, 1.1], (1, 3))  # shaping only: all right
+    play_group(sink, "q3", range(1), [0.0], (1, 4))  # none: one sample
+    first, second = training_steps(store, run_id)
+    assert first.by_source == {"correctness": 1, "shaping only": 1, "none": 1}
+    assert second.by_source == {"correctness": 0, "shaping only": 1, "none": 1}
+    # A question's two groups at one step are counted together, in the order of the groups.
+    assert first.drawn == (DrawnQuestion("q1", 1, 4), DrawnQuestion("q2", 2, 2))
+    assert second.drawn == (DrawnQuestion("q2", 2, 2), DrawnQuestion("q3", 0, 1))
+    overview = store.group_overview(run_id)
+    assert {k: first.by_source[k] + second.by_source[k] for k in first.by_source} == (
+        overview.by_source
+    )
 
 
 def test_a_question_across_training_in_order(training: tuple[Store, int]) -> None:
@@ -202,6 +230,18 @@ def test_a_runs_groups_are_read_from_one_index_alone(tmp_path: Path, training: b
         plan = " | ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}"))
     index = "ix_episodes_run_train_step_metrics" if training else "ix_episodes_run_question_results"
     assert f"USING COVERING INDEX {index} (run_id=?)" in plan
+    assert "TEMP B-TREE" not in plan
+
+
+def test_a_training_runs_steps_are_summed_from_its_index_alone(tmp_path: Path) -> None:
+    # A row per group, with the questions each step drew: from the training index in its
+    # order, never a sort of tens of thousands of groups.
+    path = tmp_path / "plan.db"
+    Store(f"sqlite:///{path}").close()
+    query = steps_query(1).compile(dialect=sqlite.dialect(), compile_kwargs={"literal_binds": True})
+    with closing(sqlite3.connect(path)) as conn:
+        plan = " | ".join(row[-1] for row in conn.execute(f"EXPLAIN QUERY PLAN {query}"))
+    assert "USING COVERING INDEX ix_episodes_run_train_step_metrics (run_id=?" in plan, plan
     assert "TEMP B-TREE" not in plan
 
 

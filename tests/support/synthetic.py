@@ -268,3 +268,54 @@ def _sync_sequence(conn: Connection) -> None:
         conn.execute(
             text("SELECT setval(pg_get_serial_sequence('episodes', 'id'), max(id)) FROM episodes")
         )
+
+
+def copy_training_run(store: Store, run_id: int, copies: int) -> None:
+    """Make a SQLite store's training run `copies` times as long: its episodes (with their
+    steps) played again at later training steps, in later groups, with later sample indexes,
+    as if the trainer had drawn the same questions with the same results over and over.
+
+    Two INSERT ... SELECT statements over a series of copies; then the run's totals and the
+    text index, which the rows skipped on their way in.
+    """
+    with store._engine.begin() as conn:
+        lo, hi, steps, groups, samples = conn.exec_driver_sql(
+            "SELECT min(id), max(id), max(train_step) + 1, max(group_index) + 1, "
+            "max(sample_index) + 1 FROM episodes WHERE run_id = ?",
+            (run_id,),
+        ).one()
+        span = hi - lo + 1
+        held = conn.exec_driver_sql(
+            "SELECT count(*) FROM episodes WHERE id BETWEEN ? AND ?", (lo, hi)
+        ).scalar_one()
+        if held != span:
+            raise ValueError(f"run {run_id}'s episodes are not one range of ids: not copied")
+        base = int(conn.exec_driver_sql("SELECT max(id) FROM episodes").scalar_one()) + 1
+        new_id = f"{base} + (c.n - 1) * {span} + (e.id - {lo})"
+        moved = {
+            "id": new_id,
+            "train_step": f"e.train_step + c.n * {steps}",
+            "group_index": f"e.group_index + c.n * {groups}",
+            "sample_index": f"e.sample_index + c.n * {samples}",
+        }
+        series = (
+            f"WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c "
+            f"WHERE n < {copies - 1})"
+        )
+        columns = [str(c.name) for c in Episode.__table__.columns]
+        picked = ", ".join(moved.get(c, f"e.{c}") for c in columns)
+        conn.exec_driver_sql(
+            f"{series} INSERT INTO episodes ({', '.join(columns)}) SELECT {picked} "
+            f"FROM c, episodes e WHERE e.run_id = {run_id} AND e.id BETWEEN {lo} AND {hi}"
+        )
+        step_columns = [str(c.name) for c in Step.__table__.columns if c.name != "id"]
+        episode = new_id.replace("e.id", "s.episode_id")
+        picked = ", ".join(episode if c == "episode_id" else f"s.{c}" for c in step_columns)
+        conn.exec_driver_sql(
+            f"{series} INSERT INTO steps ({', '.join(step_columns)}) SELECT {picked} "
+            f"FROM c, steps s WHERE s.episode_id BETWEEN {lo} AND {hi}"
+        )
+        conn.execute(update(Run).where(Run.id == run_id).values(episodes_planned=span * copies))
+        run_totals.recompute(conn, [run_id])
+        index_episodes(conn, list(range(base, base + span * (copies - 1))))
+    store.optimize()

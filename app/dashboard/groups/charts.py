@@ -10,12 +10,13 @@ import plotly.graph_objects as go
 from app.dashboard.components.colors import run_color
 from app.dashboard.components.confidence import confidence_chart
 from app.dashboard.groups.signal import SOURCE_LABELS
+from rollout_core.grpo import SignalSource
 from storage.groups import STD_BIN
 from storage.read_models import StoredStep
 
 # Grey for no signal, blue for the signal GRPO is meant to learn from, orange for the one it
 # should not trust: a colour-blind reader tells blue from orange.
-SOURCE_COLORS: dict[str, str] = {
+SOURCE_COLORS: dict[SignalSource, str] = {
     "correctness": "#0072B2",
     "shaping only": "#E69F00",
     "none": "#9e9e9e",
@@ -25,10 +26,9 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "pentagon")
 
 
-def std_histogram(equal: int, bins: Mapping[str, Sequence[int]]) -> go.Figure:
+def std_histogram(equal: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.Figure:
     """The groups by reward std: `equal` ones at std 0 on their own, the others stacked by
-    name (a `Source`, or one name for all when their sources were not counted), in bins of
-    `STD_BIN` from 0."""
+    source, in bins of `STD_BIN` from 0."""
     fig = go.Figure()
     # Groups GRPO learns nothing from stand apart from small but non-zero stds in their bin.
     fig.add_bar(
@@ -38,16 +38,16 @@ def std_histogram(equal: int, bins: Mapping[str, Sequence[int]]) -> go.Figure:
         marker_color=SOURCE_COLORS["none"],
         hovertemplate="std 0 (all rewards equal): %{y} groups<extra></extra>",
     )
-    for name, counts in bins.items():
+    for source, counts in bins.items():
         starts = [i * STD_BIN for i in range(len(counts))]
         fig.add_bar(
             x=[s + STD_BIN / 2 for s in starts],
             y=list(counts),
-            name=SOURCE_LABELS.get(name, name),
+            name=SOURCE_LABELS[source],
             customdata=[(s, s + STD_BIN) for s in starts],
-            hovertemplate=f"std %{{customdata[0]:.2f}}-%{{customdata[1]:.2f}}, {name}: "
+            hovertemplate=f"std %{{customdata[0]:.2f}}-%{{customdata[1]:.2f}}, {source}: "
             "%{y} groups<extra></extra>",
-            marker_color=SOURCE_COLORS.get(name, SOURCE_COLORS["correctness"]),
+            marker_color=SOURCE_COLORS[source],
         )
     fig.update_traces(width=STD_BIN * 0.95)
     fig.update_layout(

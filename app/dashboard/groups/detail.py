@@ -18,7 +18,7 @@ from app.dashboard.components.render import (
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
 from app.dashboard.groups.overview import FORMULA, go_to, spread_label
-from app.dashboard.groups.signal import source_of, split_members, spread_stds
+from app.dashboard.groups.signal import split_members, spread_stds
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
 
@@ -172,7 +172,7 @@ def _signal_notice(group: GroupDetail) -> None:
     """Say where the advantages come from: nothing, shaping alone, or correctness (with how
     much of the spread shaping adds)."""
     stats = group.stats
-    source = source_of(stats)
+    source = stats.source
     if source == "none":
         st.warning(
             "Zero reward variance: every sample has advantage 0, so GRPO learns nothing "
@@ -200,7 +200,7 @@ def _signal_notice(group: GroupDetail) -> None:
     )
 
 
-def show(run: RunSummary, url: str, key: GroupKey) -> None:
+def show(run: RunSummary, key: GroupKey) -> None:
     """One group of the run: its samples side by side."""
     _follow_to_replay()
     # A button that rewrites the query, not a page link: a link to this same page left the
@@ -212,7 +212,7 @@ def show(run: RunSummary, url: str, key: GroupKey) -> None:
         on_click=back_to_overview,
         key="gr_back",
     )
-    group = reads.group(url, run.id, key)
+    group = reads.group(run.id, key)
     if group is None:
         which = "" if key.group_index is None else f" in group {key.group_index}"
         st.warning(f"{run.name} has no finished episode of question {key.question_id}{which}.")

@@ -11,7 +11,7 @@ from app.dashboard.components import nav
 from app.dashboard.components.render import fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
-from app.dashboard.groups.signal import SOURCE_LABELS, SignalSummary, source_of
+from app.dashboard.groups.signal import SOURCE_LABELS
 from rollout_core.grpo import ADVANTAGE_EPSILON
 from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
 
@@ -33,7 +33,7 @@ def group_link(run_id: int, key: GroupKey) -> str:
 
 def spread_label(stats: GroupStats) -> str:
     """Where a group's spread comes from, in words; a shaping-only group flagged."""
-    source = source_of(stats)
+    source = stats.source
     return SHAPING_FLAG if source == "shaping only" else SOURCE_LABELS[source]
 
 
@@ -62,44 +62,47 @@ def _open_group(keys: list[GroupKey]) -> None:
         go_to(keys[click["row"]])
 
 
-def _counts(summary: SignalSummary, mean_samples: float) -> None:
-    def count(n: int) -> str:
-        return f"{n} ({fmt_pct(summary.share(n))})"
+def _counts(found: GroupOverview) -> None:
+    """Every group of the run counted by the source of its spread and by its right samples."""
 
+    def count(n: int) -> str:
+        return f"{n} ({fmt_pct(n / found.total)})"
+
+    by_source = found.by_source
     # A wrapping row: at 800 px seven fixed columns cut every value short.
     with st.container(horizontal=True, gap="large"):
-        st.metric("groups", summary.total, width="content")
+        st.metric("groups", found.total, width="content")
         st.metric(
             "correctness signal",
-            count(summary.correctness),
+            count(by_source["correctness"]),
             width="content",
             help="Groups with correct and wrong samples: their advantages favour the right answer.",
         )
         st.metric(
             "shaping only",
-            count(summary.shaping_only),
+            count(by_source["shaping only"]),
             width="content",
             help="Rewards differ, but every sample is correct or none is: the advantages come "
             "from QUERY progress rewards and error penalties alone.",
         )
         st.metric(
             "all rewards equal",
-            count(summary.equal),
+            count(by_source["none"]),
             width="content",
             help="std 0: every advantage is 0, GRPO learns nothing from these groups.",
         )
         st.metric(
             "no correct sample",
-            summary.none_correct,
+            found.none_correct,
             width="content",
             help="Groups without a correct sample, whatever their rewards (shaping-only and "
             "equal ones alike).",
         )
-        st.metric("all correct", summary.all_correct, width="content")
-        st.metric("mean samples", fmt_num(mean_samples, 1), width="content")
-    if summary.shaping_only:
+        st.metric("all correct", found.all_correct, width="content")
+        st.metric("mean samples", fmt_num(found.mean_samples, 1), width="content")
+    if shaping := by_source["shaping only"]:
         st.warning(
-            f"{summary.shaping_only} of {summary.total} groups get their advantages from shaping "
+            f"{shaping} of {found.total} groups get their advantages from shaping "
             "alone: none of their samples is correct, or all are, and their rewards differ only "
             "by QUERY progress rewards and −0.01 error penalties. Dividing by (std + 1e-4) scales "
             "those few hundredths to advantages as large as a right answer's: this is noise to "
@@ -108,34 +111,16 @@ def _counts(summary: SignalSummary, mean_samples: float) -> None:
         )
 
 
-def _store_counts(found: GroupOverview) -> None:
-    """The counts the store keeps, for a run with more groups with a spread than the page
-    reads one by one (so their sources are not counted)."""
-    with st.container(horizontal=True, gap="large"):
-        st.metric("groups", found.total, width="content")
-        st.metric("rewards differ", found.with_signal, width="content")
-        st.metric("all rewards equal", found.total - found.with_signal, width="content")
-        st.metric("equal, all correct", found.all_correct, width="content")
-        st.metric("equal, none correct", found.all_wrong, width="content")
-    st.info(
-        f"Where each group's spread comes from (correctness, or shaping alone) is counted from "
-        f"every group with a spread: this run has {found.with_signal:,}, more than the "
-        f"{reads.READ_UP_TO:,} this page reads. The table names the source of each group it "
-        "lists; a group's own view splits its advantages.",
-        icon=":material/info:",
-    )
-
-
-def show(run: RunSummary, url: str, question: str | None = None) -> None:
+def show(run: RunSummary, question: str | None = None) -> None:
     """The run's groups; a training run's groups of one question only, when `question`."""
     training = is_training(run)
-    found = reads.overview(url, run.id, question if training else None)
+    found = reads.overview(run.id, question if training else None)
     if question is not None and training and found.total and not found.groups:
         st.warning(
             f"{run.name} has no finished episode of question {question}; showing all its groups."
         )
         question = None
-        found = reads.overview(url, run.id)
+        found = reads.overview(run.id)
     if not found.total:
         st.info(f"{run.name} has no finished episodes yet.")
         return
@@ -145,16 +130,9 @@ def show(run: RunSummary, url: str, question: str | None = None) -> None:
             "`rollscope run --samples K` (K of 2 or more) to see them."
         )
         return
-    summary = reads.signal_summary(url, run.id, run.episodes_finished)
-    if summary is None:
-        _store_counts(found)
-        histogram = std_histogram(
-            found.total - found.with_signal, {"rewards differ": found.std_counts}
-        )
-    else:
-        _counts(summary, found.episodes / found.total)
-        histogram = std_histogram(summary.equal, summary.std_bins)
+    _counts(found)
     st.caption(FORMULA)
+    histogram = std_histogram(found.by_source["none"], found.std_counts)
     st.plotly_chart(histogram, width="stretch", key="gr_hist")
     listed = found.groups
     if training:

@@ -49,12 +49,11 @@ if question is None and group_index is not None:
         f"({nav.P_QUESTION}=...); showing all groups."
     )
 params.show_notices(notices)
-url = data.settings().store_url
 run = by_id[run_id]
 if question is None:
-    overview.show(run, url)
+    overview.show(run)
 elif group_index is None and overview.is_training(run):
     # A question without its group (a link from the question map): its groups to pick from.
-    overview.show(run, url, question)
+    overview.show(run, question)
 else:
-    detail.show(run, url, GroupKey(question, group_index))
+    detail.show(run, GroupKey(question, group_index))

@@ -30,12 +30,11 @@ if len(chosen_ids) < 2:
     st.info("Choose two or more runs, in the order to read them (e.g. checkpoints by step).")
     st.stop()
 
-url = data.settings().store_url
-found = reads.map_view(url, tuple(chosen_ids))
+found = reads.map_view(tuple(chosen_ids))
 if not found.qmap.question_ids:
     st.info("These runs have no finished episodes yet.")
     st.stop()
 names = [by_id[i].name for i in chosen_ids]
 view.heatmap_section(found, names)
-view.accuracy_section(chosen_ids, url, names)
+view.accuracy_section(chosen_ids, names)
 view.flips_section(found.flips, by_id)

@@ -1,13 +1,10 @@
-"""Cached Store reads of the question map, each keyed by the store URL it reads."""
+"""Cached Store reads of the question map."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
-import streamlit as st
-
-from app.dashboard import data
+from app.dashboard.data import cached_read
 from app.dashboard.question_map.matrix import (
     AccuracyPoint,
     PairFlips,
@@ -16,8 +13,7 @@ from app.dashboard.question_map.matrix import (
     build_map,
     flips,
 )
-
-_TTL = 5
+from storage.store import Store
 
 
 @dataclass(frozen=True)
@@ -28,15 +24,15 @@ class MapView:
     flips: list[PairFlips]
 
 
-@st.cache_data(ttl=_TTL, show_spinner=False)
-def map_view(url: str, run_ids: Sequence[int]) -> MapView:
+@cached_read()
+def map_view(store: Store, run_ids: tuple[int, ...]) -> MapView:
     """The map of the runs, in the order given: rates and flips."""
-    qmap = build_map(data.get_store(url).outcome_matrix(run_ids))
+    qmap = build_map(store.outcome_matrix(run_ids))
     return MapView(qmap, flips(qmap))
 
 
-@st.cache_data(ttl=_TTL, show_spinner=False)
-def map_accuracy(url: str, run_ids: Sequence[int]) -> list[AccuracyPoint]:
-    """Each run's accuracy with its bootstrap interval. Apart from `map_view` so the heatmap
-    is on screen while the resampling runs."""
-    return accuracy_intervals(map_view(url, run_ids).qmap)
+@cached_read()
+def map_accuracy(store: Store, run_ids: tuple[int, ...]) -> list[AccuracyPoint]:
+    """Each run's accuracy with its bootstrap interval, from `map_view`'s cached map of this
+    same store. Apart from `map_view` so the heatmap is on screen while the resampling runs."""
+    return accuracy_intervals(map_view(run_ids).qmap)

@@ -53,12 +53,12 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
         )
 
 
-def accuracy_section(run_ids: list[int], url: str, names: list[str]) -> None:
+def accuracy_section(run_ids: list[int], names: list[str]) -> None:
     """Each run's accuracy with its bootstrap interval."""
     # Full width, under the heatmap: side by side, a narrow window cut the chart's title and
     # turned its run names on end.
     st.plotly_chart(
-        accuracy_line(reads.map_accuracy(url, tuple(run_ids)), names),
+        accuracy_line(reads.map_accuracy(tuple(run_ids)), names),
         width="stretch",
         key="map_accuracy",
     )

@@ -11,8 +11,9 @@ from typing import Any
 import plotly.graph_objects as go
 
 from app.dashboard.groups.charts import SOURCE_COLORS
-from app.dashboard.groups.signal import SOURCE_LABELS, SOURCES
+from app.dashboard.groups.signal import SOURCE_LABELS
 from app.dashboard.training.curves import Curves, trend, trend_window
+from rollout_core.grpo import SIGNAL_SOURCES
 
 # The legend sits under the plot, so that a half-width chart keeps its width on a narrow
 # screen (a legend on the right took half of it at 800 px).
@@ -26,6 +27,7 @@ _MAX_TICKS = 10
 _MARKERS_UP_TO = 200
 """Points a curve marks each of; more are drawn as a line alone."""
 RATE = ".0%"
+_DRAWN_PER_LINE = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,13 +132,22 @@ def _steps_text(curves: Curves) -> list[str]:
     ]
 
 
+def _drawn_lines(drawn: str) -> str:
+    """A point's questions for a hover, `_DRAWN_PER_LINE` a line: on one line, the box of a
+    point that drew six grew wider than the chart."""
+    # Question ids are dataset text, and Plotly reads a subset of HTML in hovers.
+    parts = html.escape(drawn).split(", ")
+    lines = [
+        ", ".join(parts[i : i + _DRAWN_PER_LINE]) for i in range(0, len(parts), _DRAWN_PER_LINE)
+    ]
+    return "<br>drew " + ",<br>".join(lines)
+
+
 def _hover_data(curves: Curves) -> list[list[Any]]:
     """Per point: its steps in words, its episodes and the questions it drew."""
-    drawn = curves.drawn or [""] * len(curves.points)
     return [
-        # Question ids are dataset text, and Plotly reads a subset of HTML in hovers.
-        [steps, p.episodes, ("<br>drew " + html.escape(d)) if d else ""]
-        for steps, p, d in zip(_steps_text(curves), curves.points, drawn, strict=True)
+        [steps, p.episodes, _drawn_lines(d) if d else ""]
+        for steps, p, d in zip(_steps_text(curves), curves.points, curves.drawn, strict=True)
     ]
 
 
@@ -199,22 +210,37 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
 
 
 def signal_figure(curves: Curves) -> go.Figure:
-    """Each point's groups by the source of their spread, as shares stacked to 100%."""
+    """Each point's groups by the source of their spread, as shares stacked to 100%: bars, or
+    on a curve of more points than `_MARKERS_UP_TO` stacked areas (a browser draws thousands of
+    bars slowly, an area as one shape) with one hover for the three sources at a step."""
     fig = go.Figure()
     xs = [p.train_step for p in curves.points]
     hover = _hover_data(curves)
-    for source in SOURCES:
+    bars = len(xs) <= _MARKERS_UP_TO
+    totals = [sum(point.values()) for point in curves.sources]
+    for i, source in enumerate(SIGNAL_SOURCES):
         counts = [point[source] for point in curves.sources]
-        totals = [sum(point.values()) for point in curves.sources]
-        fig.add_bar(
-            name=SOURCE_LABELS[source],
-            x=xs,
-            y=[c / t if t else None for c, t in zip(counts, totals, strict=True)],
-            customdata=[[*h, c, t] for h, c, t in zip(hover, counts, totals, strict=True)],
-            marker_color=SOURCE_COLORS[source],
-            hovertemplate=f"{SOURCE_LABELS[source]}: %{{customdata[3]}} of %{{customdata[4]}} "
-            "groups<br>%{customdata[0]}%{customdata[2]}<extra></extra>",
-        )
+        # The steps and what they drew: in each bar's hover, once in the areas' shared one.
+        said = bars or i == 0
+        tail = "<br>%{customdata[2]}%{customdata[4]}" if said else ""
+        trace: dict[str, Any] = {
+            "name": SOURCE_LABELS[source],
+            "x": xs,
+            "y": [c / t if t else None for c, t in zip(counts, totals, strict=True)],
+            "customdata": [
+                [c, t, *h] if said else [c, t]
+                for c, t, h in zip(counts, totals, hover, strict=True)
+            ],
+            "hovertemplate": f"{SOURCE_LABELS[source]}: %{{customdata[0]}} of "
+            f"%{{customdata[1]}} groups{tail}<extra></extra>",
+        }
+        color = SOURCE_COLORS[source]
+        if bars:
+            fig.add_bar(**trace, marker_color=color)
+        else:
+            fig.add_scatter(
+                **trace, mode="lines", stackgroup="sources", fillcolor=color, line_color=color
+            )
     fig.update_layout(
         **{**_LAYOUT, "title": "Learning signal by source", "yaxis_title": "share of groups"},
         barmode="stack",
@@ -222,5 +248,7 @@ def signal_figure(curves: Curves) -> go.Figure:
         yaxis_tickformat=RATE,
         yaxis_range=[0, 1],
     )
+    if not bars:
+        fig.update_layout(hovermode="x unified")
     _x_axis(fig, xs)
     return fig

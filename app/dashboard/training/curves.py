@@ -4,12 +4,11 @@ point's steps drew, a smoothed trend, and the training steps a question is shown
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from app.dashboard.groups.signal import SOURCES, Source, source_of
-from storage.read_models import GroupStats
-from storage.training import TrainingEpisode, TrainingStep
+from rollout_core.grpo import SIGNAL_SOURCES, SignalSource
+from storage.training import DrawnQuestion, TrainingEpisode, TrainingStep
 
 MAX_POINTS = 1000
 """Points a curve draws at most: a browser draws a long run's every step slowly, if at all."""
@@ -47,55 +46,42 @@ class Curves:
     """Each point's first training step (its own step when `per_point` is 1)."""
     drawn: list[str]
     """Each point's questions in words: which the steps drew, and how many samples were
-    correct ("" when the groups were not read)."""
-    sources: list[dict[Source, int]]
-    """Each point's groups counted by where their reward spread comes from."""
+    correct."""
+
+    @property
+    def sources(self) -> list[dict[SignalSource, int]]:
+        """Each point's groups counted by where their reward spread comes from."""
+        return [p.by_source for p in self.points]
 
 
-def curves_of(
-    steps: Sequence[TrainingStep],
-    groups: Iterable[GroupStats] = (),
-    max_points: int = MAX_POINTS,
-) -> Curves:
-    """The steps to draw, all of them or runs of consecutive steps averaged, with what the
-    run's `groups` (of every step) say about each point."""
+def curves_of(steps: Sequence[TrainingStep], max_points: int = MAX_POINTS) -> Curves:
+    """The steps to draw, all of them or runs of consecutive steps averaged, each with the
+    questions it drew in words."""
     per_point = max(1, math.ceil(len(steps) / max_points))
     points = [
         steps[i] if per_point == 1 else _averaged(steps[i : i + per_point])
         for i in range(0, len(steps), per_point)
     ]
     firsts = [steps[i].train_step for i in range(0, len(steps), per_point)]
-    point_of = {s.train_step: i // per_point for i, s in enumerate(steps)}
-    by_point: list[dict[str, list[int]]] = [{} for _ in points]
-    sources: list[dict[Source, int]] = [dict.fromkeys(SOURCES, 0) for _ in points]
-    for g in groups:
-        i = point_of.get(g.key.train_step if g.key.train_step is not None else -1)
-        if i is None:
-            continue
-        counts = by_point[i].setdefault(g.key.question_id, [0, 0])
-        counts[0] += g.correct
-        counts[1] += g.size
-        sources[i][source_of(g)] += 1
-    drawn = [_drawn_text(found) for found in by_point]
-    return Curves(
-        len(steps), steps[-1] if steps else None, points, per_point, firsts, drawn, sources
-    )
+    drawn = [_drawn_text(p.drawn) for p in points]
+    return Curves(len(steps), steps[-1] if steps else None, points, per_point, firsts, drawn)
 
 
-def _drawn_text(found: dict[str, list[int]]) -> str:
+def _drawn_text(drawn: Sequence[DrawnQuestion]) -> str:
     """'q-3 2/4 correct, q-7 0/4' for a point's questions, most played first."""
-    ranked = sorted(found.items(), key=lambda item: (-item[1][1], item[0]))
+    ranked = sorted(drawn, key=lambda d: (-d.episodes, d.question_id))
     parts = [
-        f"{q} {correct}/{n}" + (" correct" if i == 0 else "")
-        for i, (q, (correct, n)) in enumerate(ranked[:DRAWN_LISTED])
+        f"{d.question_id} {d.correct}/{d.episodes}" + (" correct" if i == 0 else "")
+        for i, d in enumerate(ranked[:DRAWN_LISTED])
     ]
     more = len(ranked) - DRAWN_LISTED
     return ", ".join(parts) + (f" and {more} more" if more > 0 else "")
 
 
 def _averaged(run: Sequence[TrainingStep]) -> TrainingStep:
-    """One point for consecutive steps: at the last step, with their counts summed and each
-    metric their weighted mean (None where no step has a value)."""
+    """One point for consecutive steps: at the last step, with their counts summed (groups
+    by source, the questions drawn) and each metric their weighted mean (None where no step
+    has a value)."""
     values: dict[str, float | None] = {}
     for attr in _AVERAGED:
         pairs = [
@@ -105,11 +91,19 @@ def _averaged(run: Sequence[TrainingStep]) -> TrainingStep:
         ]
         weight = sum(w for _, w in pairs)
         values[attr] = sum(v * w for v, w in pairs) / weight if weight else None
+    drawn: dict[str, list[int]] = {}
+    for s in run:
+        for d in s.drawn:
+            counts = drawn.setdefault(d.question_id, [0, 0])
+            counts[0] += d.correct
+            counts[1] += d.episodes
     return TrainingStep(
         train_step=run[-1].train_step,
         episodes=sum(s.episodes for s in run),
         groups=sum(s.groups for s in run),
         **values,  # type: ignore[arg-type]
+        by_source={k: sum(s.by_source[k] for s in run) for k in SIGNAL_SOURCES},
+        drawn=tuple(DrawnQuestion(q, c, n) for q, (c, n) in drawn.items()),
     )
 
 

@@ -3,11 +3,12 @@ wrong at its last, or the reverse."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from app.dashboard.analysis import SOLVED_RATE
-from storage.read_models import GroupStats
+from storage.training import TrainingStep
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,29 +43,38 @@ class Flips:
     """Right at the first step (a success rate of at least `SOLVED_RATE`), not at the last."""
     to_right: list[QuestionFlip] = field(default_factory=list)
 
+    @property
+    def question_ids(self) -> list[str]:
+        """The flipped questions' ids."""
+        return [f.question_id for f in (*self.to_wrong, *self.to_right)]
 
-def flips_of(groups: Iterable[GroupStats], texts: Mapping[str, str]) -> Flips:
-    """The flips among a training run's groups (all of them), largest change first.
+    def with_texts(self, texts: Mapping[str, str]) -> Flips:
+        """These flips with their questions' texts (question id -> text)."""
 
-    A question's groups at one step are counted together; a question is right at a step as
-    on Compare and the question map: with at least `SOLVED_RATE` of its samples correct.
+        def named(flips: list[QuestionFlip]) -> list[QuestionFlip]:
+            return [dataclasses.replace(f, question=texts.get(f.question_id, "")) for f in flips]
+
+        return Flips(self.questions, named(self.to_wrong), named(self.to_right))
+
+
+def flips_of(steps: Iterable[TrainingStep]) -> Flips:
+    """The flips among a training run's steps (all of them), largest change first, without
+    the questions' texts (`Flips.with_texts`).
+
+    A question is right at a step as on Compare and the question map: with at least
+    `SOLVED_RATE` of its samples there correct.
     """
-    by_question: dict[str, dict[int, list[int]]] = {}
-    for g in groups:
-        if g.key.train_step is None:
+    by_question: dict[str, dict[int, tuple[int, int]]] = {}
+    for s in steps:
+        for d in s.drawn:
+            by_question.setdefault(d.question_id, {})[s.train_step] = (d.correct, d.episodes)
+    found = Flips(questions=sum(len(drawn) > 1 for drawn in by_question.values()))
+    for qid, drawn in by_question.items():
+        if len(drawn) < 2:
             continue
-        counts = by_question.setdefault(g.key.question_id, {}).setdefault(g.key.train_step, [0, 0])
-        counts[0] += g.correct
-        counts[1] += g.size
-    found = Flips(questions=sum(len(steps) > 1 for steps in by_question.values()))
-    for qid, steps in by_question.items():
-        if len(steps) < 2:
-            continue
-        first, last = min(steps), max(steps)
-        (first_correct, first_n), (last_correct, last_n) = steps[first], steps[last]
-        flip = QuestionFlip(
-            qid, texts.get(qid, ""), first, first_correct, first_n, last, last_correct, last_n
-        )
+        first, last = min(drawn), max(drawn)
+        (first_correct, first_n), (last_correct, last_n) = drawn[first], drawn[last]
+        flip = QuestionFlip(qid, "", first, first_correct, first_n, last, last_correct, last_n)
         right_first, right_last = flip.rate_first >= SOLVED_RATE, flip.rate_last >= SOLVED_RATE
         if right_first and not right_last:
             found.to_wrong.append(flip)

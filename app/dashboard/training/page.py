@@ -36,13 +36,12 @@ run_id: int = st.selectbox(
         on_change=lambda: params.forget("tr_question", nav.P_QUESTION),
     ),
 )
-url = data.settings().store_url
 chosen_run = by_id[run_id]
 view.settings_caption(chosen_run)
 live = chosen_run.status in lifecycle.ACTIVE
 if live:
     st.caption(f"Live: refreshes every {LIVE_SECONDS:.0f} s while the run trains.")
-st.fragment(run_every=LIVE_SECONDS if live else None)(view.curves)(run_id, url)
-view.flips(chosen_run, url)
-view.question(chosen_run, url)
+st.fragment(run_every=LIVE_SECONDS if live else None)(view.curves)(run_id)
+view.flips(chosen_run)
+view.question(chosen_run)
 params.show_notices(notices)

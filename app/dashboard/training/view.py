@@ -10,7 +10,6 @@ from app.dashboard import analysis, data
 from app.dashboard.analysis import SOLVED_RATE
 from app.dashboard.components import nav, params
 from app.dashboard.components.render import escape_markdown, fmt_num, fmt_pct, show_error, show_text
-from app.dashboard.groups import reads as group_reads
 from app.dashboard.training import charts, reads
 from app.dashboard.training.curves import at_step, shown_steps
 from app.dashboard.training.flips import QuestionFlip
@@ -41,14 +40,13 @@ def settings_caption(run: RunSummary) -> None:
     )
 
 
-def curves(run_id: int, url: str) -> None:
+def curves(run_id: int) -> None:
     """The run's numbers and curves, read again at each call (a live run's fragment)."""
     run = data.get_run_uncached(run_id)
     if run is None:  # deleted since the page listed it
         st.info("This run is no longer in the store.")
         return
-    view = reads.steps_view(url, run.id, reads.progress_of(run))
-    found = view.curves
+    found = reads.steps_view(run.id, reads.progress_of(run)).curves
     last = found.last
     # A wrapping row: at 800 px five fixed columns cut every value to "co…".
     with st.container(horizontal=True, gap="large"):
@@ -65,19 +63,12 @@ def curves(run_id: int, url: str) -> None:
             f"{found.steps:,} training steps: each point is the mean of {found.per_point} "
             "consecutive steps (weighted by their episodes, or groups for the group metrics)."
         )
+    st.caption(
+        "Hover a point for the questions its step drew: a step's numbers move with which "
+        "questions it drew as much as with what the model learned."
+    )
     figures = [(charts.figure(found, c), c.note) for c in charts.CHARTS]
-    if view.flips is None:
-        st.caption(
-            f"This run has {view.groups:,} groups: which questions each step drew, and where "
-            "its learning signal came from, are shown for runs of up to "
-            f"{group_reads.READ_UP_TO:,}."
-        )
-    else:
-        st.caption(
-            "Hover a point for the questions its step drew: a step's numbers move with which "
-            "questions it drew as much as with what the model learned."
-        )
-        figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
+    figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
     # A row of two at a time: the notes under the charts differ in length, and two tall
     # columns let the charts beside each other drift apart.
     for start in range(0, len(figures), 2):
@@ -110,17 +101,10 @@ def _flip_row(kind: str, f: QuestionFlip) -> dict[str, object]:
     }
 
 
-def flips(run: RunSummary, url: str) -> None:
+def flips(run: RunSummary) -> None:
     """The questions whose result changed between the first and the last step that drew them."""
     st.subheader("Questions that flipped during training")
-    view = reads.steps_view(url, run.id, reads.progress_of(run))
-    found = view.flips
-    if found is None:
-        st.info(
-            f"Listing the questions that flipped reads every group of the run: this one has "
-            f"{view.groups:,}, more than the {group_reads.READ_UP_TO:,} this page reads."
-        )
-        return
+    found = reads.steps_view(run.id, reads.progress_of(run)).flips
     st.caption(
         "Each question at the first and at the last training step that drew it, right when "
         f"at least {SOLVED_RATE:.0%} of its samples there were correct. **open** shows its "
@@ -155,11 +139,11 @@ def flips(run: RunSummary, url: str) -> None:
     )
 
 
-def question(run: RunSummary, url: str) -> None:
+def question(run: RunSummary) -> None:
     """One question's episodes at its first, a middle and its last training step."""
     st.subheader("One question across training")
     progress = reads.progress_of(run)
-    questions = reads.questions(url, run.id, progress)
+    questions = reads.questions(run.id, progress)
     if not questions:
         st.info("No question has finished an episode yet.")
         return
@@ -178,8 +162,8 @@ def question(run: RunSummary, url: str) -> None:
     st.markdown(escape_markdown(by_id[qid].question))
     # The episodes of the steps shown alone: a question played at every step of a long run
     # has tens of thousands.
-    shown = shown_steps(reads.played_steps(url, run.id, qid, progress))
-    episodes = reads.question_episodes(url, run.id, qid, tuple(shown), progress)
+    shown = shown_steps(reads.played_steps(run.id, qid, progress))
+    episodes = reads.question_episodes(run.id, qid, tuple(shown), progress)
     chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]] = []
     for step in shown:
         group = at_step(episodes, step)

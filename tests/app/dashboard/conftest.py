@@ -18,6 +18,7 @@ from tests.app.dashboard_store import (
     build_comparison_store,
     build_fixture_store,
 )
+from tests.app.long_training_store import LongTraining, build_long_training
 
 
 @pytest.fixture
@@ -90,3 +91,16 @@ def analysis_store(tmp_path_factory: pytest.TempPathFactory) -> AnalysisStore:
 def fx(analysis_store: AnalysisStore, serve_store: Callable[[str], None]) -> AnalysisStore:
     serve_store(analysis_store.url)
     return analysis_store
+
+
+@pytest.fixture(scope="session")
+def long_training_store(tmp_path_factory: pytest.TempPathFactory) -> LongTraining:
+    return build_long_training(tmp_path_factory.mktemp("long-training"))
+
+
+@pytest.fixture
+def long_training(
+    long_training_store: LongTraining, serve_store: Callable[[str], None]
+) -> LongTraining:
+    serve_store(long_training_store.url)
+    return long_training_store

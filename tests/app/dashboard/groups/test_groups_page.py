@@ -16,6 +16,7 @@ from storage.read_models import GroupKey
 from storage.store import Store
 from tests.app.analysis_store import HOSTILE_OUTPUT, AnalysisStore
 from tests.app.dashboard.apptest import open_page, texts
+from tests.app.long_training_store import LongTraining
 from tests.storage.store_builders import spec
 from tests.storage.test_training_store import play_group
 
@@ -269,24 +270,20 @@ def test_a_mixed_group_splits_its_advantages(shaped_run: int) -> None:
     assert list(members["from correctness"]) == pytest.approx(list(members["advantage"]))
 
 
-def test_a_run_with_more_groups_than_the_page_reads_shows_the_stores_counts(
-    shaped_run: int, monkeypatch: pytest.MonkeyPatch
+def test_a_run_of_thousands_of_groups_counts_every_one_by_source(
+    long_training: LongTraining,
 ) -> None:
-    # Counting sources reads a record of every group with a spread: a long training run has
-    # tens of thousands. Beyond READ_UP_TO the page shows the counts the store keeps.
-    monkeypatch.setattr("app.dashboard.groups.reads.LISTED", 1)
-    monkeypatch.setattr("app.dashboard.groups.reads.READ_UP_TO", 2)
-    at = open_page("groups/page.py", run=str(shaped_run))
+    # 3,300 groups: the counts come from the store, whatever the page lists.
+    at = open_page("groups/page.py", run=str(long_training.run_id))
     metrics = _metrics(at)
-    assert (metrics["groups"], metrics["rewards differ"], metrics["all rewards equal"]) == (
-        "4",
-        "3",
-        "1",
-    )
-    assert (metrics["equal, all correct"], metrics["equal, none correct"]) == ("0", "1")
-    assert "shaping only" not in metrics
-    assert "this run has 3, more than the 2 this page reads" in at.info[0].value
+    assert metrics["groups"] == "3300"
+    for name in ("correctness signal", "shaping only", "all rewards equal"):
+        assert metrics[name] == "1100 (33.3%)"
+    # None correct: q-shaped at every step, q-learnt before the halfway step.
+    assert (metrics["no correct sample"], metrics["all correct"]) == ("1650", "550")
+    assert "1100 of 3300 groups get their advantages from shaping alone" in at.warning[0].value
     [chart] = at.get("plotly_chart")
-    flat, spread = json.loads(chart.proto.spec)["data"]
-    assert (flat["y"], spread["name"], sum(spread["y"])) == ([1], "rewards differ", 3)
-    assert len(at.dataframe[0].value) == 1
+    flat, correctness, shaping = json.loads(chart.proto.spec)["data"]
+    assert (flat["y"], sum(correctness["y"]), sum(shaping["y"])) == ([1100], 1100, 1100)
+    assert len(at.dataframe[0].value) == 500  # listed: the highest stds
+    assert "more than" not in texts(at)

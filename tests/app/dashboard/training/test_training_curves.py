@@ -3,10 +3,11 @@ trend, and the steps a question is shown at."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from app.dashboard.training import charts
 from app.dashboard.training.curves import curves_of, shown_steps, trend, trend_window
-from storage.read_models import GroupKey, GroupStats
-from storage.training import TrainingStep
+from storage.training import DrawnQuestion, TrainingStep
 
 ACCURACY = next(c for c in charts.CHARTS if c.title == "Accuracy")
 
@@ -70,20 +71,29 @@ def test_the_trend_is_a_trailing_mean_weighted_by_episodes() -> None:
     assert (trend_window(2), trend_window(16), trend_window(1000)) == (2, 3, 100)
 
 
-def _group(q: str, step: int, size: int, correct: int, std: float) -> GroupStats:
-    return GroupStats(1, GroupKey(q, step, step), size, correct, 0.0, std, 0.0, 0.0)
-
-
 def test_each_point_says_what_its_steps_drew_and_where_their_signal_came_from() -> None:
     steps = [_step(n, episodes=8, accuracy=0.5, logprob=None) for n in range(4)]
-    groups = [
-        _group("q-b", 0, 4, 2, 0.5),
-        _group("q-a", 0, 4, 0, 0.01),
-        *(_group(f"q{i}", 3, 1, 1, 0.0) for i in range(8)),
-    ]
-    curves = curves_of(steps, groups, max_points=2)  # points of two steps
-    assert curves.drawn[0] == "q-a 0/4 correct, q-b 2/4"
+    steps[0] = dataclasses.replace(
+        steps[0],
+        drawn=(DrawnQuestion("q-b", 2, 4), DrawnQuestion("q-a", 0, 4)),
+        by_source={"correctness": 1, "shaping only": 1, "none": 0},
+    )
+    steps[1] = dataclasses.replace(steps[1], drawn=(DrawnQuestion("q-a", 1, 4),))
+    steps[3] = dataclasses.replace(
+        steps[3],
+        drawn=tuple(DrawnQuestion(f"q{i}", 1, 1) for i in range(8)),
+        by_source={"correctness": 0, "shaping only": 0, "none": 8},
+    )
+    curves = curves_of(steps, max_points=2)  # points of two steps
+    # A question drawn at both steps of a point is counted over both.
+    assert curves.drawn[0] == "q-a 1/8 correct, q-b 2/4"
     assert curves.drawn[1] == "q0 1/1 correct, q1 1/1, q2 1/1, q3 1/1, q4 1/1, q5 1/1 and 2 more"
     assert curves.sources[0] == {"correctness": 1, "shaping only": 1, "none": 0}
     assert curves.sources[1] == {"correctness": 0, "shaping only": 0, "none": 8}
-    assert curves_of(steps).drawn == [""] * 4  # the groups not read
+    # In a hover, three questions a line: on one, the box grew wider than the chart.
+    [trace, _] = charts.figure(curves, ACCURACY).data
+    assert trace.customdata[1][2] == (
+        "<br>drew q0 1/1 correct, q1 1/1, q2 1/1,<br>q3 1/1, q4 1/1, q5 1/1 and 2 more"
+    )
+    # A point a step: each its own.
+    assert curves_of(steps).drawn[:3] == ["q-a 0/4 correct, q-b 2/4", "q-a 1/4 correct", ""]

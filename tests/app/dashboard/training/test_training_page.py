@@ -11,11 +11,11 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
-from app.dashboard.training import reads
 from rollout_core.records import IterationBatch, Outcome, Sink, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
+from tests.app.long_training_store import LONG_STEPS, LongTraining
 from tests.storage.store_builders import finish, spec, start, step
 
 
@@ -174,6 +174,7 @@ def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
     assert "**within groups**: the mean over the step's groups of each group's own std" in shown
     signal = _figures(at)["Learning signal by source"]["data"]
     assert [d["name"] for d in signal] == ["correctness", "shaping only", "none: all rewards equal"]
+    assert {d["type"] for d in signal} == {"bar"}
     # Step 1: q1 half right (correctness), q2 all wrong with equal rewards.
     assert [d["y"][1] for d in signal] == [0.5, 0.0, 0.5]
 
@@ -190,20 +191,39 @@ def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -
     assert (row["last step"], row["correct at last"]) == (2, "2/2")
 
 
-def test_a_run_with_more_groups_than_the_page_reads_leaves_out_what_needs_them(
-    env: TrainingStore, monkeypatch: pytest.MonkeyPatch
+def test_a_run_of_thousands_of_groups_says_what_each_step_drew_and_what_flipped(
+    long_training: LongTraining,
 ) -> None:
-    # The run has 6 groups; reading each one's record costs, at tens of thousands, several
-    # times the page's other reads.
-    monkeypatch.setattr("app.dashboard.groups.reads.READ_UP_TO", 5)
-    reads.steps_view.clear()
-    try:
-        at = open_page("training/page.py", run=str(env.run_id))
-        shown = texts(at)
-        assert "This run has 6 groups: which questions each step drew" in shown
-        assert "this one has 6, more than the 5 this page reads" in shown
-        figures = _figures(at)
-        assert "Learning signal by source" not in figures and len(figures) == 7
-        assert figures["Accuracy"]["data"][0]["customdata"][0] == ["step 0", 4, ""]
-    finally:
-        reads.steps_view.clear()
+    at = open_page("training/page.py", run=str(long_training.run_id))
+    figures = _figures(at)
+    assert len(figures) == 8  # the signal chart among them
+    accuracy = figures["Accuracy"]["data"][0]
+    assert len(accuracy["x"]) == LONG_STEPS // 2  # a point for two steps
+    first, *_, last = accuracy["customdata"]
+    assert first == [
+        "steps 0-1 (mean)",
+        12,
+        "<br>drew q-learnt 0/4 correct, q-mixed 2/4, q-shaped 0/4",
+    ]
+    assert last[2] == "<br>drew q-learnt 4/4 correct, q-mixed 2/4, q-shaped 0/4"
+    signal = figures["Learning signal by source"]["data"]
+    # Stacked areas: hundreds of points are too many bars for a browser to draw quickly. One
+    # hover for the three, which says the steps and what they drew once.
+    assert {(d["type"], d["stackgroup"]) for d in signal} == {("scatter", "sources")}
+    layout = figures["Learning signal by source"]["layout"]
+    assert layout["hovermode"] == "x unified"
+    assert ["drew" in str(d["customdata"][0]) for d in signal] == [True, False, False]
+    assert {d["name"]: d["y"][0] for d in signal} == {
+        "correctness": pytest.approx(1 / 3),
+        "shaping only": pytest.approx(1 / 3),
+        "none: all rewards equal": pytest.approx(1 / 3),
+    }
+    metrics = {m.label: m.value for m in at.metric}
+    assert (metrics["right → wrong"], metrics["wrong → right"]) == ("0", "1")
+    assert metrics["drawn at two steps or more"] == "3"
+    [flips] = [df.value for df in at.dataframe if "flip" in df.value.columns]
+    row = flips.iloc[0]
+    assert (row["question id"], row["first step"], row["last step"]) == ("q-learnt", 0, 1099)
+    assert (row["correct at first"], row["correct at last"]) == ("0/2", "2/2")
+    assert row["question"] == "How many rows for q-learnt?"
+    assert "groups:" not in texts(at)
