@@ -50,6 +50,9 @@ class Chart:
     tickformat: str | None = None
     note: str = ""
     """What the numbers are, under the chart."""
+    drawn: bool = False
+    """Hovers name the questions each point's steps drew: for the quantities those questions
+    move (on a long run, naming them on every chart made the page several MB)."""
 
     @property
     def trended(self) -> bool:
@@ -65,6 +68,7 @@ CHARTS: tuple[Chart, ...] = (
         (Series("accuracy", "accuracy", "#009E73"),),
         RATE,
         "Share of the step's episodes that answered correctly.",
+        drawn=True,
     ),
     Chart(
         "Reward",
@@ -73,6 +77,7 @@ CHARTS: tuple[Chart, ...] = (
         None,
         "Mean episode reward: 1 for a correct answer, plus shaping (QUERY progress up to "
         "+0.1, −0.01 per failed action). TRL logs it as `reward`.",
+        drawn=True,
     ),
     Chart(
         "Reward spread",
@@ -86,6 +91,7 @@ CHARTS: tuple[Chart, ...] = (
         "differences between questions included. **within groups**: the mean over the "
         "step's groups of each group's own std, the spread GRPO's advantages are scaled by; "
         "only this one is learning signal.",
+        drawn=True,
     ),
     Chart(
         "Unparsed outputs",
@@ -143,10 +149,10 @@ def _drawn_lines(drawn: str) -> str:
     return "<br>drew " + ",<br>".join(lines)
 
 
-def _hover_data(curves: Curves) -> list[list[Any]]:
-    """Per point: its steps in words, its episodes and the questions it drew."""
+def _hover_data(curves: Curves, drawn: bool = True) -> list[list[Any]]:
+    """Per point: its steps in words, its episodes and (with `drawn`) the questions it drew."""
     return [
-        [steps, p.episodes, _drawn_lines(d) if d else ""]
+        [steps, p.episodes, _drawn_lines(d) if d and drawn else ""]
         for steps, p, d in zip(_steps_text(curves), curves.points, curves.drawn, strict=True)
     ]
 
@@ -171,7 +177,7 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
     points = curves.points
     xs = [s.train_step for s in points]
     markers = len(points) <= _MARKERS_UP_TO
-    hover = _hover_data(curves)
+    hover = _hover_data(curves, chart.drawn)
     tail = "<br>%{customdata[0]} · %{customdata[1]} episodes%{customdata[2]}<extra></extra>"
     for s in chart.series:
         ys = [getattr(p, s.attr) for p in points]
