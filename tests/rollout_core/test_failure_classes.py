@@ -97,6 +97,7 @@ def test_a_loop_of_failing_queries_is_a_loop() -> None:
 
 def test_every_class_is_reachable_and_listed_once() -> None:
     reached = {
+        classify_episode("abandoned", [d("a")], gold_seen=False),
         classify_episode("error", (), gold_seen=False),
         classify_episode("correct", (), gold_seen=False),
         classify_episode("wrong", (), gold_seen=True),
@@ -106,7 +107,7 @@ def test_every_class_is_reachable_and_listed_once() -> None:
         classify_episode("budget_exhausted", [q("x", ERR)], gold_seen=False),
         classify_episode("budget_exhausted", [d("a")], gold_seen=False),
     }
-    assert reached == set(FAILURE_CLASSES) and len(FAILURE_CLASSES) == 8
+    assert reached == set(FAILURE_CLASSES) and len(FAILURE_CLASSES) == 9
 
 
 def test_steps_are_read_only_for_episodes_without_an_answer() -> None:

@@ -74,10 +74,14 @@ def test_distributions_exact(two_runs: tuple[Store, int, int]) -> None:
     # Rewards -0.25, 0.0, 0.3, 1.0, 1.05 in bins of 0.1 from -0.25.
     assert d1.reward_histogram == [(-0.25, 1), (-0.05, 1), (0.25, 1), (0.95, 1), (1.05, 1)]
     assert d1.steps_histogram == [(1, 1), (2, 2), (3, 1), (4, 1)]
-    assert d1.outcome_counts == {"correct": 2, "wrong": 1, "budget_exhausted": 1, "error": 1}
+    assert d1.outcome_counts == {
+        "correct": 2, "wrong": 1, "budget_exhausted": 1, "error": 1, "abandoned": 0
+    }  # fmt: skip
     assert d2.reward_histogram == [(0.0, 1), (1.0, 2)]
     assert d2.steps_histogram == [(2, 2), (3, 1)]
-    assert d2.outcome_counts == {"correct": 2, "wrong": 1, "budget_exhausted": 0, "error": 0}
+    assert d2.outcome_counts == {
+        "correct": 2, "wrong": 1, "budget_exhausted": 0, "error": 0, "abandoned": 0
+    }  # fmt: skip
     assert store.run_distributions([]) == []
 
 
