@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from app.cli import cli
 from app.cli.options import flag
 from app.cli.run_options import FlagError, RunOptions
-from app.dashboard import launch
+from app.dashboard.launch import form as launch
 from rollout_core.sandbox import SandboxLimits
 from rollout_core.settings import EndpointSettings, EnvironmentSettings, GenerationSettings
 from rollout_core.specs import RunRequest
