@@ -16,7 +16,7 @@ from rollout_core.records import IterationBatch, Outcome, Sink, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
-from tests.storage.store_builders import finish, spec, start, step
+from tests.support.records import finish, spec, start, step
 
 
 @dataclasses.dataclass(frozen=True)
