@@ -125,7 +125,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def served_checkpoint(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny checkpoint as `transformers serve` needs it to sample (see tests/serving.py)."""
+    """The tiny checkpoint as `transformers serve` needs it to sample (`serving_copy`)."""
     return serving_copy(tiny_checkpoint, tmp_path_factory.mktemp("served"))
 
 
