@@ -1,15 +1,47 @@
-"""Shared test setup: the `--benchmarks` switch, the Spider dev data, the demo benchmark."""
+"""Shared test setup: the `--benchmarks` switch, the Spider dev data, and the session's real
+servers (a tiny checkpoint behind `transformers serve`, PostgreSQL).
+
+How the tree is laid out:
+
+- `tests/<package>/` mirrors the source: `tests/app/cli/` tests `app/cli/`,
+  `tests/rollout_core/policies/hf/` tests `rollout_core/policies/hf/`, and the tests of a flat
+  module sit with its package's (`tests/app/test_export.py` tests `app/export.py`).
+- `tests/browser/` drives a real Chromium against a served dashboard; `tests/robustness/` gives
+  the whole program bad input, hostile SQL, crashes and concurrent writers;
+  `tests/benchmarks/` prints figures and runs only with `--benchmarks` (`make bench`).
+- `tests/support/` is what tests share; it holds no test. Every store a test reads is built
+  there one way, through the real write path (`Store.sink`): `records.py` makes the records,
+  `stores.py` writes them into a run (`write_run`) or plays a policy into one (`play_run`),
+  `dashboard_stores.py` builds the named stores the dashboard's tests open, and only
+  `synthetic.py`, for benchmarks of millions of rows, fills a store around the sink. Beside
+  them: `benchmark.py` (a small Spider-layout benchmark), `store_files.py` (journal modes,
+  snapshots, schema revisions), `postgres.py`, `serving.py`, `mounts.py` (read-only and full
+  file systems), `cli.py` (running `rollscope`).
+- Fixtures live in `conftest.py` files and call those builders: the session's here, the
+  `store` on SQLite and PostgreSQL in `tests/storage/conftest.py`, the stores served to the
+  pages in `tests/app/dashboard/conftest.py`.
+
+Markers (pyproject.toml): `browser`, `postgres` (uses the `postgres_server` below, skipped
+where PostgreSQL is not installed), `slow`, and `benchmark`, given here to every test under
+tests/benchmarks/. `make test-quick` leaves out browser, postgres and slow.
+"""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import settings
 
-from tests.serving import ServedModel, free_port, serving_copy
+from tests.support.ports import free_port
+from tests.support.postgres import PgServer, running_postgres
+from tests.support.serving import ServedModel, serving_copy
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,7 +113,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A random-init Llama with a tokenizer trained here on the prompt format's text."""
     from app.demo.tiny_model import make_random_checkpoint
     from rollout_core.prompts import get_system_prompt
-    from tests.fixtures import QUESTIONS
+    from tests.support.benchmark import QUESTIONS
 
     texts = [get_system_prompt(), *(q for _, q, _ in QUESTIONS), *(s for _, _, s in QUESTIONS)]
     texts += ["DESCRIBE singer", "QUERY SELECT COUNT(*) FROM singer", "ANSWER 5"] * 5
@@ -93,7 +125,7 @@ def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def served_checkpoint(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The tiny checkpoint as `transformers serve` needs it to sample (see tests/serving.py)."""
+    """The tiny checkpoint as `transformers serve` needs it to sample (`serving_copy`)."""
     return serving_copy(tiny_checkpoint, tmp_path_factory.mktemp("served"))
 
 
@@ -107,3 +139,23 @@ def openai_server(
     server.start()
     yield server
     server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PgServer]:
+    """A PostgreSQL server for the session (one per test process); skips the test where its
+    binaries are missing."""
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture
+def newer_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
+    """This process runs as a rollscope one schema revision ahead (9001) of the stores here."""
+    import storage.migrations
+    from tests.support.store_files import add_revision
+
+    cfg = add_revision(tmp_path / "migrations")
+    monkeypatch.setattr(storage.migrations, "alembic_config", lambda: cfg)
+    monkeypatch.setattr(storage.migrations, "HEAD_REVISION", "9001")
+    return cfg

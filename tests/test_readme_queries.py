@@ -14,10 +14,10 @@ import pytest
 
 from rollout_core.datasets import load_named_dataset
 from rollout_core.policies.registry import make_policy
-from rollout_core.runner import plan_episodes, run_episodes
 from storage.store import Store
 from tests.conftest import REPO
-from tests.storage.store_builders import spec
+from tests.support.records import spec
+from tests.support.stores import play_run
 
 
 def _section() -> str:
@@ -35,10 +35,7 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = Store(str(folder / "rollscope.db"))
     ds = load_named_dataset("demo")
     for name in ("oracle", "random"):
-        run_id = store.create_run(spec(name, policy=name), episodes_planned=len(ds))
-        with store.sink(run_id, group_seconds=0.25) as sink:
-            run_episodes(ds, plan_episodes(ds.questions, 1, 0), make_policy(name), sink)
-        store.set_run_status(run_id, "completed")
+        play_run(store, spec(name, policy=name), ds, make_policy(name), group_seconds=0.25)
     store.close()
     return folder
 

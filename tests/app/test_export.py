@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,8 +21,10 @@ from app.export import default_output, export_episodes
 from app.export_schema import ExportSchemaError, arrow_type, converter, episode_schema, shape_of
 from storage.read_models import EpisodeDetail, EpisodeFilter, EpisodeSummary, StoredStep
 from storage.store import Store
-from tests.app.export_runs import late_answer, measure_export, write_run
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
+from tests.support.cli import rollscope
+from tests.support.export_memory import measure_export
+from tests.support.stores import late_answer, sized_run
 
 LATE = 2_100
 SET_FROM = 1_100  # past the 1,000 rows the old writer guessed its schema from
@@ -44,9 +44,9 @@ class Runs:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runs]:
     path = tmp_path_factory.mktemp("export") / "store.db"
     store = Store(f"sqlite:///{path}")
-    small = write_run(store, "small", SMALL)
-    late = write_run(store, "late-nulls", LATE, set_from=SET_FROM)
-    empty = write_run(store, "empty", 0)
+    small = sized_run(store, "small", SMALL)
+    late = sized_run(store, "late-nulls", LATE, set_from=SET_FROM)
+    empty = sized_run(store, "empty", 0)
     yield Runs(store, f"sqlite:///{path}", small, late, empty)
     store.close()
 
@@ -164,7 +164,7 @@ def test_a_filter_narrows_the_episodes_of_each_run(runs: Runs, tmp_path: Path) -
 
 def test_tags_and_notes_are_exported_with_each_episode(tmp_path: Path) -> None:
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    run = write_run(store, "tagged", 4)
+    run = sized_run(store, "tagged", 4)
     first, second, third, _ = [d.summary.id for d in store.iter_episode_details(run)]
     store.annotate(first, "wrong-join", note="joined on name\n<b>not html</b>", author="ana")
     store.annotate(first, "look-again", step=2)
@@ -358,17 +358,6 @@ def test_the_error_names_the_field() -> None:
 # -- the command line ---------------------------------------------------------------------------
 
 
-def rollscope(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=cwd,
-        check=False,
-    )
-
-
 def test_cli_exports_several_runs_or_all(runs: Runs, tmp_path: Path) -> None:
     out = tmp_path / "two.parquet"
     res = rollscope(
@@ -443,7 +432,7 @@ def test_export_memory_stays_below_holding_the_run(tmp_path: Path) -> None:
     the machine; tests/benchmarks/bench_export.py reports it."""
     url = f"sqlite:///{tmp_path / 'fat.db'}"
     store = Store(url)
-    run_id = write_run(store, "fat", 2_000, steps=4, prompt_chars=24_000, set_from=1_000)
+    run_id = sized_run(store, "fat", 2_000, steps=4, prompt_chars=24_000, set_from=1_000)
     store.close()
     held = measure_export(url, [run_id], "whole", tmp_path / "none", trace=True)["traced"]
     assert held > 190e6  # the run is big enough to tell the two apart

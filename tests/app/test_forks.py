@@ -24,7 +24,7 @@ from rollout_core.runner import RunStats
 from rollout_core.specs import RunRequest
 from storage.read_models import EpisodeDetail, EpisodeFilter, StoredStep
 from storage.store import Store
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 @pytest.fixture()

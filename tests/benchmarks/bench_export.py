@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from storage.store import Store
-from tests.app.export_runs import measure_export, write_run
+from tests.support.export_memory import measure_export
+from tests.support.stores import sized_run
 
 pytestmark = pytest.mark.benchmark
 
@@ -31,7 +32,7 @@ def stores(tmp_path_factory: pytest.TempPathFactory) -> dict[int, str]:
     for n in SIZES:
         url = f"sqlite:///{tmp_path_factory.mktemp('export-bench') / f'{n}.db'}"
         store = Store(url)
-        write_run(store, f"run-{n}", n, steps=STEPS, prompt_chars=PROMPT_CHARS, set_from=n // 2)
+        sized_run(store, f"run-{n}", n, steps=STEPS, prompt_chars=PROMPT_CHARS, set_from=n // 2)
         store.close()
         urls[n] = url
     return urls

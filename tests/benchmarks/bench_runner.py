@@ -249,7 +249,8 @@ def test_openai_concurrency(tmp_path: Path) -> None:
         pytest.skip("set BENCH_POLICY=openai to measure the server policy")
     from rollout_core.policies.openai.policy import OpenAIPolicy
     from rollout_core.settings import EndpointSettings, GenerationSettings
-    from tests.serving import ServedModel, free_port
+    from tests.support.ports import free_port
+    from tests.support.serving import ServedModel
 
     episodes = _env_int("BENCH_EPISODES", 48)
     budget, new_tokens = _env_int("BENCH_BUDGET", 4), _env_int("BENCH_NEW_TOKENS", 24)

@@ -20,7 +20,7 @@ from rollout_core import sandbox as sandbox_module
 from rollout_core.heap_limit import heap_ceiling
 from rollout_core.sandbox import Sandbox
 from tests.conftest import spider_dir
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 QUERIES = {
     "SELECT 1": "SELECT 1",

@@ -25,7 +25,7 @@ from storage.store import Store
 from tests.benchmarks.bench_analysis import _best_of, _paint, _report
 from tests.benchmarks.bench_dashboard import PAINT_TARGET_S, QUERY_TARGET_S
 from tests.browser.conftest import CHROMIUM, start_dashboard, stop
-from tests.storage.store_builders import finish, spec, start, step
+from tests.support.records import finish, spec, start, step
 from tests.support.synthetic import copy_training_run
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(1800)]

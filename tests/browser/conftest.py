@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.app.dashboard_store import FixtureStore, build_fixture_store
+from tests.support.dashboard_stores import FixtureStore, build_fixture_store
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = Path("/usr/bin/chromium")

@@ -17,7 +17,7 @@ from storage.read_models import EpisodeDetail
 from storage.store import Store
 from tests.browser.conftest import open_page, screenshot, start_dashboard, stop
 from tests.browser.ui import keyed, pick, table_rows, wait_idle
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 pytestmark = pytest.mark.browser
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.app.dashboard_store import XSS_OUTPUT
 from tests.browser.conftest import Dashboard, screenshot
 from tests.browser.ui import select_box, wait_drawn
+from tests.support.dashboard_stores import XSS_OUTPUT
 
 pytestmark = pytest.mark.browser
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from storage.store import Store
-from tests.app.dashboard_store import episode_batch
 from tests.browser.conftest import Dashboard
 from tests.browser.ui import wait_idle
-from tests.fixtures import QUESTIONS
+from tests.support.benchmark import QUESTIONS
+from tests.support.dashboard_stores import episode_batch
 
 pytestmark = pytest.mark.browser
 

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from storage.store import Store
-from tests.app.analysis_store import build_analysis_store
 from tests.app.dashboard.training.test_training_page import _play
 from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
 from tests.browser.ui import wait_drawn, wait_idle
-from tests.storage.store_builders import spec
+from tests.support.dashboard_stores import build_analysis_store
+from tests.support.records import spec
 
 pytestmark = pytest.mark.browser
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from tests.app.analysis_store import build_analysis_store
 from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
 from tests.browser.ui import wait_idle
+from tests.support.dashboard_stores import build_analysis_store
 
 pytestmark = pytest.mark.browser
 

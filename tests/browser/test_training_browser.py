@@ -15,7 +15,7 @@ from storage.store import Store
 from tests.app.dashboard.training.test_training_page import _play
 from tests.browser.conftest import screenshot, start_dashboard, stop
 from tests.browser.ui import shown_value, wait_idle, wait_shown
-from tests.storage.store_builders import spec
+from tests.support.records import spec
 
 pytestmark = pytest.mark.browser
 

@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import spider_dir
-from tests.fixtures import make_benchmark
 from tests.robustness.helpers import DbCopy
-
-# The store tests' throwaway PostgreSQL server, reused here as a fixture.
-from tests.storage.conftest import PgServer, postgres_server
-
-__all__ = ["postgres_server"]
+from tests.support.benchmark import make_benchmark
+from tests.support.postgres import PgServer
 
 
 @pytest.fixture()

@@ -1,18 +1,14 @@
-"""Helpers of the robustness tests: file snapshots, memory, store contents, the CLI."""
+"""Helpers of the robustness tests: file snapshots, memory, store contents (the CLI is run
+with `tests.support.cli`)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import os
 import sqlite3
-import subprocess
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-from tests.conftest import REPO
 
 
 def sha256(path: Path) -> str:
@@ -48,32 +44,6 @@ class DbCopy:
     db_dir: Path
     db_file: Path
     source: str
-
-
-def rollscope_cmd(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "app.cli", *map(str, args)]
-
-
-def rollscope(
-    *args: str | Path, cwd: Path | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[str]:
-    """Run the CLI to the end and capture its output."""
-    return subprocess.run(
-        rollscope_cmd(*args),
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        cwd=cwd or REPO,
-        env=cli_env(),
-    )
-
-
-def cli_env() -> dict[str, str]:
-    """The environment for CLI subprocesses: the repo importable, the test's ROLLSCOPE_HOME."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    env.pop("ROLLSCOPE_STORE", None)
-    return env
 
 
 def table_counts(db: Path, tables: Sequence[str] = ("runs", "episodes", "steps")) -> dict[str, int]:

@@ -20,8 +20,10 @@ import pytest
 from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, RunSpec, StepRecord
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-from tests.fixtures import make_benchmark
-from tests.robustness.helpers import rollscope, store_digest, table_counts
+from tests.robustness.helpers import store_digest, table_counts
+from tests.support.benchmark import make_benchmark
+from tests.support.cli import rollscope
+from tests.support.stores import write_run
 
 
 @pytest.fixture(scope="module")
@@ -249,9 +251,7 @@ def test_model_text_with_control_characters_is_stored(
     store = Store(url)
     try:
         spec, batches = _odd_batch()
-        run_id = store.create_run(spec, episodes_planned=1)
-        for b in batches:
-            store.sink(run_id).write(b)
+        run_id = write_run(store, spec, batches, status=None)
         listed = store.list_episodes(EpisodeFilter(run_ids=(run_id,)))
         detail = store.get_episode(listed.items[0].id)
         assert detail is not None

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine, make_url, text
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.conftest import REPO
-from tests.robustness.helpers import cli_env, rollscope_cmd
+from tests.support.cli import cli_env, rollscope_cmd
 
 WRITERS = 4
 LIMIT, SAMPLES = 20, 4

@@ -24,7 +24,7 @@ from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from rollout_core.specs import RunRequest, build_spec
 from storage.store import Store
 from tests.conftest import REPO
-from tests.robustness.helpers import cli_env, rollscope, rollscope_cmd
+from tests.support.cli import cli_env, rollscope, rollscope_cmd
 
 # Long enough (~1.5 s of play here) that a one-process run, which commits its iterations
 # every 0.25 s (`app.batch.SINK_GROUP_SECONDS`), is caught mid-run.

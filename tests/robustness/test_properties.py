@@ -16,7 +16,7 @@ from rollout_core.environment import SQLEnvironment
 from rollout_core.grading import GoldResult, _grade, format_answer, grade_answer
 from rollout_core.parse import parse_model_output
 from rollout_core.records import ACTION_KINDS
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -17,7 +17,7 @@ from rollout_core.gold import GoldQueryError
 from rollout_core.prompts import format_observation, get_system_prompt
 from rollout_core.sandbox import Sandbox, SandboxLimits
 from rollout_core.settings import EnvironmentSettings, SettingsError
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 @pytest.fixture()

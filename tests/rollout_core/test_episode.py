@@ -13,7 +13,7 @@ from rollout_core.environment import SQLEnvironment
 from rollout_core.episode import LiveEpisode, failed_record, start_record
 from rollout_core.policies.base import Completion
 from rollout_core.records import TokenTrace
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 @pytest.fixture()

@@ -21,7 +21,7 @@ from rollout_core.policies.base import Completion, PolicyRequest
 from rollout_core.records import FAILURE_CLASSES, EpisodeKey, ListSink, PolicyInfo, Question
 from rollout_core.rewards import PROGRESS_SCALE, progress_reward
 from rollout_core.runner import plan_episodes, run_episodes
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 def q(sql: str, error: str | None = None, parsed: bool = True) -> StepFacts:

@@ -21,7 +21,7 @@ from rollout_core.records import (
 )
 from rollout_core.runner import EpisodeTask, episode_seed, plan_episodes, run_episodes
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 ENV = EnvironmentSettings(step_budget=6)
 

@@ -19,7 +19,7 @@ from rollout_core.records import EpisodeKey, ListSink, PolicyInfo
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.sandbox import Sandbox, SandboxLimits
 from rollout_core.settings import EnvironmentSettings
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 FAILURE = "grading failed: ZeroDivisionError: the grader broke"
 

@@ -18,7 +18,7 @@ from rollout_core.policies.base import (
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import EpisodeKey, ListSink, PolicyInfo
 from rollout_core.runner import episode_seed, plan_episodes, run_episodes
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 @pytest.fixture()

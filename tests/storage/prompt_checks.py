@@ -8,22 +8,10 @@ from collections.abc import Iterable, Mapping
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
-from rollout_core.records import EpisodeKey, IterationBatch, ListSink, Sink, StepRecord
+from rollout_core.records import EpisodeKey, StepRecord
 from storage.models import Episode
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-
-
-class TeeSink:
-    """Writes every batch to the store's sink and keeps a copy of the records."""
-
-    def __init__(self, sink: Sink) -> None:
-        self.sink = sink
-        self.copy = ListSink()
-
-    def write(self, batch: IterationBatch) -> None:
-        self.sink.write(batch)
-        self.copy.write(batch)
 
 
 def as_stored(text: str) -> str:

@@ -8,15 +8,15 @@ from sqlalchemy.orm import Session
 
 from rollout_core.datasets import load_named_dataset
 from rollout_core.policies.registry import make_policy
-from rollout_core.records import IterationBatch
-from rollout_core.runner import plan_episodes, run_episodes
+from rollout_core.records import IterationBatch, ListSink
 from rollout_core.settings import EnvironmentSettings
 from storage.models import Episode, Run
 from storage.read_models import EpisodeFilter
 from storage.sink import GROUP_STEPS
 from storage.store import Store
-from tests.storage.prompt_checks import TeeSink, check_prompts, check_view
-from tests.storage.store_builders import finish, play, spec, start, step
+from tests.storage.prompt_checks import check_prompts, check_view
+from tests.support.records import finish, play, spec, start, step
+from tests.support.stores import play_run
 
 HOUR = 3600.0  # long enough that only a flush (or GROUP_STEPS) writes
 
@@ -39,16 +39,16 @@ def test_runner_through_a_grouping_sink_stores_what_one_transaction_each_does(
     store: Store,
 ) -> None:
     ds = load_named_dataset("demo")
-    tasks = plan_episodes(ds.questions[:12], samples=2, run_seed=3)
     policy = make_policy("random")
     played = {}
     for name, group_seconds in (("each", 0.0), ("grouped", HOUR)):
-        run_id = store.create_run(spec(name, policy="random"), episodes_planned=len(tasks))
-        with store.sink(run_id, group_seconds=group_seconds) as grouped:
-            tee = TeeSink(grouped)
-            run_episodes(ds, tasks, policy, tee, batch_size=8,
-                         environment=EnvironmentSettings(step_budget=6))  # fmt: skip
-        played[name] = (run_id, tee.copy.steps)
+        kept = ListSink()
+        run_id = play_run(
+            store, spec(name, policy="random"), ds, policy, questions=ds.questions[:12],
+            samples=2, seed=3, group_seconds=group_seconds, status=None, keep=kept,
+            batch_size=8, environment=EnvironmentSettings(step_budget=6),
+        )  # fmt: skip
+        played[name] = (run_id, kept.steps)
     (each, each_steps), (grouped_id, grouped_steps) = played["each"], played["grouped"]
     assert _episodes(store, grouped_id) == _episodes(store, each) != []
     # Grouped, every episode started and finished in one transaction: inserted whole.

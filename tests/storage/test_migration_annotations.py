@@ -7,7 +7,7 @@ from sqlalchemy import create_engine, inspect, text
 
 from storage.migrations import alembic_config
 from storage.store import Store
-from tests.storage.store_files import downgrade_to
+from tests.support.store_files import downgrade_to
 
 
 def _store_at(url: str, revision: str) -> None:

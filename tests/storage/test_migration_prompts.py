@@ -18,8 +18,8 @@ from rollout_core.runner import plan_episodes, run_episodes
 from storage.migrations import alembic_config
 from storage.store import Store
 from tests.storage.prompt_checks import as_stored, check_prompts, check_view
-from tests.storage.store_builders import finish, spec, start, step
-from tests.storage.store_files import upgrade_only_to
+from tests.support.records import finish, spec, start, step
+from tests.support.store_files import upgrade_only_to
 
 _NOW = datetime(2026, 12, 1, tzinfo=UTC)
 

@@ -12,13 +12,13 @@ import pytest
 from alembic import command
 from sqlalchemy import case, create_engine, func, inspect, select
 from sqlalchemy.orm import Session
-from store_builders import finish, spec, start, step
 
 from rollout_core.records import FailureClass, IterationBatch, Outcome
 from storage.engine import get_engine
 from storage.migrations import alembic_config
 from storage.models import Episode
 from storage.store import Store
+from tests.support.records import finish, spec, start, step
 from tests.support.synthetic import fill_synthetic
 
 _OUTCOMES: tuple[Outcome, ...] = ("correct", "wrong", "error", "budget_exhausted")

@@ -5,31 +5,32 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from store_builders import play, spec, start, step
 
 from rollout_core.records import IterationBatch
 from storage.store import Store
+from tests.support.records import play, spec, start, step
+from tests.support.stores import write_run
 
 
 @pytest.fixture
 def two_runs(store: Store) -> tuple[Store, int, int]:
     """ckpt-1000 and ckpt-2000 on overlapping questions, two samples each; counts in comments."""
-    r1 = store.create_run(spec("ckpt-1000"), episodes_planned=6)
-    r2 = store.create_run(spec("ckpt-2000"), episodes_planned=6)
     # ckpt-1000: 5 finished; steps 2+3+1+4+2 = 12, unparsed 1+0+0+2+0 = 3.
-    store.sink(r1).write(play("q1", 0, "correct", 1.0, 2, unparsed=1))
-    store.sink(r1).write(play("q1", 1, "wrong", -0.25, 3, sql_errors=2))
-    store.sink(r1).write(play("q2", 0, "correct", 1.05, 1))
-    store.sink(r1).write(play("q2", 1, "budget_exhausted", 0.3, 4, unparsed=2))
-    store.sink(r1).write(play("q3", 0, "error", 0.0, 2))
-    # ... and one still playing (1 unparsed step): counts for the parse rate only.
-    store.sink(r1).write(
-        IterationBatch(started=[start("q3", 1)], steps=[step("q3", 1, 1, parsed=False)])
-    )
+    r1 = write_run(store, spec("ckpt-1000"), [
+        play("q1", 0, "correct", 1.0, 2, unparsed=1),
+        play("q1", 1, "wrong", -0.25, 3, sql_errors=2),
+        play("q2", 0, "correct", 1.05, 1),
+        play("q2", 1, "budget_exhausted", 0.3, 4, unparsed=2),
+        play("q3", 0, "error", 0.0, 2),
+        # ... and one still playing (1 unparsed step): counts for the parse rate only.
+        IterationBatch(started=[start("q3", 1)], steps=[step("q3", 1, 1, parsed=False)]),
+    ], status=None)  # fmt: skip
     # ckpt-2000: q2 (both correct) and q4 (one wrong); no q1, q3.
-    store.sink(r2).write(play("q2", 0, "correct", 1.0, 2))
-    store.sink(r2).write(play("q2", 1, "correct", 1.0, 2))
-    store.sink(r2).write(play("q4", 0, "wrong", 0.0, 3))
+    r2 = write_run(store, spec("ckpt-2000"), [
+        play("q2", 0, "correct", 1.0, 2),
+        play("q2", 1, "correct", 1.0, 2),
+        play("q4", 0, "wrong", 0.0, 3),
+    ], planned=6, status=None)  # fmt: skip
     return store, r1, r2
 
 

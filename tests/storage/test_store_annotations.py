@@ -12,16 +12,18 @@ from rollout_core.records import IterationBatch
 from storage.read_models import EpisodeFilter
 from storage.store import Store, StoreError
 from storage.tagging import MAX_TAG, AnnotationError
-from tests.storage.store_builders import finish, play, spec, start, step
+from tests.support.records import finish, play, spec, start, step
+from tests.support.stores import write_run
 
 
 def _run(store: Store, name: str = "run-a") -> tuple[int, list[int]]:
     """A run of three finished episodes (q1 correct, q2 wrong, q3 budget exhausted)."""
-    run_id = store.create_run(spec(name), episodes_planned=3)
-    sink = store.sink(run_id)
-    sink.write(play("q1", 0, "correct", 1.0, 3))
-    sink.write(play("q2", 0, "wrong", 0.0, 2))
-    sink.write(play("q3", 0, "budget_exhausted", 0.0, 4))
+    played = [
+        play("q1", 0, "correct", 1.0, 3),
+        play("q2", 0, "wrong", 0.0, 2),
+        play("q3", 0, "budget_exhausted", 0.0, 4),
+    ]
+    run_id = write_run(store, spec(name), played, status=None)
     ids = [e.id for e in store.list_episodes(EpisodeFilter(run_ids=(run_id,))).items]
     return run_id, ids
 

@@ -6,11 +6,10 @@ import multiprocessing
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from store_builders import finish, spec, start, step
-
 from rollout_core.records import IterationBatch
 from storage.read_models import EpisodeFilter
 from storage.store import Store
+from tests.support.records import finish, spec, start, step
 
 if TYPE_CHECKING:
     from multiprocessing.synchronize import Barrier

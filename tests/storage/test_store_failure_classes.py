@@ -18,7 +18,8 @@ from rollout_core.records import (
 from storage.migrations import alembic_config, sqlite_foreign_keys_off
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-from tests.storage.store_builders import spec, start
+from tests.support.records import spec, start
+from tests.support.stores import write_run
 
 ERR = "no such column: nme"
 # (action, argument, parsed, error) of each step, by the class the episode should get
@@ -83,12 +84,11 @@ def _classes(store: Store, run_id: int) -> dict[tuple[str, int], str | None]:
 
 
 def _fill(store: Store) -> int:
-    run_id = store.create_run(spec("classes"), episodes_planned=2 * len(_EPISODES))
-    sink = store.sink(run_id)
+    batches = []
     for qid in _EPISODES:
-        sink.write(_batch(qid, 0, None))  # classified by the store from the steps
-        sink.write(_batch(qid, 1, "env_error"))  # kept as the producer classified it
-    return run_id
+        batches.append(_batch(qid, 0, None))  # classified by the store from the steps
+        batches.append(_batch(qid, 1, "env_error"))  # kept as the producer classified it
+    return write_run(store, spec("classes"), batches, status=None)
 
 
 def test_a_record_without_a_class_is_classified_from_its_stored_steps(store: Store) -> None:

@@ -11,7 +11,8 @@ from rollout_core import grpo
 from rollout_core.records import IterationBatch
 from storage.read_models import GroupKey
 from storage.store import Store
-from tests.storage.store_builders import play, spec, start
+from tests.support.records import play, spec, start
+from tests.support.stores import write_run
 
 # question -> (outcome, reward) of each sample
 _GROUPS = {
@@ -23,13 +24,13 @@ _GROUPS = {
 
 
 def _fill(store: Store) -> int:
-    run_id = store.create_run(spec("grpo", samples=4), episodes_planned=16)
-    sink = store.sink(run_id)
-    for qid, samples in _GROUPS.items():
-        for i, (outcome, reward) in enumerate(samples):
-            sink.write(play(qid, i, outcome, reward, 2))  # type: ignore[arg-type]
-    sink.write(IterationBatch(started=[start("q-one", 1)]))  # still playing: not a member
-    return run_id
+    played = [
+        play(qid, i, outcome, reward, 2)  # type: ignore[arg-type]
+        for qid, samples in _GROUPS.items()
+        for i, (outcome, reward) in enumerate(samples)
+    ]
+    playing = IterationBatch(started=[start("q-one", 1)])  # still playing: not a member
+    return write_run(store, spec("grpo", samples=4), [*played, playing], planned=16, status=None)
 
 
 def test_the_overview_has_every_group_with_trls_statistics_highest_std_first(

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import event
-from store_builders import play, spec, start, step
 
 from rollout_core.records import OUTCOMES, IterationBatch, Outcome
 from storage.read_models import EpisodeFilter, EpisodeSort
 from storage.store import Store
+from tests.support.records import play, spec, start, step
 
 REWARDS = [0.0, 0.5, 1.0, 0.5, -0.2]
 DURATIONS = [1.0, 2.0, 1.0]

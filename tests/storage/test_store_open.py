@@ -12,13 +12,13 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import text
-from store_builders import spec
 
 from storage.engine import SQLITE_PAGE_SIZE, StoreError, get_engine
 from storage.migrations import head_revision
 from storage.models import Base
 from storage.store import Store
 from storage.text_search import in_models
+from tests.support.records import spec
 
 
 def test_bare_path_and_sqlite_url_open_the_same_store(tmp_path: Path) -> None:

@@ -17,15 +17,15 @@ from rollout_core.datasets import load_named_dataset
 from rollout_core.policies.base import Policy
 from rollout_core.policies.registry import make_policy
 from rollout_core.prompts import get_system_prompt
-from rollout_core.records import IterationBatch, StepRecord
-from rollout_core.runner import plan_episodes, run_episodes
+from rollout_core.records import IterationBatch, ListSink, StepRecord
 from rollout_core.settings import EnvironmentSettings
 from storage.models import PromptText, Step
 from storage.prompts import text_ids
 from storage.store import Store
-from tests.storage.conftest import PgServer
-from tests.storage.prompt_checks import TeeSink, check_prompts, check_view
-from tests.storage.store_builders import finish, spec, start, step
+from tests.storage.prompt_checks import check_prompts, check_view
+from tests.support.postgres import PgServer
+from tests.support.records import finish, spec, start, step
+from tests.support.stores import play_run
 
 Message = dict[str, Any]
 
@@ -34,13 +34,13 @@ def _play(store: Store, name: str, policy: Policy, *, samples: int, limit: int |
           budget: int = 10) -> tuple[int, list[StepRecord]]:  # fmt: skip
     """A run of `policy` over the demo benchmark through the real runner into the store."""
     ds = load_named_dataset("demo")
-    questions = ds.questions[:limit] if limit else ds.questions
-    run_id = store.create_run(spec(name, policy=policy.name), episodes_planned=len(questions))
-    sink = TeeSink(store.sink(run_id))
-    tasks = plan_episodes(questions, samples=samples, run_seed=7)
-    environment = EnvironmentSettings(step_budget=budget)
-    run_episodes(ds, tasks, policy, sink, batch_size=16, environment=environment)
-    return run_id, sink.copy.steps
+    kept = ListSink()
+    run_id = play_run(
+        store, spec(name, policy=policy.name), ds, policy,
+        questions=ds.questions[:limit] if limit else None, samples=samples, seed=7,
+        status=None, keep=kept, batch_size=16, environment=EnvironmentSettings(step_budget=budget),
+    )  # fmt: skip
+    return run_id, kept.steps
 
 
 def test_runner_prompts_come_back_exactly(store: Store) -> None:

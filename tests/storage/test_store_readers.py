@@ -5,32 +5,27 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 from alembic.config import Config
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import DBAPIError
-from store_builders import play, spec
-from store_files import (
-    add_revision,
-    copy_store,
-    files_beside,
-    fill_store,
-    to_rollback_journal,
-    upgrade_only_to,
-    wal_header,
-)
 
-import storage.migrations
 from rollout_core.records import EpisodeKey
 from storage.engine import SQLITE_IMMEDIATE, StoreError, StoreMissing, get_engine
 from storage.migrations import head_revision
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-
-if TYPE_CHECKING:
-    from conftest import PgServer
+from tests.support.postgres import PgServer
+from tests.support.records import play, spec
+from tests.support.store_files import (
+    copy_store,
+    files_beside,
+    to_rollback_journal,
+    upgrade_only_to,
+    wal_header,
+)
+from tests.support.stores import fill_store
 
 
 def read_everything(url: str, run_id: int, episode_ids: list[int]) -> None:
@@ -54,15 +49,6 @@ def read_everything(url: str, run_id: int, episode_ids: list[int]) -> None:
         assert reader.finished_keys(run_id) == {EpisodeKey("q1", 0), EpisodeKey("q2", 0)}
     finally:
         reader.close()
-
-
-@pytest.fixture
-def newer_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
-    """This process runs as a rollscope one schema revision ahead (9001) of the stores here."""
-    cfg = add_revision(tmp_path / "migrations")
-    monkeypatch.setattr(storage.migrations, "alembic_config", lambda: cfg)
-    monkeypatch.setattr(storage.migrations, "HEAD_REVISION", "9001")
-    return cfg
 
 
 # -- SQLite: the file stays byte for byte ---------------------------------------------------------

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
-from store_builders import finish, play, spec, start, step
 
 from rollout_core.records import EpisodeKey, IterationBatch
 from storage.engine import get_engine
 from storage.models import Episode, Step
 from storage.read_models import EpisodeFilter
 from storage.store import Store
+from tests.support.records import finish, play, spec, start, step
 
 
 def _episodes(store: Store, run_id: int) -> list[tuple[str, int, str | None, int]]:

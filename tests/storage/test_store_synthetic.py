@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
-from store_builders import play, spec
 
 from rollout_core.prompts import format_question
 from rollout_core.records import EpisodeKey
@@ -12,6 +11,7 @@ from storage.models import Episode, Step
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.storage.prompt_checks import check_view
+from tests.support.records import play, spec
 from tests.support.synthetic import fill_synthetic
 from tests.support.synthetic_text import DB_TABLES, system_prompt
 

@@ -17,7 +17,6 @@ import pytest
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
-from store_builders import finish, play, spec, start, step
 
 from rollout_core.records import EpisodeKey, IterationBatch, RunSpec
 from storage.engine import get_engine
@@ -27,6 +26,7 @@ from storage.read_models import EpisodeFilter
 from storage.run_totals import COLUMNS as TOTALS
 from storage.store import Store
 from storage.writes import STEP_COLUMNS, collector_paused, merged, retry_locked
+from tests.support.records import finish, play, spec, start, step
 
 
 def _count(store: Store, model: type[object]) -> int:

@@ -10,13 +10,14 @@ from alembic import command
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, text
 from sqlalchemy.orm import Session
-from store_builders import spec
 
 from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, StepRecord
 from storage import text_search
 from storage.migrations import alembic_config
 from storage.read_models import EpisodeFilter
 from storage.store import Store
+from tests.support.records import spec
+from tests.support.stores import write_run
 
 # (question, gold SQL, outputs, finished)
 EPISODES = [
@@ -44,7 +45,8 @@ NEEDLES = [
 ]  # fmt: skip
 
 
-def _write(store: Store, run_id: int, episodes: list[tuple[str, str, list[str], bool]]) -> None:
+def _batches(episodes: list[tuple[str, str, list[str], bool]]) -> list[IterationBatch]:
+    batches = []
     for n, (question, gold, outputs, done) in enumerate(episodes):
         q = f"q{n}"
         steps = [
@@ -61,12 +63,13 @@ def _write(store: Store, run_id: int, episodes: list[tuple[str, str, list[str], 
                           failure_class="wrong_answer")
         ] if done else []  # fmt: skip
         start = EpisodeStart(q, 0, n, "db", question, gold)
-        store.sink(run_id).write(IterationBatch(started=[start], steps=steps, finished=finished))
+        batches.append(IterationBatch(started=[start], steps=steps, finished=finished))
+    return batches
 
 
 @pytest.fixture
 def filled(store: Store) -> Store:
-    _write(store, store.create_run(spec("texts"), episodes_planned=len(EPISODES)), EPISODES)
+    write_run(store, spec("texts"), _batches(EPISODES), status=None)
     return store
 
 
@@ -140,8 +143,8 @@ def test_a_window_below_one_is_refused_for_a_text_the_index_narrows(filled: Stor
 def test_an_episode_is_indexed_when_it_finishes(store: Store) -> None:
     if store.dialect != "sqlite":
         pytest.skip("PostgreSQL indexes the columns themselves")
-    run_id = store.create_run(spec("later"), episodes_planned=1)
-    _write(store, run_id, [("Q", "SELECT 1", ["QUERY SELECT walrus"], False)])
+    playing = _batches([("Q", "SELECT 1", ["QUERY SELECT walrus"], False)])
+    run_id = write_run(store, spec("later"), playing, status=None)
     assert _index_hits(store, "walrus") == []
     (episode,) = store.list_episodes(EpisodeFilter(finished_only=False)).items
     done = EpisodeRecord("q0", 0, "wrong", 0.0, 0.0, 1.0, 1, "x", 1.0, failure_class="wrong_answer")
@@ -151,12 +154,13 @@ def test_an_episode_is_indexed_when_it_finishes(store: Store) -> None:
 
 
 def test_a_deleted_runs_episode_id_taken_again_finds_only_the_new_text(store: Store) -> None:
-    old = store.create_run(spec("old"), episodes_planned=1)
-    _write(store, old, [("Q", "SELECT 1", ["QUERY SELECT narwhal"], True)])
+    narwhal, okapi = (
+        _batches([("Q", "SELECT 1", [f"QUERY SELECT {w}"], True)]) for w in ("narwhal", "okapi")
+    )
+    old = write_run(store, spec("old"), narwhal, status=None)
     (gone,) = store.list_episodes(EpisodeFilter()).items
     store.delete_run(old)
-    new = store.create_run(spec("new"), episodes_planned=1)
-    _write(store, new, [("Q", "SELECT 1", ["QUERY SELECT okapi"], True)])
+    write_run(store, spec("new"), okapi, status=None)
     (now,) = store.list_episodes(EpisodeFilter()).items
     if store.dialect == "sqlite":
         assert now.id == gone.id  # SQLite gives the freed id out again
@@ -199,7 +203,7 @@ def before_the_index(store_url: str) -> Iterator[str]:
     """A store with the test episodes at the revision before the index: written at head,
     then taken back down (which drops the index and keeps every row)."""
     store = Store(store_url)
-    _write(store, store.create_run(spec("texts"), episodes_planned=len(EPISODES)), EPISODES)
+    write_run(store, spec("texts"), _batches(EPISODES), status=None)
     store.close()
     engine = create_engine(store_url)
     with engine.begin() as conn:

@@ -4,11 +4,11 @@ bound applies to texts the index cannot narrow (`storage.text_search`): here, ev
 from __future__ import annotations
 
 import pytest
-from store_builders import play, spec
 
 from storage import text_search
 from storage.read_models import EpisodeFilter
 from storage.store import Store
+from tests.support.records import play, spec
 
 
 @pytest.fixture(autouse=True)

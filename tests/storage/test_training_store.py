@@ -3,7 +3,6 @@ Training page's reads."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sqlite3
 import statistics
@@ -13,10 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.dialects import sqlite
 
-from rollout_core.records import IterationBatch, TokenTrace
+from rollout_core.records import IterationBatch
 from storage.groups import stats_query
 from storage.read_models import GroupKey
-from storage.sink import StoreSink
 from storage.store import Store
 from storage.training import (
     DrawnQuestion,
@@ -28,41 +26,8 @@ from storage.training import (
     training_questions,
     training_steps,
 )
-from tests.storage.store_builders import finish, spec, start, step
-
-
-def _traced(q: str, sample: int, step_no: int, logprobs: list[float], **kw: object) -> object:
-    trace = TokenTrace(text=tuple("x" for _ in logprobs), logprobs=tuple(logprobs))
-    return dataclasses.replace(step(q, sample, step_no, **kw), tokens=trace)  # type: ignore[arg-type]
-
-
-def play_group(
-    sink: StoreSink,
-    q: str,
-    samples: range,
-    rewards: list[float],
-    at: tuple[int, int],
-    *,
-    unparsed: int = 0,
-) -> None:
-    """Play one group at (training step, group index): each episode one step of two tokens,
-    then finished with its reward."""
-    step_no, group = at
-    starts = [
-        dataclasses.replace(start(q, s), train_step=step_no, group_index=group) for s in samples
-    ]
-    sink.write(IterationBatch(started=starts))
-    steps = [
-        _traced(q, s, 1, [-1.0, -2.0], parsed=i >= unparsed, done=True)
-        for i, s in enumerate(samples)
-    ]
-    finished = [
-        dataclasses.replace(
-            finish(q, s, "correct" if r >= 1.0 else "wrong", r, 1), tokens_out=2, mean_logprob=-1.5
-        )
-        for s, r in zip(samples, rewards, strict=True)
-    ]
-    sink.write(IterationBatch(steps=steps, finished=finished))  # type: ignore[arg-type]
+from tests.support.records import finish, spec, start, step
+from tests.support.stores import play_group
 
 
 @pytest.fixture

@@ -10,17 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.fixtures import make_benchmark
-
-
-def rollscope(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=cwd,
-    )
+from tests.support.benchmark import make_benchmark
+from tests.support.cli import rollscope
 
 
 @pytest.fixture()

@@ -7,15 +7,14 @@ from __future__ import annotations
 import json
 import shlex
 import sqlite3
-import sys
 from contextlib import closing
 from pathlib import Path
 
 import pytest
 
-from tests.app.cli.small_disk import run_on_small_disk
 from tests.conftest import REPO
-from tests.robustness.helpers import rollscope_cmd
+from tests.support.cli import in_process, rollscope_cmd
+from tests.support.mounts import run_on_small_disk
 
 
 def test_a_full_disk_mid_run_is_one_line_and_resume_completes_the_run(tmp_path: Path) -> None:
@@ -92,18 +91,6 @@ def test_a_full_disk_under_a_write_outside_a_run_is_one_line(tmp_path: Path) -> 
         "error: the store's disk is full (database or disk is full): free space on that disk, "
         "then try again"
     )
-
-
-def in_process(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str | Path
-) -> tuple[int, str]:
-    """The CLI's exit code and stderr, run in this process (no start-up cost per case)."""
-    from app import cli
-
-    monkeypatch.setattr(sys, "argv", ["rollscope", *map(str, args)])
-    with pytest.raises(SystemExit) as exited:
-        cli.main()
-    return int(exited.value.code or 0), capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

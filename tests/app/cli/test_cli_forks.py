@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.fixtures import make_benchmark
-from tests.readonly_mount import run_read_only
-from tests.robustness.helpers import rollscope, rollscope_cmd
+from tests.support.benchmark import make_benchmark
+from tests.support.cli import rollscope, rollscope_cmd
+from tests.support.mounts import run_read_only
 
 
 @pytest.fixture(scope="module")

@@ -4,10 +4,8 @@ writable folder and on a truly read-only file system; `rollscope migrate` upgrad
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
-import sys
 from contextlib import closing
 from pathlib import Path
 
@@ -15,16 +13,15 @@ import pytest
 from alembic.config import Config
 from typer.testing import CliRunner
 
-import storage.migrations
 from app.cli import cli
 from storage.migrations import head_revision
 from storage.store import Store
 from tests.conftest import REPO
-from tests.fixtures import make_benchmark
-from tests.readonly_mount import run_read_only
-from tests.storage.store_builders import spec as run_spec
-from tests.storage.store_files import (
-    add_revision,
+from tests.support.benchmark import make_benchmark
+from tests.support.cli import rollscope, rollscope_cmd
+from tests.support.mounts import run_read_only
+from tests.support.records import spec as run_spec
+from tests.support.store_files import (
     copy_store,
     files_beside,
     to_rollback_journal,
@@ -33,22 +30,6 @@ from tests.storage.store_files import (
 )
 
 RUN = "oracle-ro"
-
-
-def cli_command(*args: str | Path) -> list[str]:
-    return [sys.executable, "-m", "app.cli", *map(str, args)]
-
-
-def cli_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("ROLLSCOPE_STORE", None)
-    return env
-
-
-def rollscope(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        cli_command(*args), capture_output=True, text=True, timeout=240, cwd=REPO, env=cli_env()
-    )
 
 
 @pytest.fixture(scope="module")
@@ -136,7 +117,7 @@ def test_read_commands_work_on_a_read_only_file_system(
     seen = view / "store.db"
     out = tmp_path / "out.jsonl"
     outputs = [
-        run_read_only(path.parent, view, cli_command(*args), cwd=REPO)
+        run_read_only(path.parent, view, rollscope_cmd(*args), cwd=REPO)
         for args in (
             ("runs", "--store", seen, "--json"),
             ("show", str(episode_id), "--store", seen),
@@ -158,7 +139,10 @@ def test_read_only_file_system_with_a_live_writer_shows_its_commits(
         view = tmp_path / "view"
         view.mkdir()
         res = run_read_only(
-            path.parent, view, cli_command("runs", "--store", view / "store.db", "--json"), cwd=REPO
+            path.parent,
+            view,
+            rollscope_cmd("runs", "--store", view / "store.db", "--json"),
+            cwd=REPO,
         )
         assert res.returncode == 0, res.stderr
         assert sorted(r["name"] for r in json.loads(res.stdout)) == [RUN, "second"]
@@ -181,7 +165,7 @@ def test_read_only_wal_without_its_shm_is_refused_in_one_line(
     view = tmp_path / "view"
     view.mkdir()
     res = run_read_only(
-        path.parent, view, cli_command("runs", "--store", view / "store.db"), cwd=REPO
+        path.parent, view, rollscope_cmd("runs", "--store", view / "store.db"), cwd=REPO
     )
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
@@ -216,15 +200,6 @@ def test_migrate_creates_then_is_idempotent(tmp_path: Path) -> None:
     assert again.stdout.strip() == f"store {path}: already at schema {head_revision()}"
     listed = rollscope("runs", "--store", path)
     assert listed.returncode == 0 and "no runs yet" in listed.stdout
-
-
-@pytest.fixture
-def newer_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Config:
-    """This process runs as a rollscope one schema revision ahead (9001) of the stores here."""
-    cfg = add_revision(tmp_path / "migrations")
-    monkeypatch.setattr(storage.migrations, "alembic_config", lambda: cfg)
-    monkeypatch.setattr(storage.migrations, "HEAD_REVISION", "9001")
-    return cfg
 
 
 def test_older_store_is_refused_until_migrated(tmp_path: Path, newer_code: Config) -> None:

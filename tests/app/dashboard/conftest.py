@@ -11,14 +11,15 @@ import streamlit as st
 
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_DATASET_ROOTS, ENV_READ_ONLY, ENV_STORE
 from storage.store import Store
-from tests.app.analysis_store import AnalysisStore, build_analysis_store
-from tests.app.dashboard_store import (
+from tests.support.dashboard_stores import (
+    AnalysisStore,
     ComparisonStore,
     FixtureStore,
+    build_analysis_store,
     build_comparison_store,
     build_fixture_store,
 )
-from tests.app.long_training_store import LongTraining, build_long_training
+from tests.support.long_training import LongTraining, build_long_training
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def serve_store(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], None]:
 
 @pytest.fixture(scope="session")
 def analysis_store(tmp_path_factory: pytest.TempPathFactory) -> AnalysisStore:
-    """Three checkpoints of four samples per question (`tests.app.analysis_store`)."""
+    """Three checkpoints of four samples per question (`tests.support.dashboard_stores`)."""
     return build_analysis_store(tmp_path_factory.mktemp("analysis"))
 
 

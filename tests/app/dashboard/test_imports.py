@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 sys.path.insert(0, {str(Path(__file__).resolve().parents[3])!r})
 import os
-from tests.app.dashboard_store import build_fixture_store
+from tests.support.dashboard_stores import build_fixture_store
 fx = build_fixture_store(Path({str(tmp_path)!r}))
 os.environ["ROLLSCOPE_STORE"] = fx.url
 from streamlit.testing.v1 import AppTest

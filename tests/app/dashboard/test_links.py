@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.app.dashboard.apptest import open_page
-from tests.app.dashboard_store import FixtureStore
+from tests.support.dashboard_stores import FixtureStore
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,8 @@ from streamlit.testing.v1 import AppTest
 from app.dashboard import data
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
 from tests.app.dashboard.apptest import MAIN
-from tests.storage.store_files import files_beside, fill_store, to_rollback_journal
+from tests.support.store_files import files_beside, to_rollback_journal
+from tests.support.stores import fill_store
 
 
 def test_every_page_leaves_the_store_byte_identical(

@@ -17,11 +17,11 @@ from app.dashboard.settings import (
     serve_mode,
     to_env,
 )
-from tests.app.cli.test_cli import rollscope
 from tests.app.dashboard.apptest import MAIN
-from tests.app.dashboard_store import FixtureStore, build_fixture_store
 from tests.conftest import REPO
-from tests.readonly_mount import run_read_only
+from tests.support.cli import rollscope
+from tests.support.dashboard_stores import FixtureStore, build_fixture_store
+from tests.support.mounts import run_read_only
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"])

@@ -56,6 +56,7 @@ def main(out: Path) -> None:
 
 def _odd_run(store: Store) -> None:
     """Prompts the runner never writes: a chat template's text, an empty prompt, a window."""
+    # The release's own record builders, from its checkout on the path.
     from tests.storage.store_builders import finish, spec, start, step
 
     run_id = store.create_run(spec("odd"), episodes_planned=3)

@@ -8,10 +8,14 @@ import json
 import pytest
 
 from app.dashboard.components.colors import run_color
-from tests.app.analysis_store import AnalysisStore, build_analysis_store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
-from tests.app.dashboard_store import ComparisonStore, FixtureStore
+from tests.support.dashboard_stores import (
+    AnalysisStore,
+    ComparisonStore,
+    FixtureStore,
+    build_analysis_store,
+)
 
 
 def _metric_deltas(at: object) -> dict[str, list[str]]:

@@ -10,7 +10,7 @@ from app.dashboard.episodes import query as episode_query
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page
-from tests.app.dashboard_store import FixtureStore
+from tests.support.dashboard_stores import FixtureStore
 
 
 def test_episodes_filters_by_run_and_outcome_from_the_url(store_env: FixtureStore) -> None:

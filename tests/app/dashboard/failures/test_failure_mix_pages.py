@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from rollout_core.failure_classes import FAILURE_LABELS
-from tests.app.analysis_store import AnalysisStore
 from tests.app.dashboard.apptest import open_page
+from tests.support.dashboard_stores import AnalysisStore
 
 
 def test_runs_chart_the_failure_mix(fx: AnalysisStore) -> None:

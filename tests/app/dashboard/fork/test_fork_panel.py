@@ -17,7 +17,7 @@ from rollout_core.specs import RunRequest
 from storage.read_models import EpisodeDetail, EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 WORKER_DEADLINE_S = 180.0  # a worker process imports the engine first: slow on a loaded machine
 

@@ -14,11 +14,12 @@ from streamlit.testing.v1 import AppTest
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupKey
 from storage.store import Store
-from tests.app.analysis_store import HOSTILE_OUTPUT, AnalysisStore
 from tests.app.dashboard.apptest import open_page, texts
-from tests.app.long_training_store import LongTraining
-from tests.storage.store_builders import spec
-from tests.storage.test_training_store import play_group
+from tests.support.dashboard_stores import AnalysisStore
+from tests.support.long_training import LongTraining
+from tests.support.personas import HOSTILE_OUTPUT
+from tests.support.records import spec
+from tests.support.stores import play_group
 
 
 def _metrics(at: AppTest) -> dict[str, str]:

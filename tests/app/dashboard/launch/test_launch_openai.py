@@ -16,7 +16,7 @@ from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STOR
 from rollout_core.settings import EndpointSettings
 from storage.store import Store
 from tests.app.dashboard.apptest import MAIN
-from tests.serving import ServedModel
+from tests.support.serving import ServedModel
 
 SERVER_OPTION = "OpenAI-compatible server..."
 

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY
 from storage.store import Store
 from tests.app.dashboard.apptest import MAIN, open_page, texts
-from tests.app.dashboard_store import FixtureStore
+from tests.support.dashboard_stores import FixtureStore
 
 
 def test_launch_rejects_bad_input_with_clear_errors(

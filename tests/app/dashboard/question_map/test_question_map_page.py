@@ -8,9 +8,9 @@ from pathlib import Path
 
 from rollout_core.records import Outcome
 from storage.store import Store
-from tests.app.analysis_store import AnalysisStore
 from tests.app.dashboard.apptest import open_page, texts
-from tests.storage.store_builders import play, spec
+from tests.support.dashboard_stores import AnalysisStore
+from tests.support.records import play, spec
 
 
 def test_the_map_shows_rates_flips_and_accuracy(fx: AnalysisStore) -> None:

@@ -11,7 +11,7 @@ from app.dashboard.settings import ENV_READ_ONLY
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
-from tests.app.dashboard_store import FixtureStore
+from tests.support.dashboard_stores import FixtureStore
 
 HOSTILE = "<script>alert('x')</script> **bold** [link](http://x)"
 

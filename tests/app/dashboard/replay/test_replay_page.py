@@ -6,7 +6,8 @@ from __future__ import annotations
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page
-from tests.app.dashboard_store import QUESTIONS, XSS_OUTPUT, FixtureStore
+from tests.support.benchmark import QUESTIONS
+from tests.support.dashboard_stores import XSS_OUTPUT, FixtureStore
 
 
 def test_replay_shows_model_output_literally_never_as_html(store_env: FixtureStore) -> None:

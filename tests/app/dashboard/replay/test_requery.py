@@ -10,7 +10,7 @@ def test_a_query_run_again_uses_the_sandbox_limits_its_run_played_under() -> Non
     from rollout_core.datasets import load_named_dataset
     from rollout_core.sandbox import SandboxLimits
     from rollout_core.settings import EnvironmentSettings
-    from tests.storage.store_builders import spec
+    from tests.support.records import spec
 
     ds = load_named_dataset("demo")
     question = ds.questions[0]

@@ -15,14 +15,10 @@ from app.dashboard.replay.tokens import token_html, token_tip
 from app.dashboard.settings import ENV_STORE
 from rollout_core.records import TokenTrace
 from storage.store import Store
-from tests.app.analysis_store import (
-    HOSTILE_ALTERNATIVE,
-    HOSTILE_OUTPUT,
-    AnalysisStore,
-    build_analysis_store,
-)
 from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
+from tests.support.dashboard_stores import AnalysisStore, build_analysis_store
+from tests.support.personas import HOSTILE_ALTERNATIVE, HOSTILE_OUTPUT
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +143,7 @@ def test_replay_shows_the_steps_mean_log_prob_and_entropy(fx: AnalysisStore) -> 
 def test_a_step_without_tokens_shows_no_shading(
     tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from tests.app.dashboard_store import build_fixture_store
+    from tests.support.dashboard_stores import build_fixture_store
 
     plain = build_fixture_store(tmp_path_factory.mktemp("plain"))
     monkeypatch.setenv(ENV_STORE, plain.url)

@@ -12,8 +12,8 @@ from app.dashboard.runs import charts
 from app.dashboard.runs.table import short_path
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
-from tests.app.dashboard_store import FixtureStore
-from tests.storage.store_builders import spec
+from tests.support.dashboard_stores import FixtureStore
+from tests.support.records import spec
 
 
 def test_runs_lists_every_run_with_metrics_and_charts(store_env: FixtureStore) -> None:

@@ -15,8 +15,8 @@ from rollout_core.records import IterationBatch, Outcome, Sink, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
-from tests.app.long_training_store import LONG_STEPS, LongTraining
-from tests.storage.store_builders import finish, spec, start, step
+from tests.support.long_training import LONG_STEPS, LongTraining
+from tests.support.records import finish, spec, start, step
 
 
 @dataclasses.dataclass(frozen=True)

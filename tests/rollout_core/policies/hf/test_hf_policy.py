@@ -15,7 +15,7 @@ from rollout_core.policies.registry import make_policy
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import GenerationSettings
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 def _requests(tmp_path: Path) -> list[PolicyRequest]:

@@ -26,7 +26,7 @@ from rollout_core.policies.registry import make_policy
 from rollout_core.policies.token_text import fit_pieces, pieces_from_bytes
 from rollout_core.records import EpisodeKey, Question, RunSpec
 from rollout_core.settings import EndpointSettings, GenerationSettings
-from tests.serving import FaultProxy, ServedModel
+from tests.support.serving import FaultProxy, ServedModel
 
 FAST = Backoff(base_seconds=0.05, cap_seconds=0.2)
 """Short waits between attempts: the tests count attempts, they do not time them."""
@@ -126,7 +126,7 @@ def test_missing_api_key_variable_is_named(openai_server: ServedModel) -> None:
 
 
 def test_no_server_fails_in_one_line_after_the_deadline() -> None:
-    from tests.serving import free_port
+    from tests.support.ports import free_port
 
     url = f"http://127.0.0.1:{free_port()}/v1"
     with pytest.raises(PolicyError, match="did not answer: connection failed") as err:

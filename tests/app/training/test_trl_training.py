@@ -24,7 +24,7 @@ from app.trl import (
 )
 from storage.store import Store
 from storage.training import question_episodes, training_steps
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 GROUP = 2
 PROMPTS_PER_STEP = 2

@@ -27,13 +27,6 @@ SERVER_START_SECONDS = 120.0
 """transformers and FastAPI import in a few seconds alone; a busy 2-core machine takes longer."""
 
 
-def free_port() -> int:
-    """A loopback port free right now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def serving_copy(checkpoint: Path, folder: Path) -> Path:
     """The checkpoint with `do_sample: true` in its generation config.
 

@@ -18,6 +18,7 @@ import pytest
 from app.fanout import ray_auth
 from storage.store import Store
 from tests.conftest import REPO
+from tests.support.ports import free_port
 
 pytest.importorskip("ray", reason="the Ray tests need the ray extra: pip install 'rollscope[ray]'")
 
@@ -58,12 +59,6 @@ def test_nothing_changes_once_ray_is_imported(tmp_path: Path) -> None:
     assert ray_auth.AUTH_MODE not in env  # Ray read its mode already
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _listening(port: int) -> bool:
     with socket.socket() as s:
         return s.connect_ex(("127.0.0.1", port)) == 0
@@ -84,7 +79,7 @@ def started_head(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
     subprocess.run([ray_cli, "get-auth-token", "--generate"], env=env, check=True,
                    capture_output=True, timeout=120)  # fmt: skip
     assert (tmp_path / ".ray" / "auth_token").is_file()
-    port = _free_port()
+    port = free_port()
     head = subprocess.Popen(
         [ray_cli, "start", "--head", "--block", f"--port={port}", "--num-cpus=2",
          "--include-dashboard=false", "--disable-usage-stats"],

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rollout_core.records import IterationBatch, Outcome
 from storage.store import Store
-from tests.storage.store_builders import finish, spec, start, step
+from tests.support.records import finish, spec, start, step
 
 LONG_STEPS = 1100
 

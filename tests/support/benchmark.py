@@ -1,4 +1,5 @@
-"""Small real things for tests: a Spider-layout benchmark on a real SQLite file."""
+"""A small real benchmark in the Spider layout (`questions.json` and a real SQLite database),
+for tests that play episodes and for the stores built on it."""
 
 from __future__ import annotations
 

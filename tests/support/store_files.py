@@ -1,4 +1,5 @@
-"""Store files for the reader tests: a small filled store, its journal mode, file snapshots."""
+"""A store's files: its journal mode, snapshots of its folder, copies, and its schema taken to
+another revision (for the reader and migration tests; `tests.support.stores` fills stores)."""
 
 from __future__ import annotations
 
@@ -13,22 +14,6 @@ from alembic.config import Config
 from sqlalchemy import create_engine
 
 import storage.migrations
-from storage.read_models import EpisodeFilter
-from storage.store import Store
-from tests.storage.store_builders import play, spec
-
-
-def fill_store(url: str) -> tuple[int, list[int]]:
-    """A store with one run of two finished episodes; (run id, episode ids). Left closed."""
-    writer = Store(url)
-    run_id = writer.create_run(spec(), episodes_planned=2)
-    sink = writer.sink(run_id)
-    sink.write(play("q1", 0, "correct", 1.0, 2))
-    sink.write(play("q2", 0, "wrong", 0.0, 3))
-    writer.set_run_status(run_id, "completed")
-    page = writer.list_episodes(EpisodeFilter(run_ids=(run_id,)), limit=10)
-    writer.close()
-    return run_id, [e.id for e in page.items]
 
 
 def to_rollback_journal(path: Path) -> None:

@@ -15,8 +15,8 @@ pytest.importorskip("trl")
 from storage.engine import StoreMissing
 from storage.store import Store
 from storage.training import training_steps
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "train_grpo.py"
 
 

@@ -1,8 +1,6 @@
-"""A real store for the analysis views: three checkpoints, four samples per question, played
-by the real runner and environment, with token traces (a hostile output among them).
-
-Each (run, question, sample) follows one behaviour, so groups with and without reward
-variance, every failure class and flips between the runs all occur.
+"""The analysis store's players: a policy that plays each (run, question, sample) by one
+behaviour, so groups with and without reward variance, every failure class and flips between
+runs all occur, with token traces (a hostile output among them).
 """
 
 from __future__ import annotations
@@ -10,25 +8,17 @@ from __future__ import annotations
 import re
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass
-from pathlib import Path
 
-from rollout_core.datasets import load_dataset
 from rollout_core.policies.base import Completion, PolicyRequest
 from rollout_core.policies.scripted import OraclePolicy
-from rollout_core.records import EpisodeKey, PolicyInfo, RunSpec, TokenTrace
-from rollout_core.runner import plan_episodes, run_episodes
-from rollout_core.settings import EnvironmentSettings
-from storage.read_models import EpisodeFilter
-from storage.store import Store
-from tests.fixtures import make_benchmark
+from rollout_core.records import EpisodeKey, PolicyInfo, TokenTrace
 
 HOSTILE_OUTPUT = "<script>alert('x')</script> <img src=x onerror=\"alert('y')\"> **hi**"
 HOSTILE_ALTERNATIVE = "<b onmouseover=alert(1)>"
 SAMPLES = 4
 STEP_BUDGET = 4
 
-# behaviour of samples 0..3, per run, per question (questions in tests.fixtures order)
+# behaviour of samples 0..3, per run, per question (questions in tests.support.benchmark order)
 _PLAN: dict[str, dict[str, tuple[str, str, str, str]]] = {
     "ckpt-100": {
         "q-count": ("solve", "solve", "solve", "solve"),  # no signal: all right
@@ -57,19 +47,6 @@ _PLAN: dict[str, dict[str, tuple[str, str, str, str]]] = {
 }
 RUN_NAMES = tuple(_PLAN)
 _PIECE = re.compile(r"\s*\S+|\s+")
-
-
-@dataclass(frozen=True)
-class AnalysisStore:
-    """Where the store lives and the ids the tests navigate to."""
-
-    url: str
-    runs: dict[str, int]
-    hostile_episode: int
-    """ckpt-100, q-france, sample 3: every output is HOSTILE_OUTPUT, with tokens."""
-    solved_episode: int
-    """ckpt-100, q-count, sample 0: DESCRIBE, QUERY, ANSWER, with tokens."""
-    db_dir: Path
 
 
 def trace_of(text: str, salt: str) -> TokenTrace:
@@ -135,44 +112,3 @@ class Persona:
         return ("DESCRIBE singer", "SAMPLE singer", "DESCRIBE concert", "SAMPLE concert")[
             (step - 1) % 4
         ]
-
-
-def build_analysis_store(root: Path) -> AnalysisStore:
-    """Three completed runs of SAMPLES samples on the fixture benchmark."""
-    questions, db_dir = make_benchmark(root / "bench")
-    dataset = load_dataset(questions, db_dir)
-    url = str(root / "analysis.db")
-    store = Store(url)
-    runs: dict[str, int] = {}
-    for name in RUN_NAMES:
-        spec = RunSpec(
-            name=name,
-            policy=f"hf:/models/{name}",
-            dataset="concerts",
-            questions_path=str(questions),
-            db_dir=str(db_dir),
-            checkpoint=f"/models/{name}",
-            samples=SAMPLES,
-            environment=EnvironmentSettings(step_budget=STEP_BUDGET),
-        )
-        tasks = plan_episodes(dataset.questions, SAMPLES, 0)
-        run_id = store.create_run(spec, episodes_planned=len(tasks))
-        run_episodes(
-            dataset, tasks, Persona(name), store.sink(run_id), batch_size=8, step_budget=STEP_BUDGET
-        )
-        store.set_run_status(run_id, "completed")
-        runs[name] = run_id
-
-    def episode(run: str, qid: str, sample: int) -> int:
-        page = store.list_episodes(EpisodeFilter(run_ids=(runs[run],), question_id=qid))
-        return next(e.id for e in page.items if e.sample_index == sample)
-
-    fixture = AnalysisStore(
-        url=url,
-        runs=runs,
-        hostile_episode=episode("ckpt-100", "q-france", 3),
-        solved_episode=episode("ckpt-100", "q-count", 0),
-        db_dir=db_dir,
-    )
-    store.close()
-    return fixture

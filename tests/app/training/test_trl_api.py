@@ -19,7 +19,7 @@ from rollout_core.errors import SpecError
 from rollout_core.settings import SettingsError
 from storage.store import Store
 from storage.training import question_episodes, training_steps
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def test_unknown_settings_and_bad_values_fail_in_one_line(bench: tuple[str, str,
 
 def test_a_taken_name_is_refused_unless_resuming(bench: tuple[str, str, Store]) -> None:
     questions, db_dir, store = bench
-    from tests.storage.store_builders import spec
+    from tests.support.records import spec
 
     run_id = store.create_run(spec("taken", kind="training"), episodes_planned=1)
     with pytest.raises(JobError, match=r"already exists in this store; .* resume=True"):
@@ -87,7 +87,7 @@ def test_generation_through_vllm_is_refused_before_any_rollout(
 
 def test_rollscope_run_does_not_resume_a_training_run(bench: tuple[str, str, Store]) -> None:
     _, _, store = bench
-    from tests.storage.store_builders import spec
+    from tests.support.records import spec
 
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=1)
     store.set_run_status(run_id, "failed", error="boom")

@@ -20,7 +20,7 @@ from rollout_core.policies.hf.borrowed import borrowed
 from rollout_core.policies.hf.policy import HFPolicy
 from rollout_core.policies.hf.shared_prefix import ATTENTION_NAME, register
 from rollout_core.settings import GenerationSettings
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 
 def _caller(tiny_checkpoint: Path) -> tuple[Any, Any]:

@@ -4,7 +4,6 @@ store, the key kept out of it, bad flags refused, and a server killed mid-run th
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -15,38 +14,15 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO
-from tests.fixtures import QUESTIONS, make_benchmark
-from tests.serving import ServedModel, free_port
-
-
-def rollscope(
-    *args: str | Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "app.cli", *map(str, args)],
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=REPO,
-        env=env,
-    )
+from tests.support.benchmark import QUESTIONS, make_benchmark
+from tests.support.cli import in_process, rollscope
+from tests.support.ports import free_port
+from tests.support.serving import ServedModel
 
 
 @pytest.fixture()
 def bench(tmp_path: Path) -> tuple[Path, Path]:
     return make_benchmark(tmp_path / "bench")
-
-
-def in_process(
-    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str | Path
-) -> tuple[int, str]:
-    """The CLI's exit code and stderr, run in this process (no start-up cost per case)."""
-    from app import cli
-
-    monkeypatch.setattr(sys, "argv", ["rollscope", *map(str, args)])
-    with pytest.raises(SystemExit) as exited:
-        cli.main()
-    return int(exited.value.code or 0), capsys.readouterr().err
 
 
 def openai_args(server: ServedModel, *extra: str | Path) -> list[str | Path]:
@@ -58,7 +34,7 @@ def test_a_batch_through_the_server_is_recorded(
 ) -> None:
     db = tmp_path / "store.db"
     questions, db_dir = bench
-    env = {**os.environ, "ROLLSCOPE_TEST_KEY": "sk-test-secret-4242"}
+    env = {"ROLLSCOPE_TEST_KEY": "sk-test-secret-4242"}
     res = rollscope(
         *openai_args(openai_server),
         "--api-key-env", "ROLLSCOPE_TEST_KEY", "--concurrency", "4",

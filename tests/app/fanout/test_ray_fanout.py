@@ -39,9 +39,7 @@ from storage.store import Store, StoreError
 from tests.conftest import REPO
 
 # The store tests' throwaway PostgreSQL server, reused here as a fixture.
-from tests.storage.conftest import PgServer, postgres_server
-
-__all__ = ["postgres_server"]
+from tests.support.postgres import PgServer
 
 WORKERS = 2
 # Enough episodes that a kill or a cancel lands mid-run (~10 s on 2 busy cores), few enough to

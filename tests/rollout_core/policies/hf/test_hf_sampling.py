@@ -14,7 +14,7 @@ from rollout_core.policies.hf.sampling import TokenChooser
 from rollout_core.records import ListSink, StepRecord
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import GenerationSettings
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 SAMPLED = GenerationSettings(max_new_tokens=12, temperature=0.9, top_p=0.95, device="cpu")
 

@@ -19,7 +19,7 @@ from rollout_core.policies.hf.prefix_cache import _common_prefix
 from rollout_core.records import ListSink
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import GenerationSettings
-from tests.fixtures import make_benchmark
+from tests.support.benchmark import make_benchmark
 
 TEN = GenerationSettings(max_new_tokens=10)
 

@@ -1,0 +1,59 @@
+"""The `rollscope` command in tests: run in a subprocess as a user runs it, or in this process
+for its exit code and message (no start-up cost per case)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+
+def rollscope_cmd(*args: str | Path) -> list[str]:
+    """The command line of `rollscope ARGS` with this interpreter."""
+    return [sys.executable, "-m", "app.cli", *map(str, args)]
+
+
+def cli_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment for CLI subprocesses: the repo importable, the test's ROLLSCOPE_HOME,
+    no store from the caller's environment; plus `extra`."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env.pop("ROLLSCOPE_STORE", None)
+    return env | dict(extra or {})
+
+
+def rollscope(
+    *args: str | Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 240,
+) -> subprocess.CompletedProcess[str]:
+    """Run the CLI to the end (in `cwd`, the repo by default, with `cli_env(env)`) and
+    capture its output."""
+    return subprocess.run(
+        rollscope_cmd(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or REPO,
+        env=cli_env(env),
+        check=False,
+    )
+
+
+def in_process(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str | Path
+) -> tuple[int, str]:
+    """The CLI's exit code and stderr, run in this process."""
+    from app import cli
+
+    monkeypatch.setattr(sys, "argv", ["rollscope", *map(str, args)])
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    return int(exited.value.code or 0), capsys.readouterr().err
