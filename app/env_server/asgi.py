@@ -29,7 +29,7 @@ OPEN_PATHS = frozenset({"/health"})
 def build_app(served: ServedRun, *, max_sessions: int, token: str | None = None) -> FastAPI:
     """The app serving `served`'s run; with `token`, every other route wants
     `Authorization: Bearer <token>`."""
-    app = create_fastapi_app(
+    app: FastAPI = create_fastapi_app(
         functools.partial(SQLSessionEnvironment, served),
         SQLAction,
         SQLObservation,

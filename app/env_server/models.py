@@ -13,7 +13,7 @@ from pydantic.json_schema import SkipJsonSchema
 from rollout_core.records import ActionKind
 
 
-class SQLAction(Action):
+class SQLAction(Action):  # type: ignore[misc]  # openenv ships no type hints
     """One action: `action_type` and `argument`, or the model's `raw_output` alone to have the
     server parse it as `rollscope run` parses a model's text."""
 
@@ -46,7 +46,7 @@ class SQLAction(Action):
             return cls.model_construct(malformed=f"{where}: {first['msg']}")
 
 
-class SQLObservation(Observation):
+class SQLObservation(Observation):  # type: ignore[misc]
     """What the environment answers: the question and its tables, then each action's result."""
 
     question: str = Field(default="", description="The question to answer")
@@ -60,7 +60,7 @@ class SQLObservation(Observation):
     steps_left: int = Field(default=0, description="Steps left before the budget ends the episode")
 
 
-class SQLState(State):
+class SQLState(State):  # type: ignore[misc]
     """The session's episode: which question and sample, how far it got."""
 
     question_id: str | None = None

@@ -23,7 +23,7 @@ class SessionError(RollscopeError, ValueError):
     """A reset the session cannot do; the client reads the message as the server's error."""
 
 
-class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):
+class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  # type: ignore[misc]
     """The text-to-SQL environment for one client, recording into the server's run."""
 
     SUPPORTS_CONCURRENT_SESSIONS = True
@@ -71,7 +71,9 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):
                 served.writer.write(
                     IterationBatch(started=[start], finished=[*ended, failed_record(start, why)])
                 )
-                raise SessionError(f"question {start.question_id!r} cannot be played: {why}")
+                raise SessionError(
+                    f"question {start.question_id!r} cannot be played: {why}"
+                ) from None
             served.writer.write(IterationBatch(started=[start], finished=ended))
             self._episode, self._live = episode, True
             served.opened(self)
@@ -84,7 +86,11 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):
                 evidence=question.evidence,
                 steps_left=env.step_budget,
                 reward=0.0,
-                metadata={"episode": str(start.key), "run": served.spec.name},
+                metadata={
+                    "episode": str(start.key),
+                    "sample_index": start.sample_index,
+                    "run": served.spec.name,
+                },
             )
 
     def step(
