@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import socket
 from typing import Annotated
 
@@ -126,6 +127,8 @@ def _bind(host: str, port: int) -> socket.socket:
 
 
 def _serve(app: object, listener: socket.socket) -> None:
+    """Serve until Ctrl-C or SIGTERM. uvicorn shuts down gracefully on either, then raises the
+    signal again for the handler it found: this one, so that the run is closed after it."""
     import uvicorn
 
     config = uvicorn.Config(
@@ -134,4 +137,10 @@ def _serve(app: object, listener: socket.socket) -> None:
         lifespan="on",
         timeout_graceful_shutdown=10,
     )
-    uvicorn.Server(config).run(sockets=[listener])
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda *_: None) for s in stops}
+    try:
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
