@@ -57,7 +57,7 @@ class ServerTools:
         with self._lock:
             made, self._made = self._made, []
         for env in made:
-            env.close()
+            env._close_session()
 
 
 class ServerToolEnvironment:
@@ -113,7 +113,8 @@ class ServerToolEnvironment:
         """The episode's total reward so far."""
         return self._reward
 
-    def close(self) -> None:
+    def _close_session(self) -> None:
+        # Not public: TRL makes a tool of every public method.
         self._client.close()
 
     def _act(self, kind: ActionKind, argument: str) -> str:
