@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import random
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -29,6 +30,8 @@ from storage.store import Store
 from storage.training import Counters, counters
 
 POLICY = "env-server"
+STEP_THREADS = 8
+"""Steps played at once; a slow query (up to the sandbox's deadline) holds one of them."""
 """The run's policy field: whatever its clients play, the server does not know."""
 
 
@@ -47,6 +50,10 @@ class ServedRun:
     writer: GroupWriter
     sandbox: Sandbox
     numbering: Counters
+    steps: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="env-step")
+    )
+    """Where sessions play their steps: off the event loop, so a slow query holds one thread."""
     abandoned_at_start: int = 0
     """Episodes a killed server had left unfinished, ended `abandoned` when this one started."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -93,6 +100,7 @@ class ServedRun:
             open_sessions = list(self._sessions)
         for session in open_sessions:
             session.close()
+        self.steps.shutdown()
         self.writer.close()
         if self._beat is not None:
             self._beat.stopped.set()

@@ -4,7 +4,9 @@ the client reads its answer; a session that ends mid-episode leaves it `abandone
 
 from __future__ import annotations
 
+import asyncio
 import threading
+from concurrent.futures import Future
 from typing import Any
 
 from openenv.core.env_server.interfaces import Environment
@@ -47,6 +49,53 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
     ) -> SQLObservation:
         """Begin an episode on `question_id`, or on a question drawn with `seed`; a trainer
         passes its `train_step` (and GRPO `group_index`) to have them recorded with it."""
+        answer, stored = self._begin(seed, question_id, train_step, group_index)
+        self._stored(stored)
+        return answer
+
+    def step(
+        self, action: SQLAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SQLObservation:
+        """Play one action and answer once its step is in the store."""
+        answer, stored = self._play(action)
+        if stored is not None:
+            self._stored(stored)
+        return answer
+
+    # The server calls these: the environment's work runs on the server's step threads and
+    # the event loop waits for the commit, so no thread sits blocked on it.
+
+    async def reset_async(
+        self,
+        seed: int | None = None,
+        episode_id: str | None = None,
+        question_id: str | None = None,
+        train_step: int | None = None,
+        group_index: int | None = None,
+    ) -> SQLObservation:
+        loop = asyncio.get_running_loop()
+        answer, stored = await loop.run_in_executor(
+            self._served.steps, self._begin, seed, question_id, train_step, group_index
+        )
+        await self._stored_async(stored)
+        return answer
+
+    async def step_async(
+        self, action: SQLAction, timeout_s: float | None = None, **kwargs: Any
+    ) -> SQLObservation:
+        loop = asyncio.get_running_loop()
+        answer, stored = await loop.run_in_executor(self._served.steps, self._play, action)
+        if stored is not None:
+            await self._stored_async(stored)
+        return answer
+
+    def _begin(
+        self,
+        seed: int | None,
+        question_id: str | None,
+        train_step: int | None,
+        group_index: int | None,
+    ) -> tuple[SQLObservation, Future[None]]:
         for name, value in (("seed", seed), ("train_step", train_step), ("group", group_index)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise SessionError(f"{name} must be a whole number, not {value!r}")
@@ -61,24 +110,24 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
                 )
             except RollscopeError as exc:
                 if ended:
-                    served.writer.write(IterationBatch(finished=ended))
+                    served.writer.submit(IterationBatch(finished=ended))
                 raise SessionError(str(exc)) from None
             env = self._environment()
             try:
                 episode = LiveEpisode(env, start, conversation=False)
             except Exception as exc:  # a broken database or gold query: recorded, then said
                 why = f"{type(exc).__name__}: {exc}"
-                served.writer.write(
+                served.writer.submit(
                     IterationBatch(started=[start], finished=[*ended, failed_record(start, why)])
                 )
                 raise SessionError(
                     f"question {start.question_id!r} cannot be played: {why}"
                 ) from None
-            served.writer.write(IterationBatch(started=[start], finished=ended))
+            stored = served.writer.submit(IterationBatch(started=[start], finished=ended))
             self._episode, self._live = episode, True
             served.opened(self)
             question = env.state.question
-            return SQLObservation(
+            answer = SQLObservation(
                 question=question.question,
                 question_id=question.id,
                 db_id=question.db_id,
@@ -92,20 +141,19 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
                     "run": served.spec.name,
                 },
             )
+            return answer, stored
 
-    def step(
-        self, action: SQLAction, timeout_s: float | None = None, **kwargs: Any
-    ) -> SQLObservation:
-        """Play one action and answer once its step is in the store."""
+    def _play(self, action: SQLAction) -> tuple[SQLObservation, Future[None] | None]:
+        """The answer to `action`, and its step's write (None when no step was played)."""
         with self._lock:
             episode = self._episode
             if not isinstance(action, SQLAction) or action.malformed is not None:
                 why = action.malformed if isinstance(action, SQLAction) else type(action).__name__
                 return self._refused(
                     f"malformed action ({why}); send action_type and argument, or raw_output"
-                )
+                ), None
             if episode is None or not self._live:
-                return self._refused("no episode in play: call reset() to begin one", done=True)
+                return self._refused("no episode in play: call reset() to begin one", True), None
             if action.action_type is not None:
                 text = action.raw_output
                 if text is None:
@@ -114,19 +162,32 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
             elif action.raw_output is not None:
                 step = episode.play(action.raw_output)
             else:
-                return self._refused("send action_type and argument, or raw_output")
+                return self._refused("send action_type and argument, or raw_output"), None
             finished = [episode.finish()] if step.done else []
-            try:
-                self._served.writer.write(IterationBatch(steps=[step], finished=finished))
-            except Exception as exc:
-                # The store did not take the step: the episode cannot go on recorded.
-                self._episode, self._live = None, False
-                raise RuntimeError(
-                    f"the store failed ({type(exc).__name__}: {exc}); the episode is over, "
-                    "call reset() to begin another"
-                ) from exc
+            stored = self._served.writer.submit(IterationBatch(steps=[step], finished=finished))
             self._live = not step.done
-            return _answer(episode.env, step, finished[0] if finished else None)
+            return _answer(episode.env, step, finished[0] if finished else None), stored
+
+    def _stored(self, stored: Future[None]) -> None:
+        try:
+            stored.result()
+        except Exception as exc:
+            raise self._unrecorded(exc) from exc
+
+    async def _stored_async(self, stored: Future[None]) -> None:
+        try:
+            await asyncio.wrap_future(stored)
+        except Exception as exc:
+            raise self._unrecorded(exc) from exc
+
+    def _unrecorded(self, exc: Exception) -> RuntimeError:
+        """The store did not take the episode's records: it cannot go on recorded."""
+        with self._lock:
+            self._episode, self._live = None, False
+        return RuntimeError(
+            f"the store failed ({type(exc).__name__}: {exc}); the episode is over, "
+            "call reset() to begin another"
+        )
 
     @property
     def state(self) -> SQLState:
@@ -174,7 +235,7 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
             )
         return self._env
 
-    def _refused(self, why: str, *, done: bool = False) -> SQLObservation:
+    def _refused(self, why: str, done: bool = False) -> SQLObservation:
         """An answer that plays no step: the session goes on."""
         env = self._episode.env if self._episode is not None else None
         step = env.state.step_count if env is not None else 0
