@@ -102,7 +102,7 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
         if question_id is not None and not isinstance(question_id, str):
             raise SessionError(f"question_id must be text, not {question_id!r}")
         served = self._served
-        with self._lock:
+        with self._lock, served.writer.playing():
             ended = self._end_live()
             try:
                 start = served.assign(
@@ -145,7 +145,7 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
 
     def _play(self, action: SQLAction) -> tuple[SQLObservation, Future[None] | None]:
         """The answer to `action`, and its step's write (None when no step was played)."""
-        with self._lock:
+        with self._lock, self._served.writer.playing():
             episode = self._episode
             if not isinstance(action, SQLAction) or action.malformed is not None:
                 why = action.malformed if isinstance(action, SQLAction) else type(action).__name__

@@ -53,6 +53,12 @@ def cpu_self() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def cpu_of(pid: int) -> float:
+    """CPU seconds (user + system) a process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def oracle_scripts() -> dict[str, list[str]]:
     """Each demo question's oracle outputs, as the runner's oracle writes them."""
     dataset = load_named_dataset("demo")
@@ -81,9 +87,7 @@ def in_process(store_url: str, episodes: int, batch: int) -> tuple[int, float, f
     samples = -(-episodes // len(dataset.questions))
     tasks = plan_episodes(dataset.questions, samples, 0)[:episodes]
     cpu, t0 = cpu_self(), time.perf_counter()
-    stats = run_episodes(
-        dataset, tasks, OraclePolicy(), store.sink(run_id), batch_size=batch
-    )
+    stats = run_episodes(dataset, tasks, OraclePolicy(), store.sink(run_id), batch_size=batch)
     wall, cpu = time.perf_counter() - t0, cpu_self() - cpu
     store.close()
     return stats.steps, wall, cpu
@@ -154,20 +158,21 @@ def test_env_server_steps_per_second(tmp_path: Path) -> None:
 
     proc, url = start_server(store, tmp_path / "server.log")
     try:
-        cpu, t0 = cpu_self(), time.perf_counter()
+        cpu, server_cpu, t0 = cpu_self(), cpu_of(proc.pid), time.perf_counter()
         played = asyncio.run(play_clients(url, scripts, EPISODES))
         wall, client_cpu = time.perf_counter() - t0, cpu_self() - cpu
+        server_cpu = cpu_of(proc.pid) - server_cpu
         served_load = load()
         per_step = asyncio.run(sequential_steps(url, scripts, SEQUENTIAL_STEPS))
         seq_load = load()
     finally:
         proc.send_signal(signal.SIGINT)
-        _, status, usage = os.wait4(proc.pid, 0)
-    server_cpu = usage.ru_utime + usage.ru_stime
+        status = proc.wait(60)
     rate = played / wall
     print(
-        f"over the WebSocket route: {rate:,.0f} steps/s (target {TARGET:,}); the clients used "
-        f"{client_cpu:.1f} CPU-s, the server {server_cpu:.1f} CPU-s over the whole run "
+        f"over the WebSocket route: {rate:,.0f} steps/s (target {TARGET:,}), "
+        f"{played / server_cpu:,.0f} steps per server CPU-second, "
+        f"{played / (server_cpu + client_cpu):,.0f} per CPU-second of server and clients "
         f"[load {served_load}]"
     )
     print(
