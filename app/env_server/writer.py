@@ -11,11 +11,11 @@ lets dozens of sessions step at once on SQLite, whose writers take turns.
 from __future__ import annotations
 
 import queue
+import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
-import threading
 from concurrent.futures import Future
+from contextlib import contextmanager
 
 from rollout_core.records import IterationBatch
 from storage.sink import StoreSink
