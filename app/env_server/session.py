@@ -214,7 +214,7 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
 
     def get_metadata(self) -> EnvironmentMetadata:
         return EnvironmentMetadata(
-            name="rollscope-sql",
+            name="rollscope_sql",
             description="Text-to-SQL episodes (DESCRIBE, SAMPLE, QUERY, ANSWER) over SQLite "
             "databases; every session is recorded in a rollscope store",
             version="1.0.0",

@@ -18,7 +18,7 @@ from rollout_core.datasets import DatasetError, load_dataset
 from storage.read_models import EpisodeDetail, EpisodeFilter
 from storage.store import Store
 from storage.training import question_episodes
-from tests.app.env_server.conftest import Bench, Served, env_spec, serving, wait_for
+from tests.app.env_server.conftest import REPO, Bench, Served, env_spec, serving, wait_for
 
 # Each fixture question played as an oracle would: look, query the gold, answer right.
 ORACLE: dict[str, list[dict[str, str]]] = {
@@ -251,3 +251,13 @@ def test_stopping_the_server_abandons_the_episodes_in_play(tmp_path: Path, bench
     (episode,) = episodes(store, served.run_id)
     assert (episode.summary.outcome, len(episode.steps)) == ("abandoned", 1)
     store.close()
+
+
+def test_the_manifest_is_openenv_s_and_names_the_served_environment(served: Served) -> None:
+    from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser
+
+    manifest = OpenEnvYamlParser().parse(REPO)
+    with urllib.request.urlopen(f"{served.url}/metadata") as response:
+        metadata = json.load(response)
+    assert manifest.name == metadata["name"] == "rollscope_sql"
+    assert manifest.reward is not None and manifest.reward.range == (-0.01, 1.0)
