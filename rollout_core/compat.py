@@ -11,7 +11,7 @@ from typing import Any
 
 from rollout_core.environment import SQLEnvironment
 from rollout_core.policies.base import Policy
-from rollout_core.records import EpisodeRecord, ListSink, Question, StepRecord
+from rollout_core.records import EpisodeKey, EpisodeRecord, ListSink, Question, StepRecord
 from rollout_core.runner import EpisodeTask, episode_seed, run_episodes
 from rollout_core.settings import DEFAULT_MAX_NEW_TOKENS, DEFAULT_STEP_BUDGET, GenerationSettings
 
@@ -42,9 +42,7 @@ def _as_policy(model: Any, tokenizer: Any, config: Config) -> Policy:
     return HFPolicy.from_model(model, tokenizer, settings)
 
 
-def _result(
-    env: SQLEnvironment, task: EpisodeTask, steps: list[StepRecord], episode: EpisodeRecord
-) -> dict[str, Any]:
+def _result(key: EpisodeKey, steps: list[StepRecord], episode: EpisodeRecord) -> dict[str, Any]:
     first_prompt = [dict(m) for m in steps[0].prompt] if steps else []
     last = steps[-1] if steps else None
     conversation = [dict(m) for m in last.prompt] if last else first_prompt
@@ -57,8 +55,8 @@ def _result(
         "completion": "\n".join(s.raw_output for s in steps),
         "content": _render(conversation),
         "metadata": {
-            "episode_id": f"{task.question.id}#{task.sample_index}",
-            "question_id": task.question.id,
+            "episode_id": str(key),
+            "question_id": key.question_id,
             "step_count": episode.steps,
             "done": True,
             "answer_correct": episode.outcome == "correct"
@@ -100,7 +98,7 @@ def _play(
     for task in tasks:
         key = (task.question.id, task.sample_index)
         steps = [s for s in sink.steps if (s.question_id, s.sample_index) == key]
-        results.append(_result(env, task, steps, episodes[key]))
+        results.append(_result(task.key, steps, episodes[key]))
     return results
 
 
@@ -131,7 +129,14 @@ def rollout_func(
     `config` (a mapping or an attribute object such as an argparse Namespace) holds
     `questions_path`, `db_dir` (or `env`, a ready SQLEnvironment), and optionally `step_budget`,
     `batch_size`, `max_new_tokens`, `temperature`, `top_p`, `seed`, `threads`.
+
+    With `env_url` (and `env_token` when the server wants one) the episodes are played on that
+    environment server (`rollscope env-server`), which records them; prompts are then question
+    ids, and the step budget is the server's.
     """
+    env_url = _setting(config, "env_url")
+    if env_url is not None:
+        return _play_on_server(str(env_url), prompts, model, tokenizer, config)
     env = _setting(config, "env")
     if env is None:
         questions_path = _setting(config, "questions_path")
@@ -157,3 +162,25 @@ def rollout_func(
         tasks.append(EpisodeTask(question, sample, episode_seed(seed, question.id, sample)))
     policy = _as_policy(model, tokenizer, config)
     return _play(env, tasks, policy, batch_size=int(_setting(config, "batch_size", 32)))
+
+
+def _play_on_server(
+    url: str, prompts: Sequence[str], model: Any, tokenizer: Any, config: Config
+) -> list[dict[str, Any]]:
+    from rollout_core.remote import RemoteTask, play_remote
+
+    seed = int(_setting(config, "seed", 0))
+    counts: dict[str, int] = {}
+    tasks = []
+    for prompt in prompts:
+        sample = counts.get(prompt, 0)  # repeated prompts are a GRPO group: new samples
+        counts[prompt] = sample + 1
+        tasks.append(RemoteTask(prompt, episode_seed(seed, prompt, sample)))
+    played = play_remote(
+        url,
+        tasks,
+        _as_policy(model, tokenizer, config),
+        batch_size=int(_setting(config, "batch_size", 32)),
+        token=_setting(config, "env_token"),
+    )
+    return [_result(e.key, e.steps, e.record) for e in played if e.record is not None]

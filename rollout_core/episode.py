@@ -144,12 +144,14 @@ class LiveEpisode:
             replayed=recorded is not None,
         )
 
-    def finish(self, *, error: str | None = None) -> EpisodeRecord:
+    def finish(self, *, error: str | None = None, outcome: Outcome | None = None) -> EpisodeRecord:
         """The episode's record. `error` ends it in `error` whatever its state (a fork whose
-        replay did not reproduce its source); an episode still open (a trainer stopped calling
-        tools) ends as `budget_exhausted`: it gave no answer."""
+        replay did not reproduce its source), `outcome` in that outcome (`abandoned`: its
+        player left); an episode still open (a trainer stopped calling tools) ends as
+        `budget_exhausted`: it gave no answer."""
         state = self.env.state
-        outcome: Outcome = "error" if error is not None else state.outcome or "budget_exhausted"
+        if outcome is None:
+            outcome = "error" if error is not None else state.outcome or "budget_exhausted"
         return EpisodeRecord(
             self.start.question_id,
             self.start.sample_index,

@@ -11,6 +11,7 @@ import sys
 import typer
 
 from app.cli.demo import demo
+from app.cli.env_server import env_server
 from app.cli.fork import fork
 from app.cli.output import err, out
 from app.cli.read import export, runs, show
@@ -30,7 +31,7 @@ cli = typer.Typer(
 for name, command in (
     ("run", run_command), ("fork", fork), ("tag", tag), ("tags", tags), ("runs", runs),
     ("show", show), ("export", export), ("dashboard", dashboard), ("migrate", migrate),
-    ("demo", demo),
+    ("demo", demo), ("env-server", env_server),
 ):  # fmt: skip
     cli.command(name)(command)
 

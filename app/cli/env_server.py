@@ -1,0 +1,146 @@
+"""`rollscope env-server`: the SQL environment as an OpenEnv server recording every session."""
+
+from __future__ import annotations
+
+import signal
+import socket
+from typing import Annotated
+
+import typer
+
+from app.cli.output import err, fail, one_line
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+
+MAX_SESSIONS = 64
+
+
+def env_server(
+    name: Annotated[str, typer.Option(help="The run every session is recorded in.")],
+    dataset: Annotated[
+        str | None, typer.Option(help="demo, demo:train, demo:test or a questions file.")
+    ] = None,
+    questions: Annotated[str | None, typer.Option(help="Spider/BIRD questions JSON.")] = None,
+    db_dir: Annotated[str | None, typer.Option(help="Folder of <db_id>/<db_id>.sqlite.")] = None,
+    store: StoreOpt = DEFAULT_STORE,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to serve on (0: any free one).")] = 8000,
+    step_budget: Annotated[int | None, typer.Option(help="Actions per episode.")] = None,
+    max_sessions: Annotated[
+        int, typer.Option(help="Sessions (clients) served at once.")
+    ] = MAX_SESSIONS,
+    allow_remote: Annotated[
+        bool, typer.Option(help="Allow a --host other than loopback (needs --token).")
+    ] = False,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="ROLLSCOPE_ENV_TOKEN",
+            help="Clients must send `Authorization: Bearer TOKEN`.",
+        ),
+    ] = None,
+) -> None:
+    """Serve the SQL environment over OpenEnv's WebSocket protocol; every session's episodes
+    are recorded, step by step, in the run --name (an env run of that name that was
+    interrupted goes on). Stop it with Ctrl-C: episodes still in play end `abandoned`."""
+    from app.dashboard.settings import is_loopback
+    from rollout_core.errors import RollscopeError
+    from rollout_core.records import RunSpec
+    from rollout_core.settings import EnvironmentSettings, SettingsError
+    from rollout_core.specs import resolve_dataset
+
+    if not name.strip():
+        fail("give the run a name: --name RUN")
+    if max_sessions < 1:
+        fail(f"--max-sessions must be at least 1, got {max_sessions}")
+    if not 0 <= port <= 65535:
+        fail(f"--port must be between 0 and 65535, got {port}")
+    if not is_loopback(host) and not allow_remote:
+        fail(
+            f"--host {host} is reachable from other machines: pass --allow-remote with a "
+            "--token clients must send, or bind 127.0.0.1"
+        )
+    if allow_remote and not token:
+        fail("--allow-remote needs a --token (or ROLLSCOPE_ENV_TOKEN) that clients must send")
+    try:
+        environment = EnvironmentSettings()
+        if step_budget is not None:
+            environment = EnvironmentSettings(step_budget=step_budget)
+        data = resolve_dataset(dataset, questions, db_dir)
+    except (RollscopeError, SettingsError) as exc:
+        fail(one_line(exc))
+    spec = RunSpec(
+        name=name.strip(),
+        policy="env-server",
+        dataset=data.name,
+        questions_path=str(data.questions_path),
+        db_dir=str(data.db_dir),
+        environment=environment,
+        kind="env",
+    )
+    listener = _bind(host, port)
+    opened = open_store(store)
+    from app.env_server.asgi import build_app
+    from app.env_server.served import open_served_run
+
+    try:
+        served = open_served_run(opened, spec, data)
+    except RollscopeError as exc:
+        listener.close()
+        fail(str(exc))
+    bound = listener.getsockname()[1]
+    shown = f"[{host}]" if ":" in host else host
+    err.print(
+        f"serving run {spec.name!r} (dataset {data.name}) at http://{shown}:{bound} "
+        f"(WebSocket ws://{shown}:{bound}/ws), {max_sessions} sessions at most"
+        + (
+            f"; {served.abandoned_at_start} unfinished episodes marked abandoned"
+            if served.abandoned_at_start
+            else ""
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
+    try:
+        _serve(build_app(served, max_sessions=max_sessions, token=token), listener)
+    finally:
+        served.stop()
+    run = opened.get_run(served.run_id)
+    count = run.episodes_finished if run is not None else 0
+    err.print(f"stopped: run {spec.name!r} is completed with {count} episodes", highlight=False)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is written: a port in use fails here."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == 98:  # EADDRINUSE
+            fail(f"port {port} on {host} is in use: choose another --port (0: any free one)")
+        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
+    sock.listen(2048)
+    sock.set_inheritable(True)
+    return sock
+
+
+def _serve(app: object, listener: socket.socket) -> None:
+    """Serve until Ctrl-C or SIGTERM. uvicorn shuts down gracefully on either, then raises the
+    signal again for the handler it found: this one, so that the run is closed after it."""
+    import uvicorn
+
+    config = uvicorn.Config(
+        app,  # type: ignore[arg-type]
+        log_level="warning",
+        lifespan="on",
+        timeout_graceful_shutdown=10,
+    )
+    stops = (signal.SIGINT, signal.SIGTERM)
+    previous = {s: signal.signal(s, lambda *_: None) for s in stops}
+    try:
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)

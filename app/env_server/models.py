@@ -1,0 +1,70 @@
+"""The environment's wire models, named as the original training code's `sql_env.models`:
+what a client sends (`SQLAction`), what it reads back (`SQLObservation`) and the session's
+`SQLState`. OpenEnv serves their JSON schemas at `/schema`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openenv.core.env_server.types import Action, Observation, State
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic.json_schema import SkipJsonSchema
+
+from rollout_core.records import ActionKind
+
+
+class SQLAction(Action):  # type: ignore[misc]  # openenv ships no type hints
+    """One action: `action_type` and `argument`, or the model's `raw_output` alone to have the
+    server parse it as `rollscope run` parses a model's text."""
+
+    action_type: ActionKind | None = Field(
+        default=None,
+        description="DESCRIBE, SAMPLE, QUERY or ANSWER (any case); leave it out to parse "
+        "raw_output instead",
+    )
+    argument: str = Field(default="", description="Table name, SQL text or answer text")
+    raw_output: str | None = Field(
+        default=None, description="The model's text as generated, kept in the step's record"
+    )
+    malformed: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
+    """Why the message was not a valid action: the session answers with an error observation
+    instead of dropping the message."""
+
+    @field_validator("action_type", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.strip().upper() if isinstance(value, str) else value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_malformed(cls, data: Any, handler: Any) -> Any:
+        try:
+            return handler(data)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "action"
+            return cls.model_construct(malformed=f"{where}: {first['msg']}")
+
+
+class SQLObservation(Observation):  # type: ignore[misc]
+    """What the environment answers: the question and its tables, then each action's result."""
+
+    question: str = Field(default="", description="The question to answer")
+    question_id: str = Field(default="", description="The question's id in the dataset")
+    db_id: str = Field(default="", description="The database the question is about")
+    tables: list[str] = Field(default_factory=list, description="The database's tables")
+    evidence: str | None = Field(default=None, description="BIRD's hint, when the question has one")
+    result: str = Field(default="", description="The last action's result (empty after reset)")
+    error: str | None = Field(default=None, description="Why the last action failed, if it did")
+    step: int = Field(default=0, description="Steps taken in this episode (0 after reset)")
+    steps_left: int = Field(default=0, description="Steps left before the budget ends the episode")
+
+
+class SQLState(State):  # type: ignore[misc]
+    """The session's episode: which question and sample, how far it got."""
+
+    question_id: str | None = None
+    sample_index: int | None = None
+    done: bool = True
+    """True when no episode is in play (none begun, or the last one ended)."""
+    total_reward: float = 0.0

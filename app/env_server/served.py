@@ -1,0 +1,204 @@
+"""The run an environment server records into: opened (or taken up again) when the server
+starts, `running` with a heartbeat while it serves, `completed` when it stops.
+
+A server that was killed leaves its run reading `interrupted`; started again with the same
+name it goes on with that run: the episodes its sessions left unfinished end `abandoned` with
+their steps, and each question's sample indices go on from the store's.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from app.batch import JobError
+from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
+from app.env_server.writer import GroupWriter
+from rollout_core.datasets import Dataset
+from rollout_core.episode import start_record
+from rollout_core.failure_classes import action_key
+from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, PolicyInfo, RunSpec
+from rollout_core.runner import episode_seed
+from rollout_core.sandbox import Sandbox
+from rollout_core.settings import EnvironmentSettings
+from storage import lifecycle
+from storage.read_models import EpisodeFilter
+from storage.store import Store
+from storage.training import Counters, counters
+
+POLICY = "env-server"
+STEP_THREADS = 8
+"""Steps played at once; a slow query (up to the sandbox's deadline) holds one of them."""
+"""The run's policy field: whatever its clients play, the server does not know."""
+
+
+class Closable(Protocol):
+    def close(self) -> None: ...
+
+
+@dataclass
+class ServedRun:
+    """The run, the dataset and the one writer every session of the server shares."""
+
+    store: Store
+    run_id: int
+    spec: RunSpec
+    dataset: Dataset
+    writer: GroupWriter
+    sandbox: Sandbox
+    numbering: Counters
+    steps: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="env-step")
+    )
+    """Where sessions play their steps: off the event loop, so a slow query holds one thread."""
+    abandoned_at_start: int = 0
+    """Episodes a killed server had left unfinished, ended `abandoned` when this one started."""
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+    _beat: Heartbeat | None = None
+    _sessions: set[Closable] = field(default_factory=set)
+
+    @property
+    def settings(self) -> EnvironmentSettings:
+        return self.spec.environment
+
+    def assign(
+        self,
+        question_id: str | None,
+        seed: int | None,
+        *,
+        train_step: int | None = None,
+        group_index: int | None = None,
+    ) -> EpisodeStart:
+        """The next episode: the question asked for (or one drawn with `seed`, as the original
+        environment drew it), with the question's next free sample index."""
+        if question_id is not None:
+            question = self.dataset.by_id(question_id)
+        else:
+            question = random.Random(seed).choice(self.dataset.questions)
+        with self._lock:
+            index = self.numbering.next_sample.get(question.id, 0)
+            self.numbering.next_sample[question.id] = index + 1
+        if seed is None:
+            seed = episode_seed(0, question.id, index)
+        return start_record(question, index, seed, train_step=train_step, group_index=group_index)
+
+    def opened(self, session: Closable) -> None:
+        with self._lock:
+            self._sessions.add(session)
+
+    def closed(self, session: Closable) -> None:
+        with self._lock:
+            self._sessions.discard(session)
+
+    def stop(self) -> None:
+        """End the sessions still open (their episodes abandoned), write what is queued, stop
+        the heartbeat and mark the run completed."""
+        with self._lock:
+            open_sessions = list(self._sessions)
+        for session in open_sessions:
+            session.close()
+        self.steps.shutdown()
+        self.writer.close()
+        if self._beat is not None:
+            self._beat.stopped.set()
+        self.store.set_run_status(self.run_id, "completed")
+        self.sandbox.close()
+
+
+def open_served_run(store: Store, spec: RunSpec, dataset: Dataset) -> ServedRun:
+    """Create the run `spec.name`, or go on with the env run of that name; JobError in one line
+    when the name is another kind of run, one still served, or one of other settings."""
+    found = store.find_run(spec.name)
+    if found is None:
+        run_id = store.create_run(spec, episodes_planned=0, policy_info=PolicyInfo(name=POLICY))
+        numbering = Counters()
+    else:
+        if found.kind != "env":
+            raise JobError(
+                f"a {found.kind} run named {spec.name!r} already exists in this store; "
+                "choose another --name"
+            )
+        if found.status == "completed":
+            raise JobError(
+                f"env run {spec.name!r} is completed (its server was stopped); "
+                "choose another --name"
+            )
+        refusal = lifecycle.resume_refusal(spec.name, found.status)
+        if refusal is not None:
+            raise JobError(refusal)
+        stored = RunSpec.from_stored(found.spec)
+        if _served_as(stored) != _served_as(spec):
+            raise JobError(
+                f"env run {spec.name!r} was served with dataset {stored.dataset!r} and other "
+                "settings; start it with the same --dataset/--questions and --step-budget, "
+                "or choose another --name"
+            )
+        run_id = found.id
+        store.set_run_status(run_id, "running")
+        numbering = counters(store, run_id)
+    served = ServedRun(
+        store=store,
+        run_id=run_id,
+        spec=spec,
+        dataset=dataset,
+        writer=GroupWriter(store.sink(run_id)),
+        sandbox=Sandbox(spec.environment.sandbox),
+        numbering=numbering,
+    )
+    if found is not None:
+        leftovers = _unfinished(store, run_id)
+        if leftovers:
+            served.writer.write(IterationBatch(finished=leftovers))
+        served.abandoned_at_start = len(leftovers)
+    served._beat = Heartbeat(store, run_id)
+    served._beat.start()
+    return served
+
+
+def _served_as(spec: RunSpec) -> tuple[object, ...]:
+    """What must not change when a run is served again: its questions and environment (the
+    demo's files are rebuilt per home folder, so it is known by its name)."""
+    demo = spec.dataset.split(":")[0] == "demo"
+    where = (spec.dataset,) if demo else (spec.questions_path, spec.db_dir)
+    return (*where, spec.environment)
+
+
+def _unfinished(store: Store, run_id: int) -> list[EpisodeRecord]:
+    """The run's episodes a killed server left open, as abandoned records over their steps."""
+    flt = EpisodeFilter(run_ids=(run_id,), finished_only=False)
+    open_ids: list[int] = []
+    cursor = None
+    while True:
+        page = store.list_episodes(flt, limit=500, cursor=cursor)
+        open_ids += [e.id for e in page.items if e.outcome is None]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    records = []
+    for detail in store.get_episodes(open_ids):
+        steps = detail.steps
+        ok = [s for s in steps if s.error is None]
+        seen: set[tuple[str, str]] = set()
+        repeats = 0
+        for s in steps:
+            key = action_key(s.action, s.argument)
+            repeats += key in seen
+            seen.add(key)
+        records.append(
+            EpisodeRecord(
+                detail.summary.question_id,
+                detail.summary.sample_index,
+                outcome="abandoned",
+                reward=sum(s.reward for s in steps),
+                progress=sum(s.reward for s in ok if s.action == "QUERY"),
+                operational=float(len(ok) - repeats),
+                steps=len(steps),
+                answer=None,
+                duration_seconds=0.0,
+                failure_class="abandoned",
+            )
+        )
+    return records

@@ -1,0 +1,126 @@
+"""`rollscope env-server` as a user meets it: a real process that is killed and started again
+on the same store, and bad flags, ports and stores refused in one line before any run exists."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+from openenv.core.generic_client import GenericEnvClient
+
+from app.cli import main
+from storage.store import Store
+from tests.app.env_server.conftest import Bench, ServerProcess, env_spec
+from tests.app.env_server.test_env_sessions import ORACLE, episodes, play
+from tests.storage.store_builders import spec
+
+
+def test_a_killed_server_started_again_goes_on_with_the_same_run(
+    tmp_path: Path, bench: Bench, start_process: type[ServerProcess]
+) -> None:
+    store_path = tmp_path / "store.db"
+    args = ["--name", "env", "--questions", str(bench.questions), "--db-dir", str(bench.db_dir),
+            "--store", str(store_path), "--step-budget", "5"]  # fmt: skip
+    first = start_process(args)
+    url = first.wait_serving()
+    with GenericEnvClient(base_url=url).sync() as env:
+        assert play(env, "q-count").reward == 1.0
+    left = GenericEnvClient(base_url=url).sync()
+    left.reset(question_id="q-count")
+    left.step(ORACLE["q-count"][0])
+    assert first.stop(signal.SIGKILL) == -signal.SIGKILL
+    store = Store(str(store_path))
+    run = store.find_run("env")
+    assert run is not None and run.status == "interrupted"
+
+    second = start_process(args)
+    url = second.wait_serving()
+    assert "1 unfinished episodes marked abandoned" in second.output()
+    with GenericEnvClient(base_url=url).sync() as env:
+        assert play(env, "q-count").observation["metadata"]["outcome"] == "correct"
+    assert second.stop(signal.SIGINT) == 0
+    assert "stopped: run 'env' is completed with 3 episodes" in second.output()
+
+    run = store.find_run("env")
+    assert run is not None and run.status == "completed" and run.episodes_finished == 3
+    found = sorted(episodes(store, run.id), key=lambda e: e.summary.sample_index)
+    assert [(e.summary.sample_index, e.summary.outcome, len(e.steps)) for e in found] == [
+        (0, "correct", 3),
+        (1, "abandoned", 1),
+        (2, "correct", 3),
+    ]
+    store.close()
+    left.close()
+
+
+def rollscope(monkeypatch: pytest.MonkeyPatch, *args: str) -> int:
+    monkeypatch.setattr(sys, "argv", ["rollscope", *args])
+    with pytest.raises(SystemExit) as stopped:
+        main()
+    return int(stopped.value.code or 0)
+
+
+def one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_bad_flags_are_refused_in_one_line_before_any_store(
+    tmp_path: Path,
+    bench: Bench,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    store = str(tmp_path / "store.db")
+    base = ["env-server", "--name", "env", "--store", store]
+    data = ["--questions", str(bench.questions), "--db-dir", str(bench.db_dir)]
+    cases = [
+        ([*data, "--host", "0.0.0.0"], "pass --allow-remote with a --token"),
+        ([*data, "--host", "0.0.0.0", "--allow-remote"], "--allow-remote needs a --token"),
+        ([*data, "--max-sessions", "0"], "--max-sessions must be at least 1"),
+        ([*data, "--step-budget", "0"], "step_budget must be at least 1"),
+        (["--questions", str(tmp_path / "none.json")], "questions file not found"),
+        (["--dataset", "demo", *data], "not both"),
+    ]
+    for flags, message in cases:
+        assert rollscope(monkeypatch, *base, *flags) == 2, flags
+        assert message in one_error_line(capsys), flags
+    monkeypatch.setenv("ROLLSCOPE_ENV_TOKEN", "")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        assert rollscope(monkeypatch, *base, *data, "--port", port) == 2
+        assert f"port {port} on 127.0.0.1 is in use" in one_error_line(capsys)
+    assert not Path(store).exists(), "nothing is written before the server can serve"
+
+
+def test_a_name_taken_by_another_run_or_other_settings_is_refused(
+    tmp_path: Path,
+    bench: Bench,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    store = Store(url)
+    store.create_run(spec("batch-run"), episodes_planned=1)
+    served = store.create_run(env_spec(bench, "served", step_budget=5), episodes_planned=0)
+    store.set_run_status(served, "failed", error="killed")
+    base = ["env-server", "--store", url, "--port", "0", "--questions", str(bench.questions),
+            "--db-dir", str(bench.db_dir)]  # fmt: skip
+    assert rollscope(monkeypatch, *base, "--name", "batch-run") == 2
+    assert "a batch run named 'batch-run' already exists" in one_error_line(capsys)
+    assert rollscope(monkeypatch, *base, "--name", "served", "--step-budget", "9") == 2
+    assert "start it with the same --dataset/--questions and --step-budget" in one_error_line(
+        capsys
+    )
+    (tmp_path / "not-a-store.db").write_text("hello")
+    bad = ["env-server", "--name", "x", "--store", str(tmp_path / "not-a-store.db"), "--port", "0"]
+    assert rollscope(monkeypatch, *bad) == 2
+    assert "not-a-store.db" in one_error_line(capsys)
+    store.close()

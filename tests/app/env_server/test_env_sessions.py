@@ -1,0 +1,263 @@
+"""Sessions of the environment server, played by OpenEnv's own client over its WebSocket route:
+every session's episodes are in the store, step by step, as they are played."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openenv.core.generic_client import GenericEnvClient
+
+from app.env_client import SQLAction, SQLEnvClient
+from rollout_core.datasets import DatasetError, load_dataset
+from storage.read_models import EpisodeDetail, EpisodeFilter
+from storage.store import Store
+from storage.training import question_episodes
+from tests.app.env_server.conftest import REPO, Bench, Served, env_spec, serving, wait_for
+
+# Each fixture question played as an oracle would: look, query the gold, answer right.
+ORACLE: dict[str, list[dict[str, str]]] = {
+    "q-count": [
+        {"action_type": "DESCRIBE", "argument": "singer"},
+        {"action_type": "QUERY", "argument": "SELECT COUNT(*) FROM singer"},
+        {"action_type": "ANSWER", "argument": "5"},
+    ],
+    "q-france": [
+        {"action_type": "QUERY", "argument": "SELECT name FROM singer WHERE country = 'France'"},
+        {"action_type": "ANSWER", "argument": '["Ada", "Cy"]'},
+    ],
+}
+
+
+def client(served: Served) -> Any:
+    return GenericEnvClient(base_url=served.url).sync()
+
+
+def play(env: Any, question_id: str, **reset: Any) -> Any:
+    result = env.reset(question_id=question_id, **reset)
+    for action in ORACLE[question_id]:
+        result = env.step(action)
+    return result
+
+
+def episodes(store: Store, run_id: int) -> list[EpisodeDetail]:
+    flt = EpisodeFilter(run_ids=(run_id,), finished_only=False)
+    ids = [e.id for e in store.list_episodes(flt, limit=500).items]
+    return store.get_episodes(ids)
+
+
+def test_generic_client_plays_episodes_one_after_another(served: Served) -> None:
+    with client(served) as env:
+        last = play(env, "q-count")
+        assert last.done and last.reward == 1.0
+        assert last.observation["metadata"]["outcome"] == "correct"
+        play(env, "q-count")
+        env.reset(question_id="q-france")
+        wrong = env.step({"action_type": "answer", "argument": "Bo"})
+        assert wrong.done and wrong.observation["result"] == "Answer submitted: incorrect."
+
+    run = served.store.get_run(served.run_id)
+    assert run is not None and run.kind == "env" and run.status == "running"
+    found = {(e.summary.question_id, e.summary.sample_index): e for e in episodes(served.store, 1)}
+    assert sorted(found) == [("q-count", 0), ("q-count", 1), ("q-france", 0)]
+    assert [found[k].summary.outcome for k in sorted(found)] == ["correct", "correct", "wrong"]
+    assert found["q-france", 0].summary.failure_class == "wrong_answer"
+    first = found["q-count", 0]
+    assert [(s.step_no, s.action, s.argument, s.error) for s in first.steps] == [
+        (1, "DESCRIBE", "singer", None),
+        (2, "QUERY", "SELECT COUNT(*) FROM singer", None),
+        (3, "ANSWER", "5", None),
+    ]
+    assert first.steps[0].observation.startswith("table singer (5 rows)")
+    assert first.steps[2].raw_output == "ANSWER 5"
+    assert first.summary.reward == pytest.approx(sum(s.reward for s in first.steps))
+
+
+def test_each_step_is_in_the_store_when_the_client_reads_its_answer(served: Served) -> None:
+    with client(served) as env:
+        env.reset(question_id="q-count")
+        started = episodes(served.store, served.run_id)
+        assert [(e.summary.outcome, len(e.steps)) for e in started] == [(None, 0)]
+        for n, action in enumerate(ORACLE["q-count"][:2], start=1):
+            env.step(action)
+            (live,) = episodes(served.store, served.run_id)
+            assert len(live.steps) == n and live.summary.outcome is None
+
+
+def test_eight_clients_at_once_each_play_their_own_episodes(served: Served) -> None:
+    failures: list[BaseException] = []
+
+    def player(question_id: str) -> None:
+        try:
+            with client(served) as env:
+                for _ in range(2):
+                    assert play(env, question_id).reward == 1.0
+        except BaseException as exc:  # reported by the test thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=player, args=(q,)) for q in ["q-count", "q-france"] * 4]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not failures, failures
+    found = episodes(served.store, served.run_id)
+    keys = sorted((e.summary.question_id, e.summary.sample_index) for e in found)
+    assert keys == [("q-count", i) for i in range(8)] + [("q-france", i) for i in range(8)]
+    assert all(e.summary.outcome == "correct" for e in found)
+    assert all(len(e.steps) == len(ORACLE[e.summary.question_id]) for e in found)
+    run = served.store.get_run(served.run_id)
+    assert run is not None and run.episodes_finished == 16 and run.accuracy == 1.0
+
+
+def test_a_client_that_leaves_mid_episode_leaves_it_abandoned_with_its_steps(
+    served: Served,
+) -> None:
+    env = client(served)
+    env.reset(question_id="q-count")
+    env.step(ORACLE["q-count"][0])
+    env.close()
+    with client(served) as other:
+        other.reset(question_id="q-france")
+        other.step(ORACLE["q-france"][0])
+        other.reset(question_id="q-count")  # a new episode: the one in play is left
+
+    def abandoned() -> list[EpisodeDetail]:
+        found = episodes(served.store, served.run_id)
+        return [e for e in found if e.summary.outcome == "abandoned"]
+
+    wait_for(lambda: len(abandoned()) == 3)
+    by_question = sorted((e.summary.question_id, len(e.steps)) for e in abandoned())
+    assert by_question == [("q-count", 0), ("q-count", 1), ("q-france", 1)]
+    assert {e.summary.failure_class for e in abandoned()} == {"abandoned"}
+
+
+def test_a_malformed_action_gets_an_error_observation_and_the_session_goes_on(
+    served: Served,
+) -> None:
+    with client(served) as env:
+        early = env.step({"action_type": "QUERY", "argument": "SELECT 1"})
+        assert early.done and "call reset()" in early.observation["error"]
+        env.reset(question_id="q-count")
+        for bad in (
+            {"action_type": "DROP", "argument": "singer"},
+            {"action_type": "QUERY", "argument": 3},
+            {"action_type": "QUERY", "argument": "SELECT 1", "sql": "x"},
+            {},
+        ):
+            answer = env.step(bad)
+            assert not answer.done and answer.reward == 0.0, bad
+            assert "action_type and argument, or raw_output" in answer.observation["error"], bad
+            assert answer.observation["step"] == 0
+        unparsed = env.step({"raw_output": "I think the answer is five"})
+        assert unparsed.observation["step"] == 1 and unparsed.observation["error"]
+        assert play(env, "q-count").reward == 1.0
+    (first, second) = sorted(episodes(served.store, served.run_id), key=lambda e: e.summary.id)
+    assert [(s.action, s.parsed, s.raw_output) for s in first.steps] == [
+        ("QUERY", False, "I think the answer is five")
+    ]
+    assert second.summary.outcome == "correct"
+
+
+def test_a_question_id_never_names_a_file(served: Served, bench: Bench, tmp_path: Path) -> None:
+    with client(served) as env:
+        for qid in ("../database/concerts/concerts", "/etc/passwd", "q-count/../q-count"):
+            with pytest.raises(RuntimeError, match="unknown question id"):
+                env.reset(question_id=qid)
+        # A db_id from the client is no reset argument: the dataset's question is played.
+        opened = env.reset(question_id="q-count", db_id="../../etc")
+        assert opened.observation["db_id"] == "concerts"
+    items = json.loads(bench.questions.read_text())
+    items[0]["db_id"] = "../concerts"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(items))
+    with pytest.raises(DatasetError, match="not a plain folder name"):
+        load_dataset(bad, bench.db_dir)
+
+
+def test_the_training_step_and_group_go_with_the_episode(served: Served) -> None:
+    with client(served) as env:
+        play(env, "q-count", train_step=3, group_index=1)
+        with pytest.raises(RuntimeError, match="train_step must be a whole number"):
+            env.reset(question_id="q-count", train_step="three")
+    (episode,) = question_episodes(served.store, served.run_id, "q-count")
+    assert (episode.train_step, episode.group_index, episode.outcome) == (3, 1, "correct")
+
+
+def test_health_schema_and_no_stateless_reset(served: Served) -> None:
+    with urllib.request.urlopen(f"{served.url}/health") as response:
+        assert json.load(response)["status"] == "healthy"
+    with urllib.request.urlopen(f"{served.url}/schema") as response:
+        schema = json.load(response)
+    action = schema["action"]["properties"]
+    assert action["action_type"]["anyOf"][0]["enum"] == ["DESCRIBE", "SAMPLE", "QUERY", "ANSWER"]
+    assert {"argument", "raw_output"} <= action.keys() and "malformed" not in action
+    assert {"question", "tables", "result", "error", "step"} <= schema["observation"][
+        "properties"
+    ].keys()
+    request = urllib.request.Request(f"{served.url}/reset", data=b"{}", method="POST")
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(request)
+    assert refused.value.code in (404, 405)
+    assert episodes(served.store, served.run_id) == []
+
+
+def test_the_typed_client(served: Served) -> None:
+    with SQLEnvClient(served.url).sync() as env:
+        opened = env.reset(question_id="q-count")
+        assert opened.observation.tables == ["singer", "concert"]
+        result = env.step(SQLAction(action_type="QUERY", argument="SELECT COUNT(*) FROM singer"))
+        assert result.observation.result.splitlines()[-1].strip() == "5"
+        assert env.state().step_count == 1
+        result = env.step(SQLAction(action_type="ANSWER", argument="5", raw_output="ANSWER: 5"))
+        assert result.done and result.reward == 1.0
+    (episode,) = episodes(served.store, served.run_id)
+    assert episode.steps[-1].raw_output == "ANSWER: 5"
+
+
+def test_a_token_is_wanted_from_every_client_but_the_health_probe(
+    tmp_path: Path, bench: Bench
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    with serving(store, env_spec(bench), token="s3cret") as served:
+        with urllib.request.urlopen(f"{served.url}/health") as response:
+            assert response.status == 200
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(f"{served.url}/schema")
+        assert refused.value.code == 401
+        with pytest.raises(ConnectionError):
+            GenericEnvClient(base_url=served.url).sync().reset(question_id="q-count")
+        wrong = {"Authorization": "Bearer nope"}
+        with pytest.raises(ConnectionError):
+            GenericEnvClient(base_url=served.url, headers=wrong).sync().reset()
+        with SQLEnvClient(served.url, token="s3cret").sync() as env:
+            assert env.reset(question_id="q-count").observation.db_id == "concerts"
+    store.close()
+
+
+def test_stopping_the_server_abandons_the_episodes_in_play(tmp_path: Path, bench: Bench) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    with serving(store, env_spec(bench)) as served:
+        env = client(served)
+        env.reset(question_id="q-count")
+        env.step(ORACLE["q-count"][0])
+    run = store.get_run(served.run_id)
+    assert run is not None and run.status == "completed"
+    (episode,) = episodes(store, served.run_id)
+    assert (episode.summary.outcome, len(episode.steps)) == ("abandoned", 1)
+    store.close()
+
+
+def test_the_manifest_is_openenv_s_and_names_the_served_environment(served: Served) -> None:
+    from openenv.validation.parsers.openenv_yaml import OpenEnvYamlParser
+
+    manifest = OpenEnvYamlParser().parse(REPO)
+    with urllib.request.urlopen(f"{served.url}/metadata") as response:
+        metadata = json.load(response)
+    assert manifest.name == metadata["name"] == "rollscope_sql"
+    assert manifest.reward is not None and manifest.reward.range == (-0.01, 1.0)
