@@ -28,14 +28,8 @@ from rollout_core.datasets import load_dataset
 from rollout_core.records import RunSpec
 from rollout_core.settings import EnvironmentSettings
 from storage.store import Store
-from tests.fixtures import make_benchmark
-
-# The store tests' throwaway PostgreSQL server, reused here as a fixture.
-from tests.storage.conftest import PgServer, postgres_server
-
-__all__ = ["postgres_server"]
-
-REPO = Path(__file__).resolve().parents[3]
+from tests.conftest import REPO
+from tests.support.benchmark import make_benchmark
 
 
 @dataclass
@@ -174,6 +168,3 @@ def start_process(tmp_path: Path) -> Iterator[Callable[[list[str]], ServerProces
         if proc.proc.poll() is None:
             proc.proc.kill()
             proc.proc.wait(10)
-
-
-__all__ += ["PgServer"]

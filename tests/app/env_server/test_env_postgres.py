@@ -8,8 +8,9 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from storage.store import Store
-from tests.app.env_server.conftest import Bench, PgServer, env_spec, serving
+from tests.app.env_server.conftest import Bench, env_spec, serving
 from tests.app.env_server.test_env_sessions import ORACLE, episodes
+from tests.support.postgres import PgServer
 
 pytestmark = pytest.mark.postgres
 

@@ -15,7 +15,7 @@ from app.cli import main
 from storage.store import Store
 from tests.app.env_server.conftest import Bench, ServerProcess, env_spec
 from tests.app.env_server.test_env_sessions import ORACLE, episodes, play
-from tests.storage.store_builders import spec
+from tests.support.records import spec
 
 
 def test_a_killed_server_started_again_goes_on_with_the_same_run(
