@@ -5,8 +5,8 @@ The sink writes an episode's source row and named rewards with its finish (`writ
 from `writes.write_batch`, only for records that carry them). The rest is the import's own
 bookkeeping, one short transaction a file: a file is recorded when its reading starts
 (`begin_file`) and completed when its last row is in (`finish_file`); a file read whole is
-found again by its SHA-256 and not read again, and a file read in part, or grown since (an
-appending writer), is read on past the rows the run holds.
+found again by its path and SHA-256 and not read again, and a file read in part, or grown
+since (an appending writer), is read on past the rows the run holds.
 """
 
 from __future__ import annotations
@@ -62,22 +62,20 @@ class FileStart:
     file_id: int
     completed: bool
     """Read whole already: nothing of it to import."""
-    path: str
-    """The path it was recorded under (an earlier import's, for the same bytes)."""
 
 
 def begin_file(
     session: Session, run_id: int, path: str, sha256: bytes, size: int, rows: int, now: Any
 ) -> FileStart:
-    """The run's record of a file with these bytes, created when there is none (the run's
-    planned episodes grow by its rows then)."""
+    """The run's record of the file at `path` with these bytes, created when there is none
+    (the run's planned episodes grow by its rows then)."""
     found = session.execute(
-        select(ImportFile.id, ImportFile.completed_at, ImportFile.path).where(
-            ImportFile.run_id == run_id, ImportFile.sha256 == sha256
+        select(ImportFile.id, ImportFile.completed_at).where(
+            ImportFile.run_id == run_id, ImportFile.path == path, ImportFile.sha256 == sha256
         )
     ).first()
     if found is not None:
-        return FileStart(found.id, found.completed_at is not None, found.path)
+        return FileStart(found.id, found.completed_at is not None)
     file = ImportFile(
         run_id=run_id,
         path=clean_text(path),
@@ -93,7 +91,7 @@ def begin_file(
         .where(Run.id == run_id)
         .values(episodes_planned=Run.episodes_planned + rows, heartbeat_at=now)
     )
-    return FileStart(file.id, False, path)
+    return FileStart(file.id, False)
 
 
 def stored_rows(session: Session, run_id: int, path: str) -> dict[int, bytes]:

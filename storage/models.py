@@ -301,12 +301,12 @@ class PromptText(Base):
 
 
 class ImportFile(Base):
-    """One file an import read into a run, found again by the SHA-256 of its bytes: a file
-    read whole is not read again, one read in part (a stopped import) is read on from where
-    its rows end."""
+    """One file an import read into a run, found again by its path and the SHA-256 of its
+    bytes: a file read whole is not read again, one read in part (a stopped import) or grown
+    since is read on past the rows the run holds."""
 
     __tablename__ = "import_files"
-    __table_args__ = (UniqueConstraint("run_id", "sha256"),)
+    __table_args__ = (UniqueConstraint("run_id", "path", "sha256"),)
 
     id: Mapped[int] = mapped_column(primary_key=True)
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))

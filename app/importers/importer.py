@@ -1,8 +1,8 @@
 """An import run: a format's files read one at a time, each row an episode written through the
 run's sink, nothing twice and nothing half.
 
-- Each file is recorded with its SHA-256 before its rows are read; a file the run read whole is
-  not read again, and the rows of one read in part (a stopped import) or grown since (an
+- Each file is recorded with its path and SHA-256 before its rows are read; a file the run read
+  whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
   appending writer) that the run holds already, by line and digest, are passed over.
 - Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
   a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
@@ -188,7 +188,7 @@ class Importer:
         if start.completed:
             result.already = True
             return result
-        held = self.store.imported_rows(self.run_id, start.path)
+        held = self.store.imported_rows(self.run_id, rel)
         assert self._writer is not None, "open() the run first"
         batch = _Batch(self._writer)
         for row in self.fmt.rows(path):

@@ -26,6 +26,14 @@ class Messages(Format):
     def rows(self, path: Path) -> Iterator[Row]:
         return jsonl_rows(path, rollout)
 
+    def checkpoint(self, root: Path) -> str | None:
+        """The `model` of the first line that names one (a run records one model)."""
+        for row in (r for f in self.files(root)[:1] for r in self.rows(f)):
+            if row.rollout is not None and row.rollout.model:
+                return row.rollout.model
+            break
+        return None
+
 
 def rollout(data: dict[str, Any]) -> Rollout:
     messages = data["messages"]

@@ -1,6 +1,6 @@
 """What importing other frameworks' rollout files needs: where a run's episodes come from
 (`runs.source_format`, `source_path`, `skipped_lines`), the files an import read
-(`import_files`, found again by their SHA-256), the row each imported episode was read from with
+(`import_files`, found again by path and SHA-256), the row each imported episode was read from with
 rollscope's own re-grade (`episode_sources`), and every episode's rewards by name
 (`episode_rewards`). New tables and nullable (or defaulted) columns: no row is rewritten.
 
@@ -47,7 +47,9 @@ def upgrade() -> None:
             ["run_id"], ["runs.id"], name=op.f("fk_import_files_run_id_runs"), ondelete="CASCADE"
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_import_files")),
-        sa.UniqueConstraint("run_id", "sha256", name=op.f("uq_import_files_run_id_sha256")),
+        sa.UniqueConstraint(
+            "run_id", "path", "sha256", name=op.f("uq_import_files_run_id_path_sha256")
+        ),
     )
     op.create_table(
         "episode_sources",
