@@ -58,14 +58,22 @@ def curves(run_id: int, url: str) -> None:
         st.metric("accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content")
         st.metric("reward (last step)", fmt_num(last.reward if last else None, 3), width="content")
     if not found.steps:
-        st.info("No finished episodes yet.")
+        st.info(
+            "This run's episodes carry no training step: its files do not write one. Its "
+            "episodes are on Episodes and GRPO groups."
+            if run.episodes_finished
+            else "No finished episodes yet."
+        )
         return
     if found.per_point > 1:
         st.caption(
             f"{found.steps:,} training steps: each point is the mean of {found.per_point} "
             "consecutive steps (weighted by their episodes, or groups for the group metrics)."
         )
-    figures = [(charts.figure(found, c), c.note) for c in charts.CHARTS]
+    drawn = [c for c in charts.CHARTS if charts.has_values(found, c)]
+    if left := [c.title.lower() for c in charts.CHARTS if c not in drawn]:
+        st.caption(f"Not drawn, as this run's records hold none: {', '.join(left)}.")
+    figures = [(charts.figure(found, c), c.note) for c in drawn]
     if view.flips is None:
         st.caption(
             f"This run has {view.groups:,} groups: which questions each step drew, and where "
