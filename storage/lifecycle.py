@@ -9,6 +9,8 @@
 `interrupted` is never written: a `running` run whose process is gone reads `interrupted`. On
 the host that runs it the pid answers at once; elsewhere only the heartbeat tells, so a run on
 another machine reads `interrupted` once its heartbeat is older than HEARTBEAT_STALE_SECONDS.
+An import run also moves completed -> running: its source grows (a trainer writes more files)
+and `rollscope import` reads on.
 The CLI, the Launch worker and the dashboard all ask this module; none decides on its own.
 """
 
@@ -21,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 from rollout_core.errors import RollscopeError
-from rollout_core.records import RunStatus
+from rollout_core.records import RunKind, RunStatus
 
 HEARTBEAT_STALE_SECONDS = 90.0
 """A heartbeat older than this means the run's process is gone (it beats every 10 s)."""
@@ -56,14 +58,20 @@ class RunPresence:
     heartbeat_at: datetime | None
 
 
-def can_move(current: RunStatus, new: RunStatus) -> bool:
-    """Whether a run may go from `current` (its effective status) to `new`."""
+REOPENING_KINDS: frozenset[RunKind] = frozenset({"import"})
+"""Runs a completed run of which goes on: its source grows."""
+
+
+def can_move(current: RunStatus, new: RunStatus, kind: RunKind = "batch") -> bool:
+    """Whether a run (of `kind`) may go from `current` (its effective status) to `new`."""
+    if current == "completed" and new == "running" and kind in REOPENING_KINDS:
+        return True
     return (new == current and new in TERMINAL) or new in _MOVES[current]
 
 
-def check_move(name: str, current: RunStatus, new: RunStatus) -> None:
+def check_move(name: str, current: RunStatus, new: RunStatus, kind: RunKind = "batch") -> None:
     """RunStateError naming the run when the move is not allowed."""
-    if can_move(current, new):
+    if can_move(current, new, kind):
         return
     if new == "running" and current == "completed":
         raise RunStateError(f"run {name!r} is already completed")

@@ -26,7 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from rollout_core.records import FAILURE_CLASSES, OUTCOMES, RUN_KINDS, RUN_STATUSES
+from rollout_core.records import FAILURE_CLASSES, OUTCOMES, REGRADES, RUN_KINDS, RUN_STATUSES
 
 # Stable constraint names, so migrations can name what they alter (SQLite needs names for
 # batch ALTERs).
@@ -111,6 +111,14 @@ class Run(Base):
     finished_step_sum: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     step_sum: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     unparsed_sum: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    # Where the episodes of a run rollscope did not play come from (`rollscope import`, a
+    # Recorder); NULL for rollscope's own runs.
+    source_format: Mapped[str | None] = mapped_column(String(16))
+    """The format an import read (trl, verl, skyrl, rllm, verifiers, messages), or `recorder`."""
+    source_path: Mapped[str | None]
+    """The file or folder an import read, as an absolute path."""
+    skipped_lines: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    """Lines or rows an import left out as malformed, over the files it finished."""
 
 
 class Episode(Base):
@@ -290,6 +298,74 @@ class PromptText(Base):
     )
     sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
     text: Mapped[str]
+
+
+class ImportFile(Base):
+    """One file an import read into a run, found again by its path and the SHA-256 of its
+    bytes: a file read whole is not read again, one read in part (a stopped import) or grown
+    since is read on past the rows the run holds."""
+
+    __tablename__ = "import_files"
+    __table_args__ = (UniqueConstraint("run_id", "path", "sha256"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    path: Mapped[str]
+    """The file's path relative to the run's `source_path` (its name for a file imported alone)."""
+    sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
+    bytes: Mapped[int] = mapped_column(BigInteger)
+    rows: Mapped[int]
+    """Lines or rows the file holds (episodes it can give)."""
+    episodes: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    """Episodes imported from it (rows an earlier version of the file gave are not counted)."""
+    skipped_lines: Mapped[int] = mapped_column(default=0, server_default=text("0"))
+    """Malformed lines or rows left out."""
+    started_at: Mapped[datetime]
+    completed_at: Mapped[datetime | None]
+    """When its last row was in; NULL while (or if stopped while) it is read."""
+
+
+class EpisodeSource(Base):
+    """Where an imported episode was read: a row of one of its run's files."""
+
+    __tablename__ = "episode_sources"
+    __table_args__ = (
+        Index(None, "file_id", "line"),
+        CheckConstraint(_in("regraded", REGRADES), name="regraded"),
+    )
+
+    episode_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"),
+        ForeignKey("episodes.id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    file_id: Mapped[int] = mapped_column(ForeignKey("import_files.id", ondelete="CASCADE"))
+    line: Mapped[int]
+    """1-based line of a JSONL file, row of a Parquet file, 1 for a file of one episode."""
+    sha256: Mapped[bytes] = mapped_column(LargeBinary(32))
+    """SHA-256 of the row's bytes as read (a Parquet row: its values as JSON)."""
+    regraded: Mapped[str | None] = mapped_column(String(16))
+    """rollscope's grade of the final answer against the gold SQL (correct, wrong, error),
+    apart from the file's own score; NULL when not re-graded."""
+    filled_steps: Mapped[str | None]
+    """JSON array of the steps whose observation the file lacked and rollscope filled by
+    running their SQL; NULL when none was."""
+
+
+class EpisodeReward(Base):
+    """One named reward of an episode: a reward function's or a reward column's value, as
+    its producer gave it (`episodes.reward` is their total)."""
+
+    __tablename__ = "episode_rewards"
+    __table_args__ = ({"sqlite_with_rowid": False},)
+
+    episode_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"),
+        ForeignKey("episodes.id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
 
 
 class Annotation(Base):

@@ -60,6 +60,19 @@ class RunSummary:
     """What the policy reported about itself (model class, size, device, dtype, fingerprint)."""
     errors: int = 0
     """Episodes that ended in `error` (a broken gold query, a grading failure)."""
+    source_format: str | None = None
+    """Where a run rollscope did not play comes from: an import's format (trl, verl, skyrl,
+    rllm, verifiers, messages) or `recorder`; None for rollscope's own runs."""
+    source_path: str | None = None
+    """The file or folder an import read."""
+    skipped_lines: int = 0
+    """Malformed lines or rows an import left out."""
+
+    @property
+    def is_training(self) -> bool:
+        """Whether its episodes may carry training steps and GRPO groups: a trainer's run, or
+        an import (whose files carry the step when their framework writes it)."""
+        return self.kind in ("training", "import")
 
     @property
     def duration_seconds(self) -> float | None:

@@ -89,6 +89,9 @@ def _summary(run: Run, now: datetime) -> RunSummary:
         kind=cast(RunKind, run.kind),
         policy_info=dict(run.policy_info) if run.policy_info else None,
         errors=run.error_episodes,
+        source_format=run.source_format,
+        source_path=run.source_path,
+        skipped_lines=run.skipped_lines,
     )
 
 

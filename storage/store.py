@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from sqlalchemy import Engine, delete, func, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
@@ -27,10 +27,11 @@ from rollout_core.records import (
     RUN_STATUSES,
     EpisodeKey,
     PolicyInfo,
+    RunKind,
     RunSpec,
     RunStatus,
 )
-from storage import aggregates, groups, lifecycle, reads, tagging, text_search
+from storage import aggregates, groups, imports, lifecycle, reads, tagging, text_search
 from storage.engine import (
     SQLITE_IMMEDIATE,
     StoreError,
@@ -172,8 +173,12 @@ class Store:
         episodes_planned: int,
         status: RunStatus = "running",
         policy_info: PolicyInfo | None = None,
+        source_format: str | None = None,
+        source_path: str | None = None,
     ) -> int:
-        """Insert a run (its name must be unique: DuplicateRunName otherwise); returns its id."""
+        """Insert a run (its name must be unique: DuplicateRunName otherwise); returns its id.
+        `source_format`, `source_path`: where the episodes of a run rollscope does not play come
+        from (an import's format and files, a Recorder)."""
         _check_status(status)
         if "\x00" in spec.name:
             raise StoreError("the run name contains a NUL character (\\x00); choose another name")
@@ -198,6 +203,8 @@ class Store:
                 created_at=now,
                 started_at=now if running else None,
                 heartbeat_at=now if running else None,
+                source_format=source_format,
+                source_path=None if source_path is None else clean_json(source_path),
             )
             with self._writing() as session:
                 session.add(run)
@@ -222,7 +229,7 @@ class Store:
                 if run is None:
                     raise StoreError(f"no run with id {run_id} in this store")
                 current = lifecycle.effective_status(_presence(run), now_utc())
-                lifecycle.check_move(run.name, current, status)
+                lifecycle.check_move(run.name, current, status, cast(RunKind, run.kind))
                 now = now_utc()
                 run.status, run.error, run.heartbeat_at = status, error, now
                 if status in lifecycle.TERMINAL:
@@ -240,6 +247,10 @@ class Store:
         self._update_run(
             run_id, {"policy_info": _info_json(info), "checkpoint_fingerprint": info.fingerprint}
         )
+
+    def set_episodes_planned(self, run_id: int, planned: int) -> None:
+        """How many episodes the run is to have (a recorded run's: those recorded so far)."""
+        self._update_run(run_id, {"episodes_planned": planned})
 
     def heartbeat(self, run_id: int) -> None:
         """Record that the run's process is alive (also done by every sink write)."""
@@ -318,6 +329,43 @@ class Store:
         transaction, or with `group_seconds` the batches of that long together (use it in a
         `with` block, or call `flush`, so that the last batches are written)."""
         return StoreSink(self, run_id, skip_finished=skip_finished, group_seconds=group_seconds)
+
+    # -- imports ------------------------------------------------------------------------------
+
+    def begin_import_file(
+        self, run_id: int, path: str, sha256: bytes, size: int, rows: int
+    ) -> imports.FileStart:
+        """The run's record of an imported file with these bytes, made when it has none
+        (`storage.imports.begin_file`)."""
+        return retry_locked(
+            lambda: self._in_write(imports.begin_file, run_id, path, sha256, size, rows, now_utc())
+        )
+
+    def imported_rows(self, run_id: int, path: str) -> dict[int, bytes]:
+        """line -> row SHA-256 of the rows the run holds from files recorded under `path`."""
+        with Session(self._engine) as session:
+            return imports.stored_rows(session, run_id, path)
+
+    def finish_import_file(self, file_id: int, skipped: int) -> int:
+        """An imported file read whole, with the lines it skipped; the episodes it gave."""
+        return retry_locked(
+            lambda: self._in_write(imports.finish_file, file_id, skipped, now_utc())
+        )
+
+    def step_groups(self, run_id: int, train_step: int) -> dict[str, int]:
+        """question id -> GRPO group of the run's episodes at a training step."""
+        with Session(self._engine) as session:
+            return imports.step_groups(session, run_id, train_step)
+
+    def import_files(self, run_id: int) -> list[imports.ImportedFile]:
+        """The files an import run read, in the order they were first read."""
+        with Session(self._engine) as session:
+            return imports.files_of(session, run_id)
+
+    def episode_origins(self, episode_ids: Sequence[int]) -> dict[int, imports.EpisodeOrigin]:
+        """Where these episodes were imported from and their rewards by name (those with any)."""
+        with Session(self._engine) as session:
+            return imports.origins(session, list(dict.fromkeys(episode_ids)))
 
     def episode_ids(self, run_id: int, keys: Sequence[EpisodeKey]) -> dict[EpisodeKey, int]:
         """The ids of these episodes of a run (those it has)."""

@@ -47,6 +47,7 @@ from storage.episode_rows import (
     outcome_values,
     step_counts,
 )
+from storage.imports import write_extras
 from storage.models import Episode, Run, Step
 from storage.run_totals import DROPPED_COLUMNS, RunChange
 from storage.text_clean import clean_text
@@ -180,6 +181,8 @@ def write_batch(
             [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in finishes],
         )
         executemany(session, FINISH_EPISODE, finishes)
+    if extras := [(ids[k], e) for k, e in finished if e.source is not None or e.rewards]:
+        write_extras(session.connection(), extras)
     change.apply(session.connection(), run_id)
     index_episodes(session.connection(), [ids[k] for k, _ in finished])
     return created

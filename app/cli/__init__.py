@@ -13,6 +13,7 @@ import typer
 from app.cli.demo import demo
 from app.cli.env_server import env_server
 from app.cli.fork import fork
+from app.cli.importer import import_command
 from app.cli.output import err, out
 from app.cli.read import export, runs, show
 from app.cli.run import run_command
@@ -31,7 +32,7 @@ cli = typer.Typer(
 for name, command in (
     ("run", run_command), ("fork", fork), ("tag", tag), ("tags", tags), ("runs", runs),
     ("show", show), ("export", export), ("dashboard", dashboard), ("migrate", migrate),
-    ("demo", demo), ("env-server", env_server),
+    ("demo", demo), ("env-server", env_server), ("import", import_command),
 ):  # fmt: skip
     cli.command(name)(command)
 

@@ -39,7 +39,7 @@ def spread_label(stats: GroupStats) -> str:
 
 def is_training(run: RunSummary) -> bool:
     """Whether the run's groups are a question at a training step (else a question's samples)."""
-    return run.spec.get("kind") == "training"
+    return run.is_training
 
 
 def go_to(key: GroupKey | None) -> None:

@@ -15,6 +15,7 @@ from app.dashboard.components.render import escape_markdown, fmt_num, show_error
 from app.dashboard.episodes import query as episode_query
 from app.dashboard.episodes import reads as list_reads
 from app.dashboard.episodes.query import ListQuery, Neighbour
+from app.dashboard.replay import origin
 from storage.read_models import EpisodeDetail
 
 
@@ -85,6 +86,7 @@ def show(detail: EpisodeDetail) -> None:
     )
     if ep.forked_from is not None:
         _fork_origin(detail)
+    origin.show(detail)
     if detail.error:
         show_error(detail.error)
 

@@ -50,7 +50,7 @@ def show(chosen: Sequence[RunSummary]) -> None:
                 help=f"{chosen[0].name}, ticked first, is the baseline",
             )
         for run in chosen:
-            if run.kind != "training":
+            if not run.is_training:
                 continue
             who = "" if len(chosen) == 1 else f" of {run.name}"
             st.page_link(

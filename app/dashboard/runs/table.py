@@ -28,6 +28,7 @@ COLUMNS = [
     "parse failures",
     "episodes",
     "kind",
+    "source",
     "dataset",
     "model",
     "started",
@@ -49,6 +50,15 @@ def short_path(text: str | None) -> str:
 def model_of(run: RunSummary) -> str:
     """What played the run: a checkpoint path or the policy name."""
     return run.checkpoint or run.policy
+
+
+def source_of(run: RunSummary) -> str:
+    """Where the run's episodes come from: rollscope itself, or an import's format and files."""
+    if run.source_format is None:
+        return "rollscope"
+    if run.source_path is None:
+        return run.source_format
+    return f"{run.source_format}: {short_path(run.source_path)}"
 
 
 def interval_text(run: RunSummary) -> str:
@@ -74,6 +84,7 @@ def rows(runs: Sequence[RunSummary]) -> pd.DataFrame:
                 "parse failures": r.parse_failure_rate,
                 "episodes": f"{r.episodes_finished}/{r.episodes_planned}",
                 "kind": r.kind,
+                "source": source_of(r),
                 "dataset": r.dataset,
                 "model": short_path(model_of(r)),
                 "started": fmt_time(r.started_at),
@@ -109,7 +120,11 @@ _CONFIG: dict[str, Any] = {
     "episodes": st.column_config.TextColumn(help="finished / planned"),
     "kind": st.column_config.TextColumn(
         help="batch: `rollscope run` or Launch; training: a training loop's rollouts; "
-        "fork: episodes continued from a recorded step"
+        "fork: episodes continued from a recorded step; import: files another framework wrote"
+    ),
+    "source": st.column_config.TextColumn(
+        help="rollscope: played by rollscope; otherwise the format and folder `rollscope "
+        "import` read (trl, verl, skyrl, rllm, verifiers, messages), or a Recorder's loop"
     ),
     "model": st.column_config.TextColumn(
         help="The last two parts of the checkpoint path; select the run for the full path"

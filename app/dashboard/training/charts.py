@@ -170,6 +170,12 @@ def _x_axis(fig: go.Figure, xs: Sequence[int]) -> None:
         fig.update_xaxes(tick0=0, dtick=1)
 
 
+def has_values(curves: Curves, chart: Chart) -> bool:
+    """Whether any step has a value of the chart's quantities (an import's files hold no
+    token log-probs or counts)."""
+    return any(getattr(p, s.attr) is not None for p in curves.points for s in chart.series)
+
+
 def figure(curves: Curves, chart: Chart) -> go.Figure:
     """The chart's quantities over training steps (gaps where a step has no value), with a
     trailing-mean trend beside one quantity's points."""

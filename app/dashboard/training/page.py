@@ -14,11 +14,12 @@ from storage import lifecycle
 LIVE_SECONDS = 3.0
 NO_RUNS = (
     "No training runs yet - train with TRL's GRPOTrainer and `app.trl.make_rollout_func` "
-    "(README: Train with TRL), or run `make run` for the demo's."
+    "(README: Train with TRL), import a trainer's rollout files with `rollscope import`, or "
+    "run `make run` for the demo's."
 )
 
 notices = header("Training", copy_link=True)
-runs = [r for r in data.list_runs() if r.kind == "training"]
+runs = [r for r in data.list_runs() if r.is_training]
 if not runs:
     st.info(NO_RUNS)
     st.stop()

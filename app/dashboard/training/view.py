@@ -56,7 +56,12 @@ def curves(run_id: int) -> None:
         st.metric("accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content")
         st.metric("reward (last step)", fmt_num(last.reward if last else None, 3), width="content")
     if not found.steps:
-        st.info("No finished episodes yet.")
+        st.info(
+            "This run's episodes carry no training step: its files do not write one. Its "
+            "episodes are on Episodes and GRPO groups."
+            if run.episodes_finished
+            else "No finished episodes yet."
+        )
         return
     if found.per_point > 1:
         st.caption(
@@ -67,7 +72,10 @@ def curves(run_id: int) -> None:
         "Hover a point for the questions its step drew: a step's numbers move with which "
         "questions it drew as much as with what the model learned."
     )
-    figures = [(charts.figure(found, c), c.note) for c in charts.CHARTS]
+    drawn = [c for c in charts.CHARTS if charts.has_values(found, c)]
+    if left := [c.title.lower() for c in charts.CHARTS if c not in drawn]:
+        st.caption(f"Not drawn, as this run's records hold none: {', '.join(left)}.")
+    figures = [(charts.figure(found, c), c.note) for c in drawn]
     figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
     # A row of two at a time: the notes under the charts differ in length, and two tall
     # columns let the charts beside each other drift apart.

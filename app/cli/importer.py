@@ -1,0 +1,170 @@
+"""`rollscope import`: read the rollouts another framework wrote into a run of the store."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from app.cli.output import USER_ERRORS, err, fail, one_line, out
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+
+if TYPE_CHECKING:
+    from app.importers.importer import FileResult, Importer
+    from app.importers.source import Format
+
+_Opt = typer.Option
+_FORMATS = "auto, trl, verl, skyrl, rllm, verifiers, messages"
+
+
+def import_command(
+    path: Annotated[
+        Path,
+        typer.Argument(
+            help="A trainer's output folder (or one file): TRL output_dir, verl "
+            "rollout_data_dir, SkyRL export_path, rLLM log dir, verifiers outputs, a chat log.",
+            show_default=False,
+        ),
+    ],
+    name: Annotated[
+        str,
+        _Opt("--name", help="Run name; importing again under it adds only what is new."),
+    ],
+    format_name: Annotated[str, _Opt("--format", help=f"One of {_FORMATS}.")] = "auto",
+    store: StoreOpt = DEFAULT_STORE,
+    questions: Annotated[
+        str | None,
+        _Opt(
+            help="Questions file (Spider layout): match each rollout's question, run its SQL "
+            "again to fill missing observations, and re-grade its final answer."
+        ),
+    ] = None,
+    db_dir: Annotated[str | None, _Opt(help="Database folder of --questions.")] = None,
+    follow: Annotated[
+        bool, _Opt(help="Keep importing new files as the trainer writes them, until Ctrl-C.")
+    ] = False,
+    strict: Annotated[bool, _Opt(help="Stop at the first malformed line or file.")] = False,
+    correct_at: Annotated[
+        float,
+        _Opt(
+            help="A rollout whose file gives no verdict is correct when its reward is at "
+            "least this."
+        ),
+    ] = 1.0,
+    poll: Annotated[float, _Opt(help="Seconds between looks for new files (--follow).")] = 1.0,
+    quiet: Annotated[bool, _Opt(help="Print only the summary.")] = False,
+) -> None:
+    """Import rollouts that TRL, verl, SkyRL, rLLM or verifiers wrote (or a chat log) as one run.
+
+    Each rollout becomes an episode (its turns the steps, its score the reward, every reward
+    column kept by name), with its training step and GRPO group. Importing the same files again
+    adds nothing; --follow imports each new file of a training run as it appears.
+    """
+    from app.importers.importer import Importer, ImportFailure, ImportOptions
+
+    if questions is None and db_dir is not None:
+        fail("--db-dir goes with --questions (the questions file whose databases it holds)")
+    if poll <= 0:
+        fail(f"--poll must be above 0 seconds, got {poll}")
+    fmt = _format(path, format_name, follow, quiet)
+    options = ImportOptions(
+        path=path, name=name, strict=strict, questions=questions, db_dir=db_dir,
+        correct_at=correct_at,
+    )  # fmt: skip
+    try:
+        importer = Importer(open_store(store), fmt, options, on_note=lambda t: _note(t, quiet))
+        importer.open()
+    except USER_ERRORS as exc:
+        fail(one_line(exc))
+    started = time.monotonic()
+    results: list[FileResult] = []
+
+    def on_file(result: FileResult) -> None:
+        results.append(result)
+        if not quiet:
+            _file_line(result)
+
+    try:
+        if follow:
+            from app.importers.follow import follow as follow_files
+
+            err.print(f"following {path} into run {name!r} (Ctrl-C stops)", highlight=False)
+            follow_files(importer, on_file=on_file, on_note=lambda t: _note(t, quiet), poll=poll)
+        else:
+            for file in importer.files():
+                on_file(importer.import_file(file))
+    except KeyboardInterrupt:
+        # A follow ends with Ctrl-C: the run is complete as far as the files went.
+        importer.finish(
+            "completed" if follow else "cancelled", None if follow else "stopped by Ctrl-C"
+        )
+        _summary(importer, results, time.monotonic() - started)
+        err.print(
+            f"stopped: importing again under --name {name!r} reads on from here", highlight=False
+        )
+        raise typer.Exit(130) from None
+    except ImportFailure as exc:
+        importer.finish("failed", str(exc))
+        fail(str(exc))
+    except Exception as exc:
+        importer.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        if isinstance(exc, USER_ERRORS):
+            fail(one_line(exc), code=1)
+        raise
+    importer.finish("completed")
+    if not results:
+        err.print(f"no {fmt.label} files in {path}", highlight=False)
+    _summary(importer, results, time.monotonic() - started)
+
+
+def _format(path: Path, name: str, follow: bool, quiet: bool) -> Format:
+    """The format to read with; a folder nothing is in yet, when following, is waited for."""
+    from app.importers.detect import FormatError, format_of
+
+    waited = False
+    while True:
+        try:
+            return format_of(path, name)
+        except FormatError as exc:
+            if not follow or not path.is_dir():
+                fail(str(exc))
+            if not waited and not quiet:
+                err.print(f"waiting for rollout files in {path} ...", highlight=False)
+            waited = True
+            try:
+                time.sleep(1.0)
+            except KeyboardInterrupt:
+                raise typer.Exit(130) from None
+
+
+def _note(text: str, quiet: bool) -> None:
+    if not quiet:
+        err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def _file_line(r: FileResult) -> None:
+    if r.already:
+        text = f"{r.path}: imported before, left as it is"
+    else:
+        known = f", {r.known} held already" if r.known else ""
+        skipped = f", {r.skipped} bad lines skipped" if r.skipped else ""
+        text = f"{r.path}: {r.episodes} episodes{known}{skipped}"
+    err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def _summary(importer: Importer, results: list[FileResult], seconds: float) -> None:
+    episodes = sum(r.episodes for r in results)
+    skipped = sum(r.skipped for r in results)
+    read = sum(1 for r in results if not r.already)
+    rate = f" ({episodes / seconds:,.0f} episodes/s)" if seconds > 0 and episodes else ""
+    line = (
+        f"run {importer.run_id} {importer.options.name!r}: {episodes:,} episodes from {read} "
+        f"{importer.fmt.label} files in {seconds:.1f} s{rate}"
+    )
+    if skipped:
+        line += f"; {skipped} bad lines skipped (counted on the run)"
+    if unmatched := importer.unmatched:
+        line += f"; {unmatched} episodes matched no question of --questions (not re-graded)"
+    out.print(line, highlight=False, markup=False, soft_wrap=True)

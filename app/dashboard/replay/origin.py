@@ -1,0 +1,43 @@
+"""Where an imported (or recorded) episode comes from: its file and line, its rewards by name,
+rollscope's re-grade beside the file's own score, and the steps whose observation rollscope
+filled."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from app.dashboard.components.render import escape_markdown, fmt_num
+from app.dashboard.data import cached_read
+from storage.imports import EpisodeOrigin
+from storage.read_models import EpisodeDetail
+from storage.store import Store
+
+
+@cached_read()
+def origin_of(store: Store, episode_id: int) -> EpisodeOrigin | None:
+    """The episode's source row and named rewards; None when it has neither."""
+    return store.episode_origins([episode_id]).get(episode_id)
+
+
+def show(detail: EpisodeDetail) -> None:
+    """One caption line, for an episode of a run rollscope did not play."""
+    run = detail.run
+    if run.source_format is None:
+        return
+    found = origin_of(detail.summary.id)
+    if found is None:
+        return
+    parts = []
+    if found.path is not None:
+        parts.append(f"imported from {run.source_format} file `{found.path}`, line {found.line}")
+    else:
+        parts.append(f"recorded by a {run.source_format}")
+    if found.rewards:
+        named = ", ".join(f"{name} {fmt_num(v, 3)}" for name, v in sorted(found.rewards.items()))
+        parts.append(f"rewards: {escape_markdown(named)}")
+    if found.regraded is not None:
+        parts.append(f"re-graded by rollscope: **{found.regraded}** (the file's score stands)")
+    if found.filled_steps:
+        steps = ", ".join(str(s) for s in found.filled_steps)
+        parts.append(f"observation of step {steps} filled by running its SQL (the file had none)")
+    st.caption(" · ".join(parts))

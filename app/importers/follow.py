@@ -1,0 +1,63 @@
+"""`rollscope import --follow`: import each new file of a training run as it appears.
+
+A file is taken once it is whole: its writer's end is there (a JSONL file ends with a newline,
+a Parquet file with its footer, an rLLM episode parses) and its size and time have not changed
+over one look. The run stays `running`, its heartbeat fresh, so Runs and Training show it live;
+Ctrl-C (or `stop`) ends the loop between two files or inside one, never inside an episode.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from app.importers.importer import FileResult, Importer
+
+POLL_SECONDS = 1.0
+BEAT_SECONDS = 5.0
+
+
+def follow(
+    importer: Importer,
+    *,
+    on_file: Callable[[FileResult], None],
+    on_note: Callable[[str], None],
+    poll: float = POLL_SECONDS,
+    stop: threading.Event | None = None,
+) -> None:
+    """Import new whole files until `stop` is set (or Ctrl-C)."""
+    stop = stop or threading.Event()
+    seen: dict[Path, tuple[int, int]] = {}
+    done: dict[Path, tuple[int, int]] = {}
+    beat = time.monotonic()
+    while not stop.is_set():
+        for path in importer.files():
+            if stop.is_set():
+                return
+            try:
+                stat = path.stat()
+            except OSError:
+                continue  # gone since the listing
+            mark = (stat.st_size, stat.st_mtime_ns)
+            if done.get(path) == mark:
+                continue
+            if seen.get(path) != mark:
+                seen[path] = mark  # new or still growing: looked at again next time
+                continue
+            if not importer.fmt.whole(path):
+                continue
+            try:
+                result = importer.import_file(path)
+            except FileNotFoundError:
+                on_note(f"{path.name} went away while it was read; left out")
+                continue
+            done[path] = mark
+            if not result.already:
+                on_file(result)
+            beat = time.monotonic()
+        if time.monotonic() - beat >= BEAT_SECONDS:
+            importer.heartbeat()
+            beat = time.monotonic()
+        stop.wait(poll)

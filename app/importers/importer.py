@@ -1,0 +1,315 @@
+"""An import run: a format's files read one at a time, each row an episode written through the
+run's sink, nothing twice and nothing half.
+
+- Each file is recorded with its path and SHA-256 before its rows are read; a file the run read
+  whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
+  appending writer) that the run holds already, by line and digest, are passed over.
+- Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
+  a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
+  what is missing.
+- A row that is no rollout is told in one line (file, line, problem) and counted on the run,
+  or, with `strict`, stops the import there.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from app.importers.check import Checker
+from app.importers.rollouts import (
+    CORRECT_AT,
+    Numbering,
+    episode_records,
+    question_key,
+    turn_actions,
+)
+from app.importers.source import Format, Row, file_digest
+from rollout_core.errors import RollscopeError
+from rollout_core.records import (
+    EpisodeRecord,
+    EpisodeStart,
+    IterationBatch,
+    RunSpec,
+    RunStatus,
+    SourceRow,
+    StepRecord,
+)
+from storage.sink import StoreSink
+from storage.store import Store
+from storage.training import counters
+
+BATCH_EPISODES = 2000
+"""Episodes a write holds: a transaction per batch, a batch's records in memory at most."""
+NOTES_PER_FILE = 5
+"""Bad rows told one by one in a file; the rest are counted."""
+
+
+class ImportFailure(RollscopeError, ValueError):
+    """The import cannot go on; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class ImportOptions:
+    """What `rollscope import` was asked."""
+
+    path: Path
+    name: str
+    strict: bool = False
+    questions: str | None = None
+    db_dir: str | None = None
+    correct_at: float = CORRECT_AT
+
+
+@dataclass(slots=True)
+class FileResult:
+    """What importing one file did."""
+
+    path: str
+    episodes: int = 0
+    """Episodes written from it this time."""
+    skipped: int = 0
+    known: int = 0
+    """Rows the run held already."""
+    already: bool = False
+    """The run had read the whole file before: nothing was read."""
+    problems: list[str] = field(default_factory=list)
+
+
+class Importer:
+    """Reads a format's files into one run of a store."""
+
+    def __init__(
+        self,
+        store: Store,
+        fmt: Format,
+        options: ImportOptions,
+        *,
+        on_note: Callable[[str], None] = lambda _: None,
+    ) -> None:
+        self.store = store
+        self.fmt = fmt
+        self.options = options
+        self.root = options.path.resolve()
+        self.on_note = on_note
+        self.run_id = 0
+        self._writer: _Writer | None = None
+        self._numbering: Numbering | None = None
+        self._checker = (
+            Checker(options.questions, options.db_dir) if options.questions is not None else None
+        )
+
+    # -- the run ------------------------------------------------------------------------------
+
+    def open(self) -> int:
+        """Create the run, or reopen the import run of that name to read on into it."""
+        found = self.store.find_run(self.options.name)
+        if found is None:
+            spec = RunSpec(
+                name=self.options.name,
+                policy=self.fmt.name,
+                dataset=self.options.questions or str(self.root),
+                questions_path=self.options.questions or "",
+                db_dir=self.options.db_dir or "",
+                kind="import",
+                checkpoint=self.fmt.checkpoint(self.root),
+            )
+            self.run_id = self.store.create_run(
+                spec,
+                episodes_planned=0,
+                source_format=self.fmt.name,
+                source_path=str(self.root),
+            )
+        else:
+            self._check_same_source(found.kind, found.source_format, found.source_path)
+            self.run_id = found.id
+            self.store.set_run_status(self.run_id, "running")
+        self._writer = _Writer(self.store.sink(self.run_id))
+        numbers = counters(self.store, self.run_id)
+        self._numbering = Numbering(
+            numbers.next_sample,
+            numbers.next_group,
+            lambda step: self.store.step_groups(self.run_id, step),
+        )
+        return self.run_id
+
+    def _check_same_source(self, kind: str, fmt: str | None, path: str | None) -> None:
+        name = self.options.name
+        if kind != "import":
+            raise ImportFailure(
+                f"run {name!r} is a {kind} run, not an import; import under another --name"
+            )
+        if fmt != self.fmt.name or path != str(self.root):
+            raise ImportFailure(
+                f"run {name!r} imports {fmt} files from {path}, not {self.fmt.name} files from "
+                f"{self.root}; import these under another --name"
+            )
+
+    def finish(self, status: RunStatus, error: str | None = None) -> None:
+        """Let the write in flight end, then set the run's status."""
+        if self._writer is not None:
+            with contextlib.suppress(Exception):  # its error is the one being reported
+                self._writer.wait()
+        if self._checker is not None:
+            self._checker.close()
+        if self.run_id:
+            self.store.set_run_status(self.run_id, status, error=error)
+
+    def heartbeat(self) -> None:
+        self.store.heartbeat(self.run_id)
+
+    @property
+    def unmatched(self) -> int:
+        """Episodes whose question the questions file does not hold (not re-graded)."""
+        return self._checker.unmatched if self._checker is not None else 0
+
+    # -- files --------------------------------------------------------------------------------
+
+    def files(self) -> list[Path]:
+        return self.fmt.files(self.root)
+
+    def relative(self, path: Path) -> str:
+        resolved = path.resolve()
+        if resolved == self.root:
+            return path.name
+        return resolved.relative_to(self.root).as_posix()
+
+    def import_file(self, path: Path) -> FileResult:
+        """Read one file into the run: what is new in it, each bad row told and counted."""
+        rel = self.relative(path)
+        result = FileResult(rel)
+        digest, size = file_digest(path)
+        start = self.store.begin_import_file(
+            self.run_id, rel, digest, size, self.fmt.row_count(path)
+        )
+        if start.completed:
+            result.already = True
+            return result
+        held = self.store.imported_rows(self.run_id, rel)
+        assert self._writer is not None, "open() the run first"
+        batch = _Batch(self._writer)
+        for row in self.fmt.rows(path):
+            known = held.get(row.line)
+            if known is not None:
+                if known == row.sha256:
+                    result.known += 1
+                    continue
+                self._bad(
+                    result, row.line, "changed since it was imported (the file was rewritten)"
+                )
+                continue
+            if row.rollout is None:
+                self._bad(result, row.line, row.problem or "not a rollout")
+                continue
+            self._add(batch, row, start.file_id)
+            if len(batch.finished) >= BATCH_EPISODES:
+                result.episodes += batch.write()
+        result.episodes += batch.write()
+        self._writer.wait()
+        self.store.finish_import_file(start.file_id, result.skipped)
+        left = result.skipped - len(result.problems)
+        if left > 0:
+            self.on_note(f"{rel}: {left} more bad lines skipped")
+        return result
+
+    def _bad(self, result: FileResult, line: int, problem: str) -> None:
+        where = f"{result.path}:{line}" if line else result.path
+        message = f"{where}: {problem}"
+        if self.options.strict:
+            raise ImportFailure(
+                f"{message} (--strict stops at a bad line; the episodes before it are kept, and "
+                "importing again after fixing the file reads on from there)"
+            )
+        result.skipped += 1
+        if len(result.problems) < NOTES_PER_FILE:
+            result.problems.append(message)
+            self.on_note(f"skipped {message}")
+
+    def _add(self, batch: _Batch, row: Row, file_id: int) -> None:
+        rollout = row.rollout
+        assert rollout is not None and self._numbering is not None
+        actions = turn_actions(rollout.turns)
+        checked = regraded = None
+        filled: tuple[int, ...] = ()
+        if self._checker is not None:
+            question = self._checker.question(rollout)
+            if question is None:
+                self._checker.unmatched += 1
+            else:
+                rollout.question_id, rollout.question = question.id, question.question
+                rollout.db_id, rollout.gold_sql = question.db_id, question.gold_sql
+                checked = self._checker.check(question, rollout, actions)
+                regraded = checked.regraded
+                filled = tuple(sorted(checked.observations))
+        qid = rollout.question_id or question_key(rollout.question)
+        numbering = self._numbering
+        start, steps, finish = episode_records(
+            rollout,
+            qid,
+            numbering.sample(qid),
+            numbering.group(rollout.train_step, qid, rollout.group),
+            source=SourceRow(file_id, row.line, row.sha256, regraded, filled),
+            checked=checked,
+            correct_at=self.options.correct_at,
+            actions=actions,
+        )
+        batch.add(start, steps, finish)
+
+
+class _Writer:
+    """Writes batches through the run's sink on a thread of its own, one at a time, while the
+    next batch is read: SQLite does its part of a write with the GIL released, so reading and
+    writing overlap on a second core. An error of a write is raised at the next call."""
+
+    def __init__(self, sink: StoreSink) -> None:
+        self._sink = sink
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def write(self, batch: IterationBatch) -> None:
+        self.wait()
+        self._thread = threading.Thread(
+            target=self._run, args=(batch,), name="rollscope-import-writer", daemon=True
+        )
+        self._thread.start()
+
+    def _run(self, batch: IterationBatch) -> None:
+        try:
+            self._sink.write(batch)
+        except BaseException as exc:
+            self._error = exc
+
+    def wait(self) -> None:
+        """Until the write in flight is committed (or raise its error)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+
+class _Batch:
+    """The episodes in hand, written whole through the run's sink."""
+
+    def __init__(self, writer: _Writer) -> None:
+        self.writer = writer
+        self.started: list[EpisodeStart] = []
+        self.steps: list[StepRecord] = []
+        self.finished: list[EpisodeRecord] = []
+
+    def add(self, start: EpisodeStart, steps: list[StepRecord], finish: EpisodeRecord) -> None:
+        self.started.append(start)
+        self.steps.extend(steps)
+        self.finished.append(finish)
+
+    def write(self) -> int:
+        """Write what is held as one transaction; how many episodes it held."""
+        n = len(self.finished)
+        if n:
+            self.writer.write(IterationBatch(self.started, self.steps, self.finished))
+            self.started, self.steps, self.finished = [], [], []
+        return n

@@ -1,0 +1,68 @@
+"""Chat logs: JSONL, one episode a line, in the OpenAI chat format.
+
+Each line: `messages` (the conversation: the prompt, then the model's turns with the tool or
+user replies after each) and `reward`; optionally `question_id`, `question`, `step`, `group`,
+`model`, `correct`, `db_id`, `gold_sql`, and `rewards` (an object of named rewards).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from app.importers.rollouts import Rollout, question_key
+from app.importers.source import BadRow, Format, Row, jsonl_rows, number, optional_int
+from app.importers.turns import last_user_text, message_turns
+
+
+class Messages(Format):
+    name = "messages"
+    label = "chat log"
+
+    def files(self, root: Path) -> list[Path]:
+        return [root] if root.is_file() else sorted(root.glob("*.jsonl"))
+
+    def rows(self, path: Path) -> Iterator[Row]:
+        return jsonl_rows(path, rollout)
+
+    def checkpoint(self, root: Path) -> str | None:
+        """The `model` of the first line that names one (a run records one model)."""
+        for row in (r for f in self.files(root)[:1] for r in self.rows(f)):
+            if row.rollout is not None and row.rollout.model:
+                return row.rollout.model
+            break
+        return None
+
+
+def rollout(data: dict[str, Any]) -> Rollout:
+    messages = data["messages"]
+    if not isinstance(messages, list) or not messages:
+        raise BadRow("'messages' is not a list of chat messages")
+    prompt, turns = message_turns(messages)
+    if not turns:
+        raise BadRow("'messages' holds no assistant message")
+    reward = number(data["reward"], "reward")
+    named = data.get("rewards")
+    rewards = {"reward": reward}
+    if isinstance(named, Mapping):
+        rewards |= {str(k): number(v, f"rewards.{k}") for k, v in named.items()}
+    question = data.get("question")
+    question = question if isinstance(question, str) else last_user_text(prompt)
+    qid = data.get("question_id")
+    correct = data.get("correct")
+    group = data.get("group")
+    return Rollout(
+        prompt=prompt,
+        turns=turns,
+        question=question,
+        question_id=str(qid) if qid is not None else question_key(question),
+        reward=reward,
+        rewards=rewards,
+        correct=correct if isinstance(correct, bool) else None,
+        train_step=optional_int(data.get("step"), "step"),
+        group=group if isinstance(group, str | int) else None,
+        model=str(data["model"]) if data.get("model") is not None else None,
+        db_id=str(data.get("db_id") or ""),
+        gold_sql=str(data.get("gold_sql") or ""),
+    )

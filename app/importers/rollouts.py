@@ -1,0 +1,221 @@
+"""One rollout as another framework (or a loop of one's own) gives it, and the records it
+becomes: the adapter between other people's rollouts and the one sink.
+
+Every importer reads its files into `Rollout`s, and the Recorder builds them from what a loop
+hands it; `Numbering` gives each its place in the run (sample index, GRPO group) and
+`episode_records` makes the start, step and finish records the sink writes, so an imported
+episode reads as one rollscope played: turns become steps with their actions, the file's score
+is the episode's reward, its reward columns are kept by name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from app.importers.turns import Turn, turn_action
+from rollout_core.actions import SQLAction
+from rollout_core.failure_classes import StepFacts, classify_episode, gold_seen_from_progress
+from rollout_core.records import (
+    ChatMessage,
+    EpisodeRecord,
+    EpisodeStart,
+    Outcome,
+    Regrade,
+    SourceRow,
+    StepRecord,
+)
+
+CORRECT_AT = 1.0
+"""A rollout whose file gives no correctness counts as correct when its reward is at least
+this (the usual 1 of a rule-based reward); `--correct-at` changes it."""
+
+
+@dataclass(slots=True)
+class Rollout:
+    """One rollout before it is an episode: what the model was asked, its turns, its rewards."""
+
+    prompt: Sequence[ChatMessage]
+    """The messages before the model's first turn (a decoded prompt as one user message)."""
+    turns: Sequence[Turn]
+    question: str
+    """The question: the prompt's last user message, unless the file names it."""
+    reward: float
+    """The rollout's total reward as the file gives it (its score)."""
+    rewards: Mapping[str, float] = field(default_factory=dict)
+    """Every reward column or function of the file, by its own name."""
+    correct: bool | None = None
+    """The file's own verdict, when it has one (rLLM's `is_correct`)."""
+    question_id: str | None = None
+    """The question's id, when the file names one."""
+    db_id: str = ""
+    gold_sql: str = ""
+    """The reference SQL, when the file holds it (verl's `gts`, SkyRL's ground truth)."""
+    train_step: int | None = None
+    group: Hashable | None = None
+    """The framework's own group id (a uid), when it writes one; else the group is the
+    question's samples at the step."""
+    model: str | None = None
+    step_rewards: Sequence[float] | None = None
+    """A reward per turn, when the file has them (rLLM); else the total is the last step's."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What rollscope found by running an episode's SQL again (`--questions`)."""
+
+    observations: Mapping[int, str]
+    """Step number -> observation, for the steps whose observation the file lacked."""
+    errors: Mapping[int, str | None]
+    """Step number -> the error of the step's action when run again."""
+    progress: float
+    operational: float
+    regraded: Regrade | None
+
+
+def question_key(text: str) -> str:
+    """The question's id when the file names none: from its text, normalised (case, spaces),
+    so that the same question gets the same id in every run."""
+    normal = " ".join(text.split()).casefold()
+    return "q-" + hashlib.sha1(normal.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+class Numbering:
+    """Where each new episode of a run goes: a sample index per question over the run, a
+    GRPO group per question (or framework group) at each training step, numbered over the
+    run. Groups of a step already in the store are found there (`known_groups`)."""
+
+    def __init__(
+        self,
+        next_sample: dict[str, int],
+        next_group: int,
+        known_groups: Callable[[int], Mapping[str, int]],
+    ) -> None:
+        self._next_sample = next_sample
+        self._next_group = next_group
+        self._known_groups = known_groups
+        self._step: int | None = None
+        self._groups: dict[tuple[str, Hashable], int] = {}
+
+    def sample(self, question_id: str) -> int:
+        index = self._next_sample.get(question_id, 0)
+        self._next_sample[question_id] = index + 1
+        return index
+
+    def group(self, train_step: int | None, question_id: str, group: Hashable | None) -> int | None:
+        """The episode's GRPO group; None without a training step (its question's samples
+        are its group, as in a batch run)."""
+        if train_step is None:
+            return None
+        if train_step != self._step:
+            # Steps come in order: only the current step's groups are kept.
+            self._step = train_step
+            self._groups = {(q, None): g for q, g in self._known_groups(train_step).items()}
+        key = (question_id, group)
+        found = self._groups.get(key)
+        if found is None:
+            found = self._groups[key] = self._next_group
+            self._next_group += 1
+        return found
+
+
+def episode_records(
+    rollout: Rollout,
+    question_id: str,
+    sample_index: int,
+    group_index: int | None,
+    *,
+    source: SourceRow | None = None,
+    checked: Checked | None = None,
+    correct_at: float = CORRECT_AT,
+    actions: Sequence[SQLAction] | None = None,
+) -> tuple[EpisodeStart, list[StepRecord], EpisodeRecord]:
+    """The records of one rollout, written together (`actions`: its turns' actions, when
+    the caller has them already)."""
+    start = EpisodeStart(
+        question_id,
+        sample_index,
+        0,
+        rollout.db_id,
+        rollout.question,
+        rollout.gold_sql,
+        train_step=rollout.train_step,
+        group_index=group_index,
+    )
+    turns = rollout.turns
+    last = len(turns) - 1
+    if actions is None:
+        actions = turn_actions(turns)
+    step_rewards = rollout.step_rewards
+    if step_rewards is None or len(step_rewards) != len(turns):
+        step_rewards = [0.0] * last + [rollout.reward] if turns else []
+    prompt: tuple[ChatMessage, ...] = tuple(rollout.prompt)
+    steps: list[StepRecord] = []
+    facts: list[StepFacts] = []
+    for i, (turn, action, reward) in enumerate(zip(turns, actions, step_rewards, strict=True)):
+        n = i + 1
+        observation = turn.reply
+        error = None
+        if checked is not None:
+            observation = checked.observations.get(n, observation)
+            error = checked.errors.get(n)
+        steps.append(
+            StepRecord(
+                question_id,
+                sample_index,
+                step_no=n,
+                prompt=prompt,
+                raw_output=turn.output,
+                action=action.action_type,
+                argument=action.argument,
+                parsed=action.parsed,
+                observation=observation or "",
+                error=error,
+                reward=float(reward),
+                done=i == last,
+            )
+        )
+        facts.append(StepFacts(action.action_type, action.argument, action.parsed, error))
+        prompt = prompt + tuple(turn.messages)
+    answered = bool(actions) and actions[-1].action_type == "ANSWER"
+    outcome = _outcome(rollout, answered, correct_at)
+    # rollscope's own shaping signals: known only for an episode whose SQL it ran again.
+    progress = checked.progress if checked is not None else 0.0
+    operational = checked.operational if checked is not None else 0.0
+    finish = EpisodeRecord(
+        question_id,
+        sample_index,
+        outcome=outcome,
+        reward=float(rollout.reward),
+        progress=progress,
+        operational=operational,
+        steps=len(steps),
+        answer=actions[-1].argument if answered else None,
+        duration_seconds=0.0,
+        failure_class=classify_episode(outcome, facts, gold_seen=gold_seen_from_progress(progress)),
+        rewards=dict(rollout.rewards) or None,
+        source=source,
+    )
+    return start, steps, finish
+
+
+def turn_actions(turns: Sequence[Turn]) -> list[SQLAction]:
+    """The action each turn took (the last one ends the rollout)."""
+    last = len(turns) - 1
+    return [turn_action(t, final=i == last) for i, t in enumerate(turns)]
+
+
+def _outcome(rollout: Rollout, answered: bool, correct_at: float) -> Outcome:
+    """Correct by the file's own verdict (or its reward); otherwise wrong when the rollout
+    ended on an answer, out of budget when it did not."""
+    correct = rollout.correct if rollout.correct is not None else rollout.reward >= correct_at
+    if correct:
+        return "correct"
+    return "wrong" if answered else "budget_exhausted"
+
+
+def final_sql(action: SQLAction) -> bool:
+    """Whether an ANSWER's argument is a SQL statement (graded by the rows it returns)."""
+    return re.match(r"\s*(?:SELECT|WITH)\b", action.argument, re.I) is not None

@@ -1,0 +1,207 @@
+"""What every format's reader shares: a file's rows with their line and digest, read one at a
+time (memory stays flat whatever the file's size), and whether a file is whole yet.
+
+A reader turns each row into a `Rollout`, or says in one line why it cannot (`BadRow`); the
+importer decides what to do with a bad row (count it, or stop with `--strict`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.importers.rollouts import Rollout
+
+_CHUNK = 1 << 20
+
+
+class BadRow(ValueError):
+    """A row that is not a rollout of the format; the message says what is wrong with it."""
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One row of a file: where it is, the digest of its bytes, and what it holds."""
+
+    line: int
+    """1-based line (JSONL), row (Parquet), or 1 (a file of one episode)."""
+    sha256: bytes
+    rollout: Rollout | None
+    problem: str | None = None
+    """Why the row is no rollout (then `rollout` is None)."""
+
+
+class Format:
+    """A rollout file format: which files of a folder it reads, in what order, and how."""
+
+    name = ""
+    label = ""
+    """How people call it (`TRL completions`), for messages."""
+
+    def files(self, root: Path) -> list[Path]:
+        """The format's files under `root` (a folder, or one file), in the order to import
+        them (training step order where the names say it)."""
+        raise NotImplementedError
+
+    def rows(self, path: Path) -> Iterator[Row]:
+        """The file's rows, one at a time."""
+        raise NotImplementedError
+
+    def row_count(self, path: Path) -> int:
+        """How many rows the file holds (an estimate for line-based files: blank lines count)."""
+        return line_count(path)
+
+    def whole(self, path: Path) -> bool:
+        """Whether the file's writer has finished it (a JSONL file ends with a newline)."""
+        return ends_with(path, b"\n")
+
+    def checkpoint(self, root: Path) -> str | None:
+        """The model the files name, when they name one."""
+        return None
+
+
+def file_digest(path: Path) -> tuple[bytes, int]:
+    """SHA-256 of the file's bytes and its size."""
+    h = hashlib.sha256()
+    size = 0
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.digest(), size
+
+
+def line_count(path: Path) -> int:
+    """Lines in a file (a last line without its newline counts)."""
+    n = 0
+    last = b"\n"
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")
+
+
+def ends_with(path: Path, tail: bytes) -> bool:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            if size < len(tail):
+                return False
+            f.seek(size - len(tail))
+            return f.read(len(tail)) == tail
+    except OSError:
+        return False
+
+
+def jsonl_rows(path: Path, rollout: Callable[[dict[str, Any]], Rollout]) -> Iterator[Row]:
+    """A JSONL file's rows: each line's JSON object made a rollout by `rollout`, which raises
+    BadRow (or KeyError, TypeError, ValueError) for one it cannot use. Blank lines are no rows."""
+    with path.open("rb") as f:
+        for n, raw in enumerate(f, 1):
+            raw = raw.rstrip(b"\r\n")
+            if not raw.strip():
+                continue
+            digest = hashlib.sha256(raw).digest()
+            try:
+                data = json_object(raw.decode("utf-8", errors="replace"))
+                yield Row(n, digest, rollout(data))
+            except (BadRow, KeyError, TypeError, ValueError) as exc:
+                yield Row(n, digest, None, problem_text(exc))
+
+
+def json_object(text: str) -> dict[str, Any]:
+    """A JSON object from text; BadRow for anything else. Lone surrogates (escapes no UTF-8
+    text can hold) become U+FFFD."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BadRow(f"not JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(data, dict):
+        raise BadRow(f"a JSON {type(data).__name__}, not an object")
+    if "\\ud" in text or "\\uD" in text:
+        return dict(_no_surrogates(data))
+    return data
+
+
+def _no_surrogates(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_no_surrogates(v) for v in value]
+    return value
+
+
+def problem_text(exc: BaseException) -> str:
+    """One line saying what is wrong with a row."""
+    if isinstance(exc, KeyError):
+        return f"no {exc.args[0]!r} field"
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text
+
+
+def text_field(data: Mapping[str, Any], key: str) -> str:
+    """A string field; BadRow when it is missing or not a string."""
+    value = data[key]
+    if not isinstance(value, str):
+        raise BadRow(f"{key!r} is a {type(value).__name__}, not text")
+    return value
+
+
+def number(value: Any, what: str) -> float:
+    """A finite number (a list of token-level rewards is summed, as verl and SkyRL sum them);
+    BadRow otherwise."""
+    if isinstance(value, list | tuple) and all(_is_number(v) for v in value):
+        value = math.fsum(float(v) for v in value)
+    if not _is_number(value):
+        raise BadRow(f"{what} is {_shown(value)}, not a number")
+    result = float(value)
+    if not math.isfinite(result):
+        raise BadRow(f"{what} is {result}, not a finite number")
+    return result
+
+
+def optional_int(value: Any, what: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+        raise BadRow(f"{what} is {_shown(value)}, not a whole number")
+    return int(value)
+
+
+def numeric_columns(data: Mapping[str, Any], skip: frozenset[str]) -> dict[str, float]:
+    """The fields holding a finite number (not a flag), by name: a row's reward columns."""
+    out = {}
+    for key, value in data.items():
+        if key in skip or isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if math.isfinite(value):
+            out[str(key)] = float(value)
+    return out
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+_NUMBER_IN_NAME = re.compile(r"(\d+)")
+
+
+def step_of(name: str) -> int:
+    """The first number in a file or folder name (its training step), else -1."""
+    found = _NUMBER_IN_NAME.search(name)
+    return int(found.group(1)) if found else -1

@@ -1,0 +1,129 @@
+"""TRL's completion logs: `GRPOTrainer(args=GRPOConfig(log_completions=True))`.
+
+Written by `GRPOTrainer.log` (trl/trainer/grpo_trainer.py) at each logging step:
+`<output_dir>/completions/completions_{global_step:05d}.parquet` (pandas `to_parquet`), with
+`step`, `prompt` and `completion` (chat messages for conversational data, text otherwise), one
+column per reward function (its name; NaN where it gave None), the `log_extra` columns, and
+`advantage`. A file holds the last generation batch, each prompt's `num_generations`
+completions in a row: a group is one prompt's completions in one file. The episode's reward is
+the sum of its reward columns (the trainer's `reward_weights` are not in the file).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from app.importers.rollouts import Rollout, question_key
+from app.importers.source import BadRow, Format, Row, ends_with, optional_int, problem_text, step_of
+from app.importers.turns import Turn, last_user_text, message_turns
+
+_NOT_REWARDS = frozenset({"step", "advantage", "prompt", "completion", "image", "images"})
+_BATCH_ROWS = 1024
+
+
+class TRL(Format):
+    name = "trl"
+    label = "TRL completions"
+
+    def files(self, root: Path) -> list[Path]:
+        if root.is_file():
+            return [root]
+        folder = root / "completions" if (root / "completions").is_dir() else root
+        return sorted(folder.glob("completions_*.parquet"), key=lambda p: step_of(p.stem))
+
+    def row_count(self, path: Path) -> int:
+        import pyarrow.parquet as pq
+
+        try:
+            return int(pq.ParquetFile(path).metadata.num_rows)
+        except Exception:  # not Parquet: its one row is the bad file
+            return 1
+
+    def whole(self, path: Path) -> bool:
+        return ends_with(path, b"PAR1")
+
+    def rows(self, path: Path) -> Iterator[Row]:
+        import pyarrow.parquet as pq
+
+        try:
+            parquet = pq.ParquetFile(path)
+            names = parquet.schema_arrow.names
+            missing = [c for c in ("prompt", "completion") if c not in names]
+            if missing:
+                raise BadRow(f"no {missing[0]!r} column: not a TRL completions file")
+            rewards = [
+                n
+                for n in names
+                if n not in _NOT_REWARDS and _numeric(parquet.schema_arrow.field(n).type)
+            ]
+            batches = parquet.iter_batches(batch_size=_BATCH_ROWS)
+            n = 0
+            for batch in batches:
+                for data in batch.to_pylist():
+                    n += 1
+                    digest = hashlib.sha256(_row_bytes(data)).digest()
+                    try:
+                        yield Row(n, digest, rollout(data, rewards, step_of(path.stem)))
+                    except (BadRow, KeyError, TypeError, ValueError) as exc:
+                        yield Row(n, digest, None, problem_text(exc))
+        except (BadRow, OSError, ValueError) as exc:
+            # The file itself cannot be read (not Parquet, cut short): one bad row, line 0.
+            text = problem_text(exc)
+            yield Row(0, hashlib.sha256(text.encode()).digest(), None, text)
+        except Exception as exc:  # pyarrow's own errors (ArrowInvalid is a ValueError; others not)
+            text = problem_text(exc)
+            yield Row(0, hashlib.sha256(text.encode()).digest(), None, text)
+
+
+def _numeric(kind: Any) -> bool:
+    import pyarrow.types as t
+
+    return bool(t.is_floating(kind) or t.is_integer(kind))
+
+
+def _row_bytes(data: Mapping[str, Any]) -> bytes:
+    """A Parquet row's values as JSON: what its digest is taken of."""
+    return json.dumps(data, ensure_ascii=False, sort_keys=True, default=str).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def rollout(data: Mapping[str, Any], reward_columns: list[str], file_step: int) -> Rollout:
+    prompt_value, completion = data["prompt"], data["completion"]
+    if isinstance(prompt_value, str):
+        prompt: list[Any] = [{"role": "user", "content": prompt_value}]
+    elif isinstance(prompt_value, list):
+        prompt = [dict(m) for m in prompt_value if isinstance(m, Mapping)]
+    else:
+        raise BadRow(f"'prompt' is a {type(prompt_value).__name__}, not messages or text")
+    if isinstance(completion, str):
+        said = ({"role": "assistant", "content": completion},)
+        turns = [Turn(completion, None, said)]
+    elif isinstance(completion, list):
+        lead, turns = message_turns([m for m in completion if isinstance(m, Mapping)])
+        prompt += lead
+    else:
+        raise BadRow(f"'completion' is a {type(completion).__name__}, not messages or text")
+    if not turns:
+        raise BadRow("'completion' holds no assistant message")
+    rewards = {
+        name: float(v)
+        for name in reward_columns
+        if (v := data.get(name)) is not None and math.isfinite(v)
+    }
+    question = last_user_text(prompt)
+    step = data.get("step", file_step)
+    return Rollout(
+        prompt=prompt,
+        turns=turns,
+        question=question,
+        question_id=question_key(question),
+        reward=math.fsum(rewards.values()),
+        rewards=rewards,
+        train_step=optional_int(step, "step"),
+    )

@@ -1,0 +1,310 @@
+"""A rollout's text as turns: what the model wrote, what answered it, and which action it took.
+
+Frameworks that keep only decoded text (verl, SkyRL) flatten a multi-turn rollout into one
+string: the model's turns with the environment's replies between them, each reply wrapped in a
+tag (`<observation>` for SkyRL-SQL, `<tool_response>` for verl's tool agents, `<information>`
+for search agents) and framed by what is left of the chat template (`user`, `assistant` on
+their own lines when special tokens were skipped, `<|im_start|>user` when they were not).
+`split_turns` cuts at the replies and trims those frames; `prompt_messages` reads a decoded
+prompt back into chat messages.
+
+`turn_action` names the action a turn took, so that an imported step reads as one of
+rollscope's: a tag (`<sql>` QUERY, `<solution>` or `<answer>` ANSWER, as SkyRL-SQL and R1-style
+agents write them), a tool call with a SQL argument, rollscope's own action line, or a fenced or
+bare SQL statement (an ANSWER when it ends the rollout unanswered). Anything else is what
+rollscope records for text without an action: QUERY with the whole text, unparsed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rollout_core.actions import SQLAction
+from rollout_core.parse import parse_model_output
+from rollout_core.records import ChatMessage
+
+REPLY_TAGS = ("observation", "tool_response", "information")
+_REPLY = re.compile(r"<(observation|tool_response|information)>(.*?)</\1>", re.S)
+# What a chat template leaves around a reply: end-of-turn and start-of-turn markers (ChatML,
+# Llama 3) with or without their special tokens, and the role's name on its own line.
+_END_MARKS = ("<|im_end|>", "<|eot_id|>", "<|endoftext|>", "</s>", "<|im_start|>")
+_ROLE_OPENERS = ("\n", "<|im_start|>", "<|start_header_id|>")
+_REPLY_ROLES = ("user", "tool", "ipython")
+_LEADING_ROLE = re.compile(
+    r"\A(?:<\|im_end\|>|<\|eot_id\|>|<\|im_start\|>|<\|start_header_id\|>|\s)*"
+    r"assistant(?:<\|end_header_id\|>)?[ \t]*\n"
+)
+_FENCE = re.compile(r"```[ \t]*(sql|sqlite)?[ \t]*\n(.*?)```", re.S | re.I)
+_BARE_SQL = re.compile(r"\s*(?:SELECT|WITH)\b", re.I)
+_ANSWER_TOOLS = re.compile(r"answer|submit|final|solution", re.I)
+_SQL_KEYS = ("sql", "query", "sql_query", "statement")
+_ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One model turn and the reply that followed it."""
+
+    output: str
+    """What the model wrote, as the file holds it (tool calls rendered as JSON lines)."""
+    reply: str | None
+    """The environment's or tool's answer to it; None when the file holds none."""
+    messages: tuple[ChatMessage, ...]
+    """The chat messages the turn adds to the conversation: the model's, then the reply's."""
+    tool_calls: tuple[Mapping[str, Any], ...] = ()
+    """The turn's tool calls (OpenAI format), when it made any."""
+
+
+def split_turns(text: str) -> list[Turn]:
+    """A flattened multi-turn output as turns (one turn when it holds no tagged reply)."""
+    if "</" not in text or not any(f"</{t}>" in text for t in REPLY_TAGS):
+        return [_turn(_trim_end(text), None)]
+    turns: list[Turn] = []
+    start = 0
+    output: str | None = None
+    replies: list[str] = []
+    for found in _REPLY.finditer(text):
+        between = text[start : found.start()]
+        if output is None or (between.strip(" \t\n") and not _only_marks(between)):
+            if output is not None:
+                turns.append(_turn(output, "\n".join(replies)))
+            output, replies = _trim_start(_trim_role_end(between)), []
+        replies.append(found.group(2).strip("\n"))
+        start = found.end()
+    assert output is not None
+    tail = _trim_end(_trim_start(text[start:]))
+    turns.append(_turn(output, "\n".join(replies)))
+    if tail.strip():
+        turns.append(_turn(tail, None))
+    return turns
+
+
+def _only_marks(text: str) -> bool:
+    """Template residue between two replies (several tool answers to one turn)."""
+    return not _trim_start(_trim_role_end(text)).strip()
+
+
+def _trim_role_end(text: str) -> str:
+    """The text before a reply, without the reply's opening (`\nuser\n`, `<|im_start|>user`)
+    and the end of the model's turn (`<|im_end|>`)."""
+    kept = text.rstrip()
+    for role in _REPLY_ROLES:
+        if kept.endswith(role):
+            before = kept[: -len(role)]
+            if not before or before.endswith(_ROLE_OPENERS):
+                kept = before.removesuffix("<|im_start|>").removesuffix("<|start_header_id|>")
+                return _trim_end(kept.rstrip("\n"))
+            break
+    return _trim_end(text)
+
+
+def _trim_start(text: str) -> str:
+    if not text.startswith(("\n", "<", "a", " ")):
+        return text
+    found = _LEADING_ROLE.match(text)
+    return text[found.end() :] if found else text
+
+
+def _trim_end(text: str) -> str:
+    """Without end-of-turn markers (and the whitespace around them) at its end."""
+    kept = text
+    while True:
+        stripped = kept.rstrip()
+        for mark in _END_MARKS:
+            if stripped.endswith(mark):
+                kept = stripped[: -len(mark)]
+                break
+        else:
+            return text if kept is text else kept.rstrip()
+
+
+def _turn(output: str, reply: str | None) -> Turn:
+    said: tuple[ChatMessage, ...] = ({"role": "assistant", "content": output},)
+    if reply is not None:
+        said += ({"role": "user", "content": reply},)
+    return Turn(output, reply, said)
+
+
+def message_turns(messages: Sequence[Mapping[str, Any]]) -> tuple[list[ChatMessage], list[Turn]]:
+    """Chat messages as (the prompt: the messages before the first assistant turn, the turns);
+    each turn's reply is the text of the tool or user messages after it."""
+    prompt: list[ChatMessage] = []
+    turns: list[Turn] = []
+    said: list[ChatMessage] = []
+    output: str | None = None
+    calls: tuple[Mapping[str, Any], ...] = ()
+    replies: list[str] = []
+    for m in messages:
+        if not isinstance(m, Mapping):
+            raise ValueError(f"a message is {type(m).__name__}, not an object with a role")
+        role = m.get("role")
+        if role == "assistant":
+            if output is not None:
+                turns.append(_message_turn(output, replies, said, calls))
+            output, calls = assistant_text(m)
+            said, replies = [dict(m)], []
+        elif output is None:
+            prompt.append(dict(m))
+        else:
+            said.append(dict(m))
+            replies.append(content_text(m.get("content")))
+    if output is not None:
+        turns.append(_message_turn(output, replies, said, calls))
+    return prompt, turns
+
+
+def _message_turn(
+    output: str,
+    replies: list[str],
+    said: list[ChatMessage],
+    calls: tuple[Mapping[str, Any], ...],
+) -> Turn:
+    return Turn(output, "\n".join(replies) if replies else None, tuple(said), calls)
+
+
+def assistant_text(message: Mapping[str, Any]) -> tuple[str, tuple[Mapping[str, Any], ...]]:
+    """An assistant message's text with its tool calls after it, one JSON line each (the
+    calls as the message holds them), and the calls."""
+    text = content_text(message.get("content"))
+    calls = message.get("tool_calls") or ()
+    if not isinstance(calls, list | tuple):
+        return text, ()
+    shown = [json.dumps(_plain_call(c), ensure_ascii=False) for c in calls]
+    joined = "\n".join(part for part in (text, *shown) if part)
+    return joined, tuple(c for c in calls if isinstance(c, Mapping))
+
+
+def _plain_call(call: Any) -> Any:
+    if not isinstance(call, Mapping):
+        return call
+    function = call.get("function")
+    if isinstance(function, Mapping):
+        return {"name": function.get("name"), "arguments": function.get("arguments")}
+    return dict(call)
+
+
+def content_text(content: Any) -> str:
+    """A message's content as text: a string as it is, a list of parts as their texts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list | tuple):
+        parts = []
+        for part in content:
+            if isinstance(part, Mapping):
+                parts.append(str(part.get("text", "")))
+            else:
+                parts.append(str(part))
+        return "".join(parts)
+    return str(content)
+
+
+def prompt_messages(text: str) -> list[ChatMessage]:
+    """A decoded prompt as chat messages: its ChatML turns (with their special tokens, or as
+    the role lines left when those were skipped), else the whole text as one user message.
+    The generation prompt at its end (an empty assistant turn) is left out."""
+    pairs: list[tuple[str, str]]
+    if "<|im_start|>" in text:
+        found = re.findall(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|\Z)", text, re.S)
+        pairs = [(r, c.rstrip("\n")) for r, c in found]
+    elif text.split("\n", 1)[0] in ("system", "user"):
+        roles: list[str] = []
+        lines: list[list[str]] = []
+        for line in text.split("\n"):
+            if line in _ROLES:
+                roles.append(line)
+                lines.append([])
+            else:
+                lines[-1].append(line)
+        pairs = [(r, "\n".join(c).strip("\n")) for r, c in zip(roles, lines, strict=True)]
+    else:
+        return [{"role": "user", "content": text}]
+    messages: list[ChatMessage] = [{"role": r, "content": c} for r, c in pairs]
+    while messages and messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
+        messages.pop()
+    return messages or [{"role": "user", "content": text}]
+
+
+def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The text of the last user message (the question, in a rollout's prompt)."""
+    for m in reversed(messages):
+        if m.get("role") == "user":
+            return content_text(m.get("content"))
+    return content_text(messages[-1].get("content")) if messages else ""
+
+
+def turn_action(turn: Turn, *, final: bool) -> SQLAction:
+    """The action a turn took; `final`: it ends the rollout (an unanswered last turn)."""
+    text = turn.output
+    unanswered = final and turn.reply is None
+    if "</" in text:
+        for tag in ("solution", "answer"):
+            if (inside := _last_tagged(text, tag)) is not None:
+                return SQLAction("ANSWER", inside)
+        if sql := _last_tagged(text, "sql"):
+            return SQLAction("QUERY", sql)
+    for call in turn.tool_calls:
+        if (action := _call_action(call)) is not None:
+            return action
+    parsed = parse_model_output(text)
+    if parsed.parsed:
+        return parsed
+    if "```" in text and (found := _last(_FENCE, text)):
+        sql = found.group(2).strip()
+        if sql and (found.group(1) or _BARE_SQL.match(sql)):
+            return SQLAction("ANSWER" if unanswered else "QUERY", sql)
+    if _BARE_SQL.match(text):
+        return SQLAction("ANSWER" if unanswered else "QUERY", text.strip())
+    return parsed
+
+
+def _last_tagged(text: str, tag: str) -> str | None:
+    """The text inside the last `<tag>...</tag>` of `text`, stripped; None when there is none."""
+    end = text.rfind(f"</{tag}>")
+    if end < 0:
+        return None
+    start = text.rfind(f"<{tag}>", 0, end)
+    return None if start < 0 else text[start + len(tag) + 2 : end].strip()
+
+
+def _last(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    found = None
+    for found in pattern.finditer(text):  # noqa: B007 (the last match is wanted)
+        pass
+    return found
+
+
+def _call_action(call: Mapping[str, Any]) -> SQLAction | None:
+    function = call.get("function")
+    spec = function if isinstance(function, Mapping) else call
+    name = str(spec.get("name") or "")
+    args: Any = spec.get("arguments")
+    if isinstance(args, str):
+        with contextlib.suppress(ValueError):
+            args = json.loads(args)
+    value: str | None = None
+    if isinstance(args, Mapping):
+        for key in (*_SQL_KEYS, "answer", "table", "table_name"):
+            if isinstance(args.get(key), str):
+                value = args[key]
+                break
+    elif isinstance(args, str):
+        value = args
+    if not value:
+        return None
+    lowered = name.lower()
+    if _ANSWER_TOOLS.search(lowered):
+        return SQLAction("ANSWER", value.strip())
+    if "describe" in lowered or "schema" in lowered:
+        return SQLAction("DESCRIBE", value.strip())
+    if "sample" in lowered:
+        return SQLAction("SAMPLE", value.strip())
+    if "sql" in lowered or "query" in lowered or _BARE_SQL.match(value):
+        return SQLAction("QUERY", value.strip())
+    return None

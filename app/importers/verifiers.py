@@ -1,0 +1,91 @@
+"""verifiers' evaluation results (`vf-eval -s`, `prime eval`).
+
+Written by `save_outputs` (verifiers/utils/save_utils.py, appending as rollouts finish):
+`outputs/evals/{env}--{model}/{run_id}/results.jsonl`, one rollout a line as `state_to_output`
+makes it: `example_id`, `prompt` and `completion` (chat messages, or text), `answer`, `reward`,
+`metrics` (each reward function's value, also flattened to top-level keys), `info`,
+`is_truncated`, `stop_condition`, `error`; beside it `metadata.json` (`env_id`, `model`, ...).
+Evaluations have no training step: a group is one example's rollouts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from app.importers.rollouts import Rollout
+from app.importers.source import BadRow, Format, Row, jsonl_rows, number
+from app.importers.turns import Turn, last_user_text, message_turns
+
+RESULTS = ("results.jsonl", "traces.jsonl")
+
+
+class Verifiers(Format):
+    name = "verifiers"
+    label = "verifiers results"
+
+    def files(self, root: Path) -> list[Path]:
+        if root.is_file():
+            return [root]
+        found = sorted(root.rglob(RESULTS[0]))
+        return found or sorted(root.rglob(RESULTS[1]))
+
+    def rows(self, path: Path) -> Iterator[Row]:
+        return jsonl_rows(path, rollout)
+
+    def checkpoint(self, root: Path) -> str | None:
+        files = self.files(root)
+        for folder in [f.parent for f in files[:1]] or [root]:
+            try:
+                meta = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(meta, Mapping) and isinstance(meta.get("model"), str):
+                return str(meta["model"])
+        return None
+
+
+def rollout(data: dict[str, Any]) -> Rollout:
+    prompt = _messages(data["prompt"], "user")
+    completion = _messages(data["completion"], "assistant")
+    _, turns = message_turns(completion)
+    if not turns:
+        raise BadRow("'completion' holds no assistant message")
+    reward = number(data["reward"], "reward")
+    metrics = data.get("metrics")
+    rewards = {"reward": reward}
+    if isinstance(metrics, Mapping):
+        rewards |= {
+            str(k): float(v)
+            for k, v in metrics.items()
+            if isinstance(v, int | float) and not isinstance(v, bool)
+        }
+    answer = data.get("answer")
+    example = data["example_id"]
+    return Rollout(
+        prompt=prompt,
+        turns=turns,
+        question=last_user_text(prompt),
+        question_id=str(example),
+        reward=reward,
+        rewards=rewards,
+        gold_sql=answer if isinstance(answer, str) and _is_sql(answer) else "",
+    )
+
+
+def _messages(value: Any, role: str) -> list[dict[str, Any]]:
+    """Chat messages, or a text as one message of `role`."""
+    if isinstance(value, str):
+        return [{"role": role, "content": value}]
+    if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
+        return [dict(m) for m in value]
+    raise BadRow(f"the {role} side is a {type(value).__name__}, not chat messages or text")
+
+
+def _is_sql(text: str) -> bool:
+    return text.lstrip()[:6].upper() in ("SELECT", "WITH") or text.lstrip()[:4].upper() == "WITH"
+
+
+__all__ = ["Turn", "Verifiers"]

@@ -1,0 +1,74 @@
+"""verl's rollout dumps: `trainer.rollout_data_dir` (and `validation_data_dir`).
+
+Written by `RayPPOTrainer._dump_generations` (verl/trainer/ppo/ray_trainer.py):
+`{dir}/{global_steps}.jsonl`, one JSON object a line with `input` and `output` (the prompt and
+the response decoded with special tokens skipped: a multi-turn rollout's tool replies are inside
+`output`), `gts` (the ground truth; older verl has none), `score` (the summed token-level
+score), `step`, and every reward-extra list as long as the batch. The GRPO uid is not written:
+a group is the samples of one prompt in one step's file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from app.importers.rollouts import Rollout, question_key
+from app.importers.source import (
+    Format,
+    Row,
+    jsonl_rows,
+    number,
+    numeric_columns,
+    optional_int,
+    step_of,
+    text_field,
+)
+from app.importers.turns import last_user_text, prompt_messages, split_turns
+from rollout_core.records import ChatMessage
+
+_NOT_REWARDS = frozenset({"step"})
+_PROMPTS_KEPT = 4096
+
+
+class Verl(Format):
+    name = "verl"
+    label = "verl rollout dump"
+
+    def files(self, root: Path) -> list[Path]:
+        if root.is_file():
+            return [root]
+        found = [p for p in root.glob("*.jsonl") if p.stem.isdigit()]
+        return sorted(found, key=lambda p: int(p.stem))
+
+    def rows(self, path: Path) -> Iterator[Row]:
+        prompts: dict[str, tuple[list[ChatMessage], str, str]] = {}
+
+        def rollout(data: dict[str, Any]) -> Rollout:
+            text = text_field(data, "input")
+            output = text_field(data, "output")
+            score = number(data["score"], "score")
+            seen = prompts.get(text)
+            if seen is None:
+                if len(prompts) >= _PROMPTS_KEPT:
+                    prompts.clear()
+                messages = prompt_messages(text)
+                question = last_user_text(messages)
+                seen = prompts[text] = (messages, question, question_key(question))
+            messages, question, qid = seen
+            gts = data.get("gts")
+            db_id = data.get("db_id")
+            return Rollout(
+                prompt=messages,
+                turns=split_turns(output),
+                question=question,
+                question_id=qid,
+                reward=score,
+                rewards=numeric_columns(data, _NOT_REWARDS),
+                train_step=optional_int(data.get("step", step_of(path.stem)), "step"),
+                gold_sql=gts if isinstance(gts, str) else "",
+                db_id=db_id if isinstance(db_id, str) else "",
+            )
+
+        return jsonl_rows(path, rollout)

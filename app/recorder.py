@@ -1,0 +1,221 @@
+"""`Recorder`: the episodes of any loop, recorded in a store as one run.
+
+For a loop of one's own (a `rollout_func` that plays its own environment, an evaluation
+script): hand each finished rollout to `episode()` as its chat messages and its reward, and
+the store shows it as every other run (Episodes, Replay, Compare; Training and GRPO groups
+when the episodes carry their training step and group).
+
+    from app.recorder import Recorder
+
+    with Recorder("runs.db", run="grpo-sql-7b", kind="training") as rec:
+        for step in range(steps):
+            ...
+            rec.episode(question=q, turns=messages, reward=r, step=step, group=g)
+
+It is the importers' adapter (`app.importers.rollouts`) with a loop in place of a file: the
+same turns-to-steps rules, the same records, the store's one sink. Episodes are written whole,
+a batch at a time (every `flush_every` episodes or `flush_seconds`, and at the end); the run
+reads `running` with a heartbeat while the block runs, then `completed`, or `failed` with the
+error that left it (`cancelled` for Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Hashable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
+from app.importers.rollouts import (
+    CORRECT_AT,
+    Numbering,
+    Rollout,
+    episode_records,
+    question_key,
+)
+from app.importers.turns import last_user_text, message_turns
+from rollout_core.errors import RollscopeError
+from rollout_core.records import (
+    ChatMessage,
+    EpisodeRecord,
+    EpisodeStart,
+    IterationBatch,
+    RunKind,
+    RunSpec,
+    RunStatus,
+    StepRecord,
+)
+from storage import lifecycle
+from storage.store import Store
+from storage.training import counters
+
+
+class RecorderError(RollscopeError, ValueError):
+    """A call the Recorder cannot record; the message says what to pass instead."""
+
+
+class Recorder:
+    """Records finished rollouts of any loop into one run of a store."""
+
+    def __init__(
+        self,
+        store: Store | str,
+        run: str,
+        *,
+        kind: RunKind = "batch",
+        model: str | None = None,
+        dataset: str = "",
+        resume: bool = False,
+        correct_at: float = CORRECT_AT,
+        flush_every: int = 256,
+        flush_seconds: float = 1.0,
+    ) -> None:
+        """`store`: a Store or its URL (a SQLite path). `run`: the run's name (unique in the
+        store; with `resume`, an earlier run of that name recorded by a Recorder goes on).
+        `kind`: `training` for a trainer's rollouts (Training and GRPO groups show them by
+        step), `batch` otherwise. `correct_at`: an episode given no `correct` is correct when
+        its reward is at least this."""
+        if kind not in ("batch", "training"):
+            raise RecorderError(f"kind must be 'batch' or 'training', not {kind!r}")
+        self.store = store if isinstance(store, Store) else Store(store)
+        self.correct_at = correct_at
+        self.flush_every = flush_every
+        self.flush_seconds = flush_seconds
+        found = self.store.find_run(run)
+        if found is not None:
+            if not resume:
+                raise RecorderError(
+                    f"a run named {run!r} already exists in this store; choose another name, or "
+                    "pass resume=True to record more into it"
+                )
+            if found.source_format != "recorder":
+                raise RecorderError(f"run {run!r} was not recorded by a Recorder; name another")
+            refusal = lifecycle.resume_refusal(run, found.status)
+            if refusal is not None:
+                raise RecorderError(refusal)
+            self.run_id = found.id
+            self.store.set_run_status(self.run_id, "running")
+        else:
+            spec = RunSpec(
+                name=run,
+                policy=model or "recorder",
+                dataset=dataset,
+                questions_path="",
+                db_dir="",
+                kind=kind,
+                checkpoint=model,
+            )
+            self.run_id = self.store.create_run(spec, episodes_planned=0, source_format="recorder")
+        numbers = counters(self.store, self.run_id)
+        self._recorded = found.episodes_finished if found is not None else 0
+        self._numbering = Numbering(
+            numbers.next_sample,
+            numbers.next_group,
+            lambda step: self.store.step_groups(self.run_id, step),
+        )
+        self._sink = self.store.sink(self.run_id)
+        self._started: list[EpisodeStart] = []
+        self._steps: list[StepRecord] = []
+        self._finished: list[EpisodeRecord] = []
+        self._last_flush = time.monotonic()
+        self._beat = Heartbeat(self.store, self.run_id)
+        self._beat.start()
+        self._closed = False
+
+    def episode(
+        self,
+        *,
+        question: str,
+        turns: Sequence[Mapping[str, Any]],
+        reward: float,
+        rewards: Mapping[str, float] | None = None,
+        correct: bool | None = None,
+        step: int | None = None,
+        group: Hashable | None = None,
+        question_id: str | None = None,
+        prompt: Sequence[Mapping[str, Any]] | None = None,
+        db_id: str = "",
+        gold_sql: str = "",
+    ) -> None:
+        """Record one finished rollout.
+
+        `turns`: its chat messages (OpenAI format): the model's turns, each followed by the
+        tool's or environment's reply; messages before the first assistant turn are its
+        prompt (or pass `prompt`). Each assistant turn becomes a step, its SQL the step's
+        action. `reward`: the rollout's total; `rewards`: its parts by name. `step`, `group`:
+        the training step and the GRPO group (by default the question's samples at the step).
+        """
+        if self._closed:
+            raise RecorderError("this Recorder is closed; open another to record more")
+        lead, played = message_turns(list(turns))
+        if not played:
+            raise RecorderError(
+                "turns holds no assistant message: pass the rollout's chat messages, e.g. "
+                "[{'role': 'assistant', 'content': ...}, {'role': 'user', 'content': ...}]"
+            )
+        messages: list[ChatMessage] = [dict(m) for m in prompt or ()] + lead
+        qid = question_id if question_id is not None else question_key(question)
+        rollout = Rollout(
+            prompt=messages,
+            turns=played,
+            question=question or last_user_text(messages),
+            question_id=qid,
+            reward=float(reward),
+            rewards={str(k): float(v) for k, v in (rewards or {}).items()},
+            correct=correct,
+            train_step=step,
+            group=group,
+            db_id=db_id,
+            gold_sql=gold_sql,
+        )
+        start, steps, finish = episode_records(
+            rollout,
+            qid,
+            self._numbering.sample(qid),
+            self._numbering.group(step, qid, group),
+            correct_at=self.correct_at,
+        )
+        self._started.append(start)
+        self._steps.extend(steps)
+        self._finished.append(finish)
+        waited = time.monotonic() - self._last_flush
+        if len(self._finished) >= self.flush_every or waited >= self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the episodes held (one transaction)."""
+        if self._finished:
+            batch = IterationBatch(self._started, self._steps, self._finished)
+            self._sink.write(batch)
+            self._recorded += len(self._finished)
+            self.store.set_episodes_planned(self.run_id, self._recorded)
+            self._started, self._steps, self._finished = [], [], []
+        self._last_flush = time.monotonic()
+
+    def close(self, status: RunStatus = "completed", error: str | None = None) -> None:
+        """Write what is held and set the run's status (once; later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._beat.stopped.set()
+        try:
+            self.flush()
+        finally:
+            self.store.set_run_status(self.run_id, status, error=error)
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc is None:
+            self.close()
+        elif isinstance(exc, KeyboardInterrupt):
+            self.close("cancelled", "interrupted by Ctrl-C")
+        else:
+            self.close("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])

@@ -1,0 +1,185 @@
+"""Bad rows of every format: one line naming the file, the line and the problem, the rest
+imported and the skipped lines counted on the run; `strict` stops at the first. Hostile text
+is stored as text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.importers.detect import format_of
+from app.importers.importer import Importer, ImportFailure, ImportOptions
+from storage.store import Store
+from tests.app.importers.conftest import rows
+from tests.app.importers.writers import sql_prompt, sql_response
+
+GOOD_VERL = {
+    "input": sql_prompt("How many singers are there?"),
+    "output": sql_response([("<solution>SELECT 1</solution>", None)]),
+    "gts": "SELECT 1",
+    "score": 1.0,
+    "step": 1,
+}
+
+
+def notes_import(
+    store: Store, path: Path, name: str, fmt: str = "auto", **options: Any
+) -> tuple[Importer, list[str]]:
+    notes: list[str] = []
+    importer = Importer(
+        store, format_of(path, fmt), ImportOptions(path=path, name=name, **options),
+        on_note=notes.append,
+    )  # fmt: skip
+    importer.open()
+    try:
+        for f in importer.files():
+            importer.import_file(f)
+    except ImportFailure as exc:
+        importer.finish("failed", str(exc))
+        raise
+    importer.finish("completed")
+    return importer, notes
+
+
+def _jsonl(path: Path, lines: list[Any]) -> Path:
+    """Lines as given: objects as JSON, bytes and text as they are."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        for line in lines:
+            if isinstance(line, bytes):
+                f.write(line + b"\n")
+            elif isinstance(line, str):
+                f.write(line.encode() + b"\n")
+            else:
+                f.write(json.dumps(line).encode() + b"\n")
+    return path
+
+
+CASES: list[tuple[str, str, list[Any], list[str]]] = [
+    (
+        "verl",
+        "dump/3.jsonl",
+        ["{not json", {**GOOD_VERL, "output": 7}, {**GOOD_VERL, "score": "high"}, GOOD_VERL,
+         {k: v for k, v in GOOD_VERL.items() if k != "input"}],
+        ["3.jsonl:1: not JSON", "3.jsonl:2: 'output' is a int, not text",
+         "3.jsonl:3: score is 'high', not a number", "3.jsonl:5: no 'input' field"],
+    ),
+    (
+        "skyrl",
+        "dumped_evals/global_step_5_evals/spider.jsonl",
+        [{"input_prompt": "Q?", "output_response": "<solution>x</solution>", "score": ["a"]},
+         {"input_prompt": "Q?", "output_response": "<solution>x</solution>", "score": 1},
+         [1, 2]],
+        ["spider.jsonl:1: score is ['a'], not a number",
+         "spider.jsonl:3: a JSON list, not an object"],
+    ),
+    (
+        "verifiers",
+        "run/results.jsonl",
+        [{"example_id": 1, "prompt": "Q?", "completion": 5, "reward": 1},
+         {"example_id": 1, "prompt": "Q?", "completion": "ANSWER 1", "reward": 1},
+         {"example_id": 2, "prompt": "Q?", "completion": [{"role": "user", "content": "x"}],
+          "reward": 0}, {"example_id": 3, "prompt": "Q?", "completion": "ANSWER 2"}],
+        ["results.jsonl:1: the assistant side is a int, not chat messages or text",
+         "results.jsonl:3: 'completion' holds no assistant message",
+         "results.jsonl:4: no 'reward' field"],
+    ),
+    (
+        "messages",
+        "chat.jsonl",
+        [{"messages": "hello", "reward": 1},
+         {"messages": [{"role": "user", "content": "Q?"}], "reward": 1},
+         {"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}]},
+         {"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}],
+          "reward": float("nan")},
+         {"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}],
+          "reward": 0.5, "step": 1.5},
+         {"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}],
+          "reward": 0.5}],
+        ["chat.jsonl:1: 'messages' is not a list of chat messages",
+         "chat.jsonl:2: 'messages' holds no assistant message", "chat.jsonl:3: no 'reward' field",
+         "chat.jsonl:4: reward is nan, not a finite number",
+         "chat.jsonl:5: step is 1.5, not a whole number"],
+    ),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fmt", "where", "lines", "told"), CASES, ids=[c[0] for c in CASES])
+def test_each_bad_line_is_told_and_counted_and_the_rest_imported(
+    store: Store, tmp_path: Path, fmt: str, where: str, lines: list[Any], told: list[str]
+) -> None:
+    path = _jsonl(tmp_path / "src" / where, lines)
+    root = tmp_path / "src" / where.split("/")[0] if "/" in where else path
+    importer, notes = notes_import(store, root, f"bad-{fmt}", fmt)
+    assert [n.removeprefix("skipped ").split(" (")[0] for n in notes] == [
+        n.replace(path.name, path.relative_to(root).as_posix() if root != path else path.name)
+        for n in told
+    ]
+    run = store.get_run(importer.run_id)
+    assert run is not None and run.status == "completed"
+    assert run.skipped_lines == len(told)
+    assert run.episodes_finished == len(lines) - len(told)
+    assert run.episodes_planned == run.episodes_finished
+
+
+def test_rllm_and_trl_files_that_are_not_what_they_say(store: Store, tmp_path: Path) -> None:
+    step = tmp_path / "logs" / "episodes" / "train_step_1_epoch_0"
+    step.mkdir(parents=True)
+    (step / "episode_hash1_id1.json").write_text('{"trajectories": [], "task": "x"}')
+    (step / "episode_hash2_id2.json").write_text("{cut")
+    _, notes = notes_import(store, tmp_path / "logs", "bad-rllm")
+    assert notes == [
+        "skipped episodes/train_step_1_epoch_0/episode_hash1_id1.json:1: 'trajectories' is not "
+        "a list of trajectories",
+        "skipped episodes/train_step_1_epoch_0/episode_hash2_id2.json:1: not JSON (Expecting "
+        "property name enclosed in double quotes at column 2)",
+    ]
+    completions = tmp_path / "out" / "completions"
+    completions.mkdir(parents=True)
+    (completions / "completions_00001.parquet").write_bytes(b"PAR1 this is no parquet PAR1")
+    importer, notes = notes_import(store, tmp_path / "out", "bad-trl")
+    assert len(notes) == 1 and notes[0].startswith(
+        "skipped completions/completions_00001.parquet: "
+    )
+    run = store.get_run(importer.run_id)
+    assert run is not None and (run.skipped_lines, run.episodes_finished) == (1, 0)
+
+
+def test_strict_stops_at_the_first_bad_line_and_keeps_only_whole_episodes(
+    store: Store, tmp_path: Path
+) -> None:
+    path = _jsonl(tmp_path / "dump" / "1.jsonl", [GOOD_VERL, GOOD_VERL, "{oops", GOOD_VERL])
+    with pytest.raises(ImportFailure, match=r"^1\.jsonl:3: not JSON .*--strict stops"):
+        notes_import(store, tmp_path / "dump", "strict", strict=True)
+    assert rows(store, "SELECT status FROM runs") == [("failed",)]
+    assert rows(store, "SELECT count(*) FROM episodes") == [(0,)]  # the batch was in hand
+    assert rows(store, "SELECT completed_at IS NULL FROM import_files") == [(1,)]
+    # Fixed, the file is read again, whole.
+    _jsonl(path, [GOOD_VERL, GOOD_VERL, GOOD_VERL, GOOD_VERL])
+    importer, _ = notes_import(store, tmp_path / "dump", "strict", strict=True)
+    run = store.get_run(importer.run_id)
+    assert run is not None and (run.status, run.episodes_finished) == ("completed", 4)
+
+
+def test_hostile_text_is_stored_as_text(store: Store, tmp_path: Path) -> None:
+    huge = "SELECT 1 " + "x" * 1_000_000
+    hostile = "<script>alert('x')</script><b>bold</b>\x1b[31mred\x07\x00end"
+    lines: list[Any] = [
+        {**GOOD_VERL, "output": hostile},
+        {**GOOD_VERL, "output": huge},
+        json.dumps({**GOOD_VERL, "output": "OUT"}).encode().replace(b"OUT", b"bad \xff\xfe bytes"),
+        {**GOOD_VERL, "output": "lone \ud800 surrogate"},
+    ]
+    _jsonl(tmp_path / "dump" / "1.jsonl", lines)
+    _importer, notes = notes_import(store, tmp_path / "dump", "hostile")
+    assert notes == []
+    stored = [r[0] for r in rows(store, "SELECT raw_output FROM steps ORDER BY episode_id")]
+    assert stored == [
+        hostile.replace("\x00", "\ufffd"),
+        huge,
+        "bad \ufffd\ufffd bytes",
+        "lone \ufffd surrogate",
+    ]

@@ -1,0 +1,178 @@
+"""Nothing half: a stop mid-file keeps whole episodes only, and importing again completes the
+file with nothing twice. --follow imports each new file once it is whole, and Ctrl-C ends it
+cleanly."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from app.importers import importer as importer_module
+from app.importers.detect import format_of
+from app.importers.follow import follow
+from app.importers.importer import Importer, ImportOptions
+from app.importers.source import Row
+from storage.store import Store
+from tests.app.importers.conftest import rows
+from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+
+
+def write_step(dump: Path, step: int, n: int) -> Path:
+    inputs = [sql_prompt(f"Question {i % 7}?") for i in range(n)]
+    outputs = [
+        sql_response(
+            [(f"<sql>SELECT {i}</sql>", f"{i}"), (f"<solution>SELECT {i}</solution>", None)]
+        )
+        for i in range(n)
+    ]
+    return verl_dump(dump, step, inputs, outputs, [""] * n, [float(i % 2) for i in range(n)], {})
+
+
+def _whole_episodes(store: Store) -> list[tuple[int, int, int]]:
+    """(episodes, of them finished with all their steps, step rows) of the store."""
+    return rows(
+        store,
+        "SELECT count(*), sum(e.outcome IS NOT NULL AND e.steps = "
+        "(SELECT count(*) FROM steps s WHERE s.episode_id = e.id)), "
+        "(SELECT count(*) FROM steps) FROM episodes e",
+    )
+
+
+def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 100)
+    dump = tmp_path / "dump"
+    write_step(dump, 1, 350)
+    fmt = format_of(dump, "verl")
+    reads = fmt.rows
+
+    def interrupted(path: Path) -> Iterator[Row]:
+        for i, row in enumerate(reads(path)):
+            if i == 250:  # two batches handed to the writer, 50 episodes in hand
+                raise KeyboardInterrupt
+            yield row
+
+    monkeypatch.setattr(fmt, "rows", interrupted)
+    first = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
+    first.open()
+    with pytest.raises(KeyboardInterrupt):
+        first.import_file(fmt.files(dump)[0])
+    first.finish("cancelled", "stopped by Ctrl-C")
+    assert _whole_episodes(store) == [(200, 200, 400)]
+    assert rows(store, "SELECT status, episodes_planned FROM runs") == [("cancelled", 350)]
+    monkeypatch.setattr(fmt, "rows", reads)
+    again = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
+    again.open()
+    result = again.import_file(fmt.files(dump)[0])
+    again.finish("completed")
+    assert (result.known, result.episodes) == (200, 150)
+    assert _whole_episodes(store) == [(350, 350, 700)]
+    assert rows(
+        store, "SELECT count(DISTINCT line), min(line), max(line) FROM episode_sources"
+    ) == [(350, 1, 350)]
+    assert rows(store, "SELECT status, episodes_planned, finished_episodes FROM runs") == [
+        ("completed", 350, 350)
+    ]
+
+
+def _wait_for(check: object, what: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():  # type: ignore[operator]
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{what} did not happen within {seconds:.0f} s")
+
+
+def test_follow_imports_each_new_file_once_it_is_whole(store: Store, tmp_path: Path) -> None:
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    importer = Importer(store, format_of(dump, "verl"), ImportOptions(path=dump, name="live"))
+    run_id = importer.open()
+    stop = threading.Event()
+    imported: list[str] = []
+    thread = threading.Thread(
+        target=follow,
+        args=(importer,),
+        kwargs={"on_file": lambda r: imported.append(r.path), "on_note": print, "poll": 0.05,
+                "stop": stop},
+    )  # fmt: skip
+    thread.start()
+    try:
+        write_step(dump, 1, 8)
+        _wait_for(lambda: imported == ["1.jsonl"], "the first file's import")
+        run = store.get_run(run_id)
+        assert run is not None and run.status == "running" and run.episodes_finished == 8
+        # A file still being written (its last line without its newline) waits.
+        whole = write_step(tmp_path / "elsewhere", 2, 8).read_bytes()
+        partial = dump / "2.jsonl"
+        partial.write_bytes(whole[: len(whole) // 2].rstrip(b"\n"))
+        time.sleep(0.5)  # ten looks at it
+        assert imported == ["1.jsonl"]
+        partial.write_bytes(whole)
+        _wait_for(lambda: imported == ["1.jsonl", "2.jsonl"], "the second file's import")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    importer.finish("completed")
+    assert rows(store, "SELECT train_step, count(*) FROM episodes GROUP BY 1") == [(1, 8), (2, 8)]
+
+
+def test_ctrl_c_ends_a_follow_cleanly_and_a_later_import_reads_only_what_is_new(
+    tmp_path: Path,
+) -> None:
+    dump = tmp_path / "dump"
+    db = tmp_path / "store.db"
+    write_step(dump, 1, 5)
+    args = [sys.executable, "-m", "app.cli", "import", str(dump), "--name", "watched"]
+    args += ["--store", str(db)]
+    proc = subprocess.Popen(
+        [*args, "--follow", "--poll", "0.1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+
+        def imported() -> bool:
+            if not db.exists():
+                return False
+            try:
+                reader = Store(str(db), read_only=True)
+            except Exception:  # the writer is still creating it
+                return False
+            try:
+                run = reader.find_run("watched")
+                return run is not None and run.episodes_finished == 5
+            finally:
+                reader.close()
+
+        _wait_for(imported, "the follow's first import", 120)
+        proc.send_signal(signal.SIGINT)
+        _out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert "stopped: importing again under --name 'watched' reads on from here" in err
+    store = Store(f"sqlite:///{db}")
+    try:
+        assert rows(store, "SELECT status, finished_episodes FROM runs") == [("completed", 5)]
+        write_step(dump, 2, 3)
+        done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert "1.jsonl: imported before, left as it is" in done.stderr
+        assert "2.jsonl: 3 episodes" in done.stderr
+        counts = rows(store, "SELECT train_step, count(*) FROM episodes GROUP BY 1 ORDER BY 1")
+        assert counts == [(1, 5), (2, 3)]
+    finally:
+        store.close()

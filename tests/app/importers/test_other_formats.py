@@ -1,0 +1,243 @@
+"""SkyRL, rLLM, verifiers and chat-log files, each as its writer writes it (tests/app/importers/
+writers.py names the writer), imported with their steps, groups, rewards and turns."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from app.importers.detect import detect
+from storage.store import Store
+from tests.app.importers.conftest import rows, run_import
+from tests.app.importers.writers import (
+    rllm_log_episode,
+    skyrl_dump,
+    sql_prompt,
+    sql_response,
+    verifiers_save,
+)
+from tests.support.benchmark import QUESTIONS
+
+COUNT_Q, COUNT_SQL = QUESTIONS[0][1], QUESTIONS[0][2]
+FRANCE_Q, FRANCE_SQL = QUESTIONS[1][1], QUESTIONS[1][2]
+
+
+def test_skyrl_eval_dumps_per_step_and_data_source(store: Store, tmp_path: Path) -> None:
+    export = tmp_path / "export"
+    for step in (10, 20):
+        n = 4
+        response = sql_response(
+            [(f"<think>hm</think><sql>{COUNT_SQL}</sql>", "\n| 5 |\n"),
+             (f"<solution>{COUNT_SQL}</solution>", None)],
+            special_tokens=True,
+        )  # fmt: skip
+        skyrl_dump(
+            export / "dumped_evals" / f"global_step_{step}_evals",
+            input_prompts=[sql_prompt(COUNT_Q, special_tokens=True)] * n,
+            output_responses=[response] * n,
+            rewards=[1.0, [0.0, 0.0, 1.0], 0.0, [0.0]],  # token-level rewards are summed
+            stop_reasons=["stop"] * n,
+            env_classes=["text2sql"] * n,
+            env_extras=[{"db_id": "concerts", "reward_spec": {"ground_truth": COUNT_SQL}}] * n,
+            data_sources=["synsql", "synsql", "spider", "spider"],
+            eval_metrics={"eval/all/avg_score": 0.5},
+        )
+    assert detect(export) is not None and detect(export).name == "skyrl"  # type: ignore[union-attr]
+    run_id, results = run_import(store, export, "skyrl")
+    assert [(r.path, r.episodes) for r in results] == [
+        ("dumped_evals/global_step_10_evals/spider.jsonl", 2),
+        ("dumped_evals/global_step_10_evals/synsql.jsonl", 2),
+        ("dumped_evals/global_step_20_evals/spider.jsonl", 2),
+        ("dumped_evals/global_step_20_evals/synsql.jsonl", 2),
+    ]  # aggregated_results.jsonl is the metrics, not rollouts
+    assert rows(
+        store,
+        "SELECT train_step, db_id, gold_sql, sum(reward), count(DISTINCT group_index) "
+        "FROM episodes WHERE run_id = ? GROUP BY train_step",
+        run_id,
+    ) == [(10, "concerts", COUNT_SQL, 2.0, 1), (20, "concerts", COUNT_SQL, 2.0, 1)]
+    assert rows(store, "SELECT DISTINCT action, observation FROM steps ORDER BY action") == [
+        ("ANSWER", ""),
+        ("QUERY", "| 5 |"),
+    ]
+
+
+def _rllm_episode(task_id: str, sample: int, correct: bool) -> dict[str, Any]:
+    system = {"role": "system", "content": "Answer with SQL."}
+    user = {"role": "user", "content": COUNT_Q}
+    first = f"<sql>{COUNT_SQL}</sql>"
+    reply = {"role": "user", "content": "| 5 |"}
+    second = f"<answer>{COUNT_SQL if correct else 'SELECT 1'}</answer>"
+    return {
+        "id": f"{task_id}:{sample}",
+        "task": {"question": COUNT_Q, "db_id": "concerts", "gold_sql": COUNT_SQL},
+        "is_correct": correct,
+        "termination_reason": "ENV_DONE",
+        "metrics": {"accuracy": float(correct)},
+        "trajectories": [
+            {
+                "reward": 1.0 if correct else 0.0,
+                "steps": [
+                    {
+                        "observation": COUNT_Q,
+                        "model_response": first,
+                        "reward": 0.0,
+                        "chat_completions": [system, user, {"role": "assistant", "content": first}],
+                    },
+                    {
+                        "observation": "| 5 |",
+                        "model_response": second,
+                        "done": True,
+                        "reward": 1.0 if correct else 0.0,
+                        "chat_completions": [
+                            system,
+                            user,
+                            {"role": "assistant", "content": first},
+                            reply,
+                            {"role": "assistant", "content": second},
+                        ],
+                    },
+                ],
+            }
+        ],
+    }
+
+
+def test_rllm_episode_logs_use_the_files_verdict_and_task_groups(
+    store: Store, tmp_path: Path
+) -> None:
+    base = tmp_path / "logs"
+    for step in (1, 2):
+        for sample in range(3):
+            rllm_log_episode(base, _rllm_episode("task-a", sample, sample == 0), step)
+        rllm_log_episode(base, _rllm_episode("task-a", 9, False), step, mode="val")
+    run_id, results = run_import(store, base, "rllm")
+    assert len(results) == 6  # the training episodes; val_step_* folders are a run of their own
+    assert rows(
+        store,
+        "SELECT train_step, count(*), sum(outcome = 'correct'), count(DISTINCT group_index) "
+        "FROM episodes WHERE run_id = ? GROUP BY train_step",
+        run_id,
+    ) == [(1, 3, 1, 1), (2, 3, 1, 1)]
+    first = rows(store, "SELECT id FROM episodes WHERE run_id = ? ORDER BY id LIMIT 1", run_id)
+    detail = store.get_episode(first[0][0])
+    assert detail is not None
+    assert [(s.action, s.argument, s.observation, s.reward) for s in detail.steps] == [
+        ("QUERY", COUNT_SQL, "| 5 |", 0.0),
+        ("ANSWER", COUNT_SQL, "", 1.0),
+    ]
+    assert detail.summary.question == COUNT_Q and detail.gold_sql == COUNT_SQL
+    assert [m["role"] for m in detail.steps[1].prompt] == ["system", "user", "assistant", "user"]
+    named = rows(store, "SELECT DISTINCT name FROM episode_rewards ORDER BY name")
+    assert named == [("accuracy",), ("reward",)]
+
+
+def test_verifiers_results_take_the_model_from_metadata_and_group_by_example(
+    store: Store, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "outputs" / "evals" / "sql-env--tiny" / "abc123"
+    outputs = []
+    for example, (_, question, gold) in enumerate(QUESTIONS[:2]):
+        for sample in range(3):
+            call = {
+                "id": "c1",
+                "type": "function",
+                "function": {"name": "run_sql", "arguments": json.dumps({"sql": gold})},
+            }
+            outputs.append(
+                {
+                    "example_id": example,
+                    "prompt": [{"role": "user", "content": question}],
+                    "completion": [
+                        {"role": "assistant", "content": "", "tool_calls": [call]},
+                        {"role": "tool", "content": "| rows |", "tool_call_id": "c1"},
+                        {"role": "assistant", "content": f"ANSWER {sample}"},
+                    ],
+                    "answer": gold,
+                    "reward": float(sample == 0),
+                    "metrics": {"exact": float(sample == 0), "format": 1.0},
+                    "is_truncated": False,
+                    "stop_condition": "no_tools",
+                }
+            )
+    verifiers_save(run_dir, outputs, {"env_id": "sql-env", "model": "tiny-sql-1b"})
+    run_id, _ = run_import(store, tmp_path / "outputs", "vf")
+    run = store.get_run(run_id)
+    assert run is not None and run.checkpoint == "tiny-sql-1b"
+    assert rows(
+        store,
+        "SELECT question_id, count(*), sum(reward), min(train_step), min(group_index) "
+        "FROM episodes WHERE run_id = ? GROUP BY question_id ORDER BY 1",
+        run_id,
+    ) == [("0", 3, 1.0, None, None), ("1", 3, 1.0, None, None)]
+    steps = rows(
+        store, "SELECT step_no, action, argument, observation FROM steps WHERE episode_id = 1"
+    )
+    assert steps == [(1, "QUERY", QUESTIONS[0][2], "| rows |"), (2, "ANSWER", "0", "")]
+    names = rows(store, "SELECT DISTINCT name FROM episode_rewards ORDER BY name")
+    assert names == [("exact",), ("format",), ("reward",)]
+
+
+def test_a_growing_results_file_adds_only_its_new_lines(store: Store, tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+
+    def output(i: int) -> dict[str, Any]:
+        return {
+            "example_id": i,
+            "prompt": [{"role": "user", "content": f"question {i}"}],
+            "completion": [{"role": "assistant", "content": "ANSWER 1"}],
+            "reward": 1.0,
+        }
+
+    verifiers_save(run_dir, [output(0), output(1)], {"model": "m"})
+    run_import(store, run_dir, "growing")
+    verifiers_save(run_dir, [output(2)], {"model": "m"}, mode="a")  # verifiers appends
+    _, again = run_import(store, run_dir, "growing")
+    assert [(r.episodes, r.known) for r in again] == [(1, 2)]
+    assert rows(store, "SELECT question_id FROM episodes ORDER BY id") == [("0",), ("1",), ("2",)]
+    assert rows(store, "SELECT count(*) FROM import_files") == [(2,)]
+
+
+def test_chat_logs_with_steps_groups_models_and_named_rewards(store: Store, tmp_path: Path) -> None:
+    log = tmp_path / "chat.jsonl"
+    lines = []
+    for step in (0, 1):
+        for sample in range(2):
+            lines.append(
+                {
+                    "messages": [
+                        {"role": "system", "content": "You answer with SQL."},
+                        {"role": "user", "content": FRANCE_Q},
+                        {"role": "assistant", "content": f"```sql\n{FRANCE_SQL}\n```"},
+                    ],
+                    "reward": float(sample),
+                    "rewards": {"exec": float(sample), "format": 1.0},
+                    "question_id": "q-france",
+                    "step": step,
+                    "group": f"g{step}",
+                    "model": "ckpt-7",
+                }
+            )
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    run_id, _ = run_import(store, log, "chat")
+    assert rows(
+        store,
+        "SELECT question_id, train_step, group_index, reward, outcome FROM episodes "
+        "WHERE run_id = ? ORDER BY id",
+        run_id,
+    ) == [
+        ("q-france", 0, 0, 0.0, "wrong"),
+        ("q-france", 0, 0, 1.0, "correct"),
+        ("q-france", 1, 1, 0.0, "wrong"),
+        ("q-france", 1, 1, 1.0, "correct"),
+    ]
+    # A fenced SQL block that ends the rollout unanswered is its answer.
+    assert rows(store, "SELECT DISTINCT action, argument FROM steps") == [("ANSWER", FRANCE_SQL)]
+    run = store.get_run(run_id)
+    assert run is not None and run.checkpoint == "ckpt-7"
+    assert rows(store, "SELECT DISTINCT name FROM episode_rewards ORDER BY name") == [
+        ("exec",),
+        ("format",),
+        ("reward",),
+    ]

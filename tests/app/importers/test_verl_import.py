@@ -1,0 +1,215 @@
+"""verl rollout dumps of multi-turn SQL rollouts (files as `_dump_generations` writes them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from storage.store import Store
+from tests.app.importers.conftest import rows, run_import
+from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+from tests.support.benchmark import QUESTIONS, make_benchmark
+
+GROUP = 4
+PLAYED = QUESTIONS[:3]  # count, France, oldest
+WRONG_SQL = "SELECT name FROM singer WHERE age > 40"
+
+
+def _rollout(question: str, gold: str, sample: int) -> tuple[str, float]:
+    """Two <sql> turns, each with its observation, then a <solution>: right for even samples."""
+    answer = gold if sample % 2 == 0 else WRONG_SQL
+    turns: list[tuple[str, str | None]] = [
+        ("<think>Which tables?</think>\n<sql>SELECT name FROM sqlite_master</sql>", "\nsinger\n"),
+        (f"<think>Try it.</think>\n<sql>{gold}</sql>", "\n| result |\n"),
+        (f"<think>Done.</think>\n<solution>{answer}</solution>", None),
+    ]
+    return sql_response(turns), 1.0 if sample % 2 == 0 else 0.0
+
+
+def write_run(root: Path, steps: tuple[int, ...] = (1, 2)) -> Path:
+    dump = root / "rollout_data"
+    for step in steps:
+        inputs, outputs, gts, scores = [], [], [], []
+        for _, question, gold in PLAYED:
+            for sample in range(GROUP):
+                output, score = _rollout(question, gold, sample)
+                inputs.append(sql_prompt(question))
+                outputs.append(output)
+                gts.append(gold)
+                scores.append(score)
+        extra = {"acc": scores, "format_reward": [1.0] * len(scores), "short": [0.5]}
+        verl_dump(dump, step, inputs, outputs, gts, scores, extra)
+    return dump
+
+
+def test_scores_are_rewards_groups_are_right_per_step_and_sql_turns_are_queries(
+    store: Store, tmp_path: Path
+) -> None:
+    dump = write_run(tmp_path)
+    run_id, results = run_import(store, dump, "verl-sql")
+    n = len(PLAYED) * GROUP
+    assert [(r.path, r.episodes, r.skipped) for r in results] == [
+        ("1.jsonl", n, 0),
+        ("2.jsonl", n, 0),
+    ]
+    run = store.get_run(run_id)
+    assert run is not None
+    assert (run.kind, run.source_format, run.source_path) == ("import", "verl", str(dump))
+    assert (run.status, run.episodes_finished, run.episodes_planned) == ("completed", 2 * n, 2 * n)
+    assert run.correct == n  # the even samples of each group, at both steps
+    # One group per question per step, of GROUP episodes, numbered over the run.
+    groups = rows(
+        store,
+        "SELECT train_step, group_index, count(*), count(DISTINCT question_id) FROM episodes "
+        "WHERE run_id = ? GROUP BY train_step, group_index ORDER BY 1, 2",
+        run_id,
+    )
+    assert [(s, c, q) for s, _, c, q in groups] == [(1, GROUP, 1)] * 3 + [(2, GROUP, 1)] * 3
+    assert len({g for _, g, _, _ in groups}) == 6
+    # The score is the reward, every numeric column of the row is kept by name (a reward extra
+    # not as long as the batch, `short`, is not written by verl at all).
+    named = rows(
+        store,
+        "SELECT r.name, count(*), sum(r.value) FROM episode_rewards r JOIN episodes e "
+        "ON e.id = r.episode_id WHERE e.run_id = ? GROUP BY r.name ORDER BY r.name",
+        run_id,
+    )
+    assert named == [("acc", 2 * n, n), ("format_reward", 2 * n, 2 * n), ("score", 2 * n, n)]
+    assert rows(store, "SELECT sum(reward) FROM episodes WHERE run_id = ?", run_id) == [(n,)]
+    # Turns are steps: the <sql> turns QUERY with their SQL, the <solution> an ANSWER.
+    steps = rows(
+        store,
+        "SELECT s.step_no, s.action, s.argument, s.observation, s.parsed FROM steps s "
+        "JOIN episodes e ON e.id = s.episode_id WHERE e.run_id = ? AND e.question_id = "
+        "(SELECT question_id FROM episodes WHERE run_id = ? ORDER BY id LIMIT 1) "
+        "AND e.sample_index = 1 ORDER BY s.step_no",
+        run_id,
+        run_id,
+    )
+    assert steps == [
+        (1, "QUERY", "SELECT name FROM sqlite_master", "singer", 1),
+        (2, "QUERY", PLAYED[0][2], "| result |", 1),
+        (3, "ANSWER", WRONG_SQL, "", 1),
+    ]
+    classes = rows(
+        store,
+        "SELECT outcome, failure_class, count(*) FROM episodes WHERE run_id = ? GROUP BY 1, 2",
+        run_id,
+    )
+    assert sorted(classes) == [("correct", "correct", n), ("wrong", "wrong_answer", n)]
+
+
+def test_the_prompt_is_read_back_as_messages_and_the_question_from_it(
+    store: Store, tmp_path: Path
+) -> None:
+    run_id, _ = run_import(store, write_run(tmp_path, (1,)), "verl-prompt")
+    first = rows(store, "SELECT id FROM episodes WHERE run_id = ? ORDER BY id LIMIT 1", run_id)
+    detail = store.get_episode(first[0][0])
+    assert detail is not None
+    assert detail.summary.question == f"Database: concerts. {PLAYED[0][1]}"
+    assert [m["role"] for m in detail.steps[0].prompt] == ["system", "user"]
+    assert detail.steps[0].prompt[0]["content"] == (
+        "You are a data scientist. Think in <think>, run SQL in <sql>, answer in <solution>."
+    )
+    # Step 3 saw the question and both earlier turns with their observations.
+    assert [m["role"] for m in detail.steps[2].prompt] == [
+        "system", "user", "assistant", "user", "assistant", "user",
+    ]  # fmt: skip
+    assert detail.steps[2].prompt[3]["content"] == "singer"
+
+
+def test_importing_again_adds_nothing_and_a_new_step_file_adds_only_itself(
+    store: Store, tmp_path: Path
+) -> None:
+    dump = write_run(tmp_path, (1,))
+    run_id, _ = run_import(store, dump, "twice")
+    _, again = run_import(store, dump, "twice")
+    assert [r.already for r in again] == [True]
+    assert rows(store, "SELECT count(*) FROM episodes WHERE run_id = ?", run_id) == [(12,)]
+    write_run(tmp_path, (2,))
+    _, more = run_import(store, dump, "twice")
+    assert [(r.path, r.already, r.episodes) for r in more] == [
+        ("1.jsonl", True, 0),
+        ("2.jsonl", False, 12),
+    ]
+    run = store.get_run(run_id)
+    assert run is not None and run.status == "completed"
+    assert (run.episodes_finished, run.episodes_planned) == (24, 24)
+
+
+def test_questions_regrade_the_final_sql_apart_and_fill_a_missing_observation(
+    store: Store, tmp_path: Path
+) -> None:
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    _, question, gold = PLAYED[1]  # France: two rows
+    cut = sql_response(
+        [("<sql>SELECT count(*) FROM singer</sql>", "\n5\n"), (f"<sql>{gold}</sql>", None)]
+    )
+    right = sql_response([(f"<solution>{gold}</solution>", None)])
+    wrong = sql_response([("<solution>SELECT name FROM singer</solution>", None)])
+    dump = tmp_path / "dump"
+    # The file's own score says the wrong one is right: the re-grade says otherwise.
+    verl_dump(dump, 7, [sql_prompt(question)] * 3, [cut, right, wrong], [gold] * 3,
+              [0.0, 1.0, 1.0], {})  # fmt: skip
+    run_id, _ = run_import(store, dump, "regraded", questions=str(questions), db_dir=str(db_dir))
+    found = rows(
+        store,
+        "SELECT e.question_id, e.db_id, e.reward, e.outcome, s.regraded, s.filled_steps, s.line "
+        "FROM episodes e JOIN episode_sources s ON s.episode_id = e.id WHERE e.run_id = ? "
+        "ORDER BY s.line",
+        run_id,
+    )
+    assert found == [
+        ("q-france", "concerts", 0.0, "budget_exhausted", None, "[2]", 1),
+        ("q-france", "concerts", 1.0, "correct", "correct", None, 2),
+        ("q-france", "concerts", 1.0, "correct", "wrong", None, 3),
+    ]
+    filled = rows(
+        store,
+        "SELECT st.action, st.observation, st.error FROM steps st JOIN episodes e "
+        "ON e.id = st.episode_id WHERE e.run_id = ? AND st.step_no = 2",
+        run_id,
+    )
+    assert filled[0][0] == "QUERY" and "Ada" in filled[0][1] and "Cy" in filled[0][1]
+    assert filled[0][2] is None
+
+
+def test_an_unmatched_question_is_counted_not_graded(store: Store, tmp_path: Path) -> None:
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    dump = tmp_path / "dump"
+    verl_dump(dump, 1, [sql_prompt("Who wrote Hamlet?")], ["<solution>x</solution>"], [""],
+              [0.0], {})  # fmt: skip
+    from app.importers.detect import format_of
+    from app.importers.importer import Importer, ImportOptions
+
+    importer = Importer(
+        store,
+        format_of(dump, "auto"),
+        ImportOptions(path=dump, name="unmatched", questions=str(questions), db_dir=str(db_dir)),
+    )
+    importer.open()
+    for f in importer.files():
+        importer.import_file(f)
+    importer.finish("completed")
+    assert importer.unmatched == 1
+    assert rows(store, "SELECT regraded FROM episode_sources") == [(None,)]
+
+
+@pytest.mark.parametrize("special_tokens", [False, True])
+def test_turns_split_with_or_without_the_templates_special_tokens(
+    store: Store, tmp_path: Path, special_tokens: bool
+) -> None:
+    dump = tmp_path / "dump"
+    output = sql_response(
+        [("<sql>SELECT 1</sql>", "\n1\n"), ("<solution>SELECT 1</solution>", None)],
+        special_tokens=special_tokens,
+    )
+    verl_dump(dump, 1, [sql_prompt("Q?", special_tokens=special_tokens)], [output], [""],
+              [1.0], {})  # fmt: skip
+    run_import(store, dump, "tokens")
+    assert rows(store, "SELECT step_no, raw_output, action, observation FROM steps ORDER BY 1") == [
+        (1, "<sql>SELECT 1</sql>", "QUERY", "1"),
+        (2, "<solution>SELECT 1</solution>", "ANSWER", ""),
+    ]
+    assert rows(store, "SELECT question FROM episodes") == [("Database: concerts. Q?",)]

@@ -1,0 +1,134 @@
+"""The Recorder, around a loop of one's own in the shape of the original `rollout_func`: it
+plays each prompt's episode against the environment itself and hands the conversation over."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.recorder import Recorder, RecorderError
+from rollout_core.environment import SQLEnvironment
+from rollout_core.parse import parse_model_output
+from storage.store import Store
+from tests.app.importers.conftest import rows
+from tests.support.benchmark import QUESTIONS, make_benchmark
+
+GROUP = 2
+
+
+def scripted_model(question: str, sample: int, turn: int) -> str:
+    """Stands in for `model.generate`: looks, queries, then answers (right on even samples)."""
+    gold = next(sql for _, q, sql in QUESTIONS if q == question)
+    if turn == 0:
+        return "DESCRIBE singer"
+    if turn == 1:
+        return f"QUERY: {gold}"
+    return "ANSWER: 5" if sample % 2 == 0 else "ANSWER: 4"
+
+
+def rollout_func(
+    prompts: list[str], env: SQLEnvironment, rec: Recorder, step: int
+) -> list[dict[str, Any]]:
+    """The original loop's shape: one episode per prompt, the caller's own environment calls,
+    a reward per episode; the Recorder is the one line it gains."""
+    results = []
+    for i, question in enumerate(prompts):
+        qid = next(q for q, text, _ in QUESTIONS if text == question)
+        obs = env.reset(question_id=qid)
+        messages: list[dict[str, str]] = [{"role": "user", "content": obs.question}]
+        while not obs.done:
+            text = scripted_model(question, i, env.state.step_count)
+            obs = env.step(parse_model_output(text))
+            messages.append({"role": "assistant", "content": text})
+            messages.append({"role": "user", "content": obs.error or obs.result})
+        correct = bool(env.state.answer_correct)
+        reward = env.state.total_reward
+        rec.episode(
+            question=question, question_id=qid, turns=messages, reward=reward,
+            rewards={"correct": float(correct), "shaped": reward}, correct=correct,
+            step=step,
+        )  # fmt: skip
+        results.append({"content": messages, "correct": correct, "reward": reward})
+    return results
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> SQLEnvironment:
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    return SQLEnvironment(questions, db_dir, step_budget=4)
+
+
+def test_a_loop_of_ones_own_is_recorded_as_a_training_run(
+    env: SQLEnvironment, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    count_q = QUESTIONS[0][1]
+    with Recorder(url, run="own-loop", kind="training", model="ckpt-9") as rec:
+        for step in range(3):
+            rollout_func([count_q] * GROUP, env, rec, step)
+        assert rec.store.get_run(rec.run_id).status == "running"  # type: ignore[union-attr]
+    store = Store(url)
+    try:
+        run = store.find_run("own-loop")
+        assert run is not None
+        assert (run.kind, run.status, run.source_format, run.checkpoint) == (
+            "training", "completed", "recorder", "ckpt-9",
+        )  # fmt: skip
+        assert (run.episodes_finished, run.episodes_planned, run.correct) == (6, 6, 3)
+        assert rows(
+            store,
+            "SELECT train_step, group_index, count(*), sum(outcome = 'correct') FROM episodes "
+            "GROUP BY 1, 2 ORDER BY 1",
+        ) == [(0, 0, 2, 1), (1, 1, 2, 1), (2, 2, 2, 1)]
+        first = store.get_episode(1)
+        assert first is not None
+        assert [(s.action, s.argument) for s in first.steps] == [
+            ("DESCRIBE", "singer"),
+            ("QUERY", QUESTIONS[0][2]),
+            ("ANSWER", "5"),
+        ]
+        # A step's observation is the reply after it: the last message of the next prompt.
+        assert first.steps[1].observation == first.steps[2].prompt[-1]["content"]
+        assert "5" in first.steps[1].observation
+        assert first.summary.failure_class == "correct"
+        assert rows(store, "SELECT name, sum(value) FROM episode_rewards GROUP BY 1") == [
+            ("correct", 3.0),
+            ("shaped", pytest.approx(run.mean_reward * 6)),
+        ]
+    finally:
+        store.close()
+
+
+def test_a_failing_loop_fails_the_run_and_keeps_what_it_recorded(
+    env: SQLEnvironment, tmp_path: Path
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with (
+        pytest.raises(RuntimeError, match="reward server down"),
+        Recorder(url, run="breaks") as rec,
+    ):
+        rollout_func([QUESTIONS[0][1]], env, rec, 0)
+        raise RuntimeError("reward server down")
+    store = Store(url)
+    try:
+        run = store.find_run("breaks")
+        assert run is not None
+        assert (run.status, run.error, run.episodes_finished) == (
+            "failed", "RuntimeError: reward server down", 1,
+        )  # fmt: skip
+        with pytest.raises(RecorderError, match="already exists"):
+            Recorder(store, run="breaks")
+        with Recorder(store, run="breaks", resume=True) as rec:
+            rollout_func([QUESTIONS[0][1]], env, rec, 1)
+        assert store.find_run("breaks").episodes_finished == 2  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+def test_turns_without_an_assistant_message_are_refused(tmp_path: Path) -> None:
+    rec = Recorder(f"sqlite:///{tmp_path / 's.db'}", run="r")
+    with pytest.raises(RecorderError, match="no assistant message"):
+        rec.episode(question="Q?", turns=[{"role": "user", "content": "Q?"}], reward=0.0)
+    rec.close()

@@ -1,0 +1,234 @@
+"""Import speed: verl JSONL of multi-turn rollouts and TRL completion Parquet into SQLite, the
+peak memory of the importing process at two sizes, and how soon `--follow` has a new file in
+the store.
+
+Run on request: `pytest tests/benchmarks/bench_import.py --benchmarks -s`.
+ROLLSCOPE_BENCH_IMPORT_EPISODES (default 100,000) sets the episodes of the large import
+(1,000,000 is the issue's size: 2.6 GB of JSONL). Targets: 10,000 episodes/s, flat memory,
+a new file in the store within 5 s. Each import runs `rollscope import` as its own process;
+its CPU time and peak RSS are that process's (`os.wait4`), so a shared machine's waiting for a
+core shows in the wall time only.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import os
+import pstats
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from storage.store import Store
+from tests.benchmarks.bench_sink import machine_reference
+
+pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(7200)]
+
+EPISODES = int(os.environ.get("ROLLSCOPE_BENCH_IMPORT_EPISODES", "100000"))
+PER_FILE = 5120
+"""Episodes a training step writes: 640 prompts x 8 samples."""
+GROUP = 8
+TARGET = 10_000
+FOLLOW_TARGET = 5.0
+
+SCHEMA = "\n".join(
+    f"CREATE TABLE t{i} (id INTEGER PRIMARY KEY, name TEXT, value REAL, created TEXT);"
+    for i in range(12)
+)
+SYSTEM = (
+    "You are a data scientist. Think step by step inside <think>...</think>, run SQL inside "
+    "<sql>...</sql> (the result comes back in <observation>), and give the final SQL inside "
+    "<solution>...</solution>."
+)
+
+
+def _turns(q: int, i: int) -> list[tuple[str, str | None]]:
+    """Three turns of a SkyRL-SQL style agent: two queries with their results, an answer."""
+    rows = "\n".join(f"| {q + r} | name {r} | {r * 1.5} |" for r in range(5))
+    table, count = f"t{q % 12}", f"SELECT count(*) FROM t{q % 12} WHERE value > {i}"
+    return [
+        (f"<think>Which of the tables holds it? Look at {table} first.</think>\n"
+         f"<sql>SELECT * FROM {table} LIMIT 5</sql>", f"\n| id | name | value |\n{rows}\n"),
+        (f"<think>Now filter on value above {i}.</think>\n<sql>{count}</sql>",
+         f"\n| count(*) |\n| {q} |\n"),
+        (f"<think>That is the answer.</think>\n<solution>{count}</solution>", None),
+    ]  # fmt: skip
+
+
+def _question(q: int) -> str:
+    ask = f"how many rows of t{q % 12} have a value above {q % 97}?"
+    return f"Database schema:\n{SCHEMA}\nQuestion {q}: {ask}"
+
+
+def write_verl(root: Path, episodes: int) -> Path:
+    """verl's `_dump_generations` layout: `{step}.jsonl`, one rollout a line."""
+    root.mkdir(parents=True, exist_ok=True)
+    for step, start in enumerate(range(0, episodes, PER_FILE), start=1):
+        lines = []
+        for e in range(start, min(episodes, start + PER_FILE)):
+            q = e // GROUP
+            prompt = f"system\n{SYSTEM}\nuser\n{_question(q)}\nassistant\n"
+            output = "".join(
+                text + (f"\nuser\n<observation>{obs}</observation>\nassistant\n" if obs else "")
+                for text, obs in _turns(q, e % GROUP)
+            )
+            score = float(e % 3 == 0)
+            entry = {"input": prompt, "output": output, "gts": "SELECT 1", "score": score,
+                     "step": step, "acc": score, "format_reward": 1.0}  # fmt: skip
+            lines.append(json.dumps(entry, ensure_ascii=False))
+        (root / f"{step}.jsonl").write_text("\n".join(lines) + "\n")
+    return root
+
+
+def write_trl(root: Path, episodes: int) -> Path:
+    """TRL's `GRPOTrainer.log` layout: `completions/completions_{step:05d}.parquet` with the
+    prompt and a tool-calling completion as messages, a column per reward, `advantage`."""
+    import pandas as pd
+
+    folder = root / "completions"
+    folder.mkdir(parents=True, exist_ok=True)
+    for step, start in enumerate(range(0, episodes, PER_FILE), start=1):
+        columns = ("step", "prompt", "completion", "exec_reward", "format_reward", "advantage")
+        table: dict[str, list[Any]] = {name: [] for name in columns}
+        for e in range(start, min(episodes, start + PER_FILE)):
+            q = e // GROUP
+            completion: list[dict[str, Any]] = []
+            for text, obs in _turns(q, e % GROUP):
+                completion.append({"role": "assistant", "content": text})
+                if obs:
+                    completion.append({"role": "tool", "content": obs})
+            table["step"].append(step)
+            table["prompt"].append([{"role": "system", "content": SYSTEM},
+                                    {"role": "user", "content": _question(q)}])  # fmt: skip
+            table["completion"].append(completion)
+            table["exec_reward"].append(float(e % 3 == 0))
+            table["format_reward"].append(1.0)
+            table["advantage"].append(0.0)
+        pd.DataFrame(table).to_parquet(folder / f"completions_{step:05d}.parquet")
+    return root
+
+
+def run_import(path: Path, db: Path, *extra: str) -> dict[str, float]:
+    """`rollscope import` in its own process: wall and CPU seconds, peak RSS (MB)."""
+    cmd = [sys.executable, "-m", "app.cli", "import", str(path), "--name", "bench", "--store",
+           str(db), "--quiet", *extra]  # fmt: skip
+    load = os.getloadavg()[0]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    out = proc.stdout.read().decode() if proc.stdout else ""
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    assert os.waitstatus_to_exitcode(status) == 0, err[-2000:]
+    return {"wall": wall, "cpu": usage.ru_utime + usage.ru_stime, "rss": usage.ru_maxrss / 1024,
+            "load": (load + os.getloadavg()[0]) / 2, "out": out}  # type: ignore[dict-item]  # fmt: skip
+
+
+def _line(label: str, episodes: int, m: dict[str, float]) -> str:
+    rate = episodes / m["wall"]
+    flag = "" if rate >= TARGET else "  SLOW"
+    return (
+        f"{label:<26} {episodes:>9,} {m['wall']:>8.1f} {rate:>9,.0f} {m['cpu']:>8.1f} "
+        f"{episodes / m['cpu']:>10,.0f} {m['rss']:>8.0f} {m['load']:>5.1f}{flag}"
+    )
+
+
+def test_import_throughput_and_memory(tmp_path: Path) -> None:
+    small = max(EPISODES // 10, PER_FILE)
+    print(
+        f"\nrollscope import into SQLite; {os.cpu_count()} cores, load average "
+        f"{os.getloadavg()[0]:.1f}, machine reference {machine_reference():,.0f} rows/s "
+        f"(target {TARGET:,} episodes/s)"
+    )
+    print(f"{'import':<26} {'episodes':>9} {'wall s':>8} {'ep/s':>9} {'cpu s':>8} "
+          f"{'ep/cpu-s':>10} {'rss MB':>8} {'load':>5}")  # fmt: skip
+    for label, writer in (("verl JSONL, 3 steps each", write_verl),
+                          ("TRL Parquet, 3 steps each", write_trl)):  # fmt: skip
+        for n in (small, EPISODES):
+            source = writer(tmp_path / f"{writer.__name__}-{n}", n)
+            db = tmp_path / f"{writer.__name__}-{n}.db"
+            m = run_import(source, db)
+            print(_line(f"{label}", n, m), flush=True)
+            db.unlink()
+            for f in source.rglob("*"):
+                if f.is_file():
+                    f.unlink()
+
+
+def test_where_an_import_spends_its_time(tmp_path: Path) -> None:
+    """A profile of an import in this process: the sink's share, and the functions on top."""
+    from app.importers.detect import format_of
+    from app.importers.importer import Importer, ImportOptions
+
+    source = write_verl(tmp_path / "verl", 20_480)
+    store = Store(str(tmp_path / "profile.db"))
+    importer = Importer(store, format_of(source, "verl"), ImportOptions(path=source, name="p"))
+    importer.open()
+    profile = cProfile.Profile()
+    profile.enable()
+    for f in importer.files():
+        importer.import_file(f)
+    importer.finish("completed")
+    profile.disable()
+    store.close()
+    text = io.StringIO()
+    stats = pstats.Stats(profile, stream=text)
+    total = stats.total_tt  # type: ignore[attr-defined]
+    sink = next(
+        (v[3] for k, v in stats.stats.items() if k[2] == "write_batch"),  # type: ignore[attr-defined]
+        0.0,
+    )
+    print(f"\nprofile of 20,480 verl episodes: {total:.1f} s under the profiler, of which the "
+          f"sink's write_batch {sink:.1f} s ({sink / total:.0%}; on the writer thread, beside "
+          "the reading)")  # fmt: skip
+    stats.sort_stats("tottime").print_stats(15)
+    print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[:4000])
+
+
+def test_follow_shows_a_new_file_soon(tmp_path: Path) -> None:
+    """Seconds from a step file's close to its last episode in the store (read as the
+    dashboard reads it), with `--follow` at its default poll."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    db = tmp_path / "follow.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "import", str(dump), "--name", "live", "--store",
+         str(db), "--format", "verl", "--follow", "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    seen: list[float] = []
+    try:
+        time.sleep(5)  # the importer is up and waiting
+        for step in range(1, 4):
+            write_verl(tmp_path / "staging", PER_FILE * step)
+            data = (tmp_path / "staging" / f"{step}.jsonl").read_bytes()
+            with open(dump / f"{step}.jsonl", "wb") as f:  # as verl writes it: in place
+                f.write(data)
+            closed = time.perf_counter()
+            while True:
+                reader = Store(str(db), read_only=True)
+                run = reader.find_run("live")
+                reader.close()
+                if run is not None and run.episodes_finished >= PER_FILE * step:
+                    break
+                if time.perf_counter() - closed > 120:
+                    raise AssertionError("the follow did not import the file in 120 s")
+                time.sleep(0.05)
+            seen.append(time.perf_counter() - closed)
+    finally:
+        proc.send_signal(2)
+        proc.wait(timeout=60)
+    worst = max(seen)
+    flag = "" if worst <= FOLLOW_TARGET else "  SLOW"
+    print(
+        f"\n--follow (poll 1 s), a {PER_FILE:,}-episode step file in the store after: "
+        + ", ".join(f"{s:.1f} s" for s in seen)
+        + f"; load {os.getloadavg()[0]:.1f}{flag} (the dashboard's live pages refresh every "
+        "2-3 s on top)"
+    )
