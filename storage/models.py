@@ -354,7 +354,7 @@ class EpisodeSource(Base):
 
 class EpisodeReward(Base):
     """One named reward of an episode: a reward function's or a reward column's value, as
-    its producer gave it (`episodes.reward` is their total)."""
+    its producer gave it (`episodes.reward` is the total the producer gave)."""
 
     __tablename__ = "episode_rewards"
     __table_args__ = ({"sqlite_with_rowid": False},)
