@@ -89,14 +89,12 @@ def env_server(
         fail(str(exc))
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
+    left = served.abandoned_at_start
     err.print(
         f"serving run {spec.name!r} (dataset {data.name}) at http://{shown}:{bound} "
-        f"(WebSocket ws://{shown}:{bound}/ws), {max_sessions} sessions at most"
-        + (
-            f"; {served.abandoned_at_start} unfinished episodes marked abandoned"
-            if served.abandoned_at_start
-            else ""
-        ),
+        f"(WebSocket ws://{shown}:{bound}/ws), {max_sessions} session{'s' * (max_sessions != 1)} "
+        "at most"
+        + (f"; {left} unfinished episode{'s' * (left != 1)} marked abandoned" if left else ""),
         highlight=False,
         soft_wrap=True,
     )

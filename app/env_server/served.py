@@ -30,9 +30,9 @@ from storage.store import Store
 from storage.training import Counters, counters
 
 POLICY = "env-server"
+"""The run's policy field: whatever its clients play, the server does not know."""
 STEP_THREADS = 8
 """Steps played at once; a slow query (up to the sandbox's deadline) holds one of them."""
-"""The run's policy field: whatever its clients play, the server does not know."""
 
 
 class Closable(Protocol):

@@ -18,6 +18,12 @@ from app.dashboard.episodes.query import ListQuery, Neighbour
 from app.dashboard.replay import origin
 from storage.read_models import EpisodeDetail
 
+ABANDONED = (
+    ":material/logout: Abandoned: its player stopped before the episode ended (a client that "
+    "left or began another, a rollout that ended without an answer, a server that stopped); "
+    "every step it played is below."
+)
+
 
 def _list_of(detail: EpisodeDetail) -> tuple[ListQuery | None, str | None]:
     """The Episodes list this replay was opened from (the `from` parameter), if any."""
@@ -84,6 +90,8 @@ def show(detail: EpisodeDetail) -> None:
         f"{fmt_num(ep.reward, 3)} · {ep.steps} steps · database {escape_markdown(ep.db_id)} · "
         f"question {escape_markdown(ep.question_id)} · sample {ep.sample_index}"
     )
+    if ep.outcome == "abandoned":
+        st.caption(ABANDONED)
     if ep.forked_from is not None:
         _fork_origin(detail)
     origin.show(detail)

@@ -7,6 +7,7 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.components import nav, params
 from app.dashboard.components.header import header
+from app.dashboard.components.render import escape_markdown
 from app.dashboard.failures import mix as failure_mix
 from app.dashboard.runs import charts, links, reads
 from app.dashboard.runs import table as run_table
@@ -57,11 +58,20 @@ def _progress(runs: list[RunSummary]) -> None:
         return
     st.subheader("In progress")
     for run in active:
-        done = run.episodes_finished / run.episodes_planned if run.episodes_planned else 0.0
+        done = run_table.progress_of(run)
+        if done is None:  # no plan to measure against: no bar, a count
+            served = (
+                " (an env-server run: episodes come as clients play them)"
+                if run.kind == "env"
+                else ""
+            )
+            n = run.episodes_finished
+            text = f"{run.name}: {run.status}, {n} episode{'s' * (n != 1)}"
+            st.markdown(escape_markdown(text) + served)
+            continue
         st.progress(
             min(1.0, done),
-            text=f"{run.name}: {run.status}, "
-            f"{run.episodes_finished}/{run.episodes_planned} episodes",
+            text=f"{run.name}: {run.status}, {run_table.episodes_text(run)} episodes",
         )
 
 

@@ -47,6 +47,19 @@ def short_path(text: str | None) -> str:
     return f"{prefix}:{short}" if prefix else short
 
 
+def progress_of(run: RunSummary) -> float | None:
+    """The share of its planned episodes a run has finished; None for a run with no plan (an
+    environment server's or a recorder's: episodes come for as long as clients play)."""
+    return run.episodes_finished / run.episodes_planned if run.episodes_planned else None
+
+
+def episodes_text(run: RunSummary) -> str:
+    """`12/40`, finished of planned; `12` for a run with no plan."""
+    if not run.episodes_planned:
+        return str(run.episodes_finished)
+    return f"{run.episodes_finished}/{run.episodes_planned}"
+
+
 def model_of(run: RunSummary) -> str:
     """What played the run: a checkpoint path or the policy name."""
     return run.checkpoint or run.policy
@@ -76,13 +89,13 @@ def rows(runs: Sequence[RunSummary]) -> pd.DataFrame:
                 "": "●",
                 "run": f"{BEST} {r.name}" if r.id in best else r.name,
                 "status": r.status,
-                "progress": r.episodes_finished / r.episodes_planned if r.episodes_planned else 0.0,
+                "progress": progress_of(r),
                 "accuracy": r.accuracy,
                 "95% interval": interval_text(r),
                 "mean reward": r.mean_reward,
                 "mean steps": r.mean_steps,
                 "parse failures": r.parse_failure_rate,
-                "episodes": f"{r.episodes_finished}/{r.episodes_planned}",
+                "episodes": episodes_text(r),
                 "kind": r.kind,
                 "source": source_of(r),
                 "dataset": r.dataset,

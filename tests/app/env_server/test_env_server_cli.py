@@ -38,7 +38,7 @@ def test_a_killed_server_started_again_goes_on_with_the_same_run(
 
     second = start_process(args)
     url = second.wait_serving()
-    assert "1 unfinished episodes marked abandoned" in second.output()
+    assert "1 unfinished episode marked abandoned" in second.output()
     with GenericEnvClient(base_url=url).sync() as env:
         assert play(env, "q-count").observation["metadata"]["outcome"] == "correct"
     assert second.stop(signal.SIGINT) == 0

@@ -261,3 +261,36 @@ def test_the_manifest_is_openenv_s_and_names_the_served_environment(served: Serv
         metadata = json.load(response)
     assert manifest.name == metadata["name"] == "rollscope_sql"
     assert manifest.reward is not None and manifest.reward.range == (-0.01, 1.0)
+
+
+def test_a_session_past_max_sessions_is_refused_and_its_place_freed_on_close(
+    tmp_path: Path, bench: Bench
+) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    with serving(store, env_spec(bench), max_sessions=1) as served:
+        first = client(served)
+        first.reset(question_id="q-count")
+        with pytest.raises(RuntimeError, match="CAPACITY_REACHED"):
+            client(served).reset(question_id="q-france")
+        first.close()
+        again: list[Any] = []
+
+        def admitted() -> bool:  # the server frees the place once it has seen the close
+            env = client(served)
+            try:
+                env.reset(question_id="q-france")
+            except RuntimeError:
+                env.close()
+                return False
+            again.append(env)
+            return True
+
+        wait_for(admitted)
+        with again[0] as env:
+            for action in ORACLE["q-france"]:
+                env.step(action)
+    outcomes = sorted(
+        (e.summary.question_id, e.summary.outcome) for e in episodes(store, served.run_id)
+    )
+    assert outcomes == [("q-count", "abandoned"), ("q-france", "correct")]
+    store.close()

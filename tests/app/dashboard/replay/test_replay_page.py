@@ -3,11 +3,14 @@ again, the gold answer."""
 
 from __future__ import annotations
 
+from app.dashboard.replay.context import ABANDONED
+from rollout_core.records import IterationBatch
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page
 from tests.support.benchmark import QUESTIONS
 from tests.support.dashboard_stores import XSS_OUTPUT, FixtureStore
+from tests.support.records import finish, spec, start, step
 
 
 def test_replay_shows_model_output_literally_never_as_html(store_env: FixtureStore) -> None:
@@ -92,3 +95,22 @@ def test_replay_shows_the_prompt_the_model_saw_message_by_message(store_env: Fix
         "You answer with one action.",
         f"Question {QUESTIONS[1][0]}, step 2",
     ]
+
+
+def test_replay_says_what_an_abandoned_episode_is(labelled: FixtureStore) -> None:
+    # An env-server client that left mid-episode: only the bare word `abandoned` said so.
+    store = Store(labelled.url)
+    left = store.create_run(spec("served", kind="env"), episodes_planned=0, status="running")
+    store.sink(left).write(
+        IterationBatch(
+            started=[start("q1")],
+            steps=[step("q1", 0, 1, action="DESCRIBE")],
+            finished=[finish("q1", 0, "abandoned", 0.0, 1, failure_class="abandoned")],
+        )
+    )
+    (episode,) = store.list_episodes(EpisodeFilter(run_ids=(left,)), limit=5).items
+    at = open_page("replay/page.py", episode=str(episode.id))
+    assert ABANDONED in [c.value for c in at.caption]
+    assert at.subheader[0].value == "Step 1 of 1: DESCRIBE"
+    at = open_page("replay/page.py", episode=str(labelled.query_episode))
+    assert ABANDONED not in [c.value for c in at.caption]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 
+import pandas as pd
 import pytest
 
 from app.dashboard.runs import charts
@@ -13,7 +14,7 @@ from app.dashboard.runs.table import short_path
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.support.dashboard_stores import FixtureStore
-from tests.support.records import spec
+from tests.support.records import play, spec
 
 
 def test_runs_lists_every_run_with_metrics_and_charts(store_env: FixtureStore) -> None:
@@ -159,3 +160,18 @@ def test_the_table_says_each_runs_kind_and_a_training_run_links_to_its_views(
     assert f"run={trained}" in links["GRPO groups"][1]
     at = open_page(None, run=str(labelled.run_a))
     assert "Training" not in {p.proto.label for p in at.get("page_link")}
+
+
+def test_a_run_with_no_plan_shows_its_count_not_an_empty_bar(labelled: FixtureStore) -> None:
+    # An env server's run plans no episodes: it read `20/0 episodes` beside a bar stuck at 0%.
+    store = Store(labelled.url)
+    served = store.create_run(spec("served", kind="env"), episodes_planned=0, status="running")
+    store.sink(served).write(play("q1", 0, "correct", 1.0, 2))
+    at = open_page(None)
+    by_id = at.dataframe[0].value.set_index("id")
+    assert by_id.loc[served, "episodes"] == "1"
+    assert pd.isna(by_id.loc[served, "progress"])
+    assert by_id.loc[labelled.running, "episodes"] == "1/10"
+    assert [p.proto.text for p in at.get("progress")] == ["ckpt-3000: running, 1/10 episodes"]
+    assert "served: running, 1 episode (an env-server run: episodes come as clients play them)" \
+        in [m.value.replace("\\", "") for m in at.markdown]  # fmt: skip
