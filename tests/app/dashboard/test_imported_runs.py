@@ -1,10 +1,11 @@
-"""Pages on a run another framework wrote (a verl rollout dump, imported): they say what its
-numbers are, and show no zeros for what its files do not hold."""
+"""Pages on runs another framework wrote (verl rollout dumps, imported): they say what their
+numbers are, and show no zeros for what their files do not hold."""
 
 from __future__ import annotations
 
 import sqlite3
 from contextlib import closing
+from pathlib import Path
 
 import pytest
 
@@ -14,26 +15,35 @@ from tests.app.dashboard.conftest import serve_env
 from tests.app.importers.conftest import run_import
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
 
+TURNS = [("<sql>SELECT 1</sql>", "\n1\n"), ("<solution>SELECT 1</solution>", None)]
+
+
+def _import(store: Store, dump: Path, name: str, scores: list[float]) -> int:
+    """Two training steps of one question's group, a score per sample."""
+    n = len(scores)
+    for step in (1, 2):
+        inputs, outputs = [sql_prompt("How many?")] * n, [sql_response(TURNS)] * n
+        verl_dump(dump, step, inputs, outputs, ["SELECT 1"] * n, scores, {})
+    run_id, _ = run_import(store, dump, name)
+    return run_id
+
 
 @pytest.fixture(scope="module")
-def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
+def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int, int]:
+    """A verl run scored 1 or 0, and one whose every score reaches the default --correct-at
+    (a format reward of 1 beside a correctness reward)."""
     root = tmp_path_factory.mktemp("imported")
-    output = sql_response(
-        [("<sql>SELECT 1</sql>", "\n1\n"), ("<solution>SELECT 1</solution>", None)]
-    )
-    for step in (1, 2):
-        prompts = [sql_prompt("How many?")] * 2
-        verl_dump(root / "dump", step, prompts, [output] * 2, ["SELECT 1"] * 2, [1.0, 0.0], {})
     store = Store(str(root / "store.db"))
-    run_id, _ = run_import(store, root / "dump", "verl-grpo")
+    run_id = _import(store, root / "dump", "verl-grpo", [1.0, 0.0])
+    formatted = _import(store, root / "formatted", "format-reward", [2.0, 1.0])
     store.close()
-    return str(root / "store.db"), run_id
+    return str(root / "store.db"), run_id, formatted
 
 
 def test_training_says_the_reward_is_the_files_own(
-    imported: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+    imported: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, run_id = imported
+    url, run_id, _ = imported
     serve_env(monkeypatch, url)
     shown = texts(open_page("training/page.py", run=str(run_id)))
     assert "Mean episode reward as the trainer's files give it" in shown
@@ -41,9 +51,9 @@ def test_training_says_the_reward_is_the_files_own(
 
 
 def test_replay_shows_no_zero_timings_or_empty_tokens(
-    imported: tuple[str, int], monkeypatch: pytest.MonkeyPatch
+    imported: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    url, run_id = imported
+    url, run_id, _ = imported
     serve_env(monkeypatch, url)
     with closing(sqlite3.connect(url)) as conn:
         (episode,) = conn.execute(
@@ -52,3 +62,14 @@ def test_replay_shows_no_zero_timings_or_empty_tokens(
     shown = texts(open_page("replay/page.py", episode=str(episode)))
     assert "reward **+0.000**" in shown
     assert "policy 0.00 s" not in shown and "tokens - in" not in shown
+
+
+def test_groups_point_an_imported_run_at_correct_at_not_at_rollscopes_shaping(
+    imported: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _, formatted = imported
+    serve_env(monkeypatch, url)
+    shown = texts(open_page("groups/page.py", run=str(formatted)))
+    assert "2 of 2 groups get their advantages from the trainer's reward terms" in shown
+    assert "rollscope import --correct-at" in shown
+    assert "QUERY progress" not in shown
