@@ -37,8 +37,8 @@ def import_command(
     questions: Annotated[
         str | None,
         _Opt(
-            help="Questions file (Spider layout): match each rollout's question, run its SQL "
-            "again to fill missing observations, and re-grade its final answer."
+            help="Questions file (Spider layout), or `demo`: match each rollout's question, run "
+            "its SQL again to fill missing observations, and re-grade its final answer."
         ),
     ] = None,
     db_dir: Annotated[str | None, _Opt(help="Database folder of --questions.")] = None,

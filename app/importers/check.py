@@ -16,7 +16,7 @@ from dataclasses import replace
 
 from app.importers.rollouts import Checked, Rollout, final_sql
 from rollout_core.actions import SQLAction
-from rollout_core.datasets import Dataset, load_dataset
+from rollout_core.datasets import Dataset, load_named_dataset
 from rollout_core.environment import SQLEnvironment
 from rollout_core.episode import LiveEpisode, start_record
 from rollout_core.gold import GoldQueryError
@@ -38,7 +38,7 @@ class Checker:
     """Matches imported episodes to a question file's questions and runs their SQL again."""
 
     def __init__(self, questions: str, db_dir: str | None) -> None:
-        self.dataset: Dataset = load_dataset(questions, db_dir)
+        self.dataset: Dataset = load_named_dataset(questions, db_dir=db_dir)
         self.env = SQLEnvironment(
             dataset=self.dataset, settings=EnvironmentSettings(step_budget=_MOST_STEPS)
         )

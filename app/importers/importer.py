@@ -220,8 +220,8 @@ class Importer:
         message = f"{where}: {problem}"
         if self.options.strict:
             raise ImportFailure(
-                f"{message} (--strict stops at a bad line; the episodes before it are kept, and "
-                "importing again after fixing the file reads on from there)"
+                f"{message} (--strict stops at a bad line; fix the file and import again "
+                "under the same --name to read on from what the run holds)"
             )
         result.skipped += 1
         if len(result.problems) < NOTES_PER_FILE:

@@ -191,6 +191,21 @@ def test_where_an_import_spends_its_time(tmp_path: Path) -> None:
     print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[:4000])
 
 
+def _wait_for_store(db: Path) -> None:
+    """Until the importer has made its store (slow to start on a busy machine)."""
+    from storage.engine import StoreMissing
+
+    waited = time.perf_counter()
+    while True:
+        try:
+            Store(str(db), read_only=True).close()
+            return
+        except StoreMissing:
+            if time.perf_counter() - waited > 120:
+                raise
+            time.sleep(0.2)
+
+
 def test_follow_shows_a_new_file_soon(tmp_path: Path) -> None:
     """Seconds from a step file's close to its last episode in the store (read as the
     dashboard reads it), with `--follow` at its default poll."""
@@ -204,7 +219,7 @@ def test_follow_shows_a_new_file_soon(tmp_path: Path) -> None:
     )  # fmt: skip
     seen: list[float] = []
     try:
-        time.sleep(5)  # the importer is up and waiting
+        _wait_for_store(db)  # the importer is up and waiting
         for step in range(1, 4):
             write_verl(tmp_path / "staging", PER_FILE * step)
             data = (tmp_path / "staging" / f"{step}.jsonl").read_bytes()

@@ -18,7 +18,7 @@ from app.dashboard.components.render import (
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
 from app.dashboard.groups.overview import FORMULA, go_to, spread_label
-from app.dashboard.groups.signal import split_members, spread_stds
+from app.dashboard.groups.signal import shaping_terms, split_members, spread_stds
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
 
@@ -168,7 +168,7 @@ def _step_side_by_side(group: GroupDetail) -> None:
                 )
 
 
-def _signal_notice(group: GroupDetail) -> None:
+def _signal_notice(run: RunSummary, group: GroupDetail) -> None:
     """Say where the advantages come from: nothing, shaping alone, or correctness (with how
     much of the spread shaping adds)."""
     stats = group.stats
@@ -187,8 +187,8 @@ def _signal_notice(group: GroupDetail) -> None:
             "none of the samples is correct" if stats.correct == 0 else "every sample is correct"
         )
         st.warning(
-            f"Advantages from shaping alone: {which}, and the rewards differ only by QUERY "
-            f"progress rewards and error penalties (std {std_shaping:.3f}). Dividing by "
+            f"Advantages from shaping alone: {which}, and the rewards differ only by "
+            f"{shaping_terms(run)} (std {std_shaping:.3f}). Dividing by "
             f"std + 1e-4 scales them to advantages of up to ±{largest:.2f}: GRPO pushes these "
             "samples as hard as if one had answered right.",
             icon=":material/warning:",
@@ -231,7 +231,7 @@ def show(run: RunSummary, key: GroupKey) -> None:
         st.metric("mean reward", fmt_num(stats.mean, 3), width="content")
         st.metric("std", fmt_num(stats.std, 3), width="content")
         st.metric("spread from", spread_label(stats), width="content")
-    _signal_notice(group)
+    _signal_notice(run, group)
     st.caption(FORMULA)
     _members_table(group)
     st.subheader("Steps side by side")

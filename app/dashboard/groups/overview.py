@@ -11,7 +11,7 @@ from app.dashboard.components import nav
 from app.dashboard.components.render import fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
-from app.dashboard.groups.signal import SOURCE_LABELS
+from app.dashboard.groups.signal import SOURCE_LABELS, shaping_terms
 from rollout_core.grpo import ADVANTAGE_EPSILON
 from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
 
@@ -62,7 +62,7 @@ def _open_group(keys: list[GroupKey]) -> None:
         go_to(keys[click["row"]])
 
 
-def _counts(found: GroupOverview) -> None:
+def _counts(run: RunSummary, found: GroupOverview) -> None:
     """Every group of the run counted by the source of its spread and by its right samples."""
 
     def count(n: int) -> str:
@@ -83,7 +83,7 @@ def _counts(found: GroupOverview) -> None:
             count(by_source["shaping only"]),
             width="content",
             help="Rewards differ, but every sample is correct or none is: the advantages come "
-            "from QUERY progress rewards and error penalties alone.",
+            f"from {shaping_terms(run)} alone.",
         )
         st.metric(
             "all rewards equal",
@@ -100,7 +100,17 @@ def _counts(found: GroupOverview) -> None:
         )
         st.metric("all correct", found.all_correct, width="content")
         st.metric("mean samples", fmt_num(found.mean_samples, 1), width="content")
-    if shaping := by_source["shaping only"]:
+    shaping = by_source["shaping only"]
+    if shaping and run.source_format is not None:
+        st.warning(
+            f"{shaping} of {found.total} groups get their advantages from "
+            f"{shaping_terms(run)} alone: none of their samples is correct, or all are. An "
+            "imported episode whose file gives no verdict is correct when its reward reaches "
+            "`rollscope import --correct-at` (1 by default); where a format reward alone "
+            "reaches it, import again with the reward a correct rollout gets.",
+            icon=":material/warning:",
+        )
+    elif shaping:
         st.warning(
             f"{shaping} of {found.total} groups get their advantages from shaping "
             "alone: none of their samples is correct, or all are, and their rewards differ only "
@@ -130,7 +140,7 @@ def show(run: RunSummary, question: str | None = None) -> None:
             "`rollscope run --samples K` (K of 2 or more) to see them."
         )
         return
-    _counts(found)
+    _counts(run, found)
     st.caption(FORMULA)
     histogram = std_histogram(found.by_source["none"], found.std_counts)
     st.plotly_chart(histogram, width="stretch", key="gr_hist")

@@ -13,13 +13,21 @@ from dataclasses import dataclass
 from rollout_core import grpo, rewards
 from rollout_core.grpo import SignalSource
 from rollout_core.records import Outcome
-from storage.read_models import GroupDetail
+from storage.read_models import GroupDetail, RunSummary
 
 SOURCE_LABELS: dict[SignalSource, str] = {
     "correctness": "correctness",
     "shaping only": "shaping only",
     "none": "none: all rewards equal",
 }
+
+
+def shaping_terms(run: RunSummary) -> str:
+    """What a run's rewards hold beside correctness: rollscope's shaping, or, for a run it did
+    not play, the trainer's own other terms."""
+    if run.source_format is None:
+        return "QUERY progress rewards and error penalties"
+    return "the trainer's reward terms other than correctness (a format reward, partial credit)"
 
 
 def correctness_term(outcome: Outcome | None) -> float:

@@ -46,12 +46,16 @@ def show_observation(step: StoredStep) -> None:
 
 
 def show_numbers(step: StoredStep) -> None:
-    """Reward, tokens and timings of a step, on one line."""
-    tokens = f"{step.tokens_in or '-'} in / {step.tokens_out or '-'} out"
-    st.caption(
-        f"reward **{step.reward:+.3f}** · tokens {tokens} · policy {step.policy_seconds:.2f} s"
-        f" · environment {step.env_seconds:.3f} s" + (" · output cut" if step.truncated else "")
-    )
+    """Reward, tokens and timings of a step, on one line; an imported step has neither
+    tokens nor timings, and shows none rather than zeros."""
+    parts = [f"reward **{step.reward:+.3f}**"]
+    if step.tokens_in or step.tokens_out:
+        parts.append(f"tokens {step.tokens_in or '-'} in / {step.tokens_out or '-'} out")
+    if step.policy_seconds or step.env_seconds:
+        parts.append(f"policy {step.policy_seconds:.2f} s · environment {step.env_seconds:.3f} s")
+    if step.truncated:
+        parts.append("output cut")
+    st.caption(" · ".join(parts))
 
 
 def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:

@@ -50,6 +50,8 @@ class Chart:
     tickformat: str | None = None
     note: str = ""
     """What the numbers are, under the chart."""
+    imported_note: str = ""
+    """The note for a run rollscope did not play (an import, a Recorder's), where it differs."""
     drawn: bool = False
     """Hovers name the questions each point's steps drew: for the quantities those questions
     move (on a long run, naming them on every chart made the page several MB)."""
@@ -77,6 +79,8 @@ CHARTS: tuple[Chart, ...] = (
         None,
         "Mean episode reward: 1 for a correct answer, plus shaping (QUERY progress up to "
         "+0.1, −0.01 per failed action). TRL logs it as `reward`.",
+        "Mean episode reward as the trainer's files give it (verl's `score`, TRL's reward "
+        "columns summed, ...): its own reward function, not rollscope's shaping.",
         drawn=True,
     ),
     Chart(

@@ -75,7 +75,8 @@ def curves(run_id: int) -> None:
     drawn = [c for c in charts.CHARTS if charts.has_values(found, c)]
     if left := [c.title.lower() for c in charts.CHARTS if c not in drawn]:
         st.caption(f"Not drawn, as this run's records hold none: {', '.join(left)}.")
-    figures = [(charts.figure(found, c), c.note) for c in drawn]
+    imported = run.source_format is not None
+    figures = [(charts.figure(found, c), (imported and c.imported_note) or c.note) for c in drawn]
     figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
     # A row of two at a time: the notes under the charts differ in length, and two tall
     # columns let the charts beside each other drift apart.

@@ -213,3 +213,16 @@ def test_turns_split_with_or_without_the_templates_special_tokens(
         (2, "<solution>SELECT 1</solution>", "ANSWER", ""),
     ]
     assert rows(store, "SELECT question FROM episodes") == [("Database: concerts. Q?",)]
+
+
+def test_questions_demo_names_the_demo_benchmark(store: Store, tmp_path: Path) -> None:
+    """`--questions demo`, as `rollscope run --dataset demo`: ids and re-grades from the demo."""
+    from rollout_core.datasets import load_named_dataset
+
+    question = load_named_dataset("demo").questions[0]
+    dump = tmp_path / "dump"
+    output = sql_response([(f"<solution>{question.gold_sql}</solution>", None)])
+    verl_dump(dump, 1, [sql_prompt(question.question)], [output], [""], [1.0], {})
+    run_import(store, dump, "demo-graded", questions="demo")
+    assert rows(store, "SELECT e.question_id, s.regraded FROM episodes e JOIN episode_sources s "
+                "ON s.episode_id = e.id") == [(question.id, "correct")]  # fmt: skip

@@ -1,0 +1,75 @@
+"""Pages on runs another framework wrote (verl rollout dumps, imported): they say what their
+numbers are, and show no zeros for what their files do not hold."""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+
+import pytest
+
+from storage.store import Store
+from tests.app.dashboard.apptest import open_page, texts
+from tests.app.dashboard.conftest import serve_env
+from tests.app.importers.conftest import run_import
+from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+
+TURNS = [("<sql>SELECT 1</sql>", "\n1\n"), ("<solution>SELECT 1</solution>", None)]
+
+
+def _import(store: Store, dump: Path, name: str, scores: list[float]) -> int:
+    """Two training steps of one question's group, a score per sample."""
+    n = len(scores)
+    for step in (1, 2):
+        inputs, outputs = [sql_prompt("How many?")] * n, [sql_response(TURNS)] * n
+        verl_dump(dump, step, inputs, outputs, ["SELECT 1"] * n, scores, {})
+    run_id, _ = run_import(store, dump, name)
+    return run_id
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int, int]:
+    """A verl run scored 1 or 0, and one whose every score reaches the default --correct-at
+    (a format reward of 1 beside a correctness reward)."""
+    root = tmp_path_factory.mktemp("imported")
+    store = Store(str(root / "store.db"))
+    run_id = _import(store, root / "dump", "verl-grpo", [1.0, 0.0])
+    formatted = _import(store, root / "formatted", "format-reward", [2.0, 1.0])
+    store.close()
+    return str(root / "store.db"), run_id, formatted
+
+
+def test_training_says_the_reward_is_the_files_own(
+    imported: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, run_id, _ = imported
+    serve_env(monkeypatch, url)
+    shown = texts(open_page("training/page.py", run=str(run_id)))
+    assert "Mean episode reward as the trainer's files give it" in shown
+    assert "plus shaping" not in shown
+
+
+def test_replay_shows_no_zero_timings_or_empty_tokens(
+    imported: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, run_id, _ = imported
+    serve_env(monkeypatch, url)
+    with closing(sqlite3.connect(url)) as conn:
+        (episode,) = conn.execute(
+            "SELECT min(id) FROM episodes WHERE run_id = ?", (run_id,)
+        ).fetchone()
+    shown = texts(open_page("replay/page.py", episode=str(episode)))
+    assert "reward **+0.000**" in shown
+    assert "policy 0.00 s" not in shown and "tokens - in" not in shown
+
+
+def test_groups_point_an_imported_run_at_correct_at_not_at_rollscopes_shaping(
+    imported: tuple[str, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, _, formatted = imported
+    serve_env(monkeypatch, url)
+    shown = texts(open_page("groups/page.py", run=str(formatted)))
+    assert "2 of 2 groups get their advantages from the trainer's reward terms" in shown
+    assert "rollscope import --correct-at" in shown
+    assert "QUERY progress" not in shown
