@@ -22,7 +22,7 @@ def test_a_full_disk_mid_run_is_one_line_and_resume_completes_the_run(tmp_path: 
     disk.mkdir()
     saved.mkdir()
     store, filler = disk / "store.db", disk / "filler"
-    run = rollscope_cmd("run", "--policy", "random", "--dataset", "demo", "--samples", "40",
+    run = rollscope_cmd("run", "--policy", "random", "--dataset", "demo", "--samples", "12",
                         "--name", "full", "--store", store, "--quiet")  # fmt: skip
     resume = rollscope_cmd("run", "--resume", "full", "--store", store, "--quiet")
     to = {name: shlex.quote(str(saved / name)) for name in ("run", "runs", "resume")}

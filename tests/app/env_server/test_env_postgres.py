@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
@@ -36,7 +37,10 @@ def test_thirty_two_sessions_at_once(postgres_server: PgServer, bench: Bench) ->
                 questions = ["q-count", "q-france"] * (SESSIONS // 2)
                 return await asyncio.gather(*(session(q) for q in questions))
 
-            totals = asyncio.run(everyone())
+            # A thread of its own: a test process may hold another event loop in its main
+            # thread (Playwright's sync API, from a browser test run before this one).
+            with ThreadPoolExecutor(1) as pool:
+                totals = pool.submit(asyncio.run, everyone()).result()
             assert len(totals) == SESSIONS and all(t > 2.0 for t in totals)
             found = episodes(store, served.run_id)
         keys = sorted((e.summary.question_id, e.summary.sample_index) for e in found)

@@ -43,8 +43,8 @@ from tests.support.postgres import PgServer
 
 WORKERS = 2
 # Enough episodes that a kill or a cancel lands mid-run (~10 s on 2 busy cores), few enough to
-# stay quick: 60 demo questions, 4 steps of up to 24 tokens, 4 episodes per batch.
-HF_QUESTIONS = 60
+# stay quick: 32 demo questions, 4 steps of up to 24 tokens, 4 episodes per batch.
+HF_QUESTIONS = 32
 HF_GENERATION = GenerationSettings(temperature=0.0, max_new_tokens=24, batch_size=4, threads=1)
 HF_ENVIRONMENT = EnvironmentSettings(step_budget=4)
 Outputs = dict[tuple[str, int, int], str]
