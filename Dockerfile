@@ -9,6 +9,8 @@
 #   docker run ... -e ROLLSCOPE_ALLOW_WRITES=1 rollscope    (or append the CMD with --allow-writes)
 #   docker run --gpus all -v rollscope:/data -v /models:/models:ro rollscope \
 #       run --policy hf:/models/checkpoint-1000 --dataset demo --store /data/rollscope.db
+#   docker run -p 8000:8000 -v rollscope:/data rollscope env-server --dataset demo --name env \
+#       --host 0.0.0.0 --allow-remote --token "$TOKEN"                    # the environment server
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -31,10 +33,11 @@ COPY app ./app
 COPY rollout_core ./rollout_core
 COPY storage ./storage
 # The project itself, from this directory: its dependencies are pinned by pyproject.toml's ranges.
-# PostgreSQL (several writers) and Ray (fan-out) come with it; vLLM pins its own torch, so an
-# image for `vllm:` installs `.[vllm]` over this one's torch in a derived image.
+# PostgreSQL (several writers), Ray (fan-out) and OpenEnv (`rollscope env-server`) come with
+# it; vLLM pins its own torch, so an image for `vllm:` installs `.[vllm]` over this one's torch
+# in a derived image.
 # hadolint ignore=DL3013
-RUN pip install ".[postgres,ray]" \
+RUN pip install ".[postgres,ray,env]" \
     && useradd --create-home --uid 1000 rollscope \
     && mkdir -p /data \
     && chown rollscope:rollscope /data
