@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from rollout_core.records import FailureClass, Outcome
 from rollout_core.rewards import PROGRESS_SCALE
@@ -63,6 +64,15 @@ class StepFacts:
     argument: str
     parsed: bool
     error: str | None
+
+
+class Acted(Protocol):
+    """A step's action and argument: a record, a stored step or `StepFacts`."""
+
+    @property
+    def action(self) -> str: ...
+    @property
+    def argument(self) -> str: ...
 
 
 def action_key(action: str, argument: str) -> tuple[str, str]:
@@ -103,7 +113,7 @@ def classify_episode(
         return "budget_exhausted"
     if _share(sum(not s.parsed for s in steps), n):
         return "unparsed"
-    repeats = _repeats(steps)
+    repeats = repeated_actions(steps)
     if repeats >= MIN_LOOP_REPEATS and _share(repeats, n):
         return "action_loop"
     if _share(sum(s.action == "QUERY" and s.error is not None for s in steps), n):
@@ -115,7 +125,7 @@ def _share(count: int, total: int) -> bool:
     return count >= MAJORITY * total
 
 
-def _repeats(steps: Iterable[StepFacts]) -> int:
+def repeated_actions(steps: Iterable[Acted]) -> int:
     """Steps whose action and argument an earlier step already took."""
     seen: set[tuple[str, str]] = set()
     repeats = 0

@@ -19,7 +19,7 @@ from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as
 from app.env_server.writer import GroupWriter
 from rollout_core.datasets import Dataset
 from rollout_core.episode import start_record
-from rollout_core.failure_classes import action_key
+from rollout_core.failure_classes import repeated_actions
 from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, PolicyInfo, RunSpec
 from rollout_core.runner import episode_seed
 from rollout_core.sandbox import Sandbox
@@ -181,12 +181,7 @@ def _unfinished(store: Store, run_id: int) -> list[EpisodeRecord]:
     for detail in store.get_episodes(open_ids):
         steps = detail.steps
         ok = [s for s in steps if s.error is None]
-        seen: set[tuple[str, str]] = set()
-        repeats = 0
-        for s in steps:
-            key = action_key(s.action, s.argument)
-            repeats += key in seen
-            seen.add(key)
+        repeats = repeated_actions(steps)
         records.append(
             EpisodeRecord(
                 detail.summary.question_id,

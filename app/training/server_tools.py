@@ -17,6 +17,7 @@ import threading
 from typing import Any
 
 from app.env_client import SQLAction, SQLEnvClient
+from app.training.tools import SQLTools
 from rollout_core.records import ActionKind
 
 
@@ -60,7 +61,7 @@ class ServerTools:
             env._close_session()
 
 
-class ServerToolEnvironment:
+class ServerToolEnvironment(SQLTools):
     """One rollout at a time of the server's environment, played through tool calls."""
 
     def __init__(self, tools: ServerTools) -> None:
@@ -76,38 +77,6 @@ class ServerToolEnvironment:
         )
         self._reward, self._done = 0.0, False
         return "\n\nTables: " + ", ".join(result.observation.tables)
-
-    def describe(self, table: str) -> str:
-        """Show the columns, types, keys and row count of a table.
-
-        Args:
-            table: The table's name.
-        """
-        return self._act("DESCRIBE", table)
-
-    def sample(self, table: str) -> str:
-        """Show the first rows of a table.
-
-        Args:
-            table: The table's name.
-        """
-        return self._act("SAMPLE", table)
-
-    def query(self, sql: str) -> str:
-        """Run one SELECT statement on the database and show its rows.
-
-        Args:
-            sql: A single SQLite SELECT statement.
-        """
-        return self._act("QUERY", sql)
-
-    def answer(self, value: str) -> str:
-        """Submit the final answer; the episode ends.
-
-        Args:
-            value: The answer; several values as a JSON list, e.g. ["a", "b"].
-        """
-        return self._act("ANSWER", value)
 
     def get_reward(self) -> float:
         """The episode's total reward so far."""

@@ -13,6 +13,7 @@ from typing import Any
 
 from app.training.run import TrainingRun
 from app.training.settings import model_name
+from app.training.tools import SQLTools
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
@@ -137,7 +138,7 @@ class ToolEnvironmentFactory:
         return _Follow()
 
 
-class SQLToolEnvironment:
+class SQLToolEnvironment(SQLTools):
     """One episode at a time of the text-to-SQL environment, played through tool calls."""
 
     def __init__(self, factory: ToolEnvironmentFactory) -> None:
@@ -163,38 +164,6 @@ class SQLToolEnvironment:
         self._sink.write(IterationBatch(started=[start]))
         self._recorded = False
         return "\n\nTables: " + ", ".join(self._env.tables)
-
-    def describe(self, table: str) -> str:
-        """Show the columns, types, keys and row count of a table.
-
-        Args:
-            table: The table's name.
-        """
-        return self._act("DESCRIBE", table)
-
-    def sample(self, table: str) -> str:
-        """Show the first rows of a table.
-
-        Args:
-            table: The table's name.
-        """
-        return self._act("SAMPLE", table)
-
-    def query(self, sql: str) -> str:
-        """Run one SELECT statement on the database and show its rows.
-
-        Args:
-            sql: A single SQLite SELECT statement.
-        """
-        return self._act("QUERY", sql)
-
-    def answer(self, value: str) -> str:
-        """Submit the final answer; the episode ends.
-
-        Args:
-            value: The answer; several values as a JSON list, e.g. ["a", "b"].
-        """
-        return self._act("ANSWER", value)
 
     def get_reward(self) -> float:
         """The episode's total reward (ends it when the model stopped without answering)."""
