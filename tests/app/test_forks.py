@@ -249,7 +249,7 @@ def test_queueing_a_fork_writes_one_queued_run_or_nothing(
 
 
 def test_a_default_fork_name_is_short_and_says_what_it_continues() -> None:
-    # Issue 31, item 4: `checkpoint-100-train-fork-ep640-step2-oracle-20261202-224513`.
+    # Names were as long as `checkpoint-100-train-fork-ep640-step2-oracle-20261202-224513`.
     from app.forks import default_fork_name
 
     name = default_fork_name("checkpoint-100-train", "ep640-step2", "oracle")
@@ -261,7 +261,7 @@ def test_a_default_fork_name_is_short_and_says_what_it_continues() -> None:
 
 
 def test_the_fork_form_ignores_a_directory_left_typed_for_another_choice() -> None:
-    # Issue 31, polish: oracle was refused because a path was still in the directory field.
+    # Oracle was refused because a path was still in the directory field.
     from app.dashboard.fork.form import ForkForm, fork_request
     from app.dashboard.launch.form import OTHER_CHECKPOINT, LaunchError
 

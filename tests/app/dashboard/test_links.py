@@ -33,7 +33,7 @@ def test_a_bad_link_parameter_gets_a_notice_and_a_default(
 
 
 def test_a_notice_names_the_allowed_steps_once(store_env: FixtureStore) -> None:
-    # Issue 31, polish: "... not a step of this episode (1-2) (1, 2)".
+    # It once read "... not a step of this episode (1-2) (1, 2)".
     at = open_page("replay/page.py", episode=str(store_env.query_episode), step="99")
     (notice,) = [w.value.replace("\\", "") for w in at.warning]
     assert notice == "step='99' in the link is not a step of this episode (1-3); showing 1."
