@@ -2,7 +2,9 @@
 reading Store only checks the revision and refuses, in one line, one it cannot read.
 
 A store already at `HEAD_REVISION` opens without alembic: importing it was a fifth of every
-CLI call's start-up. Anything else (a new, older or newer store) goes through alembic.
+CLI call's start-up. Anything else (a new, older or newer store) goes through alembic, once per
+process for a new SQLite store: the schema the revisions build in memory is replayed into each
+new file (`_sqlite_head_schema`), as rebuilding its tables revision by revision took ~0.3 s.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Engine, inspect, text
+from sqlalchemy import Connection, Engine, create_engine, inspect, text
+from sqlalchemy.pool import StaticPool
 
 from storage.engine import SQLITE_IMMEDIATE, StoreError, StoreMissing
 
@@ -106,12 +110,49 @@ def upgrade_to_head(engine: Engine) -> SchemaUpgrade:
                 return SchemaUpgrade(current, head)
             if current is None:
                 _refuse_foreign(sorted(inspect(conn).get_table_names()))
+                if conn.dialect.name == "sqlite":
+                    for statement in _sqlite_head_schema():
+                        conn.exec_driver_sql(statement)
+                    conn.execute(text("INSERT INTO alembic_version VALUES (:v)"), {"v": head})
+                    return SchemaUpgrade(None, head)
             elif _unknown(script, current):
                 raise _newer(current, head)
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
             _check_foreign_keys(conn)
             return SchemaUpgrade(current, head)
+
+
+@cache
+def _sqlite_head_schema() -> tuple[str, ...]:
+    """The CREATE statements of a new SQLite store at head, as the revisions leave them in an
+    in-memory database: tables (an FTS5 table's own tables come with it), then indexes, views
+    and triggers, each kind in the order it was created."""
+    engine = create_engine("sqlite://", poolclass=StaticPool)
+    try:
+        with engine.connect() as conn:
+            cfg = alembic_config()
+            cfg.attributes["connection"] = conn
+            from alembic import command
+
+            with conn.begin():
+                command.upgrade(cfg, "head")
+            rows = conn.execute(
+                text(
+                    "SELECT name, sql FROM sqlite_master WHERE sql IS NOT NULL "
+                    "ORDER BY CASE type WHEN 'table' THEN 0 WHEN 'index' THEN 1 "
+                    "WHEN 'view' THEN 2 ELSE 3 END, rowid"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    virtual = [name for name, sql in rows if sql.upper().startswith("CREATE VIRTUAL TABLE")]
+    # An FTS5 table creates its shadow tables (`<name>_data`, ...) itself.
+    return tuple(
+        sql
+        for name, sql in rows
+        if not name.startswith("sqlite_") and not any(name.startswith(f"{v}_") for v in virtual)
+    )
 
 
 @contextmanager

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
+from pathlib import Path
 from typing import Any
 
 from alembic import command
@@ -32,6 +35,36 @@ def test_the_head_a_store_opens_at_without_alembic_is_the_scripts_head(store: St
     assert head_revision() == HEAD_REVISION
     with store._engine.connect() as conn:
         assert MigrationContext.configure(conn).get_current_revision() == HEAD_REVISION
+
+
+def test_a_new_sqlite_store_has_the_schema_the_revisions_build(tmp_path: Path) -> None:
+    # A new SQLite store gets the revisions' schema replayed in one transaction; the same
+    # revisions run one by one on another empty file must give the same database.
+    Store(f"sqlite:///{tmp_path / 'new.db'}").close()
+    engine = create_engine(f"sqlite:///{tmp_path / 'migrated.db'}")
+    with engine.connect() as conn, conn.begin():
+        cfg = alembic_config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "head")
+    engine.dispose()
+
+    def schema(name: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+        # A table's constraints come in no fixed order from a rebuild, so its lines are
+        # compared sorted; SQLite's own statistics tables are not schema.
+        with closing(sqlite3.connect(tmp_path / name)) as conn:
+            master = [
+                (kind, name, table, sorted(line.strip(" \t,") for line in (sql or "").splitlines()))
+                for kind, name, table, sql in conn.execute(
+                    "SELECT type, name, tbl_name, sql FROM sqlite_master "
+                    "WHERE name NOT LIKE 'sqlite_stat%' ORDER BY type, name"
+                )
+            ]
+            return master, conn.execute("SELECT version_num FROM alembic_version").fetchall()
+
+    replayed, migrated = schema("new.db"), schema("migrated.db")
+    assert replayed == migrated
+    assert replayed[1] == [(HEAD_REVISION,)]
+    assert any(row[1] == "episode_text" for row in replayed[0])  # the search index came too
 
 
 # A hf run as stores before typed settings kept it: what the policy reported about itself
