@@ -29,9 +29,19 @@ def store_url(dialect: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
-    s = Store(store_url)
-    try:
-        yield s
-    finally:
-        s.close()
+def store(dialect: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Store]:
+    """An empty store at the newest schema (on PostgreSQL, a copy of one built once)."""
+    if dialect == "sqlite":
+        s = Store(f"sqlite:///{tmp_path / 'store.db'}")
+        try:
+            yield s
+        finally:
+            s.close()
+        return
+    server: PgServer = request.getfixturevalue("postgres_server")
+    with server.store_database("rollscope_test") as url:
+        s = Store(url)
+        try:
+            yield s
+        finally:
+            s.close()

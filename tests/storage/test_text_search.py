@@ -214,8 +214,8 @@ def before_the_index(store_url: str) -> Iterator[str]:
     yield store_url
 
 
-def test_a_new_store_has_the_index(store: Store, store_url: str) -> None:
-    names = _index_objects(store_url)
+def test_a_new_store_has_the_index(store: Store) -> None:
+    names = _index_objects(store.url)
     if store.dialect == "sqlite":
         assert {text_search.INDEX_TABLE, text_search.UNFINISHED_INDEX} <= names
     else:

@@ -20,6 +20,9 @@ import pytest
 from tests.support.ports import free_port
 
 _DB_NUMBERS = itertools.count(1)
+_TEMPLATES: set[int] = set()
+"""Ports of the servers whose store template is made."""
+_TEMPLATE = "rollscope_store_template"
 
 
 def find_pg_bin() -> Path | None:
@@ -62,6 +65,23 @@ class PgServer:
         """A new empty database for the block; yields its URL and drops it after."""
         name = f"{prefix}_{os.getpid()}_{next(_DB_NUMBERS)}"
         self.admin(f"CREATE DATABASE {name}")
+        try:
+            yield self.url(name)
+        finally:
+            self.admin(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+    @contextmanager
+    def store_database(self, prefix: str) -> Iterator[str]:
+        """A new database holding an empty store at the newest schema, copied from a template
+        the revisions built once for this server (running them was most of a test's setup)."""
+        if self.port not in _TEMPLATES:
+            from storage.store import Store
+
+            self.admin(f"CREATE DATABASE {_TEMPLATE}")
+            Store(self.url(_TEMPLATE)).close()
+            _TEMPLATES.add(self.port)
+        name = f"{prefix}_{os.getpid()}_{next(_DB_NUMBERS)}"
+        self.admin(f"CREATE DATABASE {name} TEMPLATE {_TEMPLATE}")
         try:
             yield self.url(name)
         finally:
