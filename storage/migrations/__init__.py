@@ -4,7 +4,7 @@ reading Store only checks the revision and refuses, in one line, one it cannot r
 A store already at `HEAD_REVISION` opens without alembic: importing it was a fifth of every
 CLI call's start-up. Anything else (a new, older or newer store) goes through alembic, once per
 process for a new SQLite store: the schema the revisions build in memory is replayed into each
-new file (`_sqlite_head_schema`), as rebuilding its tables revision by revision took ~0.3 s.
+new file (`_sqlite_head_schema`), which need not rebuild its tables revision by revision.
 """
 
 from __future__ import annotations
