@@ -25,6 +25,7 @@ from app.importers.source import (
     Row,
     json_object,
     number,
+    numeric_columns,
     optional_int,
     problem_text,
 )
@@ -94,11 +95,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
     metrics = data.get("metrics")
     rewards = {"reward": reward}
     if isinstance(metrics, Mapping):
-        rewards |= {
-            str(k): float(v)
-            for k, v in metrics.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
+        rewards |= numeric_columns(metrics, frozenset())
     correct = data.get("is_correct")
     step_rewards = [number(s.get("reward") or 0.0, "a step's reward") for s in steps]
     return Rollout(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from app.importers.rollouts import Rollout
-from app.importers.source import BadRow, Format, Row, jsonl_rows, number
+from app.importers.source import BadRow, Format, Row, jsonl_rows, number, numeric_columns
 from app.importers.turns import Turn, last_user_text, message_turns
 
 RESULTS = ("results.jsonl", "traces.jsonl")
@@ -57,11 +57,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
     metrics = data.get("metrics")
     rewards = {"reward": reward}
     if isinstance(metrics, Mapping):
-        rewards |= {
-            str(k): float(v)
-            for k, v in metrics.items()
-            if isinstance(v, int | float) and not isinstance(v, bool)
-        }
+        rewards |= numeric_columns(metrics, frozenset())
     answer = data.get("answer")
     example = data["example_id"]
     return Rollout(
