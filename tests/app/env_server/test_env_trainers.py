@@ -12,8 +12,8 @@ import pytest
 
 from rollout_core.compat import rollout_func
 from rollout_core.policies.base import Completion, PolicyRequest
-from storage.training import question_episodes
-from tests.app.env_server.conftest import Bench, Served
+from storage.training import TrainingEpisode, question_episodes
+from tests.app.env_server.conftest import Bench, Served, wait_for
 from tests.app.env_server.test_env_sessions import episodes
 
 SCRIPT = {
@@ -99,8 +99,13 @@ def test_a_grpo_trainer_trains_two_steps_through_the_server(
     )
     trainer.train()
     assert trainer.state.global_step == 2
-    played = [e for q in {r["question_id"] for r in rows} for e in question_episodes(
-        served.store, served.run_id, q
-    )]  # fmt: skip
-    assert Counter(e.train_step for e in played) == {0: 4, 1: 4}
-    assert all(e.outcome is not None for e in played), "each session's episode ended"
+
+    def played() -> list[TrainingEpisode]:
+        return [e for q in {r["question_id"] for r in rows} for e in question_episodes(
+            served.store, served.run_id, q
+        )]  # fmt: skip
+
+    # The last sessions' episodes end once their clients have gone, a moment after training.
+    wait_for(lambda: len(played()) == 8)
+    assert Counter(e.train_step for e in played()) == {0: 4, 1: 4}
+    assert all(e.outcome is not None for e in played()), "each session's episode ended"
