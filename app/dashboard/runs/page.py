@@ -99,7 +99,8 @@ def _charted(runs: list[RunSummary], chosen: list[int]) -> tuple[list[RunSummary
     played = [r for r in runs if r.episodes_finished > 0]
     if chosen:
         shown = [r for r in played if r.id in chosen]
-        return shown, f"Charts of the {len(shown)} selected runs."
+        n = len(shown)
+        return shown, f"Charts of the {n} selected run{'s' * (n != 1)}."
     shown = [r for r in played if r.episodes_finished >= charts.FEW_EPISODES][:CHART_RUNS]
     few = sum(1 for r in played if r.episodes_finished < charts.FEW_EPISODES)
     left_out = f" ({few} with fewer are left out)" if few else ""

@@ -158,7 +158,11 @@ def show(
     key: str,
     on_select: Callable[[list[int]], None],
 ) -> None:
-    """The table with the runs in `selected` ticked; `on_select` gets the ids a user ticks."""
+    """The table with the runs in `selected` ticked; `on_select` gets the ids a user ticks.
+
+    The ticks the table returns are compared with `selected` on every run as well: a tick
+    that arrives while the page reruns is folded into that run, and its callback may not fire.
+    """
     ids = [r.id for r in runs]
     frame = rows(runs)
     styled = frame.style.apply(lambda _: [f"color: {run_color(i)}" for i in ids], subset=[""])
@@ -167,7 +171,7 @@ def show(
         chosen = st.session_state[key].selection.rows
         on_select([ids[i] for i in chosen if i < len(ids)])
 
-    st.dataframe(
+    event = st.dataframe(
         styled,
         hide_index=True,
         width="stretch",
@@ -179,3 +183,6 @@ def show(
         },
         key=key,
     )
+    ticked = [ids[i] for i in event.selection.rows if i < len(ids)]
+    if set(ticked) != set(selected):
+        on_select(ticked)
