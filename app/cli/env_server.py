@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import err, fail, one_line
+from app.cli.output import counted, err, fail, one_line
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 
 MAX_SESSIONS = 64
@@ -104,7 +104,10 @@ def env_server(
         served.stop()
     run = opened.get_run(served.run_id)
     count = run.episodes_finished if run is not None else 0
-    err.print(f"stopped: run {spec.name!r} is completed with {count} episodes", highlight=False)
+    err.print(
+        f"stopped: run {spec.name!r} is completed with {counted(count, 'episode')}",
+        highlight=False,
+    )
 
 
 def _bind(host: str, port: int) -> socket.socket:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.output import USER_ERRORS, err, fail, one_line, out
+from app.cli.output import USER_ERRORS, counted, err, fail, one_line, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 
 if TYPE_CHECKING:
@@ -113,10 +113,33 @@ def import_command(
         if isinstance(exc, USER_ERRORS):
             fail(one_line(exc), code=1)
         raise
+    if _all_bad(results):
+        _refuse_all_bad(importer, results, path)
     importer.finish("completed")
     if not results:
         err.print(f"no {fmt.label} files in {path}", highlight=False)
     _summary(importer, results, time.monotonic() - started)
+
+
+def _all_bad(results: list[FileResult]) -> bool:
+    """Lines were read and not one of them was a rollout (nor one the run held already)."""
+    return any(r.skipped for r in results) and not any(r.episodes or r.known for r in results)
+
+
+def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -> None:
+    """Exit 1: a wrong --format or a file of another kind. A run this import made is removed
+    (it holds nothing), so the same --name works once the files or the format are right."""
+    skipped = sum(r.skipped for r in results)
+    first = next((p for r in results for p in r.problems), "")
+    why = (
+        f"no rollout in {path}: all {counted(skipped, 'line')} read were bad"
+        + (f" (first: {first})" if first else "")
+        + f"; check --format (read as {importer.fmt.name}) and the files"
+    )
+    importer.finish("failed", why)
+    if importer.created:
+        importer.store.delete_run(importer.run_id)
+    fail(why, code=1)
 
 
 def _format(path: Path, name: str, follow: bool, quiet: bool) -> Format:
@@ -148,9 +171,9 @@ def _file_line(r: FileResult) -> None:
     if r.already:
         text = f"{r.path}: imported before, left as it is"
     else:
-        known = f", {r.known} held already" if r.known else ""
-        skipped = f", {r.skipped} bad lines skipped" if r.skipped else ""
-        text = f"{r.path}: {r.episodes} episodes{known}{skipped}"
+        known = f", {r.known:,} held already" if r.known else ""
+        skipped = f", {counted(r.skipped, 'bad line')} skipped" if r.skipped else ""
+        text = f"{r.path}: {counted(r.episodes, 'episode')}{known}{skipped}"
     err.print(text, highlight=False, markup=False, soft_wrap=True)
 
 
@@ -160,11 +183,13 @@ def _summary(importer: Importer, results: list[FileResult], seconds: float) -> N
     read = sum(1 for r in results if not r.already)
     rate = f" ({episodes / seconds:,.0f} episodes/s)" if seconds > 0 and episodes else ""
     line = (
-        f"run {importer.run_id} {importer.options.name!r}: {episodes:,} episodes from {read} "
-        f"{importer.fmt.label} files in {seconds:.1f} s{rate}"
+        f"run {importer.run_id} {importer.options.name!r}: {counted(episodes, 'episode')} from "
+        f"{counted(read, importer.fmt.label + ' file')} in {seconds:.1f} s{rate}"
     )
     if skipped:
-        line += f"; {skipped} bad lines skipped (counted on the run)"
+        line += f"; {counted(skipped, 'bad line')} skipped (counted on the run)"
     if unmatched := importer.unmatched:
-        line += f"; {unmatched} episodes matched no question of --questions (not re-graded)"
+        line += (
+            f"; {counted(unmatched, 'episode')} matched no question of --questions (not re-graded)"
+        )
     out.print(line, highlight=False, markup=False, soft_wrap=True)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app import batch
-from app.cli.output import USER_ERRORS, err, fail, out
+from app.cli.output import USER_ERRORS, counted, err, fail, out
 from app.cli.store_failures import store_trouble
 from app.cli.stores import DEFAULT_STORE, shown_url
 from app.render import runs_table
@@ -76,7 +76,7 @@ def play(
     out.print(runs_table([summary]))
     eps = stats.episodes / stats.wall_seconds if stats.wall_seconds else 0.0
     out.print(
-        f"run {summary.id} {summary.name!r}: {stats.episodes} episodes in "
+        f"run {summary.id} {summary.name!r}: {counted(stats.episodes, 'episode')} in "
         f"{stats.wall_seconds:.1f} s ({eps:.1f} ep/s), accuracy {stats.accuracy:.1%}",
         highlight=False,
     )
@@ -96,4 +96,5 @@ def _kept(st: Store, run_id: int) -> str:
         summary = None
     if summary is None:
         return "the episodes it finished are kept"
-    return f"its {summary.episodes_finished} finished episodes are kept"
+    n = summary.episodes_finished
+    return f"its {counted(n, 'finished episode')} {'is' if n == 1 else 'are'} kept"

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import fail, jsonable, out
+from app.cli.output import counted, fail, jsonable, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
 
 
@@ -91,8 +91,8 @@ def export(
         count = export_episodes(st, [r.id for r in chosen], target, fmt)
     except OSError as exc:
         fail(f"cannot write {target}: {exc.strerror or exc}")
-    runs_text = "1 run" if len(chosen) == 1 else f"{len(chosen)} runs"
-    out.print(f"wrote {count} episodes of {runs_text} to {target}", highlight=False)
+    text = f"wrote {counted(count, 'episode')} of {counted(len(chosen), 'run')} to {target}"
+    out.print(text, highlight=False)
 
 
 def _check_output(path: Path) -> None:

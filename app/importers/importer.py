@@ -96,6 +96,8 @@ class Importer:
         self.root = options.path.resolve()
         self.on_note = on_note
         self.run_id = 0
+        self.created = False
+        """Whether `open` made the run (rather than reopening one to read on into)."""
         self._writer: _Writer | None = None
         self._numbering: Numbering | None = None
         self._checker = (
@@ -123,6 +125,7 @@ class Importer:
                 source_format=self.fmt.name,
                 source_path=str(self.root),
             )
+            self.created = True
         else:
             self._check_same_source(found.kind, found.source_format, found.source_path)
             self.run_id = found.id

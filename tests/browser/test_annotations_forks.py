@@ -99,7 +99,7 @@ def test_a_fork_launched_from_replay_completes_and_compare_shows_where_it_takes_
     page.get_by_role("button", name="Continue from step 2").click()
     page.get_by_text(re.compile(r"Fork run #\d+ queued from step 2")).wait_for()
     page.get_by_role("link", name=re.compile(r"Follow run #\d+")).click()
-    page.get_by_text(re.compile("Completed: accuracy 100.0% over 1 episodes")).wait_for(
+    page.get_by_text(re.compile("Completed: accuracy 100.0% over 1 episode[.]")).wait_for(
         timeout=WORKER_TIMEOUT_MS
     )
     store = Store(served.url)

@@ -52,8 +52,9 @@ def _follow(run_id: int) -> None:
             except (ValueError, RuntimeError, OSError) as exc:
                 show_error(str(exc))
     elif run.status == "completed":
+        n = run.episodes_finished
         st.success(
-            f"Completed: accuracy {run.accuracy or 0:.1%} over {run.episodes_finished} episodes."
+            f"Completed: accuracy {run.accuracy or 0:.1%} over {n} episode{'s' * (n != 1)}."
         )
     else:
         st.error(f"Run ended {run.status}.")

@@ -49,7 +49,7 @@ def test_fork_one_episode_from_the_shell(recorded: Path, tmp_path: Path) -> None
     res = rollscope("fork", str(episode), "--step", "3", "--policy", "oracle", "--store", store,
                     "--name", "rescue", "--quiet")  # fmt: skip
     assert res.returncode == 0, res.stderr
-    assert "run 2 'rescue': 1 episodes" in res.stdout
+    assert "run 2 'rescue': 1 episode in" in res.stdout
     ((kind, spec),) = _rows(store, "SELECT kind, spec FROM runs WHERE name = 'rescue'")
     fork = json.loads(str(spec))["fork"]
     assert kind == "fork" and fork["source_run"] == "rnd" and fork["rule"] == "step"

@@ -28,7 +28,7 @@ def test_import_then_runs_shows_the_run_and_its_source(tmp_path: Path) -> None:
     done = rollscope("import", _dump(tmp_path / "dump"), "--name", "v", "--store", db)
     assert done.returncode == 0, done.stderr
     assert "1.jsonl: 2 episodes" in done.stderr
-    assert "run 1 'v': 2 episodes from 1 verl rollout dump files" in done.stdout
+    assert "run 1 'v': 2 episodes from 1 verl rollout dump file in" in done.stdout
     listed = rollscope("runs", "--store", db, "--json")
     assert listed.returncode == 0, listed.stderr
     (run,) = json.loads(listed.stdout)

@@ -5,6 +5,8 @@ is stored as text."""
 from __future__ import annotations
 
 import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from app.importers.importer import Importer, ImportFailure, ImportOptions
 from storage.store import Store
 from tests.app.importers.conftest import rows
 from tests.app.importers.writers import sql_prompt, sql_response
+from tests.support.cli import in_process
 
 GOOD_VERL = {
     "input": sql_prompt("How many singers are there?"),
@@ -183,3 +186,34 @@ def test_hostile_text_is_stored_as_text(store: Store, tmp_path: Path) -> None:
         "bad \ufffd\ufffd bytes",
         "lone \ufffd surrogate",
     ]
+
+
+def test_an_import_with_no_good_line_fails_and_leaves_no_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A wrong --format reads every line as bad: exit 1, the first problem named, and no empty
+    # run under the name, so the same command with the right format works.
+    good = {"messages": [{"role": "user", "content": "How many?"},
+                         {"role": "assistant", "content": "ANSWER 1"}], "reward": 1.0}  # fmt: skip
+    path = _jsonl(tmp_path / "log" / "chat.jsonl", ["not json", {"x": 1}])
+    db = tmp_path / "store.db"
+    code, said = in_process(monkeypatch, capsys, "import", path, "--format", "messages",
+                            "--name", "chat", "--store", db)  # fmt: skip
+    assert code == 1
+    assert "no rollout in" in said and "all 2 lines read were bad" in said
+    assert "chat.jsonl:1: not JSON" in said and "check --format" in said
+    assert _plain(db, "SELECT count(*) FROM runs") == [(0,)]
+
+    _jsonl(path, [good])
+    code, said = in_process(monkeypatch, capsys, "import", path, "--format", "messages",
+                            "--name", "chat", "--store", db)  # fmt: skip
+    assert code == 0, said
+    assert "chat.jsonl: 1 episode\n" in said
+    assert _plain(db, "SELECT r.name, r.status, count(e.id) FROM runs r JOIN episodes e") == [
+        ("chat", "completed", 1)
+    ]
+
+
+def _plain(db: Path, sql: str) -> list[tuple[Any, ...]]:
+    with closing(sqlite3.connect(db)) as conn:
+        return conn.execute(sql).fetchall()
