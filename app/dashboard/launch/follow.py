@@ -53,9 +53,7 @@ def _follow(run_id: int) -> None:
                 show_error(str(exc))
     elif run.status == "completed":
         n = run.episodes_finished
-        st.success(
-            f"Completed: accuracy {run.accuracy or 0:.1%} over {n} episode{'s' * (n != 1)}."
-        )
+        st.success(f"Completed: accuracy {run.accuracy or 0:.1%} over {n} episode{'s' * (n != 1)}.")
     else:
         st.error(f"Run ended {run.status}.")
         if run.error:
