@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import random
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.batch import JobError
 from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
+from app.env_server.step_threads import StepThreads
 from app.env_server.writer import GroupWriter
 from rollout_core.datasets import Dataset
 from rollout_core.episode import start_record
@@ -31,8 +31,8 @@ from storage.training import Counters, counters
 
 POLICY = "env-server"
 """The run's policy field: whatever its clients play, the server does not know."""
-STEP_THREADS = 8
-"""Steps played at once; a slow query (up to the sandbox's deadline) holds one of them."""
+SPARE_STEP_THREADS = 7
+"""Slow steps (a query up to the sandbox's deadline) played beside the lane's at most."""
 
 
 class Closable(Protocol):
@@ -50,9 +50,7 @@ class ServedRun:
     writer: GroupWriter
     sandbox: Sandbox
     numbering: Counters
-    steps: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(STEP_THREADS, thread_name_prefix="env-step")
-    )
+    steps: StepThreads = field(default_factory=lambda: StepThreads(spares=SPARE_STEP_THREADS))
     """Where sessions play their steps: off the event loop, so a slow query holds one thread."""
     abandoned_at_start: int = 0
     """Episodes a killed server had left unfinished, ended `abandoned` when this one started."""
