@@ -94,7 +94,7 @@ class LiveEpisode:
         output: str | Completion,
         *,
         action: SQLAction | None = None,
-        policy_seconds: float = 0.0,
+        policy_seconds: float | None = None,
         recorded: StepRecord | None = None,
     ) -> StepRecord:
         """Play one step: the action parsed from `output` (or `action`, when the producer

@@ -274,10 +274,11 @@ class StepRecord(EpisodeRef):
     done: bool
     tokens_in: int | None = None
     tokens_out: int | None = None
-    policy_seconds: float = 0.0
-    """This step's share of the batched policy call's wall time."""
-    env_seconds: float = 0.0
-    """Wall time of `env.step` for this step."""
+    policy_seconds: float | None = None
+    """This step's share of the batched policy call's wall time; None where the output was
+    generated elsewhere (an import, an env-server client, a trainer's own generation)."""
+    env_seconds: float | None = None
+    """Wall time of `env.step` for this step; None where it was played elsewhere (an import)."""
     tokens: TokenTrace | None = None
     """Per-token log-probabilities and entropies of the output, when the policy records them."""
     truncated: bool = False

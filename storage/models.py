@@ -255,8 +255,11 @@ class Step(Base):
     done: Mapped[bool]
     tokens_in: Mapped[int | None]
     tokens_out: Mapped[int | None]
-    policy_seconds: Mapped[float] = mapped_column(Float)
-    env_seconds: Mapped[float] = mapped_column(Float)
+    policy_seconds: Mapped[float | None] = mapped_column(Float)
+    """This step's share of the policy call's wall time; NULL where rollscope did not generate
+    the output (an import, an env-server client, a trainer's own generation)."""
+    env_seconds: Mapped[float | None] = mapped_column(Float)
+    """Wall time of the environment's step; NULL where rollscope did not play it (an import)."""
     truncated: Mapped[bool] = mapped_column(default=False, server_default=false())
     """The output was cut by max_new_tokens."""
     cached_tokens: Mapped[int | None]

@@ -51,8 +51,10 @@ def show_numbers(step: StoredStep) -> None:
     parts = [f"reward **{step.reward:+.3f}**"]
     if step.tokens_in or step.tokens_out:
         parts.append(f"tokens {step.tokens_in or '-'} in / {step.tokens_out or '-'} out")
-    if step.policy_seconds or step.env_seconds:
-        parts.append(f"policy {step.policy_seconds:.2f} s · environment {step.env_seconds:.3f} s")
+    if step.policy_seconds is not None:
+        parts.append(f"policy {step.policy_seconds:.2f} s")
+    if step.env_seconds is not None:
+        parts.append(f"environment {step.env_seconds:.3f} s")
     if step.truncated:
         parts.append("output cut")
     st.caption(" · ".join(parts))

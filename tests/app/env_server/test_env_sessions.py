@@ -87,6 +87,8 @@ def test_each_step_is_in_the_store_when_the_client_reads_its_answer(served: Serv
             env.step(action)
             (live,) = episodes(served.store, served.run_id)
             assert len(live.steps) == n and live.summary.outcome is None
+    # The server timed the environment's part of each step; the client's generation it cannot.
+    assert [(s.policy_seconds, s.env_seconds is not None) for s in live.steps] == [(None, True)] * 2
 
 
 def test_eight_clients_at_once_each_play_their_own_episodes(served: Served) -> None:
