@@ -365,7 +365,7 @@ def test_cli_exports_several_runs_or_all(runs: Runs, tmp_path: Path) -> None:
         "--format", "parquet", "--output", out, "--store", runs.url, cwd=tmp_path,
     )  # fmt: skip
     assert res.returncode == 0, res.stderr
-    assert f"wrote {SMALL + LATE} episodes of 2 runs to {out}" in res.stdout
+    assert f"wrote {SMALL + LATE:,} episodes of 2 runs to {out}" in res.stdout
     names = pq.read_table(out)["run_name"].to_pylist()
     assert names == ["late-nulls"] * LATE + ["small"] * SMALL
 
