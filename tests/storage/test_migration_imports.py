@@ -7,26 +7,15 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pytest
-from alembic import command
 from sqlalchemy import create_engine, inspect, text
 
 from rollout_core.records import IterationBatch, SourceRow
-from storage.migrations import HEAD_REVISION, alembic_config
+from storage.migrations import HEAD_REVISION
 from storage.store import Store
 from tests.support.records import play, spec
+from tests.support.store_files import downgrade_to
 
 NEW_TABLES = {"import_files", "episode_sources", "episode_rewards"}
-
-
-def _downgrade(url: str, revision: str) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            cfg = alembic_config()
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
-    finally:
-        engine.dispose()
 
 
 @pytest.fixture
@@ -39,7 +28,7 @@ def at_0013(store_url: str) -> Iterator[tuple[str, int]]:
     sink.write(play("q2", 0, "wrong", 0.0, 3))
     store.set_run_status(run_id, "completed")
     store.close()
-    _downgrade(store_url, "0013")
+    downgrade_to(store_url, "0013")
     engine = create_engine(store_url)
     try:
         with engine.connect() as conn:
@@ -100,7 +89,7 @@ def test_downgrading_drops_the_import_tables_and_keeps_the_runs(store_url: str) 
     )
     store.begin_import_file(run_id, "a.parquet", b"\x03" * 32, 5, 2)
     store.close()
-    _downgrade(store_url, "0013")
+    downgrade_to(store_url, "0013")
     engine = create_engine(store_url)
     try:
         with engine.connect() as conn:

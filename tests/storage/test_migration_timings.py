@@ -6,24 +6,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from alembic import command
 from sqlalchemy import create_engine, text
 
 from rollout_core.records import IterationBatch
-from storage.migrations import HEAD_REVISION, alembic_config
+from storage.migrations import HEAD_REVISION
 from storage.store import Store
 from tests.support.records import play, spec
-
-
-def _downgrade(url: str, revision: str) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            cfg = alembic_config()
-            cfg.attributes["connection"] = conn
-            command.downgrade(cfg, revision)
-    finally:
-        engine.dispose()
+from tests.support.store_files import downgrade_to
 
 
 def _timings(url: str) -> dict[str, set[tuple[float | None, float | None]]]:
@@ -66,7 +55,7 @@ def test_unmeasured_timings_are_null_and_survive_a_round_trip(store_url: str) ->
     assert at_head["import"] == {(None, None)}
     assert at_head["env"] == {(None, 0.002)}
 
-    _downgrade(store_url, "0014")  # the columns were NOT NULL: zeros stand in
+    downgrade_to(store_url, "0014")  # the columns were NOT NULL: zeros stand in
     assert _timings(store_url) == {
         "batch": {(0.01, 0.002)}, "import": {(0.0, 0.0)}, "env": {(0.0, 0.002)},
     }  # fmt: skip
