@@ -128,17 +128,20 @@ def _all_bad(results: list[FileResult]) -> bool:
 
 def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -> None:
     """Exit 1: a wrong --format or a file of another kind. A run this import made is removed
-    (it holds nothing), so the same --name works once the files or the format are right."""
+    (it holds nothing), so the same --name works once the files or the format are right; a run
+    it read on into keeps what it held, with these lines counted as skipped."""
     skipped = sum(r.skipped for r in results)
     first = next((p for r in results for p in r.problems), "")
     why = (
-        f"no rollout in {path}: all {counted(skipped, 'line')} read were bad"
-        + (f" (first: {first})" if first else "")
+        f"no rollout in {path}: every line read was bad ({counted(skipped, 'line')}"
+        + (f"; first: {first})" if first else ")")
         + f"; check --format (read as {importer.fmt.name}) and the files"
     )
-    importer.finish("failed", why)
     if importer.created:
+        importer.finish("failed", why)
         importer.store.delete_run(importer.run_id)
+    else:
+        importer.finish("completed")
     fail(why, code=1)
 
 

@@ -200,7 +200,7 @@ def test_an_import_with_no_good_line_fails_and_leaves_no_run(
     code, said = in_process(monkeypatch, capsys, "import", path, "--format", "messages",
                             "--name", "chat", "--store", db)  # fmt: skip
     assert code == 1
-    assert "no rollout in" in said and "all 2 lines read were bad" in said
+    assert "no rollout in" in said and "every line read was bad (2 lines; first:" in said
     assert "chat.jsonl:1: not JSON" in said and "check --format" in said
     assert _plain(db, "SELECT count(*) FROM runs") == [(0,)]
 
@@ -217,3 +217,20 @@ def test_an_import_with_no_good_line_fails_and_leaves_no_run(
 def _plain(db: Path, sql: str) -> list[tuple[Any, ...]]:
     with closing(sqlite3.connect(db)) as conn:
         return conn.execute(sql).fetchall()
+
+
+def test_a_file_of_bad_lines_read_on_into_a_run_keeps_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    good = {"messages": [{"role": "user", "content": "How many?"},
+                         {"role": "assistant", "content": "ANSWER 1"}], "reward": 1.0}  # fmt: skip
+    folder = tmp_path / "log"
+    _jsonl(folder / "a.jsonl", [good])
+    db = tmp_path / "store.db"
+    args = ("import", folder, "--format", "messages", "--name", "chat", "--store", db)
+    assert in_process(monkeypatch, capsys, *args)[0] == 0
+    _jsonl(folder / "b.jsonl", ["not json"])
+    code, said = in_process(monkeypatch, capsys, *args)
+    assert code == 1 and "every line read was bad (1 line; first: b.jsonl:1" in said
+    assert _plain(db, "SELECT status, skipped_lines FROM runs") == [("completed", 1)]
+    assert _plain(db, "SELECT count(*) FROM episodes") == [(1,)]
