@@ -61,8 +61,12 @@ def episodes_text(run: RunSummary) -> str:
 
 
 def model_of(run: RunSummary) -> str:
-    """What played the run: a checkpoint path or the policy name."""
-    return run.checkpoint or run.policy
+    """What played the run: a checkpoint path or the policy name; `-` for an import or an
+    env-server run whose files or clients named no model (its policy is the format or the
+    server, not a model)."""
+    if run.checkpoint:
+        return run.checkpoint
+    return "-" if run.kind in ("import", "env") else run.policy
 
 
 def source_of(run: RunSummary) -> str:

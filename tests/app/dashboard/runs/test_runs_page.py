@@ -172,6 +172,8 @@ def test_a_run_with_no_plan_shows_its_count_not_an_empty_bar(labelled: FixtureSt
     assert by_id.loc[served, "episodes"] == "1"
     assert pd.isna(by_id.loc[served, "progress"])
     assert by_id.loc[labelled.running, "episodes"] == "1/10"
+    # Its policy is the server, not a model: the model column says it does not know.
+    assert by_id.loc[served, "model"] == "-"
     assert [p.proto.text for p in at.get("progress")] == ["ckpt-3000: running, 1/10 episodes"]
     assert "served: running, 1 episode (an env-server run: episodes come as clients play them)" \
         in [m.value.replace("\\", "") for m in at.markdown]  # fmt: skip
