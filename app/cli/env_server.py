@@ -8,8 +8,9 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import counted, err, fail, one_line
+from app.cli.output import err, fail, one_line
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from app.plural import counted
 
 MAX_SESSIONS = 64
 
@@ -92,9 +93,8 @@ def env_server(
     left = served.abandoned_at_start
     err.print(
         f"serving run {spec.name!r} (dataset {data.name}) at http://{shown}:{bound} "
-        f"(WebSocket ws://{shown}:{bound}/ws), {max_sessions} session{'s' * (max_sessions != 1)} "
-        "at most"
-        + (f"; {left} unfinished episode{'s' * (left != 1)} marked abandoned" if left else ""),
+        f"(WebSocket ws://{shown}:{bound}/ws), {counted(max_sessions, 'session')} "
+        "at most" + (f"; {counted(left, 'unfinished episode')} marked abandoned" if left else ""),
         highlight=False,
         soft_wrap=True,
     )

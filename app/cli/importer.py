@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from app.cli.output import USER_ERRORS, counted, err, fail, one_line, out
+from app.cli.output import USER_ERRORS, err, fail, one_line, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from app.plural import counted
 
 if TYPE_CHECKING:
     from app.importers.importer import FileResult, Importer

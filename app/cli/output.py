@@ -25,11 +25,6 @@ def fail(message: str, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def counted(n: int, noun: str) -> str:
-    """`1 episode`, `2 episodes`, `1,024 episodes`."""
-    return f"{n:,} {noun}{'s' * (n != 1)}"
-
-
 def one_line(exc: BaseException) -> str:
     """An exception's message as one line (KeyError's quotes dropped)."""
     text = str(exc).strip().strip("'\"") or type(exc).__name__

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from app import batch
-from app.cli.output import USER_ERRORS, counted, err, fail, out
+from app.cli.output import USER_ERRORS, err, fail, out
 from app.cli.store_failures import store_trouble
 from app.cli.stores import DEFAULT_STORE, shown_url
+from app.plural import counted
 from app.render import runs_table
 
 if TYPE_CHECKING:

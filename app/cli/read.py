@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import counted, fail, jsonable, out
+from app.cli.output import fail, jsonable, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
+from app.plural import counted
 
 
 def runs(

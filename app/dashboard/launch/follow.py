@@ -9,6 +9,7 @@ from app import jobs
 from app.dashboard import data
 from app.dashboard.components import nav
 from app.dashboard.components.render import show_error, show_text
+from app.plural import counted
 from storage import lifecycle
 
 _LOG_TAIL_BYTES = 4000
@@ -52,8 +53,8 @@ def _follow(run_id: int) -> None:
             except (ValueError, RuntimeError, OSError) as exc:
                 show_error(str(exc))
     elif run.status == "completed":
-        n = run.episodes_finished
-        st.success(f"Completed: accuracy {run.accuracy or 0:.1%} over {n} episode{'s' * (n != 1)}.")
+        n = counted(run.episodes_finished, "episode")
+        st.success(f"Completed: accuracy {run.accuracy or 0:.1%} over {n}.")
     else:
         st.error(f"Run ended {run.status}.")
         if run.error:

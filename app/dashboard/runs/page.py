@@ -11,6 +11,7 @@ from app.dashboard.components.render import escape_markdown
 from app.dashboard.failures import mix as failure_mix
 from app.dashboard.runs import charts, links, reads
 from app.dashboard.runs import table as run_table
+from app.plural import counted
 from storage import lifecycle
 from storage.read_models import RunSummary
 
@@ -65,8 +66,7 @@ def _progress(runs: list[RunSummary]) -> None:
                 if run.kind == "env"
                 else ""
             )
-            n = run.episodes_finished
-            text = f"{run.name}: {run.status}, {n} episode{'s' * (n != 1)}"
+            text = f"{run.name}: {run.status}, {counted(run.episodes_finished, 'episode')}"
             st.markdown(escape_markdown(text) + served)
             continue
         st.progress(
@@ -99,8 +99,7 @@ def _charted(runs: list[RunSummary], chosen: list[int]) -> tuple[list[RunSummary
     played = [r for r in runs if r.episodes_finished > 0]
     if chosen:
         shown = [r for r in played if r.id in chosen]
-        n = len(shown)
-        return shown, f"Charts of the {n} selected run{'s' * (n != 1)}."
+        return shown, f"Charts of the {counted(len(shown), 'selected run')}."
     shown = [r for r in played if r.episodes_finished >= charts.FEW_EPISODES][:CHART_RUNS]
     few = sum(1 for r in played if r.episodes_finished < charts.FEW_EPISODES)
     left_out = f" ({few} with fewer are left out)" if few else ""
