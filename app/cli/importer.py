@@ -101,6 +101,8 @@ def import_command(
         importer.finish(
             "completed" if follow else "cancelled", None if follow else "stopped by Ctrl-C"
         )
+        if importer.reading is not None:  # the file it stopped in: its whole episodes are kept
+            results.append(importer.reading)
         _summary(importer, results, time.monotonic() - started)
         err.print(
             f"stopped: importing again under --name {name!r} reads on from here", highlight=False

@@ -98,6 +98,8 @@ class Importer:
         self.run_id = 0
         self.created = False
         """Whether `open` made the run (rather than reopening one to read on into)."""
+        self.reading: FileResult | None = None
+        """The file being read, its episodes so far: what a stop mid-file has written."""
         self._writer: _Writer | None = None
         self._numbering: Numbering | None = None
         self._checker = (
@@ -192,6 +194,7 @@ class Importer:
             result.already = True
             return result
         held = self.store.imported_rows(self.run_id, rel)
+        self.reading = result
         assert self._writer is not None, "open() the run first"
         batch = _Batch(self._writer)
         for row in self.fmt.rows(path):
@@ -216,6 +219,7 @@ class Importer:
         left = result.skipped - len(result.problems)
         if left > 0:
             self.on_note(f"{rel}: {left} more bad lines skipped")
+        self.reading = None
         return result
 
     def _bad(self, result: FileResult, line: int, problem: str) -> None:

@@ -69,13 +69,15 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
         first.import_file(fmt.files(dump)[0])
     first.finish("cancelled", "stopped by Ctrl-C")
     assert _whole_episodes(store) == [(200, 200, 400)]
+    # The file it stopped in says what it wrote, for the summary the command prints.
+    assert first.reading is not None and first.reading.episodes == 200
     assert rows(store, "SELECT status, episodes_planned FROM runs") == [("cancelled", 350)]
     monkeypatch.setattr(fmt, "rows", reads)
     again = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
     again.open()
     result = again.import_file(fmt.files(dump)[0])
     again.finish("completed")
-    assert (result.known, result.episodes) == (200, 150)
+    assert (result.known, result.episodes) == (200, 150) and again.reading is None
     assert _whole_episodes(store) == [(350, 350, 700)]
     assert rows(
         store, "SELECT count(DISTINCT line), min(line), max(line) FROM episode_sources"
