@@ -140,6 +140,8 @@ class SQLEnvironment:
         self.sandbox = Sandbox(settings.sandbox) if sandbox is None else sandbox
         self._state: EpisodeState | None = None
         self._tables: list[str] = []
+        self._tables_of: dict[str, tuple[str, ...]] = {}
+        """Each database's tables, listed once: untrusted SQL never changes a database."""
 
     @property
     def step_budget(self) -> int:
@@ -186,8 +188,7 @@ class SQLEnvironment:
             question = self._by_id[question_id]
         else:
             question = random.Random(seed).choice(self.questions)
-        with self.sandbox.connection(self._db_path(question)) as conn:
-            self._tables = list_tables(conn)
+        self._tables = self._list_tables(question)
         self._gold(question)  # fail at reset, not at ANSWER, when the gold query is broken
         self._state = EpisodeState(episode_id=uuid.uuid4().hex[:12], question=question)
         return self._observation(result="", error=None, reward=0.0)
@@ -225,10 +226,10 @@ class SQLEnvironment:
 
     def _table_action(self, kind: str, arg: str) -> tuple[str, str | None, float]:
         limits = self.limits
+        table = resolve_table(self._tables, arg)
+        if table is None:
+            return "", unknown_table_message(arg, self._tables), 0.0
         with self.sandbox.connection(self._db_path(self.state.question)) as conn:
-            table = resolve_table(conn, arg)
-            if table is None:
-                return "", unknown_table_message(arg, self._tables), 0.0
             if kind == "DESCRIBE":
                 return self._cap(describe_table(conn, table, limits)), None, 0.0
             sample = sample_table(conn, table, self.settings.sample_rows, limits)
@@ -279,6 +280,13 @@ class SQLEnvironment:
             evidence=q.evidence,
             steps_left=self.step_budget - state.step_count,
         )
+
+    def _list_tables(self, question: Question) -> list[str]:
+        tables = self._tables_of.get(question.db_id)
+        if tables is None:
+            with self.sandbox.connection(self._db_path(question)) as conn:
+                tables = self._tables_of[question.db_id] = tuple(list_tables(conn))
+        return list(tables)
 
     def _db_path(self, question: Question) -> Path:
         return self.dataset.db_path(question.db_id)

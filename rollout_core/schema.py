@@ -34,12 +34,11 @@ def list_tables(conn: sqlite3.Connection) -> list[str]:
     return [str(row[0]) for row in rows]
 
 
-def resolve_table(conn: sqlite3.Connection, name: str) -> str | None:
-    """The table's exact name for `name` (any case, quotes stripped), or None if unknown."""
+def resolve_table(tables: list[str], name: str) -> str | None:
+    """The name in `tables` that `name` means (any case, quotes stripped), or None."""
     wanted = _clean_name(name)
     if not wanted:
         return None
-    tables = list_tables(conn)
     if wanted in tables:
         return wanted
     folded = wanted.casefold()

@@ -58,7 +58,7 @@ def test_list_tables_in_declaration_order(conn: SandboxConnection) -> None:
     ],
 )
 def test_resolve_table(conn: SandboxConnection, name: str, expected: str | None) -> None:
-    assert resolve_table(conn, name) == expected
+    assert resolve_table(list_tables(conn), name) == expected
 
 
 def test_describe_table_shows_columns_keys_and_count(conn: SandboxConnection) -> None:
