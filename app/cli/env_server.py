@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import socket
 from typing import Annotated
 
@@ -13,6 +12,7 @@ from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from app.plural import counted
 
 MAX_SESSIONS = 64
+MAX_WORKERS = 64
 
 
 def env_server(
@@ -27,8 +27,9 @@ def env_server(
     port: Annotated[int, typer.Option(help="Port to serve on (0: any free one).")] = 8000,
     step_budget: Annotated[int | None, typer.Option(help="Actions per episode.")] = None,
     max_sessions: Annotated[
-        int, typer.Option(help="Sessions (clients) served at once.")
+        int, typer.Option(help="Sessions (clients) served at once, by each worker.")
     ] = MAX_SESSIONS,
+    workers: Annotated[int, typer.Option(help="Processes serving the run (one core each).")] = 1,
     allow_remote: Annotated[
         bool, typer.Option(help="Allow a --host other than loopback (needs --token).")
     ] = False,
@@ -53,6 +54,8 @@ def env_server(
         fail("give the run a name: --name RUN")
     if max_sessions < 1:
         fail(f"--max-sessions must be at least 1, got {max_sessions}")
+    if not 1 <= workers <= MAX_WORKERS:
+        fail(f"--workers must be between 1 and {MAX_WORKERS}, got {workers}")
     if not 0 <= port <= 65535:
         fail(f"--port must be between 0 and 65535, got {port}")
     if not is_loopback(host) and not allow_remote:
@@ -80,30 +83,42 @@ def env_server(
     )
     listener = _bind(host, port)
     opened = open_store(store)
-    from app.env_server.asgi import build_app
-    from app.env_server.served import open_served_run
+    from app.batch import JobError
+    from app.env_server.served import open_run
+    from app.env_server.serving import serve, serve_in_workers
 
     try:
-        served = open_served_run(opened, spec, data)
+        run = open_run(opened, spec, data)
     except RollscopeError as exc:
         listener.close()
         fail(str(exc))
     bound = listener.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    left = served.abandoned_at_start
-    err.print(
-        f"serving run {spec.name!r} (dataset {data.name}) at http://{shown}:{bound} "
-        f"(WebSocket ws://{shown}:{bound}/ws), {counted(max_sessions, 'session')} "
-        "at most" + (f"; {counted(left, 'unfinished episode')} marked abandoned" if left else ""),
-        highlight=False,
-        soft_wrap=True,
-    )
+    left = run.abandoned_at_start
+    by = f" by each of {workers} workers" if workers > 1 else ""
+    abandoned = f"; {counted(left, 'unfinished episode')} marked abandoned" if left else ""
+
+    def ready() -> None:
+        err.print(
+            f"serving run {spec.name!r} (dataset {data.name}) at http://{shown}:{bound} "
+            f"(WebSocket ws://{shown}:{bound}/ws), {counted(max_sessions, 'session')} "
+            f"at most{by}{abandoned}",
+            highlight=False,
+            soft_wrap=True,
+        )
+
     try:
-        _serve(build_app(served, max_sessions=max_sessions, token=token), listener)
-    finally:
-        served.stop()
-    run = opened.get_run(served.run_id)
-    count = run.episodes_finished if run is not None else 0
+        if workers == 1:
+            serve(run, listener, max_sessions=max_sessions, token=token, ready=ready)
+        else:
+            serve_in_workers(
+                run, listener, workers, max_sessions=max_sessions, token=token, ready=ready
+            )
+    except JobError as exc:
+        fail(str(exc))
+    run.complete()
+    stored = opened.get_run(run.run_id)
+    count = stored.episodes_finished if stored is not None else 0
     err.print(
         f"stopped: run {spec.name!r} is completed with {counted(count, 'episode')}",
         highlight=False,
@@ -125,26 +140,3 @@ def _bind(host: str, port: int) -> socket.socket:
     sock.listen(2048)
     sock.set_inheritable(True)
     return sock
-
-
-def _serve(app: object, listener: socket.socket) -> None:
-    """Serve until Ctrl-C or SIGTERM. uvicorn shuts down gracefully on either, then raises the
-    signal again for the handler it found: this one, so that the run is closed after it."""
-    import uvicorn
-
-    config = uvicorn.Config(
-        app,  # type: ignore[arg-type]
-        log_level="warning",
-        lifespan="on",
-        timeout_graceful_shutdown=10,
-        # Messages are small JSON on a near link: compressing each costs both ends more CPU
-        # than the bytes it saves.
-        ws_per_message_deflate=False,
-    )
-    stops = (signal.SIGINT, signal.SIGTERM)
-    previous = {s: signal.signal(s, lambda *_: None) for s in stops}
-    try:
-        uvicorn.Server(config).run(sockets=[listener])
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)

@@ -1,13 +1,16 @@
-"""The run an environment server records into: opened (or taken up again) when the server
-starts, `running` with a heartbeat while it serves, `completed` when it stops.
+"""The run an environment server records into, and what each process serving it shares.
 
-A server that was killed leaves its run reading `interrupted`; started again with the same
-name it goes on with that run: the episodes its sessions left unfinished end `abandoned` with
-their steps, and each question's sample indices go on from the store's.
+`open_run` opens the run (or takes it up again) once per server: `running` with a heartbeat
+while it serves, `completed` when it stops. A server that was killed leaves its run reading
+`interrupted`; started again with the same name it goes on with that run: the episodes its
+sessions left unfinished end `abandoned` with their steps, and each question's sample indices
+go on from the store's. Each process that serves the run (the server's own, or each of its
+workers) has its own `ServedRun`: a writer, a sandbox and step threads, over the one numbering.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import random
 import threading
 from dataclasses import dataclass, field
@@ -27,12 +30,30 @@ from rollout_core.settings import EnvironmentSettings
 from storage import lifecycle
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-from storage.training import Counters, counters
+from storage.training import counters
 
 POLICY = "env-server"
 """The run's policy field: whatever its clients play, the server does not know."""
 SPARE_STEP_THREADS = 7
 """Slow steps (a query up to the sandbox's deadline) played beside the lane's at most."""
+
+
+class SampleNumbers:
+    """Each question's next free sample index, in memory shared by the server's processes, so
+    that two sessions never number an episode alike whichever process serves them."""
+
+    def __init__(self, question_ids: list[str], start: dict[str, int]) -> None:
+        self._position = {qid: i for i, qid in enumerate(question_ids)}
+        context = multiprocessing.get_context("spawn")
+        self._next = context.Array("q", [start.get(qid, 0) for qid in question_ids])
+
+    def take(self, question_id: str) -> int:
+        """The question's next index, never given again."""
+        i = self._position[question_id]
+        with self._next.get_lock():
+            index = int(self._next[i])
+            self._next[i] = index + 1
+        return index
 
 
 class Closable(Protocol):
@@ -41,22 +62,24 @@ class Closable(Protocol):
 
 @dataclass
 class ServedRun:
-    """The run, the dataset and the one writer every session of the server shares."""
+    """What one serving process's sessions share: the run, its numbering, one writer, one
+    sandbox and the step threads."""
 
     store: Store
     run_id: int
     spec: RunSpec
     dataset: Dataset
-    writer: GroupWriter
-    sandbox: Sandbox
-    numbering: Counters
+    numbers: SampleNumbers
+    writer: GroupWriter = field(init=False)
+    sandbox: Sandbox = field(init=False)
     steps: StepThreads = field(default_factory=lambda: StepThreads(spares=SPARE_STEP_THREADS))
     """Where sessions play their steps: off the event loop, so a slow query holds one thread."""
-    abandoned_at_start: int = 0
-    """Episodes a killed server had left unfinished, ended `abandoned` when this one started."""
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _beat: Heartbeat | None = None
     _sessions: set[Closable] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.writer = GroupWriter(self.store.sink(self.run_id))
+        self.sandbox = Sandbox(self.spec.environment.sandbox)
 
     @property
     def settings(self) -> EnvironmentSettings:
@@ -76,9 +99,7 @@ class ServedRun:
             question = self.dataset.by_id(question_id)
         else:
             question = random.Random(seed).choice(self.dataset.questions)
-        with self._lock:
-            index = self.numbering.next_sample.get(question.id, 0)
-            self.numbering.next_sample[question.id] = index + 1
+        index = self.numbers.take(question.id)
         if seed is None:
             seed = episode_seed(0, question.id, index)
         return start_record(question, index, seed, train_step=train_step, group_index=group_index)
@@ -91,28 +112,49 @@ class ServedRun:
         with self._lock:
             self._sessions.discard(session)
 
-    def stop(self) -> None:
-        """End the sessions still open (their episodes abandoned), write what is queued, stop
-        the heartbeat and mark the run completed."""
+    def close(self) -> None:
+        """End the sessions still open (their episodes abandoned), write what is queued and
+        close the sandbox."""
         with self._lock:
             open_sessions = list(self._sessions)
         for session in open_sessions:
             session.close()
         self.steps.shutdown()
         self.writer.close()
-        if self._beat is not None:
-            self._beat.stopped.set()
-        self.store.set_run_status(self.run_id, "completed")
         self.sandbox.close()
 
 
-def open_served_run(store: Store, spec: RunSpec, dataset: Dataset) -> ServedRun:
+@dataclass
+class OpenRun:
+    """The server's run, opened once whatever the number of processes serving it."""
+
+    store: Store
+    run_id: int
+    spec: RunSpec
+    dataset: Dataset
+    numbers: SampleNumbers
+    abandoned_at_start: int
+    """Episodes a killed server had left unfinished, ended `abandoned` when this one started."""
+    _beat: Heartbeat
+
+    def served(self) -> ServedRun:
+        """What this process's sessions need to serve the run."""
+        return ServedRun(self.store, self.run_id, self.spec, self.dataset, self.numbers)
+
+    def complete(self) -> None:
+        """Stop the heartbeat and mark the run completed (its sessions are all closed)."""
+        self._beat.stopped.set()
+        self.store.set_run_status(self.run_id, "completed")
+
+
+def open_run(store: Store, spec: RunSpec, dataset: Dataset) -> OpenRun:
     """Create the run `spec.name`, or go on with the env run of that name; JobError in one line
     when the name is another kind of run, one still served, or one of other settings."""
     found = store.find_run(spec.name)
     if found is None:
         run_id = store.create_run(spec, episodes_planned=0, policy_info=PolicyInfo(name=POLICY))
-        numbering = Counters()
+        next_sample: dict[str, int] = {}
+        leftovers: list[EpisodeRecord] = []
     else:
         if found.kind != "env":
             raise JobError(
@@ -136,24 +178,14 @@ def open_served_run(store: Store, spec: RunSpec, dataset: Dataset) -> ServedRun:
             )
         run_id = found.id
         store.set_run_status(run_id, "running")
-        numbering = counters(store, run_id)
-    served = ServedRun(
-        store=store,
-        run_id=run_id,
-        spec=spec,
-        dataset=dataset,
-        writer=GroupWriter(store.sink(run_id)),
-        sandbox=Sandbox(spec.environment.sandbox),
-        numbering=numbering,
-    )
-    if found is not None:
+        next_sample = counters(store, run_id).next_sample
         leftovers = _unfinished(store, run_id)
         if leftovers:
-            served.writer.write(IterationBatch(finished=leftovers))
-        served.abandoned_at_start = len(leftovers)
-    served._beat = Heartbeat(store, run_id)
-    served._beat.start()
-    return served
+            store.sink(run_id).write(IterationBatch(finished=leftovers))
+    numbers = SampleNumbers([q.id for q in dataset.questions], next_sample)
+    beat = Heartbeat(store, run_id)
+    beat.start()
+    return OpenRun(store, run_id, spec, dataset, numbers, len(leftovers), beat)
 
 
 def _served_as(spec: RunSpec) -> tuple[object, ...]:

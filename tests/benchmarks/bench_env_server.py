@@ -34,6 +34,7 @@ from rollout_core.records import ListSink, RunSpec
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import EnvironmentSettings
 from storage.store import Store
+from tests.benchmarks.bench_sink import machine_reference
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(1800)]
 
@@ -54,9 +55,11 @@ def cpu_self() -> float:
 
 
 def cpu_of(pid: int) -> float:
-    """CPU seconds (user + system) a process has used so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """CPU seconds (user + system) a process and its children (workers) have used so far."""
+    stat = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    ticks = int(stat[11]) + int(stat[12]) + int(stat[13]) + int(stat[14])
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    return ticks / os.sysconf("SC_CLK_TCK") + sum(cpu_of(int(c)) for c in children)
 
 
 def oracle_scripts() -> dict[str, list[str]]:
@@ -125,11 +128,14 @@ async def sequential_steps(url: str, scripts: dict[str, list[str]], n: int) -> f
     return (time.perf_counter() - t0) / done
 
 
-def start_server(store: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+def start_server(
+    store: str, log: Path, workers: int = 1, name: str = "bench"
+) -> tuple[subprocess.Popen[bytes], str]:
     out = log.open("w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "env-server", "--name", "bench", "--dataset", "demo",
-         "--store", store, "--port", "0", "--max-sessions", str(CLIENTS + 4)],
+        [sys.executable, "-m", "app.cli", "env-server", "--name", name, "--dataset", "demo",
+         "--store", store, "--port", "0", "--max-sessions", str(CLIENTS + 4),
+         "--workers", str(workers)],
         stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )  # fmt: skip
@@ -146,7 +152,10 @@ def start_server(store: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 def test_env_server_steps_per_second(tmp_path: Path) -> None:
     scripts = oracle_scripts()
     store = f"sqlite:///{tmp_path / 'bench.db'}"
-    print(f"\n{CLIENTS} clients, {EPISODES} oracle episodes of the demo, SQLite store")
+    print(
+        f"\n{CLIENTS} clients, {EPISODES} oracle episodes of the demo, SQLite store; "
+        f"machine reference {machine_reference():,.0f} rows/s"
+    )
 
     steps, wall, cpu = in_process(store, EPISODES, CLIENTS)
     print(
@@ -156,7 +165,14 @@ def test_env_server_steps_per_second(tmp_path: Path) -> None:
     steps1, wall1, _ = in_process(store, 200, 1)
     inproc_step = wall1 / steps1
 
-    proc, url = start_server(store, tmp_path / "server.log")
+    for workers in (1, 2):
+        route(store, scripts, workers, tmp_path / f"server-{workers}.log", inproc_step)
+
+
+def route(store: str, scripts: dict[str, list[str]], workers: int, log: Path, inproc: float) -> None:
+    """The clients over the WebSocket route, then (one worker) one client alone."""
+    name = f"bench-{workers}"
+    proc, url = start_server(store, log, workers, name)
     try:
         cpu, server_cpu, t0 = cpu_self(), cpu_of(proc.pid), time.perf_counter()
         played = asyncio.run(play_clients(url, scripts, EPISODES))
@@ -170,18 +186,19 @@ def test_env_server_steps_per_second(tmp_path: Path) -> None:
         status = proc.wait(60)
     rate = played / wall
     print(
-        f"over the WebSocket route: {rate:,.0f} steps/s (target {TARGET:,}), "
+        f"over the WebSocket route, {workers} worker{'s' if workers > 1 else ''}: "
+        f"{rate:,.0f} steps/s (target {TARGET:,}), "
         f"{played / server_cpu:,.0f} steps per server CPU-second, "
         f"{played / (server_cpu + client_cpu):,.0f} per CPU-second of server and clients "
         f"[load {served_load}]"
     )
     print(
         f"one client alone: {per_step * 1e3:.2f} ms a step over the route, "
-        f"{inproc_step * 1e3:.2f} ms in process: the hop costs {(per_step - inproc_step) * 1e3:.2f}"
+        f"{inproc * 1e3:.2f} ms in process: the hop costs {(per_step - inproc) * 1e3:.2f}"
         f" ms a step [load {seq_load}]"
     )
     check = Store(store, read_only=True)
-    run = check.find_run("bench")
+    run = check.find_run(name)
     assert run is not None and run.episodes_finished > EPISODES, "every episode is recorded"
     check.close()
     assert status == 0

@@ -23,7 +23,7 @@ pytest.importorskip("openenv")
 import uvicorn
 
 from app.env_server.asgi import build_app
-from app.env_server.served import ServedRun, open_served_run
+from app.env_server.served import ServedRun, open_run
 from rollout_core.datasets import load_dataset
 from rollout_core.records import RunSpec
 from rollout_core.settings import EnvironmentSettings
@@ -75,12 +75,13 @@ def serving(
 ) -> Iterator[Served]:
     """The server on a free loopback port until the block ends, then stopped as Ctrl-C would."""
     dataset = load_dataset(spec.questions_path, spec.db_dir)
-    run = open_served_run(store, spec, dataset)
+    run = open_run(store, spec, dataset)
+    served = run.served()
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen(256)
     port = listener.getsockname()[1]
-    app = build_app(run, max_sessions=max_sessions, token=token)
+    app = build_app(served, max_sessions=max_sessions, token=token)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, daemon=True)
     thread.start()
@@ -90,12 +91,13 @@ def serving(
             raise RuntimeError("the in-process env server did not start")
         time.sleep(0.02)
     try:
-        yield Served(f"http://127.0.0.1:{port}", store, run)
+        yield Served(f"http://127.0.0.1:{port}", store, served)
     finally:
         server.should_exit = True
         thread.join(20)
         listener.close()
-        run.stop()
+        served.close()
+        run.complete()
 
 
 @pytest.fixture
@@ -152,6 +154,28 @@ class ServerProcess:
 
     def output(self) -> str:
         return self.log.read_text()
+
+    def workers(self) -> list[int]:
+        """The pids of the server's worker processes (multiprocessing's spawned children)."""
+        pid = self.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return [int(c) for c in children if b"spawn_main" in _cmdline(int(c))]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def alive(pid: int) -> bool:
+    """The process exists and is not a zombie."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
 
 
 @pytest.fixture

@@ -83,6 +83,7 @@ def test_bad_flags_are_refused_in_one_line_before_any_store(
         ([*data, "--host", "0.0.0.0"], "pass --allow-remote with a --token"),
         ([*data, "--host", "0.0.0.0", "--allow-remote"], "--allow-remote needs a --token"),
         ([*data, "--max-sessions", "0"], "--max-sessions must be at least 1"),
+        ([*data, "--workers", "0"], "--workers must be between 1 and 64"),
         ([*data, "--step-budget", "0"], "step_budget must be at least 1"),
         (["--questions", str(tmp_path / "none.json")], "questions file not found"),
         (["--dataset", "demo", *data], "not both"),
