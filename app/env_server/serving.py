@@ -89,8 +89,6 @@ def serve_in_workers(
         stopping.set()
         for process in processes:
             if process.pid is not None and process.exitcode is None:
-                # SIGTERM, never SIGINT: a worker that had the terminal's Ctrl-C already would
-                # take a second SIGINT as "stop now" and drop its sessions unclosed.
                 os.kill(process.pid, signal.SIGTERM)
 
     previous = {s: signal.signal(s, stop) for s in STOP_SIGNALS}
@@ -161,6 +159,10 @@ class WorkerJob:
 
 
 def _worker(job: WorkerJob, listener: socket.socket, started: Any) -> None:
+    # Out of the terminal's process group: Ctrl-C reaches the parent alone, which stops each
+    # worker with one SIGTERM (a SIGINT besides, landing after it, makes uvicorn drop its
+    # sessions unclosed).
+    os.setpgrp()
     _stop_with_parent()
     store = Store(job.store_url)
     served = ServedRun(store, job.run_id, job.spec, job.dataset, job.numbers)

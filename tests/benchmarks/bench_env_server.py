@@ -169,7 +169,9 @@ def test_env_server_steps_per_second(tmp_path: Path) -> None:
         route(store, scripts, workers, tmp_path / f"server-{workers}.log", inproc_step)
 
 
-def route(store: str, scripts: dict[str, list[str]], workers: int, log: Path, inproc: float) -> None:
+def route(
+    store: str, scripts: dict[str, list[str]], workers: int, log: Path, inproc: float
+) -> None:
     """The clients over the WebSocket route, then (one worker) one client alone."""
     name = f"bench-{workers}"
     proc, url = start_server(store, log, workers, name)
