@@ -41,18 +41,23 @@ def test_sample_numbers_are_shared_by_processes() -> None:
     assert numbers.take("q-france") == 0
 
 
-def serve_args(bench: Bench, store: Path) -> list[str]:
-    return ["--name", "env", "--questions", str(bench.questions), "--db-dir",
-            str(bench.db_dir), "--store", str(store), "--step-budget", "5"]  # fmt: skip
+def two_workers(start_process: type[ServerProcess], bench: Bench, store: Path) -> ServerProcess:
+    """`rollscope env-server --workers 2`, once both workers serve."""
+    server = start_process(
+        ["--name", "env", "--questions", str(bench.questions), "--db-dir", str(bench.db_dir),
+         "--store", str(store), "--step-budget", "5", "--workers", "2"]
+    )  # fmt: skip
+    server.wait_serving()
+    wait_for(lambda: len(server.workers()) == 2)
+    return server
 
 
 def test_two_workers_serve_one_run(
     tmp_path: Path, bench: Bench, start_process: type[ServerProcess]
 ) -> None:
-    server = start_process([*serve_args(bench, tmp_path / "store.db"), "--workers", "2"])
-    url = server.wait_serving()
+    server = two_workers(start_process, bench, tmp_path / "store.db")
+    url = server.url
     assert "64 sessions at most by each of 2 workers" in server.output()
-    wait_for(lambda: len(server.workers()) == 2)
     workers = server.workers()
     rewards: list[float] = []
 
@@ -89,9 +94,7 @@ def test_two_workers_serve_one_run(
 def test_a_worker_that_dies_stops_the_server(
     tmp_path: Path, bench: Bench, start_process: type[ServerProcess]
 ) -> None:
-    server = start_process([*serve_args(bench, tmp_path / "store.db"), "--workers", "2"])
-    server.wait_serving()
-    wait_for(lambda: len(server.workers()) == 2)
+    server = two_workers(start_process, bench, tmp_path / "store.db")
     first, second = server.workers()
     os.kill(first, signal.SIGKILL)
     assert server.proc.wait(60) == 2
@@ -106,9 +109,7 @@ def test_a_worker_that_dies_stops_the_server(
 def test_workers_stop_when_their_server_is_killed(
     tmp_path: Path, bench: Bench, start_process: type[ServerProcess]
 ) -> None:
-    server = start_process([*serve_args(bench, tmp_path / "store.db"), "--workers", "2"])
-    server.wait_serving()
-    wait_for(lambda: len(server.workers()) == 2)
+    server = two_workers(start_process, bench, tmp_path / "store.db")
     workers = server.workers()
     assert server.stop(signal.SIGKILL) == -signal.SIGKILL
     deadline = time.monotonic() + 30
