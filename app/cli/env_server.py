@@ -85,7 +85,7 @@ def env_server(
     opened = open_store(store)
     from app.batch import JobError
     from app.env_server.served import open_run
-    from app.env_server.serving import serve, serve_in_workers
+    from app.env_server.serving import serve_in_workers, serve_sessions
 
     try:
         run = open_run(opened, spec, data)
@@ -109,7 +109,9 @@ def env_server(
 
     try:
         if workers == 1:
-            serve(run, listener, max_sessions=max_sessions, token=token, ready=ready)
+            serve_sessions(
+                run.served(), listener, max_sessions=max_sessions, token=token, ready=ready
+            )
         else:
             serve_in_workers(
                 run, listener, workers, max_sessions=max_sessions, token=token, ready=ready

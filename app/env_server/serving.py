@@ -29,19 +29,6 @@ WORKER_STOP_SECONDS = 30
 """How long a stopping worker may take to close its sessions before it is killed."""
 
 
-def serve(
-    run: OpenRun,
-    listener: socket.socket,
-    *,
-    max_sessions: int,
-    token: str | None,
-    ready: Callable[[], None],
-) -> None:
-    """Serve `run` in this process until Ctrl-C or SIGTERM, calling `ready` once it can take
-    sessions; its sessions are closed on the way out."""
-    serve_sessions(run.served(), listener, max_sessions=max_sessions, token=token, ready=ready)
-
-
 def serve_sessions(
     served: ServedRun,
     listener: socket.socket,
@@ -50,6 +37,8 @@ def serve_sessions(
     token: str | None,
     ready: Callable[[], None],
 ) -> None:
+    """Serve `served`'s sessions in this process until Ctrl-C or SIGTERM, calling `ready` once
+    it can take them; the sessions still open are closed on the way out."""
     try:
         from app.env_server.asgi import build_app
 
