@@ -7,11 +7,14 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import sys
 import threading
 import time
+import types
 from pathlib import Path
 from typing import Any
 
+import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from app.env_server.served import SampleNumbers
@@ -25,7 +28,10 @@ def _take(numbers: SampleNumbers, count: int, out: Any) -> None:
         out[i] = numbers.take("q-count")
 
 
-def test_sample_numbers_are_shared_by_processes() -> None:
+def test_sample_numbers_are_shared_by_processes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A spawned process first runs its parent's __main__; in a test worker that may be a
+    # script an earlier test ran (the dashboard's), so the children get an empty one.
+    monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
     numbers = SampleNumbers(["q-count", "q-france"], {"q-count": 3})
     context = multiprocessing.get_context("spawn")
     taken = [context.Array("q", 200) for _ in range(2)]
