@@ -53,7 +53,7 @@ def two_workers(start_process: type[ServerProcess], bench: Bench, store: Path) -
         ["--name", "env", "--questions", str(bench.questions), "--db-dir", str(bench.db_dir),
          "--store", str(store), "--step-budget", "5", "--workers", "2"]
     )  # fmt: skip
-    server.wait_serving()
+    server.wait_serving(timeout=180)  # each worker imports the app anew: slow on a busy machine
     wait_for(lambda: len(server.workers()) == 2)
     return server
 
