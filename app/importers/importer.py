@@ -7,14 +7,15 @@ run's sink, nothing twice and nothing half.
 - Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
   a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
   what is missing.
+- A batch is written on the reading thread, between two reads. A writer thread (or process)
+  beside the reader gained nothing on two cores: both sides are Python holding the GIL, and
+  a second process spent a third more CPU to pickle the batches across (docs/benchmarks.md).
 - A row that is no rollout is told in one line (file, line, problem) and counted on the run,
   or, with `strict`, stops the import there.
 """
 
 from __future__ import annotations
 
-import contextlib
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from rollout_core.records import (
 from storage.sink import StoreSink
 from storage.store import Store
 from storage.training import counters
+from storage.writes import collector_paused
 
 BATCH_EPISODES = 2000
 """Episodes a write holds: a transaction per batch, a batch's records in memory at most."""
@@ -100,7 +102,7 @@ class Importer:
         """Whether `open` made the run (rather than reopening one to read on into)."""
         self.reading: FileResult | None = None
         """The file being read, its episodes so far: what a stop mid-file has written."""
-        self._writer: _Writer | None = None
+        self._sink: StoreSink | None = None
         self._numbering: Numbering | None = None
         self._checker = (
             Checker(options.questions, options.db_dir) if options.questions is not None else None
@@ -132,7 +134,7 @@ class Importer:
             self._check_same_source(found.kind, found.source_format, found.source_path)
             self.run_id = found.id
             self.store.set_run_status(self.run_id, "running")
-        self._writer = _Writer(self.store.sink(self.run_id))
+        self._sink = self.store.sink(self.run_id)
         numbers = counters(self.store, self.run_id)
         self._numbering = Numbering(
             numbers.next_sample,
@@ -154,10 +156,7 @@ class Importer:
             )
 
     def finish(self, status: RunStatus, error: str | None = None) -> None:
-        """Let the write in flight end, then set the run's status."""
-        if self._writer is not None:
-            with contextlib.suppress(Exception):  # its error is the one being reported
-                self._writer.wait()
+        """Set the run's status (the batch in hand, if any, is not written)."""
         if self._checker is not None:
             self._checker.close()
         if self.run_id:
@@ -195,26 +194,28 @@ class Importer:
             return result
         held = self.store.imported_rows(self.run_id, rel)
         self.reading = result
-        assert self._writer is not None, "open() the run first"
-        batch = _Batch(self._writer)
-        for row in self.fmt.rows(path):
-            known = held.get(row.line)
-            if known is not None:
-                if known == row.sha256:
-                    result.known += 1
+        assert self._sink is not None, "open() the run first"
+        batch = _Batch(self._sink)
+        # The collector's passes over the records in hand found nothing to free (none is in a
+        # cycle) and cost a fifth of the reading.
+        with collector_paused():
+            for row in self.fmt.rows(path):
+                known = held.get(row.line)
+                if known is not None:
+                    if known == row.sha256:
+                        result.known += 1
+                        continue
+                    self._bad(
+                        result, row.line, "changed since it was imported (the file was rewritten)"
+                    )
                     continue
-                self._bad(
-                    result, row.line, "changed since it was imported (the file was rewritten)"
-                )
-                continue
-            if row.rollout is None:
-                self._bad(result, row.line, row.problem or "not a rollout")
-                continue
-            self._add(batch, row, start.file_id)
-            if len(batch.finished) >= BATCH_EPISODES:
-                result.episodes += batch.write()
-        result.episodes += batch.write()
-        self._writer.wait()
+                if row.rollout is None:
+                    self._bad(result, row.line, row.problem or "not a rollout")
+                    continue
+                self._add(batch, row, start.file_id)
+                if len(batch.finished) >= BATCH_EPISODES:
+                    result.episodes += batch.write()
+            result.episodes += batch.write()
         self.store.finish_import_file(start.file_id, result.skipped)
         left = result.skipped - len(result.problems)
         if left > 0:
@@ -266,44 +267,11 @@ class Importer:
         batch.add(start, steps, finish)
 
 
-class _Writer:
-    """Writes batches through the run's sink on a thread of its own, one at a time, while the
-    next batch is read: SQLite does its part of a write with the GIL released, so reading and
-    writing overlap on a second core. An error of a write is raised at the next call."""
-
-    def __init__(self, sink: StoreSink) -> None:
-        self._sink = sink
-        self._thread: threading.Thread | None = None
-        self._error: BaseException | None = None
-
-    def write(self, batch: IterationBatch) -> None:
-        self.wait()
-        self._thread = threading.Thread(
-            target=self._run, args=(batch,), name="rollscope-import-writer", daemon=True
-        )
-        self._thread.start()
-
-    def _run(self, batch: IterationBatch) -> None:
-        try:
-            self._sink.write(batch)
-        except BaseException as exc:
-            self._error = exc
-
-    def wait(self) -> None:
-        """Until the write in flight is committed (or raise its error)."""
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
-        if self._error is not None:
-            error, self._error = self._error, None
-            raise error
-
-
 class _Batch:
     """The episodes in hand, written whole through the run's sink."""
 
-    def __init__(self, writer: _Writer) -> None:
-        self.writer = writer
+    def __init__(self, sink: StoreSink) -> None:
+        self.sink = sink
         self.started: list[EpisodeStart] = []
         self.steps: list[StepRecord] = []
         self.finished: list[EpisodeRecord] = []
@@ -317,6 +285,6 @@ class _Batch:
         """Write what is held as one transaction; how many episodes it held."""
         n = len(self.finished)
         if n:
-            self.writer.write(IterationBatch(self.started, self.steps, self.finished))
+            self.sink.write(IterationBatch(self.started, self.steps, self.finished))
             self.started, self.steps, self.finished = [], [], []
         return n

@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,7 @@ from app.importers.detect import format_of
 from app.importers.follow import follow
 from app.importers.importer import Importer, ImportOptions
 from app.importers.source import Row
+from storage import writes
 from storage.store import Store
 from tests.app.importers.conftest import rows
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
@@ -58,7 +60,7 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
 
     def interrupted(path: Path) -> Iterator[Row]:
         for i, row in enumerate(reads(path)):
-            if i == 250:  # two batches handed to the writer, 50 episodes in hand
+            if i == 250:  # two batches written, 50 episodes in hand
                 raise KeyboardInterrupt
             yield row
 
@@ -85,6 +87,45 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     assert rows(store, "SELECT status, episodes_planned, finished_episodes FROM runs") == [
         ("completed", 350, 350)
     ]
+
+
+def test_a_stop_inside_a_write_leaves_none_of_its_batch(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C can land while a batch is being written (the write runs on the reading thread):
+    the batch's transaction is rolled back whole, and importing again writes it."""
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 100)
+    dump = tmp_path / "dump"
+    write_step(dump, 1, 250)
+    fmt = format_of(dump, "verl")
+    indexed = writes.index_episodes  # the last statement of a batch's transaction
+    calls = 0
+
+    def stopped_in_the_second_write(conn: Any, ids: Any) -> None:
+        nonlocal calls
+        calls += 1
+        indexed(conn, ids)
+        if calls == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(writes, "index_episodes", stopped_in_the_second_write)
+    first = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
+    first.open()
+    with pytest.raises(KeyboardInterrupt):
+        first.import_file(fmt.files(dump)[0])
+    first.finish("cancelled", "stopped by Ctrl-C")
+    assert _whole_episodes(store) == [(100, 100, 200)]
+    assert rows(store, "SELECT count(*) FROM episode_sources") == [(100,)]
+    assert rows(store, "SELECT finished_episodes FROM runs") == [(100,)]
+    assert first.reading is not None and first.reading.episodes == 100
+    monkeypatch.setattr(writes, "index_episodes", indexed)
+    again = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
+    again.open()
+    result = again.import_file(fmt.files(dump)[0])
+    again.finish("completed")
+    assert (result.known, result.episodes) == (100, 150)
+    assert _whole_episodes(store) == [(250, 250, 500)]
+    assert rows(store, "SELECT finished_episodes FROM runs") == [(250,)]
 
 
 def _wait_for(check: object, what: str, seconds: float = 60.0) -> None:
