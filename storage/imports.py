@@ -128,16 +128,20 @@ def finish_file(session: Session, file_id: int, skipped: int, now: Any) -> int:
 def step_groups(session: Session, run_id: int, train_step: int) -> dict[str, int]:
     """question id -> GRPO group of the run's episodes at a training step (the last group,
     for a question with several), read from the training index."""
+    # The step's rows, the last group taken here: with GROUP BY question_id, SQLite read the
+    # question index over the whole run (and each episode's row) to have the groups in order.
     rows = session.execute(
-        select(Episode.question_id, func.max(Episode.group_index))
-        .where(
+        select(Episode.question_id, Episode.group_index).where(
             Episode.run_id == run_id,
             Episode.train_step == train_step,
             Episode.group_index.is_not(None),
         )
-        .group_by(Episode.question_id)
     )
-    return {q: int(g) for q, g in rows if g is not None}
+    groups: dict[str, int] = {}
+    for question_id, group in rows:
+        if group is not None and group >= groups.get(question_id, group):
+            groups[question_id] = int(group)
+    return groups
 
 
 @dataclass(frozen=True, slots=True)

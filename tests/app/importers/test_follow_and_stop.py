@@ -84,6 +84,13 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     assert rows(
         store, "SELECT count(DISTINCT line), min(line), max(line) FROM episode_sources"
     ) == [(350, 1, 350)]
+    # The episodes read after the stop joined their question's group at the step: seven
+    # questions, each one group of 50 samples.
+    assert rows(
+        store,
+        "SELECT count(*), count(DISTINCT question_id), min(n), max(n) FROM (SELECT group_index, "
+        "question_id, count(*) AS n FROM episodes GROUP BY group_index, question_id)",
+    ) == [(7, 7, 50, 50)]
     assert rows(store, "SELECT status, episodes_planned, finished_episodes FROM runs") == [
         ("completed", 350, 350)
     ]
