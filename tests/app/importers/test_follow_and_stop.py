@@ -20,8 +20,8 @@ import pytest
 from app.importers import importer as importer_module
 from app.importers.detect import format_of
 from app.importers.follow import follow
-from app.importers.importer import Importer, ImportOptions
-from app.importers.source import Row
+from app.importers.importer import FileResult, Importer, ImportOptions
+from app.importers.source import Format, Row
 from storage import writes
 from storage.store import Store
 from tests.app.importers.conftest import rows
@@ -49,6 +49,24 @@ def _whole_episodes(store: Store) -> list[tuple[int, int, int]]:
     )
 
 
+def _stopped_import(store: Store, fmt: Format, dump: Path) -> Importer:
+    """An import of the dump's one file that Ctrl-C stops, finished as the command does."""
+    importer = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
+    importer.open()
+    with pytest.raises(KeyboardInterrupt):
+        importer.import_file(fmt.files(dump)[0])
+    importer.finish("cancelled", "stopped by Ctrl-C")
+    return importer
+
+
+def _import_again(store: Store, fmt: Format, dump: Path) -> tuple[Importer, FileResult]:
+    importer = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
+    importer.open()
+    result = importer.import_file(fmt.files(dump)[0])
+    importer.finish("completed")
+    return importer, result
+
+
 def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -65,20 +83,13 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
             yield row
 
     monkeypatch.setattr(fmt, "rows", interrupted)
-    first = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
-    first.open()
-    with pytest.raises(KeyboardInterrupt):
-        first.import_file(fmt.files(dump)[0])
-    first.finish("cancelled", "stopped by Ctrl-C")
+    first = _stopped_import(store, fmt, dump)
     assert _whole_episodes(store) == [(200, 200, 400)]
     # The file it stopped in says what it wrote, for the summary the command prints.
     assert first.reading is not None and first.reading.episodes == 200
     assert rows(store, "SELECT status, episodes_planned FROM runs") == [("cancelled", 350)]
     monkeypatch.setattr(fmt, "rows", reads)
-    again = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
-    again.open()
-    result = again.import_file(fmt.files(dump)[0])
-    again.finish("completed")
+    again, result = _import_again(store, fmt, dump)
     assert (result.known, result.episodes) == (200, 150) and again.reading is None
     assert _whole_episodes(store) == [(350, 350, 700)]
     assert rows(
@@ -116,20 +127,13 @@ def test_a_stop_inside_a_write_leaves_none_of_its_batch(
             raise KeyboardInterrupt
 
     monkeypatch.setattr(writes, "index_episodes", stopped_in_the_second_write)
-    first = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
-    first.open()
-    with pytest.raises(KeyboardInterrupt):
-        first.import_file(fmt.files(dump)[0])
-    first.finish("cancelled", "stopped by Ctrl-C")
+    first = _stopped_import(store, fmt, dump)
     assert _whole_episodes(store) == [(100, 100, 200)]
     assert rows(store, "SELECT count(*) FROM episode_sources") == [(100,)]
     assert rows(store, "SELECT finished_episodes FROM runs") == [(100,)]
     assert first.reading is not None and first.reading.episodes == 100
     monkeypatch.setattr(writes, "index_episodes", indexed)
-    again = Importer(store, fmt, ImportOptions(path=dump, name="stopped"))
-    again.open()
-    result = again.import_file(fmt.files(dump)[0])
-    again.finish("completed")
+    _, result = _import_again(store, fmt, dump)
     assert (result.known, result.episodes) == (100, 150)
     assert _whole_episodes(store) == [(250, 250, 500)]
     assert rows(store, "SELECT finished_episodes FROM runs") == [(250,)]
