@@ -7,9 +7,9 @@ run's sink, nothing twice and nothing half.
 - Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
   a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
   what is missing.
-- A batch is written on the reading thread, between two reads. A writer thread (or process)
-  beside the reader gained nothing on two cores: both sides are Python holding the GIL, and
-  a second process spent a third more CPU to pickle the batches across (docs/benchmarks.md).
+- A batch is written on the reading thread, between two reads: a writer thread only took
+  turns with the reader on the GIL, and a writer process spent on pickling the batches what
+  it saved (docs/benchmarks.md, Import).
 - A row that is no rollout is told in one line (file, line, problem) and counted on the run,
   or, with `strict`, stops the import there.
 """
@@ -196,8 +196,7 @@ class Importer:
         self.reading = result
         assert self._sink is not None, "open() the run first"
         batch = _Batch(self._sink)
-        # The collector's passes over the records in hand found nothing to free (none is in a
-        # cycle) and cost a fifth of the reading.
+        # The collector's passes over the records in hand are pure cost: none is in a cycle.
         with collector_paused():
             for row in self.fmt.rows(path):
                 known = held.get(row.line)
