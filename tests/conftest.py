@@ -29,6 +29,7 @@ tests/benchmarks/. `make test-quick` leaves out browser, postgres and slow.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -49,6 +50,12 @@ REPO = Path(__file__).resolve().parents[1]
 # `make test` runs a process per core, and torch's threads, one per core each, spin-waited
 # on one another (the demo models' training took 130 s instead of 20 s).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# Started in the background (`make test &` in a script), the suite inherits SIGINT ignored, and
+# so would every process it starts; the tests that press Ctrl-C, and the dashboard's stopping
+# with the script that started it, assume a terminal's. Restored in each test process.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Property tests draw new examples on every local run (failures replay from .hypothesis/).
 # CI sets HYPOTHESIS_PROFILE=ci: one fixed draw, so whether a commit lands never depends on luck.
