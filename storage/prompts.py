@@ -50,9 +50,14 @@ class OpenPrompt(NamedTuple):
     from_step: int
 
 
+_JSON = json.JSONEncoder(ensure_ascii=False)
+"""Built once: `json.dumps` with any option builds an encoder a call, a third of its time for
+a step's few messages."""
+
+
 def messages_json(messages: Sequence[ChatMessage]) -> str:
     """Messages as the store keeps them: a JSON array, non-ASCII text as it is."""
-    return json.dumps([m if isinstance(m, dict) else dict(m) for m in messages], ensure_ascii=False)
+    return _JSON.encode([m if isinstance(m, dict) else dict(m) for m in messages])
 
 
 def _leading_system(prompt: Prompt) -> int:

@@ -14,23 +14,31 @@ What is indexed:
   where, and no copy of the text; it finds the episodes holding all of a text's trigrams
   anywhere, a few more than hold the text. A partial index, `ix_episodes_unfinished`, lists
   the episodes not finished yet, which it does not hold.
+  The samples of a question repeat its question and gold SQL (a GRPO group, a training run
+  asking it again at every epoch), and those were most of the indexing's work. So an
+  episode whose two texts equal those of its question's first sample (sample 0 of the same
+  run and question id), finished already, leaves them out of its row; a search that matches
+  a first sample's row also reads the other episodes of its question.
 - PostgreSQL: pg_trgm GIN indexes on `episodes.question`, `episodes.gold_sql` and
   `steps.raw_output`, which PostgreSQL uses for ILIKE.
 
 How it is kept current: on SQLite the write path indexes an episode in the transaction that
 finishes it (`index_episodes`, from `writes.write_batch`; the synthetic filler calls it too),
-and migration 0012 indexed the episodes finished before it; a finished episode's texts never
-change. Deleting a run leaves its rows (a contentless FTS5 table forgets a row only when given
-its text again): they name no episode, or a later one that took the same id, which LIKE then
-reads and rejects. PostgreSQL keeps its indexes on every write.
+and migration 0012 indexed the episodes finished before it. A finished episode's texts never
+change, and it is deleted only with its whole run: a first sample's row stays as long as the
+samples that leave their texts to it. Deleting a run leaves its rows (a contentless FTS5
+table forgets a row only when given its text again): they name no episode, or a later one
+that took the same id, which LIKE then reads and rejects. PostgreSQL keeps its indexes on
+every write.
 
-What a search reads (`candidates`): the index's hits for the text, counted up to
-`CANDIDATE_CAP`. Under it, the page reads only those episodes (on SQLite, and the unfinished
-ones) and LIKE checks each: a word no episode holds reads next to nothing. A text under three
-characters has no trigram, and one with more hits is common enough that reading the newest
-episodes fills a page soon (or a phrase of common words, which on SQLite can have many more
-hits than holders): those are searched by LIKE over the episodes the other filters select,
-within the filter's `text_newest`, as without the index.
+What a search reads (`candidates`): the index's hits for the text, with the other episodes
+of the first samples' questions among them, counted up to `CANDIDATE_CAP`. Under it, the
+page reads only those episodes (on SQLite, and the unfinished ones) and LIKE checks each: a
+word no episode holds reads next to nothing. A text under three characters has no trigram,
+and one with more hits is common enough that reading the newest episodes fills a page soon
+(or a phrase of common words, which on SQLite can have many more hits than holders): those
+are searched by LIKE over the episodes the other filters select, within the filter's
+`text_newest`, as without the index.
 """
 
 from __future__ import annotations
@@ -45,6 +53,7 @@ from sqlalchemy import (
     Integer,
     Select,
     TextualSelect,
+    and_,
     column,
     func,
     literal_column,
@@ -54,7 +63,7 @@ from sqlalchemy import (
     text,
     union_all,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from storage.models import Episode, Step
 from storage.reads import like_pattern
@@ -83,9 +92,18 @@ _MAX_TRIGRAMS = 64
 """Trigrams of a text looked up at most: any of them narrow correctly, and a long pasted text
 would make an AND of thousands."""
 
+_SHARED = (
+    "e.sample_index > 0 AND EXISTS (SELECT 1 FROM episodes AS f WHERE f.run_id = e.run_id "
+    "AND f.question_id = e.question_id AND f.sample_index = 0 AND f.outcome IS NOT NULL "
+    "AND f.question = e.question AND f.gold_sql = e.gold_sql)"
+)
+"""Whether the episode's question and gold SQL are its question's first sample's, which is
+finished and so indexed with them: one (unique) index lookup and one row."""
+
 _DOCUMENT = (
-    "e.question || char(10) || e.gold_sql || char(10) || coalesce("
-    "(SELECT group_concat(DISTINCT s.raw_output) FROM steps AS s WHERE s.episode_id = e.id), '')"
+    f"CASE WHEN {_SHARED} THEN '' ELSE e.question || char(10) || e.gold_sql || char(10) END "
+    "|| coalesce((SELECT group_concat(DISTINCT s.raw_output) FROM steps AS s "
+    "WHERE s.episode_id = e.id), '')"
 )
 """An episode's indexed text. The order of its parts and the separators matter not: a
 trigram that spans two of them only adds a hit LIKE rejects."""
@@ -135,26 +153,51 @@ def candidates(session: Session, needle: str) -> SearchIds | None:
     index cannot narrow it: too short, or more than `CANDIDATE_CAP` hits."""
     if len(needle) < MIN_CHARS:
         return None
-    unfinished: SearchIds | None = None
-    hits: SearchIds
     if session.get_bind().dialect.name == "sqlite":
-        query = fts_query(needle)
-        hits = select(_FTS.c.rowid).where(literal_column(INDEX_TABLE).op("MATCH")(query))
-        unfinished = _UNFINISHED
-    else:
-        pattern = like_pattern(needle)
-        in_episodes = or_(
-            Episode.question.ilike(pattern, escape="\\"),
-            Episode.gold_sql.ilike(pattern, escape="\\"),
-        )
-        hits = union_all(
-            select(Episode.id).where(in_episodes),
-            select(Step.episode_id).where(Step.raw_output.ilike(pattern, escape="\\")),
-        )
+        return _indexed_candidates(session, needle)
+    pattern = like_pattern(needle)
+    in_episodes = or_(
+        Episode.question.ilike(pattern, escape="\\"),
+        Episode.gold_sql.ilike(pattern, escape="\\"),
+    )
+    hits = union_all(
+        select(Episode.id).where(in_episodes),
+        select(Step.episode_id).where(Step.raw_output.ilike(pattern, escape="\\")),
+    )
     counted = select(func.count()).select_from(hits.limit(CANDIDATE_CAP + 1).subquery())
     if int(session.scalar(counted) or 0) > CANDIDATE_CAP:
         return None
-    return hits if unfinished is None else union_all(hits, unfinished)
+    return hits
+
+
+def _indexed_candidates(session: Session, needle: str) -> SearchIds | None:
+    """SQLite: the episodes the FTS5 table matches, with the other samples of a matched first
+    sample's question (indexed without the texts they share with it, `_SHARED`), and the
+    unfinished ones. Read here once, then bound as one JSON list to the page's query."""
+    query = literal_column(INDEX_TABLE).op("MATCH")(fts_query(needle))
+    matched = session.scalars(select(_FTS.c.rowid).where(query).limit(CANDIDATE_CAP + 1)).all()
+    if len(matched) > CANDIDATE_CAP:
+        return None
+    first = aliased(Episode, name="first")
+    same_question = (
+        select(Episode.id)
+        .join(
+            first,
+            and_(first.run_id == Episode.run_id, first.question_id == Episode.question_id),
+        )
+        .where(first.id.in_(_json_ids(matched)), first.sample_index == 0)
+        .limit(CANDIDATE_CAP + 1)
+    )
+    ids = {*matched, *session.scalars(same_question)}
+    if len(ids) > CANDIDATE_CAP:
+        return None
+    return union_all(_json_ids(sorted(ids)), _UNFINISHED)
+
+
+def _json_ids(ids: Sequence[int]) -> Select[Any]:
+    """A query of these ids, bound as one JSON text (one parameter however many they are)."""
+    listed = func.json_each(json.dumps(list(ids))).table_valued("value")
+    return select(listed.c.value)
 
 
 def fts_query(needle: str) -> str:

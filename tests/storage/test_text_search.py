@@ -16,6 +16,7 @@ from storage import text_search
 from storage.migrations import alembic_config
 from storage.read_models import EpisodeFilter
 from storage.store import Store
+from storage.writes import merged
 from tests.support.records import spec
 from tests.support.stores import write_run
 
@@ -239,3 +240,53 @@ def test_migrating_indexes_the_text_already_there(
             assert _found(store, needle) == _scanned(store, needle, monkeypatch), needle
     finally:
         store.close()
+
+
+def _sample(
+    sample: int, question: str, output: str, *, start: bool = True, finish: bool = True
+) -> IterationBatch:
+    """Records of sample `sample` of question q-okapi: its start, one step, its finish."""
+    step = StepRecord(
+        question_id="q-okapi", sample_index=sample, step_no=1, prompt=(), raw_output=output,
+        action="QUERY", argument="", parsed=True, observation="o", error=None, reward=0.0,
+        done=finish, tokens_in=1, tokens_out=1, policy_seconds=0.0, env_seconds=0.0,
+    )  # fmt: skip
+    done = EpisodeRecord(
+        "q-okapi", sample, "wrong", 0.0, 0.0, 1.0, 1, "x", 1.0, failure_class="wrong_answer"
+    )
+    starts = [
+        EpisodeStart("q-okapi", sample, sample, "zoo", question, "SELECT count(*) FROM okapi")
+    ]
+    return IterationBatch(
+        started=starts if start else [], steps=[step] if start else [],
+        finished=[done] if finish else [],
+    )  # fmt: skip
+
+
+def test_samples_of_one_question_share_its_indexed_texts(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    zoos, parks = "How many okapis live in zoos?", "How many okapis live in parks?"
+    batches = [
+        merged(
+            [_sample(0, zoos, "QUERY ant", finish=False), _sample(1, zoos, "QUERY bee"),
+             _sample(2, parks, "QUERY cat")]
+        ),  # sample 1 finishes before the first sample does
+        merged(
+            [_sample(0, zoos, "", start=False), _sample(3, zoos, "QUERY dog")]
+        ),
+    ]  # fmt: skip
+    write_run(store, spec("okapis"), batches, status=None)
+    write_run(store, spec("again"), [_sample(0, zoos, "QUERY eel")], status=None)
+    items = store.list_episodes(EpisodeFilter(), limit=100).items
+    first, bee, cat, dog = sorted(e.id for e in items if e.run_name == "okapis")
+    (again,) = (e.id for e in items if e.run_name == "again")
+    if store.dialect == "sqlite":
+        # Indexed by the first sample, by one that finished before it, and where it differs.
+        assert _index_hits(store, "live in zoos") == [first, bee, again]
+        assert _index_hits(store, "live in parks") == [cat]
+        assert _index_hits(store, "dog") == [dog]
+    assert _found(store, "live in zoos") == [first, bee, dog, again]
+    assert _found(store, "FROM okapi") == [first, bee, cat, dog, again]
+    for needle in ("okapis live", "in parks", "dog", "QUERY", "zoos?", "count(*)"):
+        assert _found(store, needle) == _scanned(store, needle, monkeypatch), needle
