@@ -58,6 +58,14 @@ _WAIT_FOR_PORT = (
 )
 
 
+def _terminal_signals() -> None:
+    """SIGHUP and SIGINT as a terminal's shell gives them, whatever the suite was started
+    under (`nohup` ignores SIGHUP, a background job SIGINT): the dashboard decides from them
+    whether to outlive its script."""
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextmanager
 def _script(
     tmp_path: Path, first_line: str, *, background: bool = False
@@ -79,7 +87,11 @@ def _script(
     log = tmp_path / "dashboard.log"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            ["sh", str(script)], stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            ["sh", str(script)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_terminal_signals,
         )
     try:
         if background:
