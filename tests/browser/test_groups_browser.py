@@ -32,6 +32,8 @@ def analysis(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 def _open_row(page: Any, row: int, nth: int = 0) -> None:
     """One click on a row's "open" button, the grid's pinned first column (rows of 35 px under
     a header of 35 px)."""
+    # Idle first: a grid the running script still redraws is replaced under the scroll.
+    wait_idle(page)
     grid = page.locator("[data-testid='stDataFrame']").nth(nth)
     grid.scroll_into_view_if_needed()
     grid.locator("[role='gridcell']").first.wait_for(state="attached")
