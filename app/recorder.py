@@ -21,6 +21,7 @@ error that left it (`cancelled` for Ctrl-C).
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from types import TracebackType
@@ -148,6 +149,8 @@ class Recorder:
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
+        total = _finite(reward, "reward")
+        parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
         lead, played = message_turns(list(turns))
         if not played:
             raise RecorderError(
@@ -161,8 +164,8 @@ class Recorder:
             turns=played,
             question=question or last_user_text(messages),
             question_id=qid,
-            reward=float(reward),
-            rewards={str(k): float(v) for k, v in (rewards or {}).items()},
+            reward=total,
+            rewards=parts,
             correct=correct,
             train_step=step,
             group=group,
@@ -219,3 +222,14 @@ class Recorder:
             self.close("cancelled", "interrupted by Ctrl-C")
         else:
             self.close("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+
+
+def _finite(value: Any, what: str) -> float:
+    """A reward as a float (a numpy or torch scalar too); RecorderError unless finite."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise RecorderError(f"{what} is {value!r}, not a number") from None
+    if not math.isfinite(number):
+        raise RecorderError(f"{what} is {number}, not a finite number")
+    return number

@@ -149,9 +149,9 @@ def build_spec(req: RunRequest) -> PlannedRun:
     if not questions:
         raise SpecError(f"dataset {dataset.name!r} has no questions to run")
     label = f"{entry.name}:{checkpoint}" if checkpoint else policy
-    name = (req.name or "").strip() or default_run_name(label, req.dataset or req.questions)
-    if len(name) > _MAX_NAME or "\x00" in name:
-        raise SpecError(f"run name must be at most {_MAX_NAME} characters of text, without NUL")
+    name = checked_run_name(
+        (req.name or "").strip() or default_run_name(label, req.dataset or req.questions)
+    )
     spec = RunSpec(
         name=name,
         policy=policy,
@@ -212,6 +212,17 @@ def dataset_for_spec(spec: RunSpec) -> Dataset:
     if spec.dataset.split(":")[0] == "demo":
         return load_named_dataset(spec.dataset)
     return load_dataset(spec.questions_path, spec.db_dir)
+
+
+def checked_run_name(name: str) -> str:
+    """A run name as the store keeps it (spaces around it dropped); SpecError when none is
+    left, or it is longer than the column or holds NUL."""
+    name = name.strip()
+    if not name:
+        raise SpecError("the run name is empty; give the run a name")
+    if len(name) > _MAX_NAME or "\x00" in name:
+        raise SpecError(f"run name must be at most {_MAX_NAME} characters of text, without NUL")
+    return name
 
 
 def default_run_name(policy: str, dataset: str | None) -> str:

@@ -6,12 +6,13 @@ from `writes.write_batch`, only for records that carry them). The rest is the im
 bookkeeping, one short transaction a file: a file is recorded when its reading starts
 (`begin_file`) and completed when its last row is in (`finish_file`); a file read whole is
 found again by its path and SHA-256 and not read again, and a file read in part, or grown
-since (an appending writer), is read on past the rows the run holds.
+since (an appending writer), is read on past the rows the run holds (found by their digest).
 """
 
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -94,30 +95,44 @@ def begin_file(
     return FileStart(file.id, False)
 
 
-def stored_rows(session: Session, run_id: int, path: str) -> dict[int, bytes]:
-    """line -> row SHA-256 of the rows the run holds from files recorded under `path`."""
-    rows = session.execute(
-        select(EpisodeSource.line, EpisodeSource.sha256)
+def stored_digests(session: Session, run_id: int, path: str) -> Counter[bytes]:
+    """row SHA-256 -> how many rows with those bytes the run holds from files recorded under
+    `path` (a rollout can be written twice, word for word)."""
+    rows = session.scalars(
+        select(EpisodeSource.sha256)
         .join(ImportFile, ImportFile.id == EpisodeSource.file_id)
         .where(ImportFile.run_id == run_id, ImportFile.path == path)
     )
-    return {line: bytes(digest) for line, digest in rows}
+    return Counter(bytes(digest) for digest in rows)
 
 
 def finish_file(session: Session, file_id: int, skipped: int, now: Any) -> int:
     """Mark a file read whole, with the lines it skipped; returns the episodes it gave. The
-    run's planned episodes become what its rows gave, its skipped lines grow by these."""
+    run's planned episodes become what its rows gave. Its skipped lines count each path's
+    bad lines once: a file read again (grown, or rewritten) is read whole, its bad lines with
+    it, so these replace what the path's last reading counted."""
     file = session.get(ImportFile, file_id)
     assert file is not None
     episodes = int(
         session.scalar(select(func.count()).where(EpisodeSource.file_id == file_id)) or 0
+    )
+    counted_before = session.scalar(
+        select(ImportFile.skipped_lines)
+        .where(
+            ImportFile.run_id == file.run_id,
+            ImportFile.path == file.path,
+            ImportFile.id != file_id,
+            ImportFile.completed_at.is_not(None),
+        )
+        .order_by(ImportFile.completed_at.desc(), ImportFile.id.desc())
+        .limit(1)
     )
     session.execute(
         update(Run)
         .where(Run.id == file.run_id)
         .values(
             episodes_planned=Run.episodes_planned + episodes - file.rows,
-            skipped_lines=Run.skipped_lines + skipped,
+            skipped_lines=Run.skipped_lines + skipped - (counted_before or 0),
             heartbeat_at=now,
         )
     )

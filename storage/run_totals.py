@@ -10,6 +10,7 @@ finished again) and unfinished episodes deleted. `recompute` rebuilds them from 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
@@ -52,7 +53,9 @@ DROPPED_COLUMNS = (
 
 def reward_key(reward: float) -> int:
     """The reward in thousandths: the `reward` count's key."""
-    return round(reward * 1000)
+    scaled = reward * 1000
+    # Past 1.8e305 thousandths overflow a float; whole units are as exact there.
+    return round(scaled) if math.isfinite(scaled) else round(reward) * 1000
 
 
 class RunChange:

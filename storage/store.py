@@ -14,6 +14,7 @@ CONTRACT (helpers build against this; keep the signatures):
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import TypeVar, cast
@@ -341,10 +342,10 @@ class Store:
             lambda: self._in_write(imports.begin_file, run_id, path, sha256, size, rows, now_utc())
         )
 
-    def imported_rows(self, run_id: int, path: str) -> dict[int, bytes]:
-        """line -> row SHA-256 of the rows the run holds from files recorded under `path`."""
+    def imported_digests(self, run_id: int, path: str) -> Counter[bytes]:
+        """row SHA-256 -> how many such rows the run holds from files recorded under `path`."""
         with Session(self._engine) as session:
-            return imports.stored_rows(session, run_id, path)
+            return imports.stored_digests(session, run_id, path)
 
     def finish_import_file(self, file_id: int, skipped: int) -> int:
         """An imported file read whole, with the lines it skipped; the episodes it gave."""

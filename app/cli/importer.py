@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -11,6 +16,8 @@ import typer
 from app.cli.output import USER_ERRORS, err, fail, one_line, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from app.plural import counted
+from rollout_core.errors import SpecError
+from rollout_core.specs import checked_run_name
 
 if TYPE_CHECKING:
     from app.importers.importer import FileResult, Importer
@@ -65,6 +72,10 @@ def import_command(
     """
     from app.importers.importer import Importer, ImportFailure, ImportOptions
 
+    try:
+        name = checked_run_name(name)
+    except SpecError as exc:
+        fail(str(exc))
     if questions is None and db_dir is not None:
         fail("--db-dir goes with --questions (the questions file whose databases it holds)")
     if poll <= 0:
@@ -76,6 +87,8 @@ def import_command(
     )  # fmt: skip
     try:
         importer = Importer(open_store(store), fmt, options, on_note=lambda t: _note(t, quiet))
+        if not follow and not importer.files():
+            fail(f"no {fmt.label} files in {path}; check the path and --format")
         importer.open()
     except USER_ERRORS as exc:
         fail(one_line(exc))
@@ -87,25 +100,36 @@ def import_command(
         if not quiet:
             _file_line(result)
 
+    stopped_by = ["Ctrl-C"]
     try:
-        if follow:
-            from app.importers.follow import follow as follow_files
+        with _sigterm_as_interrupt(stopped_by):
+            if follow:
+                from app.importers.follow import follow as follow_files
 
-            err.print(f"following {path} into run {name!r} (Ctrl-C stops)", highlight=False)
-            follow_files(importer, on_file=on_file, on_note=lambda t: _note(t, quiet), poll=poll)
-        else:
-            for file in importer.files():
-                on_file(importer.import_file(file))
+                err.print(
+                    f"following {path} into run {name!r} (Ctrl-C stops)",
+                    highlight=False,
+                    markup=False,
+                )
+                follow_files(
+                    importer, on_file=on_file, on_note=lambda t: _note(t, quiet), poll=poll
+                )
+            else:
+                for file in importer.files():
+                    on_file(importer.import_file(file))
     except KeyboardInterrupt:
         # A follow ends with Ctrl-C: the run is complete as far as the files went.
         importer.finish(
-            "completed" if follow else "cancelled", None if follow else "stopped by Ctrl-C"
+            "completed" if follow else "cancelled",
+            None if follow else f"stopped by {stopped_by[-1]}",
         )
         if importer.reading is not None:  # the file it stopped in: its whole episodes are kept
             results.append(importer.reading)
         _summary(importer, results, time.monotonic() - started)
         err.print(
-            f"stopped: importing again under --name {name!r} reads on from here", highlight=False
+            f"stopped: importing again under --name {name!r} reads on from here",
+            highlight=False,
+            markup=False,
         )
         raise typer.Exit(130) from None
     except ImportFailure as exc:
@@ -120,13 +144,32 @@ def import_command(
         _refuse_all_bad(importer, results, path)
     importer.finish("completed")
     if not results:
-        err.print(f"no {fmt.label} files in {path}", highlight=False)
+        err.print(f"no {fmt.label} files in {path}", highlight=False, markup=False)
     _summary(importer, results, time.monotonic() - started)
 
 
 def _all_bad(results: list[FileResult]) -> bool:
     """Lines were read and not one of them was a rollout (nor one the run held already)."""
     return any(r.skipped for r in results) and not any(r.episodes or r.known for r in results)
+
+
+@contextmanager
+def _sigterm_as_interrupt(stopped_by: list[str]) -> Iterator[None]:
+    """SIGTERM (a job scheduler's stop) ends the import as Ctrl-C does: between two batches,
+    never inside an episode. `stopped_by` gets the signal's name."""
+
+    def handler(_signum: int, _frame: FrameType | None) -> None:
+        stopped_by.append("SIGTERM")
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -> None:
@@ -160,11 +203,12 @@ def _format(path: Path, name: str, follow: bool, quiet: bool) -> Format:
             if not follow or not path.is_dir():
                 fail(str(exc))
             if not waited and not quiet:
-                err.print(f"waiting for rollout files in {path} ...", highlight=False)
+                err.print(f"waiting for rollout files in {path} ...", highlight=False, markup=False)
             waited = True
             try:
                 time.sleep(1.0)
             except KeyboardInterrupt:
+                err.print("stopped before any rollout file came; nothing imported", highlight=False)
                 raise typer.Exit(130) from None
 
 
@@ -186,7 +230,7 @@ def _file_line(r: FileResult) -> None:
 def _summary(importer: Importer, results: list[FileResult], seconds: float) -> None:
     episodes = sum(r.episodes for r in results)
     skipped = sum(r.skipped for r in results)
-    read = sum(1 for r in results if not r.already)
+    read = len({r.path for r in results if not r.already})  # a growing file is read again
     rate = f" ({episodes / seconds:,.0f} episodes/s)" if seconds > 0 and episodes else ""
     line = (
         f"run {importer.run_id} {importer.options.name!r}: {counted(episodes, 'episode')} from "

@@ -7,6 +7,7 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from rollout_core.errors import RollscopeError
 
@@ -21,13 +22,17 @@ exit 2. Anything else is a bug and keeps its traceback."""
 
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr, a non-zero exit, no traceback."""
-    err.print(f"[bold red]error:[/] {message}", highlight=False, markup=True, soft_wrap=True)
+    # The message names paths and files' values: `[red]` in one is text, not markup.
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(code)
 
 
 def one_line(exc: BaseException) -> str:
     """An exception's message as one line (KeyError's quotes dropped)."""
-    text = str(exc).strip().strip("'\"") or type(exc).__name__
+    text = str(exc).strip()
+    if isinstance(exc, KeyError):
+        text = text.strip("'\"")
+    text = text or type(exc).__name__
     return text.splitlines()[0]
 
 

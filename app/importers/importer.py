@@ -3,7 +3,8 @@ run's sink, nothing twice and nothing half.
 
 - Each file is recorded with its path and SHA-256 before its rows are read; a file the run read
   whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
-  appending writer) that the run holds already, by line and digest, are passed over.
+  appending writer) that the run holds already, by digest, are passed over; a file rewritten
+  since keeps in the run what it gave before.
 - Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
   a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
   what is missing.
@@ -29,6 +30,7 @@ from app.importers.rollouts import (
     turn_actions,
 )
 from app.importers.source import Format, Row, file_digest
+from app.plural import counted
 from rollout_core.errors import RollscopeError
 from rollout_core.records import (
     EpisodeRecord,
@@ -114,12 +116,15 @@ class Importer:
         """Create the run, or reopen the import run of that name to read on into it."""
         found = self.store.find_run(self.options.name)
         if found is None:
+            # The questions and databases are --questions' (the files name neither): Replay
+            # and Compare run the gold SQL and the episodes' SQL again on those databases.
+            dataset = self._checker.dataset if self._checker is not None else None
             spec = RunSpec(
                 name=self.options.name,
                 policy=self.fmt.name,
-                dataset=self.options.questions or str(self.root),
-                questions_path=self.options.questions or "",
-                db_dir=self.options.db_dir or "",
+                dataset=dataset.name if dataset is not None else "",
+                questions_path=str(dataset.questions_path) if dataset is not None else "",
+                db_dir=str(dataset.db_dir) if dataset is not None else "",
                 kind="import",
                 checkpoint=self.fmt.checkpoint(self.root),
             )
@@ -173,13 +178,15 @@ class Importer:
     # -- files --------------------------------------------------------------------------------
 
     def files(self) -> list[Path]:
-        return self.fmt.files(self.root)
+        """The format's files under the root (not a folder or a broken link named like one)."""
+        return [p for p in self.fmt.files(self.root) if p.is_file()]
 
     def relative(self, path: Path) -> str:
-        resolved = path.resolve()
-        if resolved == self.root:
+        """The file's path under the root, as the run records it. Not resolved: a step file
+        may be a link to elsewhere, and is recorded where the folder holds it."""
+        if path == self.root:
             return path.name
-        return resolved.relative_to(self.root).as_posix()
+        return path.relative_to(self.root).as_posix()
 
     def import_file(self, path: Path) -> FileResult:
         """Read one file into the run: what is new in it, each bad row told and counted."""
@@ -192,20 +199,23 @@ class Importer:
         if start.completed:
             result.already = True
             return result
-        held = self.store.imported_rows(self.run_id, rel)
+        held = self.store.imported_digests(self.run_id, rel)
         self.reading = result
         assert self._sink is not None, "open() the run first"
         batch = _Batch(self._sink)
         # The collector's passes over the records in hand are pure cost: none is in a cycle.
         with collector_paused():
             for row in self.fmt.rows(path):
-                known = held.get(row.line)
-                if known is not None:
-                    if known == row.sha256:
-                        result.known += 1
-                        continue
-                    self._bad(
-                        result, row.line, "changed since it was imported (the file was rewritten)"
+                # A row is held when the run holds a row of this file with its bytes, wherever
+                # it stands now (lines move when a bad line is deleted); each held row once.
+                if held and held.get(row.sha256):
+                    held[row.sha256] -= 1
+                    result.known += 1
+                    continue
+                if row.incomplete:
+                    self.on_note(
+                        f"{rel}:{row.line}: the last line has no newline and is no rollout "
+                        f"yet, left for the next import: {row.problem}"
                     )
                     continue
                 if row.rollout is None:
@@ -218,7 +228,13 @@ class Importer:
         self.store.finish_import_file(start.file_id, result.skipped)
         left = result.skipped - len(result.problems)
         if left > 0:
-            self.on_note(f"{rel}: {left} more bad lines skipped")
+            self.on_note(f"{rel}: {counted(left, 'more bad line')} skipped")
+        if gone := sum(held.values()):
+            self.on_note(
+                f"{rel}: {counted(gone, 'row')} imported from it before "
+                f"{'is' if gone == 1 else 'are'} no longer in it (it was rewritten); "
+                "the run keeps them"
+            )
         self.reading = None
         return result
 

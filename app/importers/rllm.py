@@ -38,7 +38,7 @@ _GOLD_KEYS = ("gold_sql", "query", "sql", "ground_truth")
 
 class RLLM(Format):
     name = "rllm"
-    label = "rLLM episode logs"
+    label = "rLLM episode log"
 
     def files(self, root: Path) -> list[Path]:
         if root.is_file():

@@ -209,11 +209,12 @@ def turn_actions(turns: Sequence[Turn]) -> list[SQLAction]:
 
 def _outcome(rollout: Rollout, answered: bool, correct_at: float) -> Outcome:
     """Correct by the file's own verdict (or its reward); otherwise wrong when the rollout
-    ended on an answer, out of budget when it did not."""
+    ended on an answer or was one turn (a completion is its answer, whatever it holds), out
+    of budget when its turns ended without one (the trainer's turn limit)."""
     correct = rollout.correct if rollout.correct is not None else rollout.reward >= correct_at
     if correct:
         return "correct"
-    return "wrong" if answered else "budget_exhausted"
+    return "wrong" if answered or len(rollout.turns) <= 1 else "budget_exhausted"
 
 
 def final_sql(action: SQLAction) -> bool:

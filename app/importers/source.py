@@ -35,6 +35,9 @@ class Row:
     rollout: Rollout | None
     problem: str | None = None
     """Why the row is no rollout (then `rollout` is None)."""
+    incomplete: bool = False
+    """A last line with no newline that is no rollout yet: its writer may still be writing it,
+    so it is left for a later import rather than counted as bad."""
 
 
 class Format:
@@ -105,8 +108,8 @@ def jsonl_rows(path: Path, rollout: Callable[[dict[str, Any]], Rollout]) -> Iter
     """A JSONL file's rows: each line's JSON object made a rollout by `rollout`, which raises
     BadRow (or KeyError, TypeError, ValueError) for one it cannot use. Blank lines are no rows."""
     with path.open("rb") as f:
-        for n, raw in enumerate(f, 1):
-            raw = raw.rstrip(b"\r\n")
+        for n, line in enumerate(f, 1):
+            raw = line.rstrip(b"\r\n")
             if not raw.strip():
                 continue
             digest = hashlib.sha256(raw).digest()
@@ -114,7 +117,8 @@ def jsonl_rows(path: Path, rollout: Callable[[dict[str, Any]], Rollout]) -> Iter
                 data = json_object(raw.decode("utf-8", errors="replace"))
                 yield Row(n, digest, rollout(data))
             except (BadRow, KeyError, TypeError, ValueError) as exc:
-                yield Row(n, digest, None, problem_text(exc))
+                unfinished = not line.endswith(b"\n")
+                yield Row(n, digest, None, problem_text(exc), incomplete=unfinished)
 
 
 def json_object(text: str) -> dict[str, Any]:
@@ -123,7 +127,10 @@ def json_object(text: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise BadRow(f"not JSON ({exc.msg} at column {exc.colno})") from None
+        # Some of json's messages end in "at" ("Unterminated string starting at").
+        what = exc.msg.removesuffix(" at")
+        where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
+        raise BadRow(f"not JSON ({what} at {where})") from None
     if not isinstance(data, dict):
         raise BadRow(f"a JSON {type(data).__name__}, not an object")
     if "\\ud" in text or "\\uD" in text:

@@ -132,3 +132,24 @@ def test_turns_without_an_assistant_message_are_refused(tmp_path: Path) -> None:
     with pytest.raises(RecorderError, match="no assistant message"):
         rec.episode(question="Q?", turns=[{"role": "user", "content": "Q?"}], reward=0.0)
     rec.close()
+
+
+def test_a_reward_must_be_a_finite_number(tmp_path: Path) -> None:
+    import numpy as np
+
+    turns = [{"role": "assistant", "content": "ANSWER: 5"}]
+    with Recorder(f"sqlite:///{tmp_path / 's.db'}", run="r") as rec:
+        for reward, rewards, problem in (
+            (float("nan"), None, "reward is nan, not a finite number"),
+            ("high", None, "reward is 'high', not a number"),
+            (1.0, {"format": float("inf")}, "rewards['format'] is inf, not a finite number"),
+        ):
+            with pytest.raises(RecorderError, match=problem.replace("[", r"\[")):
+                rec.episode(question="Q?", turns=turns, reward=reward, rewards=rewards)
+        # A trainer's numpy scalar and a reward past what thousandths hold are numbers.
+        rec.episode(question="Q?", turns=turns, reward=np.float32(0.5))
+        rec.episode(question="Q?", turns=turns, reward=1.7976931348623157e308)
+    assert rows(rec.store, "SELECT reward FROM episodes ORDER BY id") == [
+        (0.5,),
+        (1.7976931348623157e308,),
+    ]

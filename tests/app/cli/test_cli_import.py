@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sqlite3
+from contextlib import closing
 from pathlib import Path
+
+import pytest
 
 from tests.app.cli.test_cli import rollscope
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+from tests.support.cli import in_process
 
 
 def _dump(root: Path) -> Path:
@@ -80,3 +87,65 @@ def test_strict_names_the_file_and_line(tmp_path: Path) -> None:
         f.write("{broken\n")
     done = rollscope("import", dump, "--name", "s", "--strict", "--store", tmp_path / "s.db")
     _one_line_error(done, "1.jsonl:3: not JSON", "--strict stops at a bad line")
+
+
+def test_paths_and_values_are_printed_as_they_are(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Square brackets are the terminal library's markup: a folder named `run[/b]` crashed it.
+    for name in ("sweep[red]lr", "run[/b]"):
+        code, said = in_process(monkeypatch, capsys, "import", tmp_path / name, "--name", "x",
+                                "--store", tmp_path / "s.db")  # fmt: skip
+        assert code == 2 and f"{tmp_path / name} does not exist" in said, said
+
+
+def test_a_format_with_no_files_there_makes_no_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump, db = _dump(tmp_path / "d"), tmp_path / "s.db"
+    code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "x", "--format",
+                            "skyrl", "--store", db)  # fmt: skip
+    assert code == 2 and f"no SkyRL evaluation dump files in {dump}" in said, said
+    assert "check the path and --format" in said
+    # Nothing holds the name: the right format imports under it.
+    code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "x", "--store", db)
+    assert code == 0, said
+
+
+def test_a_run_name_must_be_text_that_fits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dump, db = _dump(tmp_path / "d"), tmp_path / "s.db"
+    for name, problem in (("  ", "the run name is empty"), ("x" * 201, "at most 200 characters")):
+        code, said = in_process(monkeypatch, capsys, "import", dump, "--name", name,
+                                "--store", db)  # fmt: skip
+        assert code == 2 and problem in said, said
+    assert not db.exists()
+
+
+def test_sigterm_stops_an_import_as_ctrl_c_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.importers.importer import Importer
+
+    dump, db = tmp_path / "d", tmp_path / "s.db"
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    for step in (1, 2, 3):
+        verl_dump(dump, step, [sql_prompt(f"Q{step}?")], [output], ["SELECT 1"], [1.0], {})
+    read, before = Importer.import_file, signal.getsignal(signal.SIGTERM)
+
+    def stopped_at_the_second(self: Importer, path: Path) -> object:
+        if path.name == "2.jsonl":
+            os.kill(os.getpid(), signal.SIGTERM)  # a scheduler's stop, as the file begins
+        return read(self, path)
+
+    monkeypatch.setattr(Importer, "import_file", stopped_at_the_second)
+    code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "v", "--store", db)
+    assert code == 130, said
+    assert "stopped: importing again under --name 'v' reads on from here" in said
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT status, error FROM runs").fetchall() == [
+            ("cancelled", "stopped by SIGTERM")
+        ]
+        assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (1,)
+    assert signal.getsignal(signal.SIGTERM) == before

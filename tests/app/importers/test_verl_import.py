@@ -218,6 +218,12 @@ def test_turns_split_with_or_without_the_templates_special_tokens(
     assert rows(store, "SELECT question FROM episodes") == [("Database: concerts. Q?",)]
 
 
+_WHERE_FROM = (
+    "SELECT dataset, json_extract(spec, '$.questions_path'), json_extract(spec, '$.db_dir') "
+    "FROM runs"
+)
+
+
 def test_questions_demo_names_the_demo_benchmark(store: Store, tmp_path: Path) -> None:
     """`--questions demo`, as `rollscope run --dataset demo`: ids and re-grades from the demo."""
     from rollout_core.datasets import load_named_dataset
@@ -229,3 +235,20 @@ def test_questions_demo_names_the_demo_benchmark(store: Store, tmp_path: Path) -
     run_import(store, dump, "demo-graded", questions="demo")
     assert rows(store, "SELECT e.question_id, s.regraded FROM episodes e JOIN episode_sources s "
                 "ON s.episode_id = e.id") == [(question.id, "correct")]  # fmt: skip
+    # The run names the databases it was graded on: Replay and Compare run SQL there again.
+    demo = load_named_dataset("demo")
+    assert rows(store, _WHERE_FROM) == [("demo", str(demo.questions_path), str(demo.db_dir))]
+
+
+def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path) -> None:
+    output = sql_response([("<sql>SELECT 1</sql>", "1"), ("I cannot tell.", None)])
+    verl_dump(tmp_path / "dump", 1, [sql_prompt("Q?"), sql_prompt("R?")],
+              [output, "SELECT"], ["", ""], [0.0, 0.0], {})  # fmt: skip
+    run_import(store, tmp_path / "dump")
+    assert rows(store, _WHERE_FROM) == [("", "", "")]
+    # A rollout whose turns end unanswered ran out of them; a one-turn completion that is not
+    # right is simply wrong: no budget ran out.
+    assert rows(store, "SELECT question, outcome FROM episodes ORDER BY id") == [
+        ("Database: concerts. Q?", "budget_exhausted"),
+        ("Database: concerts. R?", "wrong"),
+    ]

@@ -1,0 +1,126 @@
+"""A file imported again after it changed: deleted bad lines, a grown file with a bad line, a
+last line still being written, a file rewritten by a resumed trainer, step files that are links.
+Each adds exactly the rollouts the run does not hold, and counts each bad line once."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from storage.store import Store
+from tests.app.importers.conftest import rows, run_import
+from tests.app.importers.test_bad_input import notes_import
+from tests.app.importers.writers import sql_prompt, sql_response
+
+
+def _rollout(question: str, score: float = 1.0) -> dict[str, Any]:
+    """One verl line (`_dump_generations`' fields): a query, its result, an answer."""
+    output = sql_response([("<sql>SELECT 1</sql>", "1"), ("<solution>SELECT 1</solution>", None)])
+    return {"input": sql_prompt(question), "output": output, "gts": "SELECT 1", "score": score,
+            "step": 1}  # fmt: skip
+
+
+def _write(path: Path, lines: list[Any], *, end: str = "\n") -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines)
+    path.write_text(text + end, encoding="utf-8")
+    return path
+
+
+def _run(store: Store) -> tuple[int, int]:
+    """(episodes, skipped lines) of the store's one run."""
+    ((episodes, skipped),) = rows(
+        store, "SELECT (SELECT count(*) FROM episodes), skipped_lines FROM runs"
+    )
+    return episodes, skipped
+
+
+def test_deleting_bad_lines_and_importing_again_adds_nothing(
+    store: Store, tmp_path: Path
+) -> None:
+    good = [_rollout(f"Question {i}?") for i in range(4)]
+    path = _write(tmp_path / "dump" / "1.jsonl", ["{bad", good[0], "[1]", *good[1:]])
+    run_import(store, tmp_path / "dump")
+    assert _run(store) == (4, 2)
+
+    # The bad lines fixed by deleting them: every good line moves up, and none is new.
+    _write(path, good)
+    _, (result,) = run_import(store, tmp_path / "dump")
+    assert (result.episodes, result.known, result.skipped) == (0, 4, 0)
+    assert _run(store) == (4, 0)
+
+
+def test_two_identical_lines_are_two_rollouts_and_each_is_held_once(
+    store: Store, tmp_path: Path
+) -> None:
+    # Two samples can write the same text word for word (a short answer at low temperature).
+    same = _rollout("How many singers are there?")
+    path = _write(tmp_path / "dump" / "1.jsonl", [same, same])
+    run_import(store, tmp_path / "dump")
+    _write(path, [same, same, same])
+    _, (result,) = run_import(store, tmp_path / "dump")
+    assert (result.episodes, result.known) == (1, 2)
+    assert _run(store) == (3, 0)
+
+
+def test_a_bad_line_of_a_growing_file_is_counted_once(store: Store, tmp_path: Path) -> None:
+    lines: list[Any] = [_rollout("Question 0?"), "not json"]
+    path = _write(tmp_path / "dump" / "1.jsonl", lines)
+    for i in range(1, 4):
+        run_import(store, tmp_path / "dump")
+        assert _run(store) == (i, 1)
+        lines.append(_rollout(f"Question {i}?"))
+        _write(path, lines)
+    assert rows(store, "SELECT skipped_lines FROM import_files ORDER BY id") == [(1,), (1,), (1,)]
+
+
+def test_a_last_line_still_being_written_waits_for_the_next_import(
+    store: Store, tmp_path: Path
+) -> None:
+    whole = json.dumps(_rollout("Question 1?"))
+    path = _write(tmp_path / "dump" / "1.jsonl", [_rollout("Question 0?"), whole[:40]], end="")
+    _, notes = notes_import(store, tmp_path / "dump", "imported")
+    assert _run(store) == (1, 0)
+    assert notes == [
+        "1.jsonl:2: the last line has no newline and is no rollout yet, left for the next "
+        "import: not JSON (Unterminated string starting at column 11)"
+    ]
+
+    _write(path, [_rollout("Question 0?"), whole])
+    _, (result,) = run_import(store, tmp_path / "dump")
+    assert (result.episodes, result.known, result.skipped) == (1, 1, 0)
+    # A complete last line without its newline is a rollout like any other.
+    assert _run(store) == (2, 0)
+
+
+def test_a_rewritten_file_adds_its_new_rollouts_and_keeps_the_old(
+    store: Store, tmp_path: Path
+) -> None:
+    # A trainer resumed from a checkpoint plays a step again and writes its file anew.
+    path = _write(tmp_path / "dump" / "2.jsonl", [_rollout("Question 0?", 0.0)] * 3)
+    run_import(store, tmp_path / "dump")
+    _write(path, [_rollout("Question 0?", 1.0), _rollout("Question 0?", 0.0)])
+    _, notes = notes_import(store, tmp_path / "dump", "imported")
+    assert notes == [
+        "2.jsonl: 2 rows imported from it before are no longer in it (it was rewritten); "
+        "the run keeps them"
+    ]
+    assert rows(store, "SELECT reward, count(*) FROM episodes GROUP BY reward") == [
+        (0.0, 3),
+        (1.0, 1),
+    ]
+
+
+def test_step_files_that_are_links_are_read_where_the_folder_holds_them(
+    store: Store, tmp_path: Path
+) -> None:
+    elsewhere = _write(tmp_path / "elsewhere" / "7.jsonl", [_rollout("Question 7?")])
+    dump = tmp_path / "dump"
+    _write(dump / "1.jsonl", [_rollout("Question 1?")])
+    (dump / "2.jsonl").symlink_to(elsewhere)
+    (dump / "3.jsonl").symlink_to(tmp_path / "gone.jsonl")  # a broken link
+    (dump / "4.jsonl").mkdir()  # a folder named like a step file
+    _, results = run_import(store, dump)
+    assert [(r.path, r.episodes) for r in results] == [("1.jsonl", 1), ("2.jsonl", 1)]
+    assert rows(store, "SELECT path FROM import_files ORDER BY id") == [("1.jsonl",), ("2.jsonl",)]
