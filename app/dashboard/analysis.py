@@ -202,10 +202,16 @@ BASELINE_POLICIES = ("oracle", "random")
 
 def best_runs(runs: Sequence[RunSummary]) -> set[int]:
     """Per dataset played to the end by two or more model runs, the run(s) with the highest
-    accuracy (ties broken by mean reward); runs still playing or cut short are not candidates."""
+    accuracy (ties broken by mean reward); runs still playing or cut short are not candidates,
+    nor runs that name no dataset (an import without --questions: its questions are its own)."""
     by_dataset: dict[str, list[RunSummary]] = {}
     for r in runs:
-        if r.accuracy is not None and r.status == "completed" and r.policy not in BASELINE_POLICIES:
+        if (
+            r.dataset
+            and r.accuracy is not None
+            and r.status == "completed"
+            and r.policy not in BASELINE_POLICIES
+        ):
             by_dataset.setdefault(r.dataset, []).append(r)
     best: set[int] = set()
     for group in by_dataset.values():

@@ -74,7 +74,7 @@ def show(chosen: Sequence[RunSummary]) -> None:
                         "kind": r.kind,
                         "policy": r.policy,
                         "checkpoint": r.checkpoint or "-",
-                        "questions": str(r.spec.get("questions_path") or r.dataset),
+                        "questions": str(r.spec.get("questions_path") or r.dataset or "-"),
                         "host": r.host or "-",
                     }
                     for r in chosen

@@ -102,7 +102,7 @@ def rows(runs: Sequence[RunSummary]) -> pd.DataFrame:
                 "episodes": episodes_text(r),
                 "kind": r.kind,
                 "source": source_of(r),
-                "dataset": r.dataset,
+                "dataset": r.dataset or "-",
                 "model": short_path(model_of(r)),
                 "started": fmt_time(r.started_at),
                 "duration": fmt_duration(r.duration_seconds),

@@ -4,8 +4,10 @@ with a smoothed trend, and hovers that say which questions each step drew."""
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import plotly.graph_objects as go
@@ -24,6 +26,8 @@ _LAYOUT: dict[str, Any] = {
     "hovermode": "closest",
 }
 _MAX_TICKS = 10
+_TREND_FROM = 3
+"""Points a curve needs before a trend is drawn beside them."""
 _MARKERS_UP_TO = 200
 """Points a curve marks each of; more are drawn as a line alone."""
 RATE = ".0%"
@@ -166,12 +170,16 @@ def _value(name: str, tickformat: str | None) -> str:
 
 
 def _x_axis(fig: go.Figure, xs: Sequence[int]) -> None:
-    # Training steps are whole numbers: no 0.5 ticks on a short run. A longer one keeps
+    # Training steps are whole numbers: a short run gets a tick at each step it logged (TRL
+    # logs every 10th: 10, 20, not 21 ticks from 10 to 20), none at 0.5. A longer one keeps
     # plotly's round ticks (forced to a tenth of the span, they read 3202, 6404, ...).
-    span = max(xs) - min(xs) if xs else 0
     fig.update_xaxes(title="training step", tickformat="d")
-    if span <= _MAX_TICKS:
-        fig.update_xaxes(tick0=0, dtick=1)
+    steps = sorted(set(xs))
+    if not steps:
+        return
+    gap = math.gcd(*(b - a for a, b in pairwise(steps))) or 1
+    if (steps[-1] - steps[0]) // gap <= _MAX_TICKS:
+        fig.update_xaxes(tick0=steps[0], dtick=gap)
 
 
 def has_values(curves: Curves, chart: Chart) -> bool:
@@ -189,6 +197,8 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
     markers = len(points) <= _MARKERS_UP_TO
     hover = _hover_data(curves, chart.drawn)
     tail = "<br>%{customdata[0]} · %{customdata[1]} episodes%{customdata[2]}<extra></extra>"
+    # A trend of one or two points is those points again.
+    trended = chart.trended and len(points) >= _TREND_FROM
     for s in chart.series:
         ys = [getattr(p, s.attr) for p in points]
         raw: dict[str, Any] = {
@@ -198,13 +208,13 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
             "customdata": hover,
             "hovertemplate": _value(s.name, chart.tickformat) + tail,
         }
-        if chart.trended and markers:
+        if trended and markers:
             # The points alone, the trend carries the line.
             fig.add_scatter(**raw, mode="markers", marker={"color": s.color, "opacity": 0.55})
         else:
             mode = "lines+markers" if markers else "lines"
             fig.add_scatter(**raw, mode=mode, line={"color": s.color})
-        if chart.trended:
+        if trended:
             window = trend_window(len(points))
             fig.add_scatter(
                 name=f"trend (mean of {window} points)",

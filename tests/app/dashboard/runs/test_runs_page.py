@@ -177,3 +177,17 @@ def test_a_run_with_no_plan_shows_its_count_not_an_empty_bar(labelled: FixtureSt
     assert [p.proto.text for p in at.get("progress")] == ["ckpt-3000: running, 1/10 episodes"]
     assert "served: running, 1 episode (an env-server run: episodes come as clients play them)" \
         in [m.value.replace("\\", "") for m in at.markdown]  # fmt: skip
+
+
+def test_runs_that_name_no_dataset_are_no_candidates_for_the_best(
+    store_env: FixtureStore,
+) -> None:
+    from app.dashboard.analysis import best_runs
+
+    store = Store(store_env.url)
+    runs = {r.id: r for r in store.list_runs()}
+    a, b = runs[store_env.run_a], runs[store_env.run_b]
+    assert best_runs([a, b]) == {b.id}
+    # Two imports without --questions: their questions are each their own, not one dataset.
+    imported = [replace(r, dataset="", kind="import") for r in (a, b)]
+    assert best_runs(imported) == set()

@@ -91,9 +91,29 @@ def test_each_point_says_what_its_steps_drew_and_where_their_signal_came_from() 
     assert curves.sources[0] == {"correctness": 1, "shaping only": 1, "none": 0}
     assert curves.sources[1] == {"correctness": 0, "shaping only": 0, "none": 8}
     # In a hover, three questions a line: on one, the box grew wider than the chart.
-    [trace, _] = charts.figure(curves, ACCURACY).data
+    [trace] = charts.figure(curves, ACCURACY).data  # two points: no trend
     assert trace.customdata[1][2] == (
         "<br>drew q0 1/1 correct, q1 1/1, q2 1/1,<br>q3 1/1, q4 1/1, q5 1/1 and 2 more"
     )
     # A point a step: each its own.
     assert curves_of(steps).drawn[:3] == ["q-a 0/4 correct, q-b 2/4", "q-a 1/4 correct", ""]
+
+
+def test_steps_logged_every_tenth_get_a_tick_each_and_no_trend_of_two() -> None:
+    # TRL logs completions every `logging_steps`: steps 10 and 20 were drawn with 11 ticks
+    # between them, bars 10 steps wide, and a "trend" of the two points themselves.
+    steps = [_step(n, episodes=8, accuracy=0.5, logprob=None) for n in (10, 20)]
+    fig = charts.figure(curves_of(steps), ACCURACY)
+    assert [t.name for t in fig.data] == ["accuracy"]
+    assert fig.data[0].mode == "lines+markers"
+    assert (fig.layout.xaxis.tick0, fig.layout.xaxis.dtick) == (10, 10)
+    signal = charts.signal_figure(curves_of(steps))
+    assert (signal.layout.xaxis.tick0, signal.layout.xaxis.dtick) == (10, 10)
+    # Consecutive steps keep a tick each; a long run keeps plotly's own.
+    short = charts.figure(curves_of([_step(n, episodes=8, accuracy=0.5, logprob=None)
+                                     for n in range(5)]), ACCURACY)  # fmt: skip
+    assert (short.layout.xaxis.tick0, short.layout.xaxis.dtick) == (0, 1)
+    assert [t.name for t in short.data] == ["accuracy", "trend (mean of 3 points)"]
+    long = charts.figure(curves_of([_step(n, episodes=8, accuracy=0.5, logprob=None)
+                                    for n in range(0, 400, 10)]), ACCURACY)  # fmt: skip
+    assert long.layout.xaxis.dtick is None
