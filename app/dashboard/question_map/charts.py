@@ -115,8 +115,12 @@ def cell_of(qmap: QuestionMap, point_index: int) -> tuple[int, str]:
     return qmap.run_ids[col], qmap.question_ids[row]
 
 
-def accuracy_line(points: Sequence[AccuracyPoint], names: Sequence[str]) -> go.Figure:
-    """Each run's accuracy with its bootstrap 95% interval, runs in order."""
+def accuracy_line(
+    points: Sequence[AccuracyPoint], names: Sequence[str], *, joined: bool = True
+) -> go.Figure:
+    """Each run's accuracy with its bootstrap 95% interval, runs in order; `joined`: a line
+    through them (not for runs that played different questions: their points do not compare
+    as a trend)."""
     acc = [p.accuracy for p in points]
     up = [None if p.high is None or p.accuracy is None else p.high - p.accuracy for p in points]
     down = [None if p.low is None or p.accuracy is None else p.accuracy - p.low for p in points]
@@ -124,7 +128,7 @@ def accuracy_line(points: Sequence[AccuracyPoint], names: Sequence[str]) -> go.F
     fig.add_scatter(
         x=[plot_label(p.run_id, n) for p, n in zip(points, names, strict=True)],
         y=acc,
-        mode="lines+markers",
+        mode="lines+markers" if joined else "markers",
         line_color="#9e9e9e",
         marker={"color": [run_color(p.run_id) for p in points], "size": 11},
         error_y={

@@ -36,5 +36,5 @@ if not found.qmap.question_ids:
     st.stop()
 names = [by_id[i].name for i in chosen_ids]
 view.heatmap_section(found, names)
-view.accuracy_section(chosen_ids, names)
+view.accuracy_section(found, chosen_ids, names)
 view.flips_section(found.flips, by_id)

@@ -3,6 +3,7 @@ accuracy per run, and the flips between consecutive runs."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -53,19 +54,26 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
         )
 
 
-def accuracy_section(run_ids: list[int], names: list[str]) -> None:
+def accuracy_section(view: reads.MapView, run_ids: list[int], names: list[str]) -> None:
     """Each run's accuracy with its bootstrap interval."""
     # Full width, under the heatmap: side by side, a narrow window cut the chart's title and
     # turned its run names on end.
+    shared = not np.isnan(view.qmap.rates).any()
     st.plotly_chart(
-        accuracy_line(reads.map_accuracy(tuple(run_ids)), names),
+        accuracy_line(reads.map_accuracy(tuple(run_ids)), names, joined=shared),
         width="stretch",
         key="map_accuracy",
     )
-    st.caption(
+    caption = (
         f"Paired over questions: {BOOTSTRAP_RESAMPLES} resamples of the questions each run "
         "played, the same draws for every run."
     )
+    if not shared:
+        caption += (
+            " The runs played different questions (the map's blank cells): each point is over "
+            "its own run's questions, so the points are not joined."
+        )
+    st.caption(caption)
 
 
 def _open_flip(pair: PairFlips, question_ids: list[str]) -> None:

@@ -71,3 +71,7 @@ def test_the_scale_is_safe_for_colour_blind_readers_and_runs_wear_their_colours(
     points = [AccuracyPoint(10, 0.5, 0.4, 0.6, 3), AccuracyPoint(11, 0.7, 0.6, 0.8, 3)]
     [line] = accuracy_line(points, ["a", "b"]).data
     assert list(line.marker.color) == [run_color(10), run_color(11)]
+    assert line.mode == "lines+markers"
+    # Runs over different questions (an import beside a benchmark run): points, no trend line.
+    [apart] = accuracy_line(points, ["a", "b"], joined=False).data
+    assert apart.mode == "markers"
