@@ -1,7 +1,8 @@
 """Fork recorded episodes: a new run replays their first steps, then a new policy takes over.
 
 `plan_episode_fork` continues one episode from a chosen step; `plan_failure_forks` continues
-every failed episode of a run from its first failing step. Both build a `fork` RunSpec through
+every failed episode of a run from its first failing step; `not_forkable` says why a run's
+episodes cannot be forked (steps another framework played). Both build a `fork` RunSpec through
 `rollout_core.specs.build_spec`, so a fork is created, queued, played, resumed and cancelled
 like any run; `fork_tasks` turns its spec back into episodes with their recorded prefixes.
 """
@@ -63,6 +64,27 @@ class FailureForks:
     """Failed episodes with no step to fork from (their question could not start)."""
 
 
+def not_forkable(run: RunSummary) -> str | None:
+    """Why the episodes of `run` cannot be forked, as a clause; None when they can.
+
+    A fork executes the recorded steps again in rollscope's environment and needs the very
+    observations recorded. An imported or Recorder run's steps were played in its trainer's own
+    environment, with its own formatting, so a replay of them almost never reads the same.
+    """
+    if run.source_format is None:
+        return None
+    where = (
+        "recorded by a Recorder in a loop of its own"
+        if run.source_format == "recorder"
+        else f"imported from {run.source_format} files"
+    )
+    return (
+        f"run {run.name!r} was {where}, so its steps were played in another framework's "
+        "environment; rollscope can only replay steps it played (fork an episode of a "
+        "rollscope run)"
+    )
+
+
 def first_failing_step(steps: Sequence[StoredStep], outcome: Outcome | None) -> int | None:
     """The first step where a failed episode went wrong; None for a correct or empty one.
 
@@ -92,6 +114,8 @@ def plan_episode_fork(store: Store, episode_id: int, step: int, req: ForkRequest
     found = store.get_episode(episode_id)
     if found is None:
         raise ForkError(f"no episode {episode_id} in the store (find ids with the Episodes page)")
+    if why := not_forkable(found.run):
+        raise ForkError(f"episode {episode_id} cannot be forked: {why}")
     if found.summary.outcome is None:
         raise ForkError(f"episode {episode_id} is still being played; fork it once it finishes")
     n = len(found.steps)
@@ -122,6 +146,8 @@ def plan_failure_forks(store: Store, run_ref: str, req: ForkRequest) -> FailureF
     run = store.find_run(run_ref)
     if run is None:
         raise ForkError(f"no run {run_ref!r} in the store (list them with `rollscope runs`)")
+    if why := not_forkable(run):
+        raise ForkError(f"cannot fork: {why}")
     points: list[ForkPoint] = []
     failed = skipped = 0
     for detail in store.iter_episode_details(run.id, flt=EpisodeFilter(outcomes=FAILED)):
@@ -181,8 +207,8 @@ def fork_tasks(
     store: Store, plan: PlannedRun, skip: Iterable[EpisodeKey] = ()
 ) -> list[EpisodeTask]:
     """The episodes of a fork run, each with its source's recorded steps before the fork step,
-    minus those in `skip` (already finished). ForkError when a source is gone or its question
-    no longer reads the same in the dataset."""
+    minus those in `skip` (already finished). ForkError when a source is gone, was not played
+    by rollscope, or its question no longer reads the same in the dataset."""
     spec = plan.spec
     fork = spec.fork
     if fork is None:
@@ -198,6 +224,8 @@ def fork_tasks(
                 f"episode {point.episode_id} of run {fork.source_run!r}, which this fork "
                 "continues, is no longer in the store"
             )
+        if why := not_forkable(source.run):  # a fork queued before forks refused these
+            raise ForkError(f"episode {point.episode_id} cannot be forked: {why}")
         question = questions[point.question_id]
         ep = source.summary
         if (question.db_id, question.gold_sql) != (ep.db_id, source.gold_sql):

@@ -21,7 +21,7 @@ from app.forks import (
 )
 from rollout_core.records import EpisodeRecord, RunSpec
 from rollout_core.runner import RunStats
-from rollout_core.specs import RunRequest
+from rollout_core.specs import PlannedRun, RunRequest
 from storage.read_models import EpisodeDetail, EpisodeFilter, StoredStep
 from storage.store import Store
 from tests.support.benchmark import make_benchmark
@@ -97,7 +97,7 @@ def test_a_fork_of_one_episode_is_a_run_like_any_other(
     assert [s.replayed for s in forked.steps] == [True, True, False, False][: len(forked.steps)]
 
 
-def _as_request(plan: batch.PlannedRun) -> RunRequest:
+def _as_request(plan: PlannedRun) -> RunRequest:
     """The request that builds this plan again (start_run takes requests)."""
     spec = plan.spec
     return RunRequest(

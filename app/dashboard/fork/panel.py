@@ -13,6 +13,7 @@ from app.dashboard.components import nav
 from app.dashboard.components.render import escape_markdown
 from app.dashboard.fork.form import MAX_TEMPERATURE, ForkForm, policy_choices, queue_fork
 from app.dashboard.launch.form import FORM, OTHER_CHECKPOINT, LaunchError
+from app.forks import not_forkable
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
 from storage.engine import StoreError
@@ -91,7 +92,11 @@ def _started(detail: EpisodeDetail) -> None:
 
 
 def show(detail: EpisodeDetail, step: int) -> None:
-    """The fork form for a finished episode at the step shown (a writable dashboard only)."""
+    """The fork form for a finished episode at the step shown (a writable dashboard only); one
+    line in its place for an episode rollscope cannot replay."""
+    if why := not_forkable(detail.run):
+        st.caption(f":material/call_split: Not forkable: {escape_markdown(why)}.")
+        return
     st.subheader("Continue from this step with…")
     if detail.summary.outcome is None:
         st.caption("The episode is still being played; fork it once it finishes.")

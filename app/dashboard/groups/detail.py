@@ -9,19 +9,20 @@ import streamlit as st
 from app.dashboard.components import nav
 from app.dashboard.components.browser import follow
 from app.dashboard.components.confidence import has_confidence
-from app.dashboard.components.render import (
-    escape_markdown,
-    fmt_num,
-    show_error,
-    show_text,
-)
+from app.dashboard.components.render import escape_markdown, fmt_num, show_error
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
 from app.dashboard.groups.overview import FORMULA, go_to, spread_label
 from app.dashboard.groups.signal import shaping_terms, split_members, spread_stds
+from app.dashboard.replay.outcome import outcome_label
+from app.dashboard.replay.steps import show_long_text
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
 
+NO_CONFIDENCE = (
+    "Confidence per step not drawn, as these samples' records hold none: token "
+    "log-probability and entropy."
+)
 _CELL_CHARS = 80  # a step's argument in the aligned grid; the full text is below it
 _COLUMNS_PER_ROW = 4
 _REPLAY = "gr_replay"
@@ -63,7 +64,7 @@ def _members_table(group: GroupDetail) -> None:
             {
                 "open": ":material/play_arrow: open",
                 "sample": s.sample_index,
-                "outcome": s.outcome,
+                "outcome": outcome_label(s.outcome),
                 "reward": s.reward,
                 "correctness": split.correctness,
                 "shaping": split.shaping,
@@ -154,7 +155,7 @@ def _step_side_by_side(group: GroupDetail) -> None:
                     f"{step.action} · reward {step.reward:+.3f}"
                     + ("" if step.parsed else " · unparsed")
                 )
-                show_text(step.argument, language="sql" if step.action == "QUERY" else None)
+                show_long_text(step.argument, language="sql" if step.action == "QUERY" else None)
                 if step.error is not None:
                     show_error(step.error)
                 st.page_link(
@@ -240,3 +241,5 @@ def show(run: RunSummary, key: GroupKey) -> None:
     traced = [(_member_label(group, i), m.detail.steps) for i, m in enumerate(group.members)]
     if any(has_confidence(steps) for _, steps in traced):
         st.plotly_chart(group_confidence(run.id, traced), width="stretch", key="gr_confidence")
+    else:
+        st.caption(NO_CONFIDENCE)

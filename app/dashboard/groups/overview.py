@@ -12,6 +12,7 @@ from app.dashboard.components.render import fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
 from app.dashboard.groups.signal import SOURCE_LABELS, shaping_terms
+from app.plural import counted
 from rollout_core.grpo import ADVANTAGE_EPSILON
 from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
 
@@ -154,9 +155,11 @@ def show(run: RunSummary, question: str | None = None) -> None:
     else:
         st.subheader("Questions by reward variance")
     if question is not None and training:
-        st.caption(f"The {len(listed)} groups of question {question}; **open** one to see it.")
+        st.caption(
+            f"The {counted(len(listed), 'group')} of question {question}; **open** one to see it."
+        )
     elif len(listed) < found.total:
-        st.caption(f"The {len(listed)} groups with the highest std of {found.total}.")
+        st.caption(f"The {counted(len(listed), 'group')} with the highest std of {found.total}.")
     table = pd.DataFrame(
         [
             {

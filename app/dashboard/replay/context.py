@@ -16,6 +16,8 @@ from app.dashboard.episodes import query as episode_query
 from app.dashboard.episodes import reads as list_reads
 from app.dashboard.episodes.query import ListQuery, Neighbour
 from app.dashboard.replay import origin
+from app.dashboard.replay.outcome import outcome_label
+from app.plural import counted
 from storage.read_models import EpisodeDetail
 
 ABANDONED = (
@@ -84,12 +86,17 @@ def show(detail: EpisodeDetail) -> None:
                 query_params={nav.P_RUN: str(run.id)},
             )
     st.markdown(escape_markdown(ep.question))
-    outcome = ep.outcome or "playing"
-    st.caption(
-        f"{swatch(run.id)} {escape_markdown(run.name)} #{run.id} · **{outcome}** · reward "
-        f"{fmt_num(ep.reward, 3)} · {ep.steps} steps · database {escape_markdown(ep.db_id)} · "
-        f"question {escape_markdown(ep.question_id)} · sample {ep.sample_index}"
-    )
+    parts = [
+        f"{swatch(run.id)} {escape_markdown(run.name)} #{run.id}",
+        f"**{outcome_label(ep.outcome)}**",
+        f"reward {fmt_num(ep.reward, 3)}",
+        counted(ep.steps, "step"),
+        # An import without --questions names no database: no "database ·" with nothing after.
+        *([f"database {escape_markdown(ep.db_id)}"] if ep.db_id else []),
+        f"question {escape_markdown(ep.question_id)}",
+        f"sample {ep.sample_index}",
+    ]
+    st.caption(" · ".join(parts))
     if ep.outcome == "abandoned":
         st.caption(ABANDONED)
     if ep.forked_from is not None:

@@ -29,10 +29,18 @@ class Rerun:
 
 
 def db_path(spec: Mapping[str, Any], db_id: str) -> Path:
-    """Where a run's database lives: `<db_dir>/<db_id>/<db_id>.sqlite` of its dataset."""
+    """Where a run's database lives: `<db_dir>/<db_id>/<db_id>.sqlite` of its dataset;
+    ValueError, naming the fix, when the run or the episode names none."""
     db_dir = spec.get("db_dir")
+    if not db_dir and spec.get("kind") == "import":
+        raise ValueError(
+            "this imported run names no databases to run its SQL on; "
+            "`rollscope import PATH --name NAME --questions F --db-dir D` records them"
+        )
     if not db_dir:
         raise ValueError("the run records no db_dir; re-run it with a current rollscope")
+    if not db_id:
+        raise ValueError("this episode names no database to run its SQL on")
     return Path(str(db_dir)) / db_id / f"{db_id}.sqlite"
 
 

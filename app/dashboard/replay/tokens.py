@@ -26,6 +26,10 @@ Shade = Literal["probability", "entropy"]
 SHADES: tuple[Shade, ...] = ("probability", "entropy")
 ENTROPY_FULL = 3.0
 """Entropy (nats) shaded at full strength: about a uniform choice among 20 tokens."""
+NO_TOKENS = (
+    "Not shaded by token confidence, as this step's record holds none: token "
+    "log-probability and entropy."
+)
 _MAX_ALPHA = 0.75
 _CSS = """<style>
 .rs-tokens { font-family: "Source Code Pro", monospace; font-size: 0.85rem; line-height: 1.9;
@@ -91,10 +95,11 @@ def token_html(trace: TokenTrace, shade: Shade = "probability") -> str:
 
 
 def show_tokens(step: StoredStep, *, key: str) -> None:
-    """The step's output shaded token by token, with its mean log-prob and entropy; nothing
-    for a step whose policy recorded no tokens."""
+    """The step's output shaded token by token, with its mean log-prob and entropy; one line
+    saying why not for a step whose policy (or whose file) recorded no tokens."""
     trace = step.tokens
     if trace is None or not trace.text:
+        st.caption(NO_TOKENS)
         return
     # Each at its own width in a wrapping row: in equal columns of an 800 px window's half,
     # the numbers were cut to "-1.…".

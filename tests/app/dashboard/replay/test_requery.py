@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 
 def test_a_query_run_again_uses_the_sandbox_limits_its_run_played_under() -> None:
     from app.dashboard.replay import requery
@@ -27,3 +29,18 @@ def test_a_query_run_again_uses_the_sandbox_limits_its_run_played_under() -> Non
     assert requery.run_query(path, sql).text.splitlines()[1:] == ["1", "2", "3"]
     # a spec that cannot be read falls back to the defaults rather than failing the page
     assert requery.limits_of({"name": 3}) == SandboxLimits()
+
+
+def test_where_a_query_runs_again_or_what_the_run_lacks() -> None:
+    from app.dashboard.replay.requery import db_path
+
+    assert str(db_path({"db_dir": "/data/db"}, "library")) == "/data/db/library/library.sqlite"
+    with pytest.raises(ValueError, match="re-run it with a current rollscope"):
+        db_path({"kind": "batch", "db_dir": ""}, "library")
+    # An import names its databases only when made with --questions and --db-dir.
+    with pytest.raises(ValueError, match="imported run names no databases") as lacking:
+        db_path({"kind": "import", "db_dir": ""}, "library")
+    assert "`rollscope import PATH --name NAME --questions F --db-dir D`" in str(lacking.value)
+    # An episode that names no database is not looked for at `<db_dir>//.sqlite`.
+    with pytest.raises(ValueError, match="this episode names no database"):
+        db_path({"kind": "import", "db_dir": "/data/db"}, "")

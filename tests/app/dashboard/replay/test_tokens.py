@@ -69,7 +69,7 @@ def test_token_markup_holds_only_its_own_spans_and_the_output_as_text() -> None:
         top=((("<b>", -1.0), ('"><script>', -2.0)), (), (), (), ()),
     )
     for shade in ("probability", "entropy"):
-        markup = _parse(token_html(trace, shade))  # type: ignore[arg-type]
+        markup = _parse(token_html(trace, shade))
         assert {tag for tag, _ in markup.tags} == {"div", "span"}
         spans = [attrs for tag, attrs in markup.tags if tag == "span"]
         assert len(spans) == len(pieces)

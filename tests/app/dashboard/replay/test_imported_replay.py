@@ -1,0 +1,163 @@
+"""Replay and GRPO groups on imported runs: no fork form for steps rollscope did not play, long
+completions in a bounded box, one line where token confidence is left out, a header in words,
+and a query run again that says what an import lacks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import streamlit as st
+
+from app.dashboard.groups.detail import NO_CONFIDENCE
+from app.dashboard.replay.steps import BOX_PX, box_height
+from app.dashboard.replay.tokens import NO_TOKENS
+from app.dashboard.settings import ENV_READ_ONLY
+from storage.read_models import EpisodeFilter
+from storage.store import Store
+from tests.app.dashboard.apptest import open_page, texts
+from tests.app.dashboard.conftest import serve_env
+from tests.app.importers.conftest import run_import
+from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+
+LONG = "<b>bold</b> <script>alert(1)</script> " + "Z" * 50_000
+"""A 50,000-character completion with HTML in it, as one audit store held."""
+
+
+@dataclass(frozen=True)
+class Imported:
+    url: str
+    verl: int
+    """A verl run: one question's group of three at one training step."""
+    chat: int
+    """A chat log imported without --questions: one episode, no database."""
+    chat_episode: int
+
+
+def _chat_log(path: Path) -> Path:
+    """One episode: a QUERY with its reply, then a very long turn with no answer."""
+    messages = [
+        {"role": "user", "content": "How many books?"},
+        {"role": "assistant", "content": "<sql>SELECT COUNT(*) FROM books</sql>"},
+        {"role": "tool", "content": "| 120 |"},
+        {"role": "assistant", "content": LONG},
+    ]
+    path.write_text(json.dumps({"messages": messages, "reward": 0.0}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Imported:
+    root = tmp_path_factory.mktemp("imported-replay")
+    url = str(root / "store.db")
+    store = Store(url)
+    answered = sql_response(
+        [("<sql>SELECT 1</sql>", "\n1\n"), ("<solution>SELECT 1</solution>", None)]
+    )
+    unanswered = sql_response([("<sql>SELECT 1</sql>", "\n1\n"), ("<sql>SELECT 2</sql>", "\n2\n")])
+    verl_dump(
+        root / "dump", 1, [sql_prompt("How many?")] * 3, [answered, answered, unanswered],
+        ["SELECT 1"] * 3, [1.0, 0.0, 0.0], {},
+    )  # fmt: skip
+    verl, _ = run_import(store, root / "dump", "verl-grpo")
+    chat, _ = run_import(store, _chat_log(root / "chats.jsonl"), "chat-log", fmt="messages")
+    (episode,) = store.list_episodes(EpisodeFilter(run_ids=(chat,))).items
+    store.close()
+    return Imported(url, verl, chat, episode.id)
+
+
+@pytest.fixture
+def served(imported: Imported, monkeypatch: pytest.MonkeyPatch) -> Imported:
+    """The store served writable, as a local dashboard is."""
+    serve_env(monkeypatch, imported.url)
+    monkeypatch.delenv(ENV_READ_ONLY, raising=False)
+    return imported
+
+
+def _episode(url: str, run_id: int, sample: int = 0) -> int:
+    store = Store(url, read_only=True)
+    try:
+        items = store.list_episodes(EpisodeFilter(run_ids=(run_id,))).items
+    finally:
+        store.close()
+    return next(e.id for e in items if e.sample_index == sample)
+
+
+def test_replay_says_why_an_imported_episode_cannot_be_forked(served: Imported) -> None:
+    at = open_page("replay/page.py", episode=str(_episode(served.url, served.verl)), step="2")
+    assert "Continue from this step with…" not in [s.value for s in at.subheader]
+    assert not [b for b in at.button if b.label.startswith("Continue from step")]
+    (line,) = [c.value for c in at.caption if "Not forkable" in c.value]
+    assert "another framework's environment" in line
+    assert "rollscope can only replay steps it played" in line
+
+
+@pytest.fixture
+def code_heights(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[str, Any]]]:
+    """Every st.code the page draws, with the height it asked for (AppTest does not keep it)."""
+    calls: list[tuple[str, Any]] = []
+    real = st.code
+
+    def spy(body: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.append((str(body), kwargs.get("height")))
+        return real(body, *args, **kwargs)
+
+    monkeypatch.setattr(st, "code", spy)
+    yield calls
+
+
+def test_a_very_long_output_scrolls_in_a_bounded_box_whole(
+    served: Imported, code_heights: list[tuple[str, Any]]
+) -> None:
+    at = open_page("replay/page.py", episode=str(served.chat_episode), step="2")
+    assert LONG in [c.value for c in at.code]  # the whole text, as text, copyable
+    assert (LONG, BOX_PX) in code_heights
+    assert not any("<script" in m.value for m in at.markdown)
+    short = [h for body, h in code_heights if body == "SELECT COUNT(*) FROM books"]
+    assert all(h is None for h in short)
+
+
+def test_box_height_bounds_long_texts_only() -> None:
+    assert box_height("SELECT 1") is None
+    assert box_height("x\n" * 10) is None
+    assert box_height("x\n" * 40) == BOX_PX
+    assert box_height("Z" * 50_000) == BOX_PX
+
+
+def test_replay_header_reads_in_words(served: Imported) -> None:
+    at = open_page("replay/page.py", episode=str(served.chat_episode))
+    (header,) = [c.value for c in at.caption if "sample 0" in c.value]
+    assert "**budget exhausted**" in header and "budget_exhausted" not in header
+    assert "· 2 steps ·" in header
+    assert "database" not in header  # the import names none: no "database ·" with no value
+    verl = open_page("replay/page.py", episode=str(_episode(served.url, served.verl, 0)))
+    assert "**correct**" in texts(verl)
+
+
+def test_replay_says_token_confidence_is_left_out(served: Imported) -> None:
+    at = open_page("replay/page.py", episode=str(served.chat_episode))
+    assert [c.value for c in at.caption].count(NO_TOKENS) == 1
+
+
+def test_run_query_again_says_an_import_names_no_databases(served: Imported) -> None:
+    at = open_page("replay/page.py", episode=str(served.chat_episode), step="1")
+    next(b for b in at.button if b.label == "Run this query again").click().run()
+    (error,) = [e.value for e in at.error]
+    assert "names no databases" in error and "re-run it with a current rollscope" not in error
+    assert "\\-\\-questions F \\-\\-db\\-dir D" in error  # escaped: shown literally
+
+
+def test_a_group_of_an_imported_run_says_confidence_is_left_out(served: Imported) -> None:
+    store = Store(served.url, read_only=True)
+    (group,) = store.group_overview(served.verl).groups
+    store.close()
+    key = group.key
+    at = open_page(
+        "groups/page.py", run=str(served.verl), question=key.question_id, group=str(key.group_index)
+    )
+    assert NO_CONFIDENCE in [c.value for c in at.caption]
+    assert list(at.dataframe[0].value["outcome"]) == ["correct", "wrong", "budget exhausted"]
