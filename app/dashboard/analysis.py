@@ -144,44 +144,11 @@ def _rate(row: HasCells, run_id: int) -> float:
 # -- shared questions and run quality ------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class SharedAccuracy:
-    """Two runs' episode accuracy on the questions both played (finished episodes)."""
-
-    questions: int
-    base: float | None
-    run: float | None
-
-    @property
-    def delta(self) -> float | None:
-        """run - base; None when they share no question."""
-        if self.questions == 0 or self.base is None or self.run is None:
-            return None
-        return self.run - self.base
-
-
-def shared_accuracy(rows: Sequence[HasCells], base: int, run: int) -> SharedAccuracy:
-    """Each run's correct / episodes over the questions both played."""
-    both = [r for r in rows if _played(r, base) and _played(r, run)]
-
-    def acc(run_id: int) -> float | None:
-        n = sum(r.cells[run_id].episodes for r in both)
-        return None if n == 0 else sum(r.cells[run_id].correct for r in both) / n
-
-    return SharedAccuracy(len(both), acc(base), acc(run))
-
-
 def same_questions(rows: Sequence[HasCells], a: int, b: int) -> bool:
     """Whether the two runs finished exactly the same questions (and at least one)."""
     qa = {r.question_id for r in rows if _played(r, a)}
     qb = {r.question_id for r in rows if _played(r, b)}
     return bool(qa) and qa == qb
-
-
-def runs_differ(row: HasCells, run_ids: Sequence[int]) -> bool:
-    """Whether two or more of the runs played the question with different success rates."""
-    rates = {_rate(row, i) for i in run_ids if _played(row, i)}
-    return sum(_played(row, i) for i in run_ids) >= 2 and len(rates) > 1
 
 
 def wilson_interval(correct: int, n: int, z: float = 1.96) -> tuple[float, float] | None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.dashboard import analysis, data
-from app.dashboard.compare import reads, side_by_side
+from app.dashboard import data
+from app.dashboard.compare import reads, side_by_side, stats
 from app.dashboard.compare import summary as compare_summary
 from app.dashboard.components import nav, params
 from app.dashboard.components.header import header
@@ -67,16 +67,20 @@ if len(chosen_ids) < 2:
 runs = [by_id[i] for i in chosen_ids]
 outcomes = reads.compare_outcomes(tuple(chosen_ids))
 rows, capped = reads.compare_all(tuple(chosen_ids))
-compare_summary.headline(runs, outcomes)
+rows = stats.shared_first(rows, chosen_ids)
+# One pairing per run: its card's accuracy and delta and its interval are the same numbers.
+pairings = {r.id: stats.pairing(outcomes, runs[0].id, r.id) for r in runs[1:]}
+compare_summary.headline(runs, outcomes, pairings)
 if capped:
     st.caption(
         f"The statistics cover all {len(outcomes)} questions; the lists and the question picker "
         f"the first {reads.QUESTION_CAP}."
     )
 for other in runs[1:]:
-    compare_summary.interval(outcomes, runs[0], other)
+    compare_summary.interval(pairings[other.id], runs[0], other)
 
-differing = [r.question_id for r in rows if analysis.runs_differ(r, chosen_ids)]
+differing = [r.question_id for r in rows if stats.runs_differ(r, chosen_ids)]
+compared = sum(stats.played_by(r, chosen_ids) >= 2 for r in rows)
 codec = _question_codec(rows, differing[0] if differing else rows[0].question_id if rows else "")
 
 
@@ -93,7 +97,10 @@ if len(runs) == 2:
     failure_mix.show_shift(dist_a, dist_b, runs[0].name, runs[1].name)
 else:
     st.subheader("Per-question success rate")
-    st.caption("≠: the runs differ on the question. Select one to see it side by side below.")
+    st.caption(
+        f"{stats.DIFFERS_LEGEND}. The questions all the runs played come first; select one "
+        "to see it side by side below."
+    )
     compare_summary.clickable_questions(
         rows, runs, key="cmp_all_questions", open_question=open_question
     )
@@ -103,7 +110,9 @@ if by_question:
     st.subheader("Question side by side")
     marked = set(differing)
     qid = st.selectbox(
-        f"Question (≠: the runs differ; {len(differing)} of {len(rows)} questions)",
+        f"Question ({len(differing)} of the {compared} "
+        + ("shared questions" if len(runs) == 2 else "questions two or more runs played")
+        + f" differ; {stats.DIFFERS_LEGEND})",
         list(by_question),
         format_func=lambda q: f"{'≠ ' if q in marked else ''}{q} · {by_question[q].question[:80]}",
         **params.bind(

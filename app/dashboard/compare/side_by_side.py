@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import streamlit as st
@@ -148,6 +149,11 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
         st.plotly_chart(
             confidence_chart(traced, colors=colors), width="stretch", key="cmp_confidence"
         )
+    elif details:
+        st.caption(
+            "Not drawn, as these episodes' records hold none: token log-probability and "
+            "entropy per step (the confidence chart)."
+        )
     _gold(details)
     if len(details) < 2:
         names = ", ".join(run.name for run, _ in details) or "no run"
@@ -167,23 +173,41 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
 
 def _gold(details: Sequence[tuple[RunSummary, EpisodeDetail]]) -> None:
     """The gold SQL and its result now, written as the steps' results are (as the model reads
-    them), so each submitted answer and query result reads against it at a glance."""
-    if not details:
+    them), so each submitted answer and query result reads against it at a glance. Any shown
+    run that records the gold SQL and its database runs it: an imported run often has neither."""
+    golds = [(run, d) for run, d in details if d.gold_sql]
+    if not golds:
         return
-    run, detail = details[0]
+    held = [(run, d, path) for run, d in golds if (path := _database(run, d)) is not None]
+    # A run whose database is there before one whose folder has gone (that one says so).
+    held.sort(key=lambda h: not h[2].is_file())
+    detail = held[0][1] if held else golds[0][1]
     with st.expander("Gold SQL and its result", expanded=True):
         show_text(detail.gold_sql, language="sql")
+        if not held:
+            st.caption(
+                "No result: these runs hold no database for this question (an imported run "
+                "names its databases with `rollscope import --questions F --db-dir D`)."
+            )
+            return
+        run, _, path = held[0]
         try:
-            path = requery.db_path(run.spec, detail.summary.db_id)
-            limits = requery.limits_of(run.spec)
-            result = requery.run_query(path, detail.gold_sql, limits=limits)
-        except (OSError, ValueError) as exc:
+            result = requery.run_query(path, detail.gold_sql, limits=requery.limits_of(run.spec))
+        except OSError as exc:
             show_error(str(exc))
             return
         if result.error is not None:
             show_error(result.error)
         else:
             show_text(result.text)
+
+
+def _database(run: RunSummary, detail: EpisodeDetail) -> Path | None:
+    """Where the run keeps the episode's database; None when it names none."""
+    try:
+        return requery.db_path(run.spec, detail.summary.db_id)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,12 +3,14 @@ interval, and the outcome matrix whose cells open a question side by side."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 import streamlit as st
 
 from app.dashboard import analysis
+from app.dashboard.compare import stats
+from app.dashboard.compare.stats import Pairing
 from app.dashboard.components import nav
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.render import (
@@ -50,13 +52,24 @@ def _metric(
     )
 
 
-def headline(runs: Sequence[RunSummary], outcomes: Sequence[QuestionOutcomes]) -> None:
-    """One wrapping row of metrics per run. Accuracy and its delta count only the questions
-    the run shares with the baseline; the other deltas only when both played the same ones."""
+def headline(
+    runs: Sequence[RunSummary],
+    outcomes: Sequence[QuestionOutcomes],
+    pairings: Mapping[int, Pairing],
+) -> None:
+    """One wrapping row of metrics per run. Accuracy is over the questions a run shares with
+    the baseline, the baseline's over the same ones (whole-run figures under them); the other
+    deltas show only when both played the same questions."""
     base = runs[0]
+    played = {run.id: sum(stats.played_by(r, [run.id]) for r in outcomes) for run in runs}
+    shared = [p for p in pairings.values() if p.questions]
+    # Every run shares the same questions with the baseline: the baseline's card shows its
+    # accuracy on them; otherwise each run's card names the baseline's on its own.
+    common = shared[0] if len({p.question_ids for p in shared}) == 1 else None
     st.caption(
         f"Deltas against the baseline {escape_markdown(base.name)} (#{base.id}), on the "
-        "questions each run shares with it."
+        "questions each run shares with it. Accuracy: the mean success rate per question on "
+        "them, a question counting once however many samples it has."
     )
     for run in runs:
         # The name above its metrics, not beside them: four 160 px metrics then fit one line of
@@ -64,30 +77,66 @@ def headline(runs: Sequence[RunSummary], outcomes: Sequence[QuestionOutcomes]) -
         st.markdown(run_label(run))
         with st.container(horizontal=True, gap="small", vertical_alignment="center"):
             if run is base:
-                _metric("accuracy", fmt_pct(run.accuracy), None, fmt_points, lower=False)
-                for label, value, lower in _others(run):
-                    _metric(label, value, None, fmt_signed, lower=lower)
-                continue
-            shared = analysis.shared_accuracy(outcomes, base.id, run.id)
-            if shared.questions == 0:
+                _base_metrics(run, common, played[run.id])
+            elif pairings[run.id].questions == 0:
                 st.caption("shares no questions with the baseline: no deltas")
-                continue
-            same = analysis.same_questions(outcomes, base.id, run.id)
-            _metric(
-                f"accuracy ({shared.questions} shared)" if not same else "accuracy",
-                fmt_pct(shared.run),
-                shared.delta,
-                fmt_points,
-                lower=False,
-            )
-            for (label, value, lower), (ref, val) in zip(
-                _others(run), _pairs(base, run), strict=True
-            ):
-                delta = None if not same or ref is None or val is None else val - ref
-                fmt = fmt_points if label == "parse failures" else fmt_signed
-                _metric(label, value, delta, fmt, lower=lower)
-            if not same:
-                st.caption("reward, steps, parse failures: whole runs, other questions: no deltas")
+            else:
+                same = analysis.same_questions(outcomes, base.id, run.id)
+                _run_metrics(base, run, pairings[run.id], played[run.id], same, common is None)
+
+
+def _base_metrics(base: RunSummary, common: Pairing | None, played: int) -> None:
+    if common is None:
+        _metric("accuracy (whole run)", fmt_pct(base.accuracy), None, fmt_points, lower=False)
+    else:
+        _metric(
+            f"accuracy ({common.questions} shared)",
+            fmt_pct(common.base),
+            None,
+            fmt_points,
+            lower=False,
+        )
+    for label, value, lower in _others(base):
+        _metric(label, value, None, fmt_signed, lower=lower)
+    if common is not None and (whole := _whole_run(base, common.base, played, common.questions)):
+        st.caption(whole)
+
+
+def _run_metrics(
+    base: RunSummary, run: RunSummary, pair: Pairing, played: int, same: bool, name_base: bool
+) -> None:
+    _metric(
+        f"accuracy ({pair.questions} shared)",
+        fmt_pct(pair.run),
+        pair.delta,
+        fmt_points,
+        lower=False,
+    )
+    for (label, value, lower), (ref, val) in zip(_others(run), _pairs(base, run), strict=True):
+        delta = None if not same or ref is None or val is None else val - ref
+        fmt = fmt_points if label == "parse failures" else fmt_signed
+        _metric(label, value, delta, fmt, lower=lower)
+    notes = []
+    if name_base:
+        notes.append(
+            f"{escape_markdown(base.name)}: {fmt_pct(pair.base)} on the same {pair.questions}"
+        )
+    if whole := _whole_run(run, pair.run, played, pair.questions):
+        notes.append(whole)
+    if not same:
+        notes.append("reward, steps, parse failures: whole runs, other questions: no deltas")
+    if notes:
+        st.caption("  \n".join(notes))
+
+
+def _whole_run(run: RunSummary, shown: float | None, played: int, shared: int) -> str | None:
+    """The run's accuracy over all its episodes, where it is not the figure shown."""
+    if played == shared and fmt_pct(run.accuracy) == fmt_pct(shown):
+        return None
+    return (
+        f"whole run: {fmt_pct(run.accuracy)} of its {run.episodes_finished:,} episodes"
+        f" on {played:,} question{'s' if played != 1 else ''}"
+    )
 
 
 def _others(run: RunSummary) -> list[tuple[str, str, bool]]:
@@ -106,11 +155,10 @@ def _pairs(base: RunSummary, run: RunSummary) -> list[tuple[float | None, float 
     ]
 
 
-def interval(rows: Sequence[QuestionOutcomes], a: RunSummary, b: RunSummary) -> None:
+def interval(pair: Pairing, a: RunSummary, b: RunSummary) -> None:
     """The paired-bootstrap interval of b's accuracy minus a's, over their shared questions;
     below `MIN_CI_QUESTIONS` the difference alone, said to rest on too few questions."""
-    _, ra, rb = analysis.paired_questions(rows, a.id, b.id)
-    ci = analysis.bootstrap_accuracy_diff(ra, rb)
+    ci = pair.interval
     if ci is None:
         st.info(
             f"{a.name} and {b.name} share no questions: no accuracy difference to show.",
@@ -138,7 +186,7 @@ def question_table(rows: Sequence[QuestionComparison], runs: Sequence[RunSummary
     for r in rows:
         rec: dict[str, object] = {
             "question id": r.question_id,
-            "differs": "≠" if analysis.runs_differ(r, [run.id for run in runs]) else "",
+            "differs": "≠" if stats.runs_differ(r, [run.id for run in runs]) else "",
             "database": r.db_id,
             "question": r.question,
         }

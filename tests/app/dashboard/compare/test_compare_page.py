@@ -121,7 +121,7 @@ def test_compare_defaults_to_the_first_question_where_the_runs_differ(
     assert picker.value in differing
     marked = {o.split(" · ")[0].removeprefix("≠ ") for o in picker.options if o.startswith("≠")}
     assert marked == differing
-    assert "3 of 6 questions" in picker.label
+    assert "3 of the 6 shared questions" in picker.label
 
 
 def test_compare_keeps_each_runs_sample_in_the_url(compare_env: ComparisonStore) -> None:

@@ -1,0 +1,77 @@
+"""Compare's numbers: each run against the baseline on the questions both played, and which
+questions the runs differ on, with one definition of each for the whole page."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from app.dashboard import analysis
+from app.dashboard.analysis import BootstrapInterval, HasCells, Row
+
+
+@dataclass(frozen=True, slots=True)
+class Pairing:
+    """A run against the baseline over the questions both played. Accuracy is the mean
+    success rate per question (a question counts once, however many samples it has), so the
+    difference of the two is the centre of the paired-bootstrap interval."""
+
+    base_id: int
+    run_id: int
+    question_ids: frozenset[str]
+    base: float | None
+    """The baseline's accuracy on these questions; None when there are none."""
+    run: float | None
+    interval: BootstrapInterval | None
+    """run - base with its interval; None when they share no question."""
+
+    @property
+    def questions(self) -> int:
+        return len(self.question_ids)
+
+    @property
+    def delta(self) -> float | None:
+        """The one estimate of run - base the page shows."""
+        return None if self.interval is None else self.interval.diff
+
+
+def pairing(rows: Sequence[HasCells], base: int, run: int) -> Pairing:
+    """`run` against `base` over the questions both finished."""
+    both, rates_base, rates_run = analysis.paired_questions(rows, base, run)
+    interval = analysis.bootstrap_accuracy_diff(rates_base, rates_run)
+    return Pairing(
+        base,
+        run,
+        frozenset(r.question_id for r in both),
+        float(rates_base.mean()) if both else None,
+        float(rates_run.mean()) if both else None,
+        interval,
+    )
+
+
+def solved(row: HasCells, run_id: int) -> bool | None:
+    """Whether the run solves the question (half or more of its samples correct, as the
+    outcome matrix counts); None when it did not play it."""
+    cell = row.cells.get(run_id)
+    if cell is None or cell.success_rate is None:
+        return None
+    return cell.success_rate >= analysis.SOLVED_RATE
+
+
+def played_by(row: HasCells, run_ids: Sequence[int]) -> int:
+    """How many of the runs played the question."""
+    return sum(solved(row, i) is not None for i in run_ids)
+
+
+DIFFERS_LEGEND = "≠: one run solves the question (half or more of its samples right), another not"
+"""What the ≠ beside a question means, wherever Compare marks one."""
+
+
+def runs_differ(row: HasCells, run_ids: Sequence[int]) -> bool:
+    """Whether one of the runs solves the question and another that played it does not."""
+    return len({s for i in run_ids if (s := solved(row, i)) is not None}) > 1
+
+
+def shared_first(rows: Sequence[Row], run_ids: Sequence[int]) -> list[Row]:
+    """The questions all the runs played first, then those fewer played (in their order)."""
+    return sorted(rows, key=lambda r: -played_by(r, run_ids))
