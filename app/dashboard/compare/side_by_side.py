@@ -15,6 +15,7 @@ from app.dashboard.compare.summary import run_label
 from app.dashboard.components import nav, params
 from app.dashboard.components.colors import run_color, short_name
 from app.dashboard.components.confidence import confidence_chart, has_confidence
+from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.params import Codec
 from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
 from app.dashboard.replay import requery
@@ -127,7 +128,7 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
                 continue
             details.append((run, detail))
             st.caption(
-                f"**{detail.summary.outcome or 'playing'}** · reward "
+                f"**{outcome_label(detail.summary.outcome)}** · reward "
                 f"{fmt_num(detail.summary.reward, 3)} · {len(detail.steps)} steps"
             )
             if detail.summary.answer is not None:

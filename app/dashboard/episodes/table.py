@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 import pandas as pd
 import streamlit as st
 
+from app.dashboard.components.outcome import outcome_label
 from app.dashboard.episodes import reads
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import EpisodeSummary, Page
@@ -38,7 +39,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
             {
                 "open": ":material/play_arrow: open",
                 "run": e.run_name,
-                "outcome": e.outcome or "playing",
+                "outcome": outcome_label(e.outcome),
                 "reward": e.reward,
                 "steps": e.steps,
                 "class": FAILURE_LABELS[e.failure_class] if e.failure_class else None,

@@ -9,6 +9,7 @@ import streamlit as st
 from app.dashboard import analysis, data
 from app.dashboard.analysis import SOLVED_RATE
 from app.dashboard.components import nav, params
+from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.render import escape_markdown, fmt_num, fmt_pct, show_error, show_text
 from app.dashboard.training import charts, reads
 from app.dashboard.training.curves import at_step, shown_steps
@@ -176,7 +177,7 @@ def question(run: RunSummary) -> None:
     chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]] = []
     for step in shown:
         group = at_step(episodes, step)
-        labels = {e.id: f"sample {e.sample_index}: {e.outcome}" for e in group}
+        labels = {e.id: f"sample {e.sample_index}: {outcome_label(e.outcome)}" for e in group}
         pick: int = group[0].id
         if len(group) > 1:
             pick = st.selectbox(
@@ -203,7 +204,7 @@ def _side_by_side(chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]]
     for col, (step, group, detail) in zip(heads, chosen, strict=True):
         correct = sum(e.outcome == "correct" for e in group)
         col.markdown(
-            f"**Training step {step}**: {detail.summary.outcome or 'playing'}, reward "
+            f"**Training step {step}**: {outcome_label(detail.summary.outcome)}, reward "
             f"{fmt_num(detail.summary.reward, 3)} · group {correct}/{len(group)} correct"
         )
         with col:

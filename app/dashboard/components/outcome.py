@@ -1,4 +1,5 @@
-"""Episode outcomes as people read them: `budget exhausted`, not `budget_exhausted`."""
+"""Episode outcomes as people read them on every page: `budget exhausted`, not
+`budget_exhausted`."""
 
 from __future__ import annotations
 
