@@ -19,12 +19,28 @@ def escape_markdown(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+BOX_PX = 420
+"""Height of the box a long text scrolls in, so what follows it (the parsed action, the
+labels, the next step) stays a scroll away, not tens of thousands of pixels."""
+_BOX_LINES = 20
+_LINE_CHARS = 60
+"""About the characters of a wrapped line in half of a wide window: a text counted past
+_BOX_LINES such lines stands taller than the box."""
+
+
+def box_height(text: str) -> int | None:
+    """The height a text scrolls in (BOX_PX) when it would stand taller; None when it fits."""
+    lines = sum(1 + len(line) // _LINE_CHARS for line in text.splitlines())
+    return BOX_PX if lines > _BOX_LINES else None
+
+
 def show_text(text: str, *, language: str | None = None, key: str | None = None) -> None:
-    """Untrusted text as a code block (wrapped); `language="sql"` for highlighting."""
+    """Untrusted text as a code block (wrapped); `language="sql"` for highlighting. A long
+    one scrolls in a box of bounded height, whole and copyable (the block's copy button)."""
     if not text:
         st.caption("(empty)")
         return
-    st.code(text, language=language, wrap_lines=True)
+    st.code(text, language=language, wrap_lines=True, height=box_height(text) or "content")
 
 
 def show_error(text: str) -> None:

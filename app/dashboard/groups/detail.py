@@ -10,12 +10,11 @@ from app.dashboard.components import nav
 from app.dashboard.components.browser import follow
 from app.dashboard.components.confidence import has_confidence
 from app.dashboard.components.outcome import outcome_label
-from app.dashboard.components.render import escape_markdown, fmt_num, show_error
+from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
 from app.dashboard.groups.overview import FORMULA, go_to, spread_label
 from app.dashboard.groups.signal import shaping_terms, split_members, spread_stds
-from app.dashboard.replay.steps import show_long_text
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
 
@@ -155,7 +154,7 @@ def _step_side_by_side(group: GroupDetail) -> None:
                     f"{step.action} · reward {step.reward:+.3f}"
                     + ("" if step.parsed else " · unparsed")
                 )
-                show_long_text(step.argument, language="sql" if step.action == "QUERY" else None)
+                show_text(step.argument, language="sql" if step.action == "QUERY" else None)
                 if step.error is not None:
                     show_error(step.error)
                 st.page_link(

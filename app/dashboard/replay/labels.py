@@ -10,9 +10,8 @@ import getpass
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components.render import escape_markdown, fmt_time, show_error
+from app.dashboard.components.render import escape_markdown, fmt_time, show_error, show_text
 from app.dashboard.episodes.reads import tag_counts
-from app.dashboard.replay.steps import show_long_text
 from storage.engine import StoreError
 from storage.read_models import Annotation, EpisodeDetail
 from storage.tagging import AnnotationError
@@ -84,7 +83,7 @@ def _existing(episode_id: int, notes: list[Annotation], writable: bool) -> None:
                     help=f"Take the tag off this {_where(a)}",
                 )
         if a.note:
-            show_long_text(a.note)
+            show_text(a.note)
 
 
 def show(detail: EpisodeDetail, step: int, writable: bool) -> None:

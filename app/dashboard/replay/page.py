@@ -7,16 +7,16 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.components import nav, params
 from app.dashboard.components.header import header
-from app.dashboard.components.render import show_error
+from app.dashboard.components.render import show_error, show_text
 from app.dashboard.replay import context, player, requery
-from app.dashboard.replay.steps import show_long_text, show_rerun, show_step
+from app.dashboard.replay.steps import show_rerun, show_step
 from storage.read_models import EpisodeDetail
 
 
 def _gold(detail: EpisodeDetail) -> None:
     if not st.toggle("Reveal gold SQL and answer", key="rp_reveal"):
         return
-    show_long_text(detail.gold_sql, language="sql")
+    show_text(detail.gold_sql, language="sql")
     try:
         path = requery.db_path(detail.run.spec, detail.summary.db_id)
         show_rerun(
@@ -54,7 +54,7 @@ if not detail.steps:
 player.show(detail)
 if detail.summary.answer is not None:
     st.caption("submitted answer")
-    show_long_text(detail.summary.answer)
+    show_text(detail.summary.answer)
 _gold(detail)
 _transcript(detail)
 params.show_notices(notices)  # after the player, whose step parameter may be one

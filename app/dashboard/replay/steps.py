@@ -2,49 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import pandas as pd
 import streamlit as st
 
-from app.dashboard.components.render import show_error, show_text
+from app.dashboard.components.render import show_error, show_prompt, show_text
 from app.dashboard.replay import requery
 from app.dashboard.replay.tokens import show_tokens
-from rollout_core.records import ChatMessage
 from storage.read_models import EpisodeDetail, StoredStep
-
-BOX_PX = 420
-"""Height of the box a long text scrolls in, so what follows it (the parsed action, the
-labels, the next step) stays a scroll away, not tens of thousands of pixels."""
-_BOX_LINES = 20
-_LINE_CHARS = 60
-"""About the characters of a wrapped line in half of a wide window: a text counted past
-_BOX_LINES such lines stands taller than the box."""
-
-
-def box_height(text: str) -> int | None:
-    """The height a text scrolls in (BOX_PX) when it would stand taller; None when it fits."""
-    lines = sum(1 + len(line) // _LINE_CHARS for line in text.splitlines())
-    return BOX_PX if lines > _BOX_LINES else None
-
-
-def show_long_text(text: str, *, language: str | None = None) -> None:
-    """Untrusted text as `show_text` shows it; a long one in a box of bounded height that
-    scrolls, the whole text still there and copyable (the code block's copy button)."""
-    height = box_height(text)
-    if height is None:
-        show_text(text, language=language)
-    else:
-        st.code(text, language=language, wrap_lines=True, height=height)
-
-
-def show_long_prompt(prompt: Sequence[ChatMessage]) -> None:
-    """The prompt as the model saw it: one block per chat message, a long one boxed."""
-    if not prompt:
-        st.caption("(no prompt recorded: the producer did not see it)")
-    for message in prompt:
-        st.caption(str(message.get("role", "?")))
-        show_long_text(str(message.get("content", "")))
 
 
 def chip(step: StoredStep) -> str:
@@ -68,7 +32,7 @@ def show_action(step: StoredStep) -> None:
             "No action line found: the raw output was run as a QUERY.", icon=":material/help:"
         )
     st.caption(f"parsed action: {step.action}")
-    show_long_text(step.argument, language="sql" if step.action == "QUERY" else None)
+    show_text(step.argument, language="sql" if step.action == "QUERY" else None)
 
 
 def show_observation(step: StoredStep) -> None:
@@ -76,7 +40,7 @@ def show_observation(step: StoredStep) -> None:
     if step.error is not None:
         show_error(step.error)
     if step.observation and step.observation not in (step.error, f"Error: {step.error}"):
-        show_long_text(step.observation)
+        show_text(step.observation)
     elif not step.observation and step.error is None:
         st.caption("(empty)")
 
@@ -101,7 +65,7 @@ def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
     left, right = st.columns(2)
     with left:
         st.caption("raw model output")
-        show_long_text(step.raw_output)
+        show_text(step.raw_output)
         if with_prompt:  # the player, not the transcript
             show_tokens(step, key=f"tokens_{step.id}")
         show_action(step)
@@ -111,7 +75,7 @@ def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
     show_numbers(step)
     if with_prompt:
         with st.expander("Prompt as the model saw it"):
-            show_long_prompt(step.prompt)
+            show_prompt(step.prompt)
 
 
 def show_rerun(result: requery.Rerun) -> None:

@@ -36,9 +36,7 @@ def _run(store: Store) -> tuple[int, int]:
     return episodes, skipped
 
 
-def test_deleting_bad_lines_and_importing_again_adds_nothing(
-    store: Store, tmp_path: Path
-) -> None:
+def test_deleting_bad_lines_and_importing_again_adds_nothing(store: Store, tmp_path: Path) -> None:
     good = [_rollout(f"Question {i}?") for i in range(4)]
     path = _write(tmp_path / "dump" / "1.jsonl", ["{bad", good[0], "[1]", *good[1:]])
     run_import(store, tmp_path / "dump")

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import streamlit as st
 
+from app.dashboard.components.render import BOX_PX, box_height
 from app.dashboard.groups.detail import NO_CONFIDENCE
-from app.dashboard.replay.steps import BOX_PX, box_height
 from app.dashboard.replay.tokens import NO_TOKENS
 from app.dashboard.settings import ENV_READ_ONLY
 from storage.read_models import EpisodeFilter
@@ -118,7 +118,7 @@ def test_a_very_long_output_scrolls_in_a_bounded_box_whole(
     assert (LONG, BOX_PX) in code_heights
     assert not any("<script" in m.value for m in at.markdown)
     short = [h for body, h in code_heights if body == "SELECT COUNT(*) FROM books"]
-    assert all(h is None for h in short)
+    assert short and all(h == "content" for h in short)
 
 
 def test_box_height_bounds_long_texts_only() -> None:
