@@ -178,8 +178,13 @@ def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -
     it read on into keeps what it held, with these lines counted as skipped."""
     skipped = sum(r.skipped for r in results)
     first = next((p for r in results for p in r.problems), "")
+    what = (
+        f"no file could be read ({counted(skipped, 'file')}"
+        if all(r.unreadable and r.skipped == 1 for r in results if r.skipped)
+        else f"every line read was bad ({counted(skipped, 'line')}"
+    )
     why = (
-        f"no rollout in {path}: every line read was bad ({counted(skipped, 'line')}"
+        f"no rollout in {path}: {what}"
         + (f"; first: {first})" if first else ")")
         + f"; check --format (read as {importer.fmt.name}) and the files"
     )
@@ -220,6 +225,8 @@ def _note(text: str, quiet: bool) -> None:
 def _file_line(r: FileResult) -> None:
     if r.already:
         text = f"{r.path}: imported before, left as it is"
+    elif r.unreadable and not r.episodes and not r.known:
+        text = f"{r.path}: could not be read, skipped (counted as 1 bad line on the run)"
     else:
         known = f", {r.known:,} held already" if r.known else ""
         skipped = f", {counted(r.skipped, 'bad line')} skipped" if r.skipped else ""
@@ -237,7 +244,12 @@ def _summary(importer: Importer, results: list[FileResult], seconds: float) -> N
         f"{counted(read, importer.fmt.label + ' file')} in {seconds:.1f} s{rate}"
     )
     if skipped:
-        line += f"; {counted(skipped, 'bad line')} skipped (counted on the run)"
+        unreadable = sum(1 for r in results if r.unreadable)
+        lines = skipped - unreadable
+        parts = [counted(lines, "bad line")] if lines else []
+        if unreadable:
+            parts.append(counted(unreadable, "file") + " that could not be read")
+        line += f"; {' and '.join(parts)} skipped (counted on the run)"
     if unmatched := importer.unmatched:
         line += (
             f"; {counted(unmatched, 'episode')} matched no question of --questions (not re-graded)"

@@ -80,6 +80,9 @@ class FileResult:
     """Rows the run held already."""
     already: bool = False
     """The run had read the whole file before: nothing was read."""
+    unreadable: bool = False
+    """The file as a whole could not be read (not Parquet, say): that bad row, line 0, is the
+    file, counted as one skipped line."""
     problems: list[str] = field(default_factory=list)
 
 
@@ -219,6 +222,8 @@ class Importer:
                     )
                     continue
                 if row.rollout is None:
+                    if row.line == 0:
+                        result.unreadable = True
                     self._bad(result, row.line, row.problem or "not a rollout")
                     continue
                 self._add(batch, row, start.file_id)

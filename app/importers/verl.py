@@ -65,7 +65,8 @@ class Verl(Format):
                 question=question,
                 question_id=qid,
                 reward=score,
-                rewards=numeric_columns(data, _NOT_REWARDS),
+                # `score` by its name even when the file holds it per token (a list, summed).
+                rewards=numeric_columns(data, _NOT_REWARDS) | {"score": score},
                 train_step=optional_int(data.get("step", step_of(path.stem)), "step"),
                 gold_sql=gts if isinstance(gts, str) else "",
                 db_id=db_id if isinstance(db_id, str) else "",

@@ -149,3 +149,31 @@ def test_sigterm_stops_an_import_as_ctrl_c_does(
         ]
         assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (1,)
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_file_that_cannot_be_read_is_called_that(tmp_path: Path) -> None:
+    import pandas as pd
+
+    completions = tmp_path / "out" / "completions"
+    completions.mkdir(parents=True)
+    (completions / "completions_00002.parquet").write_bytes(b"PAR1 this is no parquet PAR1")
+    db = tmp_path / "s.db"
+    done = rollscope("import", tmp_path / "out", "--name", "t", "--store", db)
+    assert done.returncode == 1, done.stderr
+    assert "completions/completions_00002.parquet: could not be read, skipped" in done.stderr
+    assert "no rollout in" in done.stderr and "no file could be read (1 file; first:" in done.stderr
+    # Beside a good file: the run has its episodes, and the summary tells the file apart
+    # from bad lines.
+    pd.DataFrame(
+        {
+            "step": [1],
+            "prompt": [[{"role": "user", "content": "Q?"}]],
+            "completion": [[{"role": "assistant", "content": "<solution>SELECT 1</solution>"}]],
+            "exact": [1.0],
+            "advantage": [0.0],
+        }
+    ).to_parquet(completions / "completions_00001.parquet")
+    done = rollscope("import", tmp_path / "out", "--name", "t", "--store", db)
+    assert done.returncode == 0, done.stderr
+    assert "1 episode from 2 TRL" in done.stdout, done.stdout
+    assert "; 1 file that could not be read skipped (counted on the run)" in done.stdout

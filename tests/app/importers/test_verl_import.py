@@ -252,3 +252,17 @@ def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path
         ("Database: concerts. Q?", "budget_exhausted"),
         ("Database: concerts. R?", "wrong"),
     ]
+
+
+def test_a_token_level_score_is_summed_and_kept_by_its_name(store: Store, tmp_path: Path) -> None:
+    # `score` as a list of token-level rewards (older verl dumps): the total, under `score`,
+    # as a scalar score is.
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    verl_dump(tmp_path / "dump", 1, [sql_prompt("Q?"), sql_prompt("R?")], [output, output],
+              ["", ""], [[0.0, 0.25, 0.75], 0.5], {})  # type: ignore[list-item]  # fmt: skip
+    run_import(store, tmp_path / "dump")
+    named = (
+        "SELECT e.reward, r.name, r.value FROM episodes e "
+        "JOIN episode_rewards r ON r.episode_id = e.id ORDER BY e.id"
+    )
+    assert rows(store, named) == [(1.0, "score", 1.0), (0.5, "score", 0.5)]

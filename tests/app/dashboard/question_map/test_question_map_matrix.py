@@ -11,6 +11,7 @@ from app.dashboard.question_map.matrix import (
     build_map,
     first_with_flips,
     flips,
+    played_by_all,
 )
 from storage.read_models import OutcomeMatrix
 
@@ -48,6 +49,18 @@ def test_runs_keep_the_order_given_and_unknown_runs_are_empty_columns() -> None:
     qmap = build_map(_matrix(TABLE, [3, 1, 9]))
     assert qmap.run_ids == [3, 1, 9]
     assert np.isnan(qmap.rates[:, 2]).all()
+
+
+def test_the_map_over_the_questions_every_run_played_keeps_their_order() -> None:
+    whole = build_map(_matrix(TABLE, [1, 2, 3]))
+    assert not whole.complete
+    shared = played_by_all(whole)
+    assert shared.complete and shared.run_ids == [1, 2, 3]
+    assert shared.question_ids == ["q-easy", "q-lost", "q-won", "q-hard"]  # q-late left out
+    assert shared.rates[shared.row("q-lost")].tolist() == [1.0, 0.0, 0.5]
+    assert shared.episodes.shape == (4, 3)
+    none = played_by_all(build_map(_matrix(TABLE, [1, 9])))  # run 9 played nothing
+    assert none.question_ids == [] and none.rates.shape == (0, 2)
 
 
 def test_flips_between_consecutive_runs_over_shared_questions() -> None:

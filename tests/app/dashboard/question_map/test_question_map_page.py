@@ -6,10 +6,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from streamlit.testing.v1 import AppTest
+
 from rollout_core.records import Outcome
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
-from tests.support.dashboard_stores import AnalysisStore
+from tests.support.dashboard_stores import AnalysisStore, ComparisonStore
 from tests.support.records import play, spec
 
 
@@ -87,3 +89,53 @@ def test_the_caption_says_a_click_opens_grpo_groups(fx: AnalysisStore) -> None:
     assert "opens its episodes" not in shown
     heatmap = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
     assert "RdYlGn" not in json.dumps(heatmap["colorscale"])
+
+
+def _heatmap_rows(at: AppTest) -> int:
+    """The questions the heatmap names on its y axis."""
+    return len(json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["yaxis"]["ticktext"])
+
+
+def test_runs_on_different_questions_map_the_questions_every_run_played(
+    compare_env: ComparisonStore,
+) -> None:
+    # train played questions 0-2, everything 0-5: the map was half grey.
+    ids = [str(compare_env.train), str(compare_env.everything)]
+    at = open_page("question_map/page.py", run=ids)
+    (box,) = at.checkbox
+    assert box.label == "Only questions every chosen run played" and box.value
+    assert _heatmap_rows(at) == 3
+    shown = texts(at)
+    assert "3 questions every chosen run played (3 of the 6 left out" in shown
+    assert "Grey: not played" not in shown
+    accuracy = json.loads(at.get("plotly_chart")[1].proto.spec)["data"][0]
+    assert accuracy["mode"] == "lines+markers"  # over the same questions: a trend
+    assert list(at.dataframe[0].value["shared questions"]) == [3]
+    box.uncheck().run()
+    assert _heatmap_rows(at) == 6 and "Grey: not played" in texts(at)
+    assert at.query_params["shared"] == ["0"]
+
+
+def test_a_link_with_shared_0_maps_every_question(compare_env: ComparisonStore) -> None:
+    ids = [str(compare_env.train), str(compare_env.everything)]
+    at = open_page("question_map/page.py", run=ids, shared="0")
+    assert not at.checkbox[0].value and _heatmap_rows(at) == 6
+
+
+def test_runs_that_share_no_question_say_so_instead_of_an_empty_map(
+    compare_env: ComparisonStore,
+) -> None:
+    at = open_page("question_map/page.py", run=[str(compare_env.train), str(compare_env.heldout)])
+    assert not at.get("plotly_chart") and not at.dataframe
+    (info,) = at.info
+    assert info.value.startswith("No question was played by every chosen run (6 questions")
+    assert "pick runs that share questions" in info.value
+    at.checkbox[0].uncheck().run()
+    assert _heatmap_rows(at) == 6
+
+
+def test_runs_on_the_same_questions_show_no_such_control(fx: AnalysisStore) -> None:
+    ids = [str(fx.runs[n]) for n in ("ckpt-100", "ckpt-200")]
+    at = open_page("question_map/page.py", run=ids)
+    assert not at.checkbox
+    assert "every chosen run played" not in texts(at)
