@@ -197,18 +197,24 @@ def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -
 
 
 def _format(path: Path, name: str, follow: bool, quiet: bool) -> Format:
-    """The format to read with; a folder nothing is in yet, when following, is waited for."""
-    from app.importers.detect import FormatError, format_of
+    """The format to read with. When following, a folder nothing is in yet is waited for, and
+    so is one not made yet (verl makes its rollout folder with its first step's file)."""
+    from app.importers.detect import FORMATS, FormatError, format_of
 
     waited = False
     while True:
         try:
             return format_of(path, name)
         except FormatError as exc:
-            if not follow or not path.is_dir():
+            if (
+                not follow
+                or (path.exists() and not path.is_dir())
+                or name not in (*FORMATS, "auto")
+            ):
                 fail(str(exc))
             if not waited and not quiet:
-                err.print(f"waiting for rollout files in {path} ...", highlight=False, markup=False)
+                what = "rollout files in" if path.exists() else "the trainer to make"
+                err.print(f"waiting for {what} {path} ...", highlight=False, markup=False)
             waited = True
             try:
                 time.sleep(1.0)

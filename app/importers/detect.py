@@ -105,11 +105,11 @@ def _sniff(path: Path) -> Format | None:
 
 def format_of(path: Path, name: str) -> Format:
     """The format to read `path` with: `name`, or the detected one for `auto`."""
+    if name != "auto" and name not in FORMATS:
+        raise FormatError(f"unknown format {name!r}; use one of auto, {', '.join(FORMATS)}")
     if not path.exists():
         raise FormatError(f"{path} does not exist; give the folder or file a trainer wrote")
     if name != "auto":
-        if name not in FORMATS:
-            raise FormatError(f"unknown format {name!r}; use one of auto, {', '.join(FORMATS)}")
         return FORMATS[name]
     found = detect(path)
     if found is None:

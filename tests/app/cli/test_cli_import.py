@@ -177,3 +177,43 @@ def test_a_file_that_cannot_be_read_is_called_that(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "1 episode from 2 TRL" in done.stdout, done.stdout
     assert "; 1 file that could not be read skipped (counted on the run)" in done.stdout
+
+
+def test_follow_waits_for_a_folder_the_trainer_has_not_made_yet(tmp_path: Path) -> None:
+    # verl makes its rollout folder with its first step's file: a follow started beside the
+    # trainer waits for it, then imports what lands there.
+    import subprocess
+    import sys
+    import time
+
+    dump, db = tmp_path / "checkpoints" / "rollouts", tmp_path / "s.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "import", str(dump), "--name", "live", "--store",
+         str(db), "--follow", "--poll", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        time.sleep(2.0)
+        assert proc.poll() is None, proc.communicate()
+        _dump(dump)
+        waited = time.monotonic()
+        while not db.exists() or _finished(db) < 2:
+            assert time.monotonic() - waited < 60, "the follow imported nothing in 60 s"
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert f"waiting for the trainer to make {dump} ..." in err
+    assert "1.jsonl: 2 episodes" in err
+
+
+def _finished(db: Path) -> int:
+    with closing(sqlite3.connect(db)) as conn:
+        try:
+            return conn.execute("SELECT coalesce(sum(finished_episodes), 0) FROM runs").fetchone()[
+                0
+            ]
+        except sqlite3.OperationalError:  # the store is being made
+            return 0
