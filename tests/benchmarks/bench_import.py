@@ -191,6 +191,87 @@ def test_where_an_import_spends_its_time(tmp_path: Path) -> None:
     print("\n".join(line for line in text.getvalue().splitlines() if line.strip())[:4000])
 
 
+def test_an_episodes_cost_by_part(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Microseconds an imported episode costs in each part, without a profiler (best of 3):
+    reading its line, making its records, and the sink's write by what it writes. With the
+    reading free, the write alone would cap the rate at 1e6 / (its microseconds)."""
+    import gc
+
+    import storage.writes as writes
+    from app.importers.detect import format_of
+    from app.importers.importer import Importer, ImportOptions
+    from storage.prompts import PromptEncoder
+    from storage.sink import StoreSink
+
+    episodes = 20_480
+    source = write_verl(tmp_path / "verl", episodes)
+    spent: dict[str, float] = {}
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - start
+
+        return wrapper
+
+    parts = {
+        "episode rows (12 indexes)": "_insert_started",
+        "step rows": "executemany_values",
+        "sources and named rewards": "write_extras",
+        "text search index": "index_episodes",
+    }
+    for name, attr in parts.items():
+        monkeypatch.setattr(writes, attr, timed(name, getattr(writes, attr)))
+    monkeypatch.setattr(PromptEncoder, "encode", timed("prompts", PromptEncoder.encode))
+    monkeypatch.setattr(StoreSink, "_write", timed("write", StoreSink._write))
+
+    best: dict[str, float] = {}
+    for attempt in range(3):
+        spent.clear()
+        store = Store(str(tmp_path / f"parts-{attempt}.db"))
+        importer = Importer(store, format_of(source, "verl"), ImportOptions(path=source, name="p"))
+        importer.open()
+        files = importer.files()
+        gc.disable()  # as the importer reads
+        try:
+            start = time.perf_counter()
+            for f in files:
+                for _ in importer.fmt.rows(f):
+                    pass
+            spent["reading the lines"] = time.perf_counter() - start
+        finally:
+            gc.enable()
+        start = time.perf_counter()
+        for f in files:
+            importer.import_file(f)
+        spent["whole import"] = time.perf_counter() - start
+        importer.finish("completed")
+        store.close()
+        for name, seconds in spent.items():
+            best[name] = min(best.get(name, seconds), seconds)
+    us = {name: seconds / episodes * 1e6 for name, seconds in best.items()}
+    write = us["write"]
+    shown = sum(us[name] for name in (*parts, "prompts"))
+    us["the rest of the write (its Python, the commit)"] = write - shown
+    us["records"] = us["whole import"] - write - us["reading the lines"]
+    load, reference = os.getloadavg()[0], machine_reference()
+    print(f"\n{episodes:,} verl episodes of 3 steps, microseconds an episode (best of 3; load "
+          f"{load:.1f}, machine reference {reference:,.0f} rows/s):")  # fmt: skip
+    for name in ("reading the lines", "records", "write", *parts, "prompts",
+                 "the rest of the write (its Python, the commit)", "whole import"):  # fmt: skip
+        indent = (
+            "    " if name in parts or name in ("prompts",) or name.startswith("the rest") else ""
+        )
+        print(f"  {indent}{name:<{48 - len(indent)}} {us[name]:7.1f}")
+    print(
+        f"  whole import: {1e6 / us['whole import']:,.0f} episodes/s; the write alone caps it "
+        f"at {1e6 / write:,.0f}"
+    )
+
+
 def _wait_for_store(db: Path) -> None:
     """Until the importer has made its store (slow to start on a busy machine)."""
     from storage.engine import StoreMissing
