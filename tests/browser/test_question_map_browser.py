@@ -11,7 +11,7 @@ import pytest
 
 from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
 from tests.browser.ui import wait_idle
-from tests.support.dashboard_stores import build_analysis_store
+from tests.support.dashboard_stores import build_analysis_store, build_comparison_store
 
 pytestmark = pytest.mark.browser
 
@@ -75,3 +75,33 @@ def test_a_flips_side_by_side_button_opens_compare_in_place(analysis: Dashboard,
     page.wait_for_url(re.compile(rf"/compare\?run={ids[0]}&run={ids[1]}&question=q-count$"))
     wait_idle(page)
     assert len(page.context.pages) == 1
+
+
+@pytest.fixture(scope="module")
+def different(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    root = tmp_path_factory.mktemp("map-different")
+    store = build_comparison_store(root)
+    log = root / "dashboard.log"
+    proc, base_url = start_dashboard(store.url, log)
+    yield Dashboard(base_url, store, log)  # type: ignore[arg-type]
+    stop(proc)
+
+
+def test_runs_on_different_questions_map_the_shared_ones_until_unticked(
+    different: Dashboard, page: Any
+) -> None:
+    fx = different.store
+    ids = (fx.train, fx.everything)  # type: ignore[attr-defined]
+    page.goto(different.url(f"/map?run={ids[0]}&run={ids[1]}"))
+    page.get_by_text("3 questions every chosen run played (3 of the 6 left out").wait_for()
+    wait_idle(page)
+    box = page.get_by_role("checkbox", name="Only questions every chosen run played")
+    assert box.is_checked()
+    cells = "gd => gd.data[1].text.length"  # the overlay: a point per cell
+    assert page.locator(".js-plotly-plot").first.evaluate(cells) == 3 * 2
+    page.get_by_text("Only questions every chosen run played").click()
+    page.wait_for_url(re.compile(r"&shared=0$"))
+    page.get_by_text("6 questions, easiest at the top").wait_for()
+    wait_idle(page)
+    assert not box.is_checked()
+    assert page.locator(".js-plotly-plot").first.evaluate(cells) == 6 * 2

@@ -30,6 +30,11 @@ class QuestionMap:
     def row(self, question_id: str) -> int:
         return self.question_ids.index(question_id)
 
+    @property
+    def complete(self) -> bool:
+        """Every run played every question: no blank cell."""
+        return not np.isnan(self.rates).any()
+
 
 @dataclass(frozen=True)
 class Flip:
@@ -84,6 +89,17 @@ def build_map(matrix: OutcomeMatrix) -> QuestionMap:
         question_ids=[qids[i] for i in order],
         rates=rates[order],
         episodes=episodes[order],
+    )
+
+
+def played_by_all(qmap: QuestionMap) -> QuestionMap:
+    """The map over only the questions every run played, in the same order."""
+    keep = ~np.isnan(qmap.rates).any(axis=1)
+    return QuestionMap(
+        run_ids=qmap.run_ids,
+        question_ids=[q for q, k in zip(qmap.question_ids, keep.tolist(), strict=True) if k],
+        rates=qmap.rates[keep],
+        episodes=qmap.episodes[keep],
     )
 
 

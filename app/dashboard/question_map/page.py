@@ -30,9 +30,15 @@ if len(chosen_ids) < 2:
     st.info("Choose two or more runs, in the order to read them (e.g. checkpoints by step).")
     st.stop()
 
-found = reads.map_view(tuple(chosen_ids))
-if not found.qmap.question_ids:
+whole = reads.map_view(tuple(chosen_ids), False)
+if not whole.qmap.question_ids:
     st.info("These runs have no finished episodes yet.")
+    st.stop()
+shared_only = view.shared_only_control(whole)
+params.show_notices(notices)  # a bad `shared=` in the link
+found = reads.map_view(tuple(chosen_ids), True) if shared_only else whole
+if not found.qmap.question_ids:
+    view.no_shared_questions(whole)
     st.stop()
 names = [by_id[i].name for i in chosen_ids]
 view.heatmap_section(found, names)

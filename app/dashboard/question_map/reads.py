@@ -12,6 +12,7 @@ from app.dashboard.question_map.matrix import (
     accuracy_intervals,
     build_map,
     flips,
+    played_by_all,
 )
 from storage.store import Store
 
@@ -22,17 +23,32 @@ class MapView:
 
     qmap: QuestionMap
     flips: list[PairFlips]
+    questions: int
+    """Questions any of the runs played: more than the map's when it holds only the questions
+    every run played."""
+    shared_only: bool
+    """The map holds only the questions every run played."""
+
+    @property
+    def left_out(self) -> int:
+        return self.questions - len(self.qmap.question_ids)
 
 
 @cached_read()
-def map_view(store: Store, run_ids: tuple[int, ...]) -> MapView:
-    """The map of the runs, in the order given: rates and flips."""
-    qmap = build_map(store.outcome_matrix(run_ids))
-    return MapView(qmap, flips(qmap))
+def map_view(store: Store, run_ids: tuple[int, ...], shared_only: bool) -> MapView:
+    """The map of the runs, in the order given: rates and flips; `shared_only`: over only the
+    questions every run played, cut from the cached whole map of this same store. (Arguments
+    go by position: a cache key tells `f(x)` from `f(shared_only=x)`.)"""
+    if shared_only:
+        whole = map_view(run_ids, False).qmap
+        qmap = played_by_all(whole)
+    else:
+        whole = qmap = build_map(store.outcome_matrix(run_ids))
+    return MapView(qmap, flips(qmap), len(whole.question_ids), shared_only)
 
 
 @cached_read()
-def map_accuracy(store: Store, run_ids: tuple[int, ...]) -> list[AccuracyPoint]:
+def map_accuracy(store: Store, run_ids: tuple[int, ...], shared_only: bool) -> list[AccuracyPoint]:
     """Each run's accuracy with its bootstrap interval, from `map_view`'s cached map of this
     same store. Apart from `map_view` so the heatmap is on screen while the resampling runs."""
-    return accuracy_intervals(map_view(run_ids).qmap)
+    return accuracy_intervals(map_view(run_ids, shared_only).qmap)

@@ -3,12 +3,11 @@ accuracy per run, and the flips between consecutive runs."""
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app.dashboard.analysis import BOOTSTRAP_RESAMPLES, SOLVED_RATE
-from app.dashboard.components import nav
+from app.dashboard.components import nav, params
 from app.dashboard.components.browser import follow
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
@@ -17,6 +16,43 @@ from storage.read_models import RunSummary
 
 _OPEN_FLIP = "map_open_flip"
 _OPENING = "map_opening"
+SHARED_ONLY = "Only questions every chosen run played"
+P_SHARED = "shared"
+"""Query parameter: `shared=0` turns `SHARED_ONLY` off (on, the default, leaves it out)."""
+
+
+def _on_unless_off(name: str) -> params.Codec[bool]:
+    """On when the parameter is left out; `name=0` turns it off."""
+    flag = params.flag(name, "on or off")
+
+    def parse(values: list[str]) -> tuple[bool, list[str]]:
+        if not any(v.strip() for v in values):
+            return True, []
+        value, problems = flag.parse(values)
+        return value or bool(problems), problems  # a bad value is ignored: on
+
+    return params.Codec(parse, lambda value: [] if value else ["0"])
+
+
+def shared_only_control(whole: reads.MapView) -> bool:
+    """For runs that played different questions, a checkbox (on by default, in the URL when
+    off) that keeps only the questions every run played; False for runs that played the same."""
+    if whole.qmap.complete:
+        return False
+    return st.checkbox(
+        SHARED_ONLY,
+        help="Runs that played different questions leave most of the map blank, and their "
+        "accuracies are over different questions. Untick to see every question any run played.",
+        **params.bind("map_shared", P_SHARED, _on_unless_off(P_SHARED)),
+    )
+
+
+def no_shared_questions(whole: reads.MapView) -> None:
+    """One line in place of an empty map."""
+    st.info(
+        "These runs share no question: pick runs that share questions, or untick the box "
+        f"above to map all {whole.questions}."
+    )
 
 
 def _go(key: str, page: str, query: list[tuple[str, str]], label: str) -> None:
@@ -31,10 +67,17 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
     """The success-rate heatmap; a click on a cell opens GRPO groups on that run's samples of
     the question."""
     qmap = view.qmap
+    which = (
+        f"{len(qmap.question_ids)} questions every chosen run played ({view.left_out} of the "
+        f"{view.questions} left out: some run did not play them)"
+        if view.shared_only
+        else f"{len(qmap.question_ids)} questions"
+    )
     st.caption(
-        f"{len(qmap.question_ids)} questions, easiest at the top (mean success over the runs). "
-        "Grey: not played. Hover a cell for the question; click it to open that run's samples "
-        "of the question on GRPO groups."
+        f"{which}, easiest at the top (mean success over the runs). "
+        + ("" if qmap.complete else "Grey: not played. ")
+        + "Hover a cell for the question; click it to open that run's samples of the question "
+        "on GRPO groups."
     )
     event = st.plotly_chart(
         heatmap(qmap, names),
@@ -58,9 +101,9 @@ def accuracy_section(view: reads.MapView, run_ids: list[int], names: list[str]) 
     """Each run's accuracy with its bootstrap interval."""
     # Full width, under the heatmap: side by side, a narrow window cut the chart's title and
     # turned its run names on end.
-    shared = not np.isnan(view.qmap.rates).any()
+    shared = view.qmap.complete
     st.plotly_chart(
-        accuracy_line(reads.map_accuracy(tuple(run_ids)), names, joined=shared),
+        accuracy_line(reads.map_accuracy(tuple(run_ids), view.shared_only), names, joined=shared),
         width="stretch",
         key="map_accuracy",
     )
