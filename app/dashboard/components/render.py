@@ -19,6 +19,18 @@ def escape_markdown(text: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 
+# C0 controls but newline and tab, and DEL, to their Unicode Control Pictures (ESC -> U+241B).
+_PICTURES = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"} | {0x7F: 0x2421}
+
+
+def picture_controls(text: str) -> str:
+    """Text with each control character (but newline and tab) as its Unicode Control Picture,
+    `\\x1b` as `␛`: a browser draws the character itself as an empty box, or not at all. A
+    Windows line end (CR LF) shows as the line end it is. For display only; the store keeps
+    the text as it was."""
+    return text.replace("\r\n", "\n").translate(_PICTURES)
+
+
 BOX_PX = 420
 """Height of the box a long text scrolls in, so what follows it (the parsed action, the
 labels, the next step) stays a scroll away, not tens of thousands of pixels."""
@@ -40,12 +52,13 @@ def show_text(text: str, *, language: str | None = None, key: str | None = None)
     if not text:
         st.caption("(empty)")
         return
-    st.code(text, language=language, wrap_lines=True, height=box_height(text) or "content")
+    shown = picture_controls(text)
+    st.code(shown, language=language, wrap_lines=True, height=box_height(shown) or "content")
 
 
 def show_error(text: str) -> None:
     """An error written by the environment or a database, highlighted, shown literally."""
-    st.error(escape_markdown(text), icon=":material/error:")
+    st.error(escape_markdown(picture_controls(text)), icon=":material/error:")
 
 
 def show_prompt(prompt: Sequence[ChatMessage]) -> None:
@@ -53,7 +66,7 @@ def show_prompt(prompt: Sequence[ChatMessage]) -> None:
     if not prompt:
         st.caption("(no prompt recorded: the producer did not see it)")
     for message in prompt:
-        st.caption(str(message.get("role", "?")))
+        st.caption(escape_markdown(picture_controls(str(message.get("role", "?")))))
         show_text(str(message.get("content", "")))
 
 

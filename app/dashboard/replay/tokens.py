@@ -5,7 +5,9 @@ Model output is data: every piece of text and every attribute value goes through
 text node, never markup), and Streamlit's `st.html` sanitizes it again (DOMPurify, scripts
 off). A token's numbers show on hover or when it is clicked (focused): probability,
 log-probability, entropy and the recorded alternatives, from a `data-tip` attribute drawn by
-CSS, so the text a reader selects and copies is exactly the output.
+CSS, so the text a reader selects and copies is exactly the output (its control characters
+as their pictures, `picture_controls`). A long output scrolls in a box no taller than
+`show_text`'s (BOX_PX).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from typing import Literal
 
 import streamlit as st
 
-from app.dashboard.components.render import fmt_num
+from app.dashboard.components.render import BOX_PX, fmt_num, picture_controls
 from rollout_core.records import TokenTrace
 from storage.read_models import StoredStep
 
@@ -33,7 +35,8 @@ NO_TOKENS = (
 _MAX_ALPHA = 0.75
 _CSS = """<style>
 .rs-tokens { font-family: "Source Code Pro", monospace; font-size: 0.85rem; line-height: 1.9;
-  white-space: pre-wrap; word-break: break-word; padding: 0.6rem 0.8rem;
+  white-space: pre-wrap; word-break: break-word; padding: 0.6rem 0.8rem; box-sizing: border-box;
+  overflow-y: auto;
   border: 1px solid rgba(49, 51, 63, 0.2); border-radius: 0.5rem; }
 .rs-tok { position: relative; border-radius: 2px; cursor: pointer; }
 .rs-tok:hover, .rs-tok:focus { outline: 1px solid #31333f; }
@@ -86,12 +89,13 @@ def token_html(trace: TokenTrace, shade: Shade = "probability") -> str:
             continue
         strength = token_strength(trace, i, shade)
         alpha = 0.0 if strength is None else round(_MAX_ALPHA * strength, 3)
+        tip = picture_controls(token_tip(trace, i))
         spans.append(
             f'<span class="rs-tok" tabindex="0" style="background: rgba(255, 75, 75, {alpha})" '
-            f'data-tip="{html.escape(token_tip(trace, i), quote=True)}">'
-            f"{html.escape(piece, quote=True)}</span>"
+            f'data-tip="{html.escape(tip, quote=True)}">'
+            f"{html.escape(picture_controls(piece), quote=True)}</span>"
         )
-    return f'<div class="rs-tokens">{"".join(spans)}</div>'
+    return f'<div class="rs-tokens" style="max-height: {BOX_PX}px">{"".join(spans)}</div>'
 
 
 def show_tokens(step: StoredStep, *, key: str) -> None:

@@ -11,12 +11,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from app.dashboard.components.render import BOX_PX
 from app.dashboard.replay.tokens import token_html, token_tip
 from app.dashboard.settings import ENV_STORE
 from rollout_core.records import TokenTrace
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
+from tests.support.control_text import ESC_SQL, ControlStore, build_control_store
 from tests.support.dashboard_stores import AnalysisStore, build_analysis_store
 from tests.support.personas import HOSTILE_ALTERNATIVE, HOSTILE_OUTPUT
 
@@ -149,3 +151,51 @@ def test_a_step_without_tokens_shows_no_shading(
     monkeypatch.setenv(ENV_STORE, plain.url)
     at = open_page("replay/page.py", episode=str(plain.xss_episode), step="2")
     assert not at.get("html") and "mean log-prob" not in [m.label for m in at.metric]
+
+
+def _box(markup: str) -> str | None:
+    (attrs,) = [a for t, a in _parse(markup).tags if t == "div"]
+    return attrs.get("style")
+
+
+def test_a_long_output_scrolls_in_a_box_no_taller_than_show_texts() -> None:
+    # It grew the page without bound, where every other untrusted text scrolls at BOX_PX.
+    line = "SELECT name FROM singer WHERE age > 30\n"
+    long = TokenTrace(text=(line,) * 40, logprobs=(-0.5,) * 40)
+    assert _box(token_html(long)) == f"max-height: {BOX_PX}px"
+
+
+def test_control_characters_show_as_pictures_in_the_token_spans() -> None:
+    trace = TokenTrace(text=("\x1b[31m", "red", "\x07", "\x7f", "\n\t"), logprobs=(-1.0,) * 5)
+    markup = _parse(token_html(trace))
+    assert "".join(markup.text) == "␛[31mred␇␡\n\t"
+    tips = [str(a["data-tip"]) for t, a in markup.tags if t == "span"]
+    assert not any(c in "".join(tips) for c in "\x1b\x07\x7f")
+    assert '"␡"' in tips[3]  # JSON leaves DEL as it is; the picture shows it
+
+
+@pytest.fixture(scope="module")
+def control_store(tmp_path_factory: pytest.TempPathFactory) -> ControlStore:
+    return build_control_store(tmp_path_factory.mktemp("control"))
+
+
+def test_replay_shows_control_characters_as_pictures(
+    control_store: ControlStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serve_env(monkeypatch, control_store.url)
+    at = open_page("replay/page.py", episode=str(control_store.episode), step="1")
+    shown = texts(at) + "".join(h.proto.body for h in at.get("html"))
+    for control in ("\x1b", "\x07", "\x7f"):
+        assert control not in shown, repr(control)
+    pictured = ESC_SQL.replace("\x1b", "␛").replace("\x07", "␇")
+    codes = [c.value for c in at.code]
+    assert any(c.endswith(pictured) for c in codes)  # raw output
+    assert pictured in codes  # the parsed query
+    assert "Question ␛[1mq-ctl␛[0m: which singers?" in codes  # the prompt
+    assert {e.value for e in at.error} == {r'near "␛"\: syntax error'}  # player, transcript
+    (block,) = at.get("html")
+    body = block.proto.body
+    markup = _parse(body)
+    assert "".join(markup.text).endswith(pictured)
+    assert markup.tags[1][1]["style"] == f"max-height: {BOX_PX}px"
+    assert "overflow-y: auto" in body
