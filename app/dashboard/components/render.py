@@ -14,13 +14,13 @@ from rollout_core.records import ChatMessage
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
 
 
-def escape_markdown(text: str) -> str:
-    """Text that st.markdown / st.error show literally."""
-    return _MD_SPECIAL.sub(r"\\\1", text)
-
-
 # C0 controls but newline and tab, and DEL, to their Unicode Control Pictures (ESC -> U+241B).
 _PICTURES = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"} | {0x7F: 0x2421}
+
+
+def escape_markdown(text: str) -> str:
+    """Text that st.markdown / st.error show literally, its control characters pictured."""
+    return _MD_SPECIAL.sub(r"\\\1", picture_controls(text))
 
 
 def picture_controls(text: str) -> str:
@@ -58,7 +58,7 @@ def show_text(text: str, *, language: str | None = None, key: str | None = None)
 
 def show_error(text: str) -> None:
     """An error written by the environment or a database, highlighted, shown literally."""
-    st.error(escape_markdown(picture_controls(text)), icon=":material/error:")
+    st.error(escape_markdown(text), icon=":material/error:")
 
 
 def show_prompt(prompt: Sequence[ChatMessage]) -> None:
@@ -66,7 +66,7 @@ def show_prompt(prompt: Sequence[ChatMessage]) -> None:
     if not prompt:
         st.caption("(no prompt recorded: the producer did not see it)")
     for message in prompt:
-        st.caption(escape_markdown(picture_controls(str(message.get("role", "?")))))
+        st.caption(escape_markdown(str(message.get("role", "?"))))
         show_text(str(message.get("content", "")))
 
 

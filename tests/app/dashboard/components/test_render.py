@@ -7,6 +7,8 @@ from app.dashboard.components.render import escape_markdown, picture_controls
 
 def test_markdown_escaping() -> None:
     assert escape_markdown("<b>x</b> **y**") == r"\<b\>x\</b\> \*\*y\*\*"
+    # a question or a tag with a control character shows its picture too
+    assert escape_markdown("a\x1bb") == "a␛b"
 
 
 def test_control_characters_show_as_their_control_pictures() -> None:
