@@ -14,14 +14,21 @@ when the episodes carry their training step and group).
 
 It is the importers' adapter (`app.importers.rollouts`) with a loop in place of a file: the
 same turns-to-steps rules, the same records, the store's one sink. Episodes are written whole,
-a batch at a time (every `flush_every` episodes or `flush_seconds`, and at the end); the run
-reads `running` with a heartbeat while the block runs, then `completed`, or `failed` with the
-error that left it (`cancelled` for Ctrl-C).
+a batch at a time: once `flush_every` are held, within `flush_seconds` of being recorded (a
+background thread writes what waited that long, so a trainer's update phase does not hold a
+step's rollouts back), at `flush()`, and at the end. The run reads `running` with a heartbeat
+while the block runs, then `completed`, or `failed` with the error that left it (`cancelled`
+for Ctrl-C). A Recorder never closed still writes what it holds when the interpreter exits,
+but its run is not marked finished (it reads `interrupted` once its heartbeat stops).
 """
 
 from __future__ import annotations
 
+import atexit
 import math
+import operator
+import sys
+import threading
 import time
 from collections.abc import Hashable, Mapping, Sequence
 from types import TracebackType
@@ -123,6 +130,15 @@ class Recorder:
         self._beat = Heartbeat(self.store, self.run_id)
         self._beat.start()
         self._closed = False
+        # The loop's thread and the flusher's take turns on what is held.
+        self._lock = threading.Lock()
+        self._failure: Exception | None = None
+        self._stop = threading.Event()
+        self._flusher = threading.Thread(
+            target=self._flush_when_due, daemon=True, name="rollscope-recorder-flush"
+        )
+        self._flusher.start()
+        atexit.register(self._flush_at_exit)
 
     def episode(
         self,
@@ -149,25 +165,42 @@ class Recorder:
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
+        self._raise_failure()
         total = _finite(reward, "reward")
         parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
-        lead, played = message_turns(list(turns))
+        train_step = _whole(step, "step")
+        _check_text(question, "question", "the question's text")
+        _check_text(question_id, "question_id", "an id, e.g. 'spider-dev-0042'", optional=True)
+        try:
+            hash(group)
+        except TypeError:
+            raise RecorderError(
+                f"group is {_shown(group)}: give a hashable value (an int or a str, such as "
+                "the framework's uid), or leave it out for the question's samples at the step"
+            ) from None
+        try:
+            lead, played = message_turns(list(turns))
+        except ValueError as exc:
+            raise RecorderError(
+                f"turns: {exc}; pass the rollout's chat messages as dicts with 'role' and 'content'"
+            ) from None
         if not played:
             raise RecorderError(
                 "turns holds no assistant message: pass the rollout's chat messages, e.g. "
-                "[{'role': 'assistant', 'content': ...}, {'role': 'user', 'content': ...}]"
+                "[{'role': 'user', 'content': question}, {'role': 'assistant', 'content': ...}]"
             )
         messages: list[ChatMessage] = [dict(m) for m in prompt or ()] + lead
-        qid = question_id if question_id is not None else question_key(question)
+        text = question or last_user_text(messages)
+        qid = question_id if question_id is not None else question_key(text)
         rollout = Rollout(
             prompt=messages,
             turns=played,
-            question=question or last_user_text(messages),
+            question=text,
             question_id=qid,
             reward=total,
             rewards=parts,
             correct=correct,
-            train_step=step,
+            train_step=train_step,
             group=group,
             db_id=db_id,
             gold_sql=gold_sql,
@@ -176,18 +209,40 @@ class Recorder:
             rollout,
             qid,
             self._numbering.sample(qid),
-            self._numbering.group(step, qid, group),
+            self._numbering.group(train_step, qid, group),
             correct_at=self.correct_at,
         )
-        self._started.append(start)
-        self._steps.extend(steps)
-        self._finished.append(finish)
-        waited = time.monotonic() - self._last_flush
-        if len(self._finished) >= self.flush_every or waited >= self.flush_seconds:
-            self.flush()
+        with self._lock:
+            self._started.append(start)
+            self._steps.extend(steps)
+            self._finished.append(finish)
+            waited = time.monotonic() - self._last_flush
+            if len(self._finished) >= self.flush_every or waited >= self.flush_seconds:
+                self._write_held()
 
     def flush(self) -> None:
-        """Write the episodes held (one transaction)."""
+        """Write the episodes held now (one transaction)."""
+        self._raise_failure()
+        with self._lock:
+            self._write_held()
+
+    def close(self, status: RunStatus = "completed", error: str | None = None) -> None:
+        """Write what is held and set the run's status (once; later calls do nothing)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._beat.stopped.set()
+        self._stop.set()
+        self._flusher.join()
+        atexit.unregister(self._flush_at_exit)
+        try:
+            with self._lock:
+                self._write_held()
+        finally:
+            self.store.set_run_status(self.run_id, status, error=error)
+
+    def _write_held(self) -> None:
+        """Write the episodes held, as one transaction (the caller holds the lock)."""
         if self._finished:
             batch = IterationBatch(self._started, self._steps, self._finished)
             self._sink.write(batch)
@@ -196,16 +251,39 @@ class Recorder:
             self._started, self._steps, self._finished = [], [], []
         self._last_flush = time.monotonic()
 
-    def close(self, status: RunStatus = "completed", error: str | None = None) -> None:
-        """Write what is held and set the run's status (once; later calls do nothing)."""
-        if self._closed:
-            return
-        self._closed = True
-        self._beat.stopped.set()
+    def _flush_when_due(self) -> None:
+        """The flusher thread: write what has waited `flush_seconds`, until close."""
+        while not self._stop.wait(max(self.flush_seconds, _FLUSH_POLL_MIN)):
+            try:
+                with self._lock:
+                    if time.monotonic() - self._last_flush >= self.flush_seconds:
+                        self._write_held()
+            except Exception as exc:  # told to the loop at its next call; the batch is kept
+                self._failure = exc
+                return
+
+    def _raise_failure(self) -> None:
+        failure = self._failure
+        if failure is not None:
+            first = str(failure).splitlines()[0] if str(failure) else ""
+            raise RecorderError(
+                f"writing held episodes failed: {type(failure).__name__}: {first}; they are "
+                "kept, and close() or flush() tries again"
+            ) from failure
+
+    def _flush_at_exit(self) -> None:
+        """A Recorder never closed: write what it holds as the interpreter exits."""
+        self._stop.set()
+        held = len(self._finished)
         try:
-            self.flush()
-        finally:
-            self.store.set_run_status(self.run_id, status, error=error)
+            with self._lock:
+                self._write_held()
+        except Exception as exc:  # nothing left to raise to: say so
+            print(
+                f"rollscope Recorder: {held} held episodes of run {self.run_id} could not be "
+                f"written at exit ({type(exc).__name__}: {exc})",
+                file=sys.stderr,
+            )
 
     def __enter__(self) -> Recorder:
         return self
@@ -224,8 +302,14 @@ class Recorder:
             self.close("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
 
 
+_FLUSH_POLL_MIN = 0.05
+"""Seconds between the flusher's looks at least, whatever `flush_seconds` says."""
+
+
 def _finite(value: Any, what: str) -> float:
     """A reward as a float (a numpy or torch scalar too); RecorderError unless finite."""
+    if isinstance(value, str | bytes | bool):
+        raise RecorderError(f"{what} is {_shown(value)}, not a number")
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -233,3 +317,27 @@ def _finite(value: Any, what: str) -> float:
     if not math.isfinite(number):
         raise RecorderError(f"{what} is {number}, not a finite number")
     return number
+
+
+def _whole(value: Any, what: str) -> int | None:
+    """A whole number as an int (a numpy or torch integer too), or None; RecorderError for
+    anything else: a float, a bool, a string."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise RecorderError(f"{what} is {value!r}, not a whole number")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise RecorderError(f"{what} is {_shown(value)}, not a whole number") from None
+
+
+def _check_text(value: Any, what: str, example: str, *, optional: bool = False) -> None:
+    if (value is None and optional) or isinstance(value, str):
+        return
+    raise RecorderError(f"{what} is {_shown(value)}, not text; pass {example}")
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -82,6 +82,10 @@ def question_key(text: str) -> str:
     return "q-" + hashlib.sha1(normal.encode("utf-8", "surrogatepass")).hexdigest()[:12]
 
 
+RECENT_STEPS = 8
+"""Training steps whose groups `Numbering` keeps in memory."""
+
+
 class Numbering:
     """Where each new episode of a run goes: a sample index per question over the run, a
     GRPO group per question (or framework group) at each training step, numbered over the
@@ -97,7 +101,8 @@ class Numbering:
         self._next_group = next_group
         self._known_groups = known_groups
         self._step: int | None = None
-        self._groups: dict[tuple[str, Hashable], int] = {}
+        self._steps: dict[int, dict[tuple[str, Hashable], int]] = {}
+        """The groups of the last `RECENT_STEPS` steps, least recently used first."""
 
     def sample(self, question_id: str) -> int:
         index = self._next_sample.get(question_id, 0)
@@ -110,13 +115,21 @@ class Numbering:
         if train_step is None:
             return None
         if train_step != self._step:
-            # Steps come in order: only the current step's groups are kept.
+            # Files come in step order, but a loop's rollouts may come back late: a few
+            # recent steps' groups are kept (memory stays flat), older ones read back.
+            groups = self._steps.pop(train_step, None)
+            if groups is None:
+                if len(self._steps) >= RECENT_STEPS:
+                    del self._steps[next(iter(self._steps))]
+                known = self._known_groups(train_step)
+                groups = {(q, None): g for q, g in known.items()}
+            self._steps[train_step] = groups
             self._step = train_step
-            self._groups = {(q, None): g for q, g in self._known_groups(train_step).items()}
+        groups = self._steps[train_step]
         key = (question_id, group)
-        found = self._groups.get(key)
+        found = groups.get(key)
         if found is None:
-            found = self._groups[key] = self._next_group
+            found = groups[key] = self._next_group
             self._next_group += 1
         return found
 

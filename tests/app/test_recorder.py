@@ -3,6 +3,7 @@ plays each prompt's episode against the environment itself and hands the convers
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,94 @@ def test_a_reward_must_be_a_finite_number(tmp_path: Path) -> None:
         (0.5,),
         (1.7976931348623157e308,),
     ]
+
+
+def test_held_episodes_reach_the_store_without_another_call(tmp_path: Path) -> None:
+    # A trainer records a step's rollouts, then spends a while updating the model: what it
+    # recorded is in the store within flush_seconds all the same.
+    import time
+
+    with Recorder(_url(tmp_path), run="r", kind="training", flush_seconds=0.2) as rec:
+        for _ in range(3):
+            rec.episode(question="Q?", turns=_answer(), reward=1.0, step=0, group=None)
+        reader = Store(_url(tmp_path), read_only=True)
+        waited = time.monotonic()
+        while rows(reader, "SELECT count(*) FROM episodes") != [(3,)]:
+            assert time.monotonic() - waited < 10, "held episodes were not written"
+            time.sleep(0.05)
+        reader.close()
+
+
+def test_a_recorder_never_closed_writes_what_it_held_at_exit(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    script = (
+        "from app.recorder import Recorder\n"
+        f"rec = Recorder({str(tmp_path / 's.db')!r}, run='r', flush_seconds=3600)\n"
+        "rec.episode(question='Q?', turns=[{'role': 'assistant', 'content': 'ANSWER 5'}], "
+        "reward=1.0)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    store = Store(_url(tmp_path), read_only=True)
+    assert rows(store, "SELECT count(*) FROM episodes") == [(1,)]
+    store.close()
+
+
+def test_steps_and_groups_of_numpy_and_torch_integers_are_stored_as_integers(
+    tmp_path: Path,
+) -> None:
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    with Recorder(_url(tmp_path), run="r", kind="training") as rec:
+        rec.episode(question="Q?", turns=_answer(), reward=np.float32(1.0), step=np.int64(1))
+        rec.episode(question="Q?", turns=_answer(), reward=torch.tensor(0.5), step=torch.tensor(2))
+        rec.episode(question="R?", turns=_answer(), reward=0.0, step=1, group=np.int64(7))
+    store = rec.store
+    assert rows(store, "SELECT typeof(train_step), train_step FROM episodes ORDER BY id") == [
+        ("integer", 1),
+        ("integer", 2),
+        ("integer", 1),
+    ]
+
+
+def test_rollouts_of_a_step_that_come_back_late_join_its_groups(tmp_path: Path) -> None:
+    # An asynchronous loop: a step-1 rollout returns after step 2's began.
+    with Recorder(_url(tmp_path), run="r", kind="training") as rec:
+        for step in (1, 1, 2, 1, 3, 2):
+            rec.episode(question="Q?", turns=_answer(), reward=1.0, step=step)
+    groups = "SELECT train_step, group_index, count(*) FROM episodes GROUP BY 1, 2 ORDER BY 1"
+    assert [(s, n) for s, _, n in rows(rec.store, groups)] == [(1, 3), (2, 2), (3, 1)]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        ({"step": 1.5}, "step is 1.5, not a whole number"),
+        ({"step": "2"}, "step is '2', not a whole number"),
+        ({"step": True}, "step is True, not a whole number"),
+        ({"reward": "1.0"}, "reward is '1.0', not a number"),
+        ({"reward": True}, "reward is True, not a number"),
+        ({"question": None}, "question is None, not text"),
+        ({"group": [1, 2]}, "group is [1, 2]: give a hashable value"),
+        ({"turns": ["SELECT 1"]}, "turns: a message is str, not an object with a role"),
+        ({"turns": [{"role": "user", "content": "Q?"}]}, "turns holds no assistant message"),
+    ],
+)
+def test_a_call_it_cannot_record_says_what_to_pass(
+    tmp_path: Path, call: dict[str, Any], message: str
+) -> None:
+    with Recorder(_url(tmp_path), run="r") as rec:
+        arguments: dict[str, Any] = {"question": "Q?", "turns": _answer(), "reward": 1.0}
+        with pytest.raises(RecorderError, match="^" + re.escape(message)):
+            rec.episode(**{**arguments, **call})
+    assert rows(rec.store, "SELECT count(*) FROM episodes") == [(0,)]
+
+
+def _answer() -> list[dict[str, str]]:
+    return [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "ANSWER 5"}]
+
+
+def _url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 's.db'}"
