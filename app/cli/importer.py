@@ -88,7 +88,7 @@ def import_command(
     try:
         importer = Importer(open_store(store), fmt, options, on_note=lambda t: _note(t, quiet))
         if not follow and not importer.files():
-            fail(f"no {fmt.label} files in {path}; check the path and --format")
+            fail(_no_files(fmt, path))
         importer.open()
     except USER_ERRORS as exc:
         fail(one_line(exc))
@@ -142,10 +142,33 @@ def import_command(
         raise
     if _all_bad(results):
         _refuse_all_bad(importer, results, path)
+    if (
+        importer.created
+        and not follow
+        and not any(r.episodes or r.skipped or r.known or r.pending for r in results)
+    ):
+        # Files with no line in them (empty, or blank lines only): no run for nothing.
+        importer.finish("failed", "no rollout in the files")
+        importer.store.delete_run(importer.run_id)
+        fail(
+            f"no rollout in {path}: its {counted(len(results), 'file')} "
+            f"{'holds' if len(results) == 1 else 'hold'} no line; check the path",
+            code=1,
+        )
     importer.finish("completed")
     if not results:
         err.print(f"no {fmt.label} files in {path}", highlight=False, markup=False)
     _summary(importer, results, time.monotonic() - started)
+
+
+def _no_files(fmt: Format, path: Path) -> str:
+    """Why no file of the format is there, with what is there instead."""
+    others = sorted(p.name for p in path.iterdir() if p.is_file())[:3] if path.is_dir() else []
+    found = f"; found {', '.join(others)}" if others else ""
+    return (
+        f"no {fmt.label} files in {path}: it reads {fmt.layout}{found}; check the path and "
+        "--format, or import one file by its path"
+    )
 
 
 def _all_bad(results: list[FileResult]) -> bool:
@@ -183,11 +206,12 @@ def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -
         if all(r.unreadable and r.skipped == 1 for r in results if r.skipped)
         else f"every line read was bad ({counted(skipped, 'line')}"
     )
-    why = (
-        f"no rollout in {path}: {what}"
-        + (f"; first: {first})" if first else ")")
-        + f"; check --format (read as {importer.fmt.name}) and the files"
+    hint = (
+        f"check --format (read as {importer.fmt.name}) and the files"
+        if importer.created
+        else f"the run's earlier files read as {importer.fmt.name}: check these"
     )
+    why = f"no rollout in {path}: {what}" + (f"; first: {first})" if first else ")") + f"; {hint}"
     if importer.created:
         importer.finish("failed", why)
         importer.store.delete_run(importer.run_id)
@@ -245,10 +269,19 @@ def _summary(importer: Importer, results: list[FileResult], seconds: float) -> N
     skipped = sum(r.skipped for r in results)
     read = len({r.path for r in results if not r.already})  # a growing file is read again
     rate = f" ({episodes / seconds:,.0f} episodes/s)" if seconds > 0 and episodes else ""
-    line = (
-        f"run {importer.run_id} {importer.options.name!r}: {counted(episodes, 'episode')} from "
-        f"{counted(read, importer.fmt.label + ' file')} in {seconds:.1f} s{rate}"
-    )
+    before = len({r.path for r in results if r.already})
+    if not episodes and not read and before:
+        line = (
+            f"run {importer.run_id} {importer.options.name!r}: nothing new "
+            f"({counted(before, 'file')} imported before)"
+        )
+    else:
+        line = (
+            f"run {importer.run_id} {importer.options.name!r}: {counted(episodes, 'episode')} "
+            f"from {counted(read, importer.fmt.label + ' file')} in {seconds:.1f} s{rate}"
+        )
+    if importer.regraded:
+        line += f"; {counted(importer.regraded, 'episode')} re-graded against --questions"
     if skipped:
         unreadable = sum(1 for r in results if r.unreadable)
         lines = skipped - unreadable

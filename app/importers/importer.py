@@ -80,6 +80,8 @@ class FileResult:
     """Rows the run held already."""
     already: bool = False
     """The run had read the whole file before: nothing was read."""
+    pending: bool = False
+    """Its last line is still being written (no newline yet): left for a later import."""
     unreadable: bool = False
     """The file as a whole could not be read (not Parquet, say): that bad row, line 0, is the
     file, counted as one skipped line."""
@@ -105,6 +107,8 @@ class Importer:
         self.run_id = 0
         self.created = False
         """Whether `open` made the run (rather than reopening one to read on into)."""
+        self.regraded = 0
+        """Episodes re-graded against the questions file (`--questions`)."""
         self.reading: FileResult | None = None
         """The file being read, its episodes so far: what a stop mid-file has written."""
         self._sink: StoreSink | None = None
@@ -216,6 +220,7 @@ class Importer:
                     result.known += 1
                     continue
                 if row.incomplete:
+                    result.pending = True
                     self.on_note(
                         f"{rel}:{row.line}: the last line has no newline and is no rollout "
                         f"yet, left for the next import: {row.problem}"
@@ -271,6 +276,7 @@ class Importer:
                 rollout.db_id, rollout.gold_sql = question.db_id, question.gold_sql
                 checked = self._checker.check(question, rollout, actions)
                 regraded = checked.regraded
+                self.regraded += regraded is not None
                 filled = tuple(sorted(checked.observations))
         qid = rollout.question_id or question_key(rollout.question)
         numbering = self._numbering

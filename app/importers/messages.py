@@ -19,6 +19,7 @@ from app.importers.turns import last_user_text, message_turns
 class Messages(Format):
     name = "messages"
     label = "chat log"
+    layout = "the folder's .jsonl files"
 
     def files(self, root: Path) -> list[Path]:
         return [root] if root.is_file() else sorted(root.glob("*.jsonl"))

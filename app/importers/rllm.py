@@ -39,6 +39,7 @@ _GOLD_KEYS = ("gold_sql", "query", "sql", "ground_truth")
 class RLLM(Format):
     name = "rllm"
     label = "rLLM episode log"
+    layout = "episodes/<mode>_step_<N>_epoch_<E>/episode_*.json"
 
     def files(self, root: Path) -> list[Path]:
         if root.is_file():

@@ -27,6 +27,7 @@ _NOT_ROLLOUTS = frozenset({"aggregated_results.jsonl"})
 class SkyRL(Format):
     name = "skyrl"
     label = "SkyRL evaluation dump"
+    layout = "dumped_evals/global_step_<N>_evals/<data_source>.jsonl"
 
     def files(self, root: Path) -> list[Path]:
         if root.is_file():

@@ -46,6 +46,8 @@ class Format:
     name = ""
     label = ""
     """How people call it (`TRL completions`), for messages."""
+    layout = ""
+    """The files it reads, in words (`<step>.jsonl`), for messages."""
 
     def files(self, root: Path) -> list[Path]:
         """The format's files under `root` (a folder, or one file), in the order to import

@@ -29,6 +29,7 @@ _BATCH_ROWS = 1024
 class TRL(Format):
     name = "trl"
     label = "TRL completions"
+    layout = "completions/completions_<step>.parquet"
 
     def files(self, root: Path) -> list[Path]:
         if root.is_file():

@@ -25,6 +25,7 @@ RESULTS = ("results.jsonl", "traces.jsonl")
 class Verifiers(Format):
     name = "verifiers"
     label = "verifiers results"
+    layout = "results.jsonl (or traces.jsonl) anywhere under the folder"
 
     def files(self, root: Path) -> list[Path]:
         if root.is_file():

@@ -35,12 +35,17 @@ _PROMPTS_KEPT = 4096
 class Verl(Format):
     name = "verl"
     label = "verl rollout dump"
+    layout = "<step>.jsonl files (else every .jsonl file of the folder)"
 
     def files(self, root: Path) -> list[Path]:
         if root.is_file():
             return [root]
-        found = [p for p in root.glob("*.jsonl") if p.stem.isdigit()]
-        return sorted(found, key=lambda p: int(p.stem))
+        every = list(root.glob("*.jsonl"))
+        numbered = [p for p in every if p.stem.isdigit()]
+        if numbered:
+            return sorted(numbered, key=lambda p: int(p.stem))
+        # Renamed or copied dumps: each line names its step.
+        return sorted(every, key=lambda p: (step_of(p.stem), p.name))
 
     def rows(self, path: Path) -> Iterator[Row]:
         prompts: dict[str, tuple[list[ChatMessage], str, str]] = {}

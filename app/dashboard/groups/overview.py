@@ -146,7 +146,9 @@ def show(run: RunSummary, question: str | None = None) -> None:
     histogram = std_histogram(found.by_source["none"], found.std_counts)
     st.plotly_chart(histogram, width="stretch", key="gr_hist")
     listed = found.groups
-    if training:
+    # An import of files without training steps (an evaluation) groups by question only.
+    by_step = training and any(g.key.train_step is not None for g in listed)
+    if by_step:
         st.subheader("Groups by reward variance")
         st.caption(
             "A training run's group is one question's samples at one training step, as the "
@@ -165,7 +167,7 @@ def show(run: RunSummary, question: str | None = None) -> None:
             {
                 "open": ":material/arrow_forward: open",
                 "question id": g.key.question_id,
-                **({"training step": g.key.train_step} if training else {}),
+                **({"training step": g.key.train_step} if by_step else {}),
                 "spread from": spread_label(g),
                 "samples": g.size,
                 "correct": g.correct,

@@ -106,6 +106,7 @@ def test_a_format_with_no_files_there_makes_no_run(
     code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "x", "--format",
                             "skyrl", "--store", db)  # fmt: skip
     assert code == 2 and f"no SkyRL evaluation dump files in {dump}" in said, said
+    assert "it reads dumped_evals/global_step_<N>_evals/<data_source>.jsonl; found 1.jsonl;" in said
     assert "check the path and --format" in said
     # Nothing holds the name: the right format imports under it.
     code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "x", "--store", db)
@@ -217,3 +218,51 @@ def _finished(db: Path) -> int:
             ]
         except sqlite3.OperationalError:  # the store is being made
             return 0
+
+
+def test_a_verl_folder_of_renamed_dumps_imports_by_each_lines_step(tmp_path: Path) -> None:
+    dump, db = _dump(tmp_path / "d"), tmp_path / "s.db"
+    (dump / "1.jsonl").rename(dump / "step-0003 copy.jsonl")
+    done = rollscope("import", dump, "--name", "v", "--store", db)
+    assert done.returncode == 0, done.stderr
+    assert "step-0003 copy.jsonl: 2 episodes" in done.stderr
+
+
+def test_empty_files_make_no_run(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "1.jsonl").write_text("")
+    (tmp_path / "d" / "2.jsonl").write_text("\n  \n")
+    db = tmp_path / "s.db"
+    done = rollscope("import", tmp_path / "d", "--name", "v", "--store", db)
+    assert done.returncode == 1, done.stderr
+    assert "error: no rollout in" in done.stderr and "its 2 files hold no line" in done.stderr
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_importing_again_says_nothing_is_new(tmp_path: Path) -> None:
+    dump, db = _dump(tmp_path / "d"), tmp_path / "s.db"
+    assert rollscope("import", dump, "--name", "v", "--store", db).returncode == 0
+    again = rollscope("import", dump, "--name", "v", "--store", db)
+    assert again.returncode == 0, again.stderr
+    assert "run 1 'v': nothing new (1 file imported before)" in again.stdout
+    # A new file the run cannot read: the hint is about the file, not the format.
+    (dump / "2.jsonl").write_text("{cut\n")
+    broken = rollscope("import", dump, "--name", "v", "--store", db)
+    assert broken.returncode == 1, broken.stderr
+    assert "the run's earlier files read as verl: check these" in broken.stderr
+    assert "check --format" not in broken.stderr
+
+
+def test_the_summary_counts_the_episodes_re_graded(tmp_path: Path) -> None:
+    from tests.support.benchmark import QUESTIONS, make_benchmark
+
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    _, question, gold = QUESTIONS[0]
+    output = sql_response([(f"<solution>{gold}</solution>", None)])
+    verl_dump(tmp_path / "d", 1, [sql_prompt(question)] * 2, [output] * 2, [gold] * 2,
+              [1.0, 1.0], {})  # fmt: skip
+    done = rollscope("import", tmp_path / "d", "--name", "v", "--store", tmp_path / "s.db",
+                     "--questions", questions, "--db-dir", db_dir)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "; 2 episodes re-graded against --questions" in done.stdout, done.stdout

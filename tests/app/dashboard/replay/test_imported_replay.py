@@ -161,3 +161,33 @@ def test_a_group_of_an_imported_run_says_confidence_is_left_out(served: Imported
     )
     assert NO_CONFIDENCE in [c.value for c in at.caption]
     assert list(at.dataframe[0].value["outcome"]) == ["correct", "wrong", "budget exhausted"]
+
+
+def test_replay_names_the_file_by_its_format_in_words(served: Imported) -> None:
+    chat = texts(open_page("replay/page.py", episode=str(served.chat_episode)))
+    assert "imported from chat log file `chats.jsonl`, line 1" in chat
+    verl = texts(open_page("replay/page.py", episode=str(_episode(served.url, served.verl, 0))))
+    assert "imported from verl rollout dump file `1.jsonl`, line 1" in verl
+
+
+def test_groups_of_an_import_without_training_steps_are_questions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An evaluation's files name no training step: its groups are a question's samples, with
+    # no training-step column of None and no word of training steps.
+    lines = [
+        {"messages": [{"role": "user", "content": "How many?"},
+                      {"role": "assistant", "content": f"ANSWER {n}"}], "reward": float(n == 5)}
+        for n in (5, 4, 5)
+    ]  # fmt: skip
+    log = tmp_path / "eval.jsonl"
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    store = Store(str(tmp_path / "store.db"))
+    run, _ = run_import(store, log, "eval", fmt="messages")
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "store.db"))
+    at = open_page("groups/page.py", run=str(run))
+    (table,) = at.dataframe
+    assert "training step" not in table.value.columns
+    assert list(table.value["samples"]) == [3]
+    assert "training step" not in texts(at)
