@@ -39,8 +39,20 @@ def spread_label(stats: GroupStats) -> str:
 
 
 def is_training(run: RunSummary) -> bool:
-    """Whether the run's groups are a question at a training step (else a question's samples)."""
+    """Whether the run's groups may be a question at a training step (else a question's
+    samples): a trainer's run, or an import (`by_step` says whether its files named steps)."""
     return run.is_training
+
+
+def by_step(run: RunSummary, question: str | None = None) -> bool:
+    """Whether the run's groups (of this question) are a question at a training step: an
+    import of files that name no step (an evaluation) groups by question only."""
+    if not run.is_training:
+        return False
+    groups = reads.overview(run.id, question).groups
+    if question is not None and not groups:  # a question it never played: the run's groups say
+        groups = reads.overview(run.id).groups
+    return any(g.key.train_step is not None for g in groups)
 
 
 def go_to(key: GroupKey | None) -> None:
@@ -146,9 +158,8 @@ def show(run: RunSummary, question: str | None = None) -> None:
     histogram = std_histogram(found.by_source["none"], found.std_counts)
     st.plotly_chart(histogram, width="stretch", key="gr_hist")
     listed = found.groups
-    # An import of files without training steps (an evaluation) groups by question only.
-    by_step = training and any(g.key.train_step is not None for g in listed)
-    if by_step:
+    stepped = training and any(g.key.train_step is not None for g in listed)
+    if stepped:
         st.subheader("Groups by reward variance")
         st.caption(
             "A training run's group is one question's samples at one training step, as the "
@@ -167,7 +178,7 @@ def show(run: RunSummary, question: str | None = None) -> None:
             {
                 "open": ":material/arrow_forward: open",
                 "question id": g.key.question_id,
-                **({"training step": g.key.train_step} if by_step else {}),
+                **({"training step": g.key.train_step} if stepped else {}),
                 "spread from": spread_label(g),
                 "samples": g.size,
                 "correct": g.correct,

@@ -52,7 +52,7 @@ params.show_notices(notices)
 run = by_id[run_id]
 if question is None:
     overview.show(run)
-elif group_index is None and overview.is_training(run):
+elif group_index is None and overview.by_step(run, question):
     # A question without its group (a link from the question map): its groups to pick from.
     overview.show(run, question)
 else:

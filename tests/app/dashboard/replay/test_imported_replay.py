@@ -191,3 +191,8 @@ def test_groups_of_an_import_without_training_steps_are_questions(
     assert "training step" not in table.value.columns
     assert list(table.value["samples"]) == [3]
     assert "training step" not in texts(at)
+    # Its "open" link (the question alone) opens the group, not the list again.
+    (question_id,) = table.value["question id"]
+    group = open_page("groups/page.py", run=str(run), question=question_id)
+    assert [h.value for h in group.subheader][:1] == [f"Question {question_id}"]
+    assert "samples" in [m.label for m in group.metric]
