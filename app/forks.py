@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from app.importers.detect import format_label
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.fork_replay import ForkStart
 from rollout_core.policies.registry import split_spec
@@ -76,7 +77,7 @@ def not_forkable(run: RunSummary) -> str | None:
     where = (
         "recorded by a Recorder in a loop of its own"
         if run.source_format == "recorder"
-        else f"imported from {run.source_format} files"
+        else f"imported from {format_label(run.source_format)} files"
     )
     return (
         f"run {run.name!r} was {where}, so its steps were played in another framework's "

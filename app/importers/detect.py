@@ -29,6 +29,12 @@ LOOKED_FOR = (
 )
 
 
+def format_label(name: str) -> str:
+    """How people call a format stored by its `--format` name (`chat log` for `messages`)."""
+    found = FORMATS.get(name)
+    return found.label if found is not None else name
+
+
 class FormatError(RollscopeError, ValueError):
     """The path holds no format rollscope reads, or not the one named."""
 

@@ -51,9 +51,9 @@ def test_an_imported_episode_is_refused_up_front(imported: tuple[Store, int, int
         plan_episode_fork(store, episode, 2, ForkRequest(policy="oracle"))
     message = str(refused.value)
     assert message.startswith(f"episode {episode} cannot be forked: run 'verl-grpo'")
-    assert "imported from verl files" in message and WHY in message
+    assert "imported from verl rollout dump files" in message and WHY in message
     assert "database" not in message and "dataset" not in message  # not blamed on either
-    with pytest.raises(ForkError, match="imported from verl files"):
+    with pytest.raises(ForkError, match="imported from verl rollout dump files"):
         queue_episode_fork(store, episode, 2, ForkRequest(policy="oracle"))
     assert [r.name for r in store.list_runs()] == ["verl-grpo"]
 

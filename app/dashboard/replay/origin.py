@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.dashboard.components.render import escape_markdown, fmt_num
 from app.dashboard.data import cached_read
+from app.importers.detect import format_label
 from storage.imports import EpisodeOrigin
 from storage.read_models import EpisodeDetail
 from storage.store import Store
@@ -29,9 +30,8 @@ def show(detail: EpisodeDetail) -> None:
         return
     parts = []
     if found.path is not None:
-        parts.append(
-            f"imported from {_label(run.source_format)} file `{found.path}`, line {found.line}"
-        )
+        kind = format_label(run.source_format)
+        parts.append(f"imported from {kind} file `{found.path}`, line {found.line}")
     else:
         parts.append(f"recorded by a {run.source_format}")
     if found.rewards:
@@ -43,11 +43,3 @@ def show(detail: EpisodeDetail) -> None:
         steps = ", ".join(str(s) for s in found.filled_steps)
         parts.append(f"observation of step {steps} filled by running its SQL (the file had none)")
     st.caption(" · ".join(parts))
-
-
-def _label(source_format: str) -> str:
-    """How people call the format (`chat log` for `messages`)."""
-    from app.importers.detect import FORMATS
-
-    found = FORMATS.get(source_format)
-    return found.label if found is not None else source_format
