@@ -25,6 +25,7 @@ but its run is not marked finished (it reads `interrupted` once its heartbeat st
 from __future__ import annotations
 
 import atexit
+import contextlib
 import math
 import operator
 import sys
@@ -132,7 +133,6 @@ class Recorder:
         self._closed = False
         # The loop's thread and the flusher's take turns on what is held.
         self._lock = threading.Lock()
-        self._failure: Exception | None = None
         self._stop = threading.Event()
         self._flusher = threading.Thread(
             target=self._flush_when_due, daemon=True, name="rollscope-recorder-flush"
@@ -165,7 +165,6 @@ class Recorder:
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
-        self._raise_failure()
         total = _finite(reward, "reward")
         parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
         train_step = _whole(step, "step")
@@ -222,7 +221,6 @@ class Recorder:
 
     def flush(self) -> None:
         """Write the episodes held now (one transaction)."""
-        self._raise_failure()
         with self._lock:
             self._write_held()
 
@@ -254,22 +252,11 @@ class Recorder:
     def _flush_when_due(self) -> None:
         """The flusher thread: write what has waited `flush_seconds`, until close."""
         while not self._stop.wait(max(self.flush_seconds, _FLUSH_POLL_MIN)):
-            try:
-                with self._lock:
-                    if time.monotonic() - self._last_flush >= self.flush_seconds:
-                        self._write_held()
-            except Exception as exc:  # told to the loop at its next call; the batch is kept
-                self._failure = exc
-                return
-
-    def _raise_failure(self) -> None:
-        failure = self._failure
-        if failure is not None:
-            first = str(failure).splitlines()[0] if str(failure) else ""
-            raise RecorderError(
-                f"writing held episodes failed: {type(failure).__name__}: {first}; they are "
-                "kept, and close() or flush() tries again"
-            ) from failure
+            # A failed write keeps what is held and is tried again at the next look; one that
+            # keeps failing raises in the loop's own next write (`flush_every`, close).
+            with contextlib.suppress(Exception), self._lock:
+                if time.monotonic() - self._last_flush >= self.flush_seconds:
+                    self._write_held()
 
     def _flush_at_exit(self) -> None:
         """A Recorder never closed: write what it holds as the interpreter exits."""
