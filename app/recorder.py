@@ -41,6 +41,7 @@ from app.importers.rollouts import (
     Numbering,
     Rollout,
     episode_records,
+    ids_by_text,
     question_key,
 )
 from app.importers.turns import last_user_text, message_turns
@@ -124,6 +125,7 @@ class Recorder:
             lambda step: self.store.step_groups(self.run_id, step),
         )
         self._sink = self.store.sink(self.run_id)
+        self._own_ids = ids_by_text(self.store.own_questions())
         self._started: list[EpisodeStart] = []
         self._steps: list[StepRecord] = []
         self._finished: list[EpisodeRecord] = []
@@ -190,7 +192,8 @@ class Recorder:
             )
         messages: list[ChatMessage] = [dict(m) for m in prompt or ()] + lead
         text = question or last_user_text(messages)
-        qid = question_id if question_id is not None else question_key(text)
+        key = question_key(text)  # a question rollscope's own runs know: their id
+        qid = question_id if question_id is not None else self._own_ids.get(key, key)
         rollout = Rollout(
             prompt=messages,
             turns=played,

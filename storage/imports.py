@@ -159,6 +159,18 @@ def step_groups(session: Session, run_id: int, train_step: int) -> dict[str, int
     return groups
 
 
+def own_questions(session: Session) -> list[tuple[str, str]]:
+    """(question text, question id) of the questions rollscope's own runs played (not
+    imported or recorded ones), each run's once: its first samples' rows."""
+    own_runs = select(Run.id).where(Run.source_format.is_(None))
+    rows = session.execute(
+        select(Episode.question, Episode.question_id)
+        .where(Episode.run_id.in_(own_runs), Episode.sample_index == 0)
+        .distinct()
+    )
+    return [(text, qid) for text, qid in rows]
+
+
 @dataclass(frozen=True, slots=True)
 class ImportedFile:
     """One file of an import run, as the store keeps it."""

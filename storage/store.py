@@ -358,6 +358,11 @@ class Store:
         with Session(self._engine) as session:
             return imports.step_groups(session, run_id, train_step)
 
+    def own_questions(self) -> list[tuple[str, str]]:
+        """(text, id) of the questions rollscope's own runs played (`imports.own_questions`)."""
+        with Session(self._engine) as session:
+            return imports.own_questions(session)
+
     def import_files(self, run_id: int) -> list[imports.ImportedFile]:
         """The files an import run read, in the order they were first read."""
         with Session(self._engine) as session:

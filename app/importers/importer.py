@@ -26,6 +26,7 @@ from app.importers.rollouts import (
     CORRECT_AT,
     Numbering,
     episode_records,
+    ids_by_text,
     question_key,
     turn_actions,
 )
@@ -116,6 +117,8 @@ class Importer:
         self._checker = (
             Checker(options.questions, options.db_dir) if options.questions is not None else None
         )
+        self._own_ids: dict[str, str] = {}
+        """Text key -> the id rollscope's own runs know a question by (read at `open`)."""
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -147,6 +150,7 @@ class Importer:
             self.run_id = found.id
             self.store.set_run_status(self.run_id, "running")
         self._sink = self.store.sink(self.run_id)
+        self._own_ids = ids_by_text(self.store.own_questions())
         numbers = counters(self.store, self.run_id)
         self._numbering = Numbering(
             numbers.next_sample,
@@ -279,6 +283,10 @@ class Importer:
                 self.regraded += regraded is not None
                 filled = tuple(sorted(checked.observations))
         qid = rollout.question_id or question_key(rollout.question)
+        if checked is None:
+            # A question rollscope's own runs played under the same text (normalised): its
+            # id, so that Compare and the Question map line the runs up.
+            qid = self._own_ids.get(qid, qid)
         numbering = self._numbering
         start, steps, finish = episode_records(
             rollout,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from app.importers.turns import Turn, turn_action
@@ -80,6 +80,16 @@ def question_key(text: str) -> str:
     so that the same question gets the same id in every run."""
     normal = " ".join(text.split()).casefold()
     return "q-" + hashlib.sha1(normal.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def ids_by_text(questions: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """`question_key` of a text -> the id the store knows it by, for texts with one id only
+    (the same text under two ids, say in two datasets, is no match)."""
+    found: dict[str, str | None] = {}
+    for text, qid in questions:
+        key = question_key(text)
+        found[key] = qid if found.get(key, qid) == qid else None
+    return {k: v for k, v in found.items() if v is not None}
 
 
 RECENT_STEPS = 8
