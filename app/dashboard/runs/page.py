@@ -61,11 +61,10 @@ def _progress(runs: list[RunSummary]) -> None:
     for run in active:
         done = run_table.progress_of(run)
         if done is None:  # no plan to measure against: no bar, a count
-            served = (
-                " (an env-server run: episodes come as clients play them)"
-                if run.kind == "env"
-                else ""
-            )
+            served = {
+                "env": " (an env-server run: episodes come as clients play them)",
+                "import": " (an import: episodes come as the trainer writes files)",
+            }.get(run.kind, "")
             text = f"{run.name}: {run.status}, {counted(run.episodes_finished, 'episode')}"
             st.markdown(escape_markdown(text) + served)
             continue

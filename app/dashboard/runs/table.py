@@ -47,15 +47,21 @@ def short_path(text: str | None) -> str:
     return f"{prefix}:{short}" if prefix else short
 
 
+def _planned(run: RunSummary) -> bool:
+    """Whether the run set out to play a number of episodes. An environment server's does not
+    (episodes come for as long as clients play), nor an import or a Recorder's (its count so
+    far is what the files, or the loop, gave: a followed training run has no end in view)."""
+    return bool(run.episodes_planned) and run.source_format is None
+
+
 def progress_of(run: RunSummary) -> float | None:
-    """The share of its planned episodes a run has finished; None for a run with no plan (an
-    environment server's or a recorder's: episodes come for as long as clients play)."""
-    return run.episodes_finished / run.episodes_planned if run.episodes_planned else None
+    """The share of its planned episodes a run has finished; None for a run with no plan."""
+    return run.episodes_finished / run.episodes_planned if _planned(run) else None
 
 
 def episodes_text(run: RunSummary) -> str:
     """`12/40`, finished of planned; `12` for a run with no plan."""
-    if not run.episodes_planned:
+    if not _planned(run):
         return str(run.episodes_finished)
     return f"{run.episodes_finished}/{run.episodes_planned}"
 

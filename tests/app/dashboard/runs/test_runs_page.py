@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -191,3 +192,28 @@ def test_runs_that_name_no_dataset_are_no_candidates_for_the_best(
     # Two imports without --questions: their questions are each their own, not one dataset.
     imported = [replace(r, dataset="", kind="import") for r in (a, b)]
     assert best_runs(imported) == set()
+
+
+def test_a_followed_import_shows_a_count_not_a_full_bar(empty_store: str, tmp_path: Path) -> None:
+    # A trainer still writing step files has no end in view: the import's count so far is no
+    # plan, so no "240/240" at 100%.
+    from app.importers.detect import format_of
+    from app.importers.importer import Importer, ImportOptions
+    from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    verl_dump(tmp_path / "dump", 1, [sql_prompt("Q?")] * 4, [output] * 4, [""] * 4, [1.0] * 4, {})
+    store = Store(empty_store)
+    importer = Importer(store, format_of(tmp_path / "dump", "verl"),
+                        ImportOptions(path=tmp_path / "dump", name="live"))  # fmt: skip
+    importer.open()
+    for f in importer.files():
+        importer.import_file(f)  # following: the run stays running
+    store.close()
+    at = open_page(None)
+    assert not at.get("progress")
+    assert "live: running, 4 episodes (an import: episodes come as the trainer writes files)" in (
+        texts(at).replace("\\", "")
+    )
+    table = at.dataframe[0].value
+    assert table.loc[table["run"] == "live", "progress"].isna().all()
