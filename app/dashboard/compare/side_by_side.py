@@ -17,7 +17,13 @@ from app.dashboard.components.colors import run_color, short_name
 from app.dashboard.components.confidence import confidence_chart, has_confidence
 from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.params import Codec
-from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
+from app.dashboard.components.render import (
+    escape_markdown,
+    fmt_num,
+    show_error,
+    show_step_result,
+    show_text,
+)
 from app.dashboard.replay import requery
 from storage.read_models import EpisodeDetail, QuestionComparison, RunCell, RunSummary
 
@@ -279,10 +285,4 @@ def _steps(
                     + (" · replayed" if step.replayed else "")
                 )
                 show_text(step.argument, language="sql" if step.action == "QUERY" else None)
-                if step.error is not None:
-                    show_error(step.error)
-                elif step.action == "QUERY" or step.action == "ANSWER":
-                    show_text(step.observation)  # the result the model read, as it read it
-                elif step.observation:
-                    with st.expander("observation"):
-                        show_text(step.observation)
+                show_step_result(step)

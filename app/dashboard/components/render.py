@@ -9,6 +9,7 @@ from datetime import datetime
 import streamlit as st
 
 from rollout_core.records import ChatMessage
+from storage.read_models import StoredStep
 
 # Every character markdown (or its HTML pass-through) could act on gets a backslash.
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
@@ -59,6 +60,18 @@ def show_text(text: str, *, language: str | None = None, key: str | None = None)
 def show_error(text: str) -> None:
     """An error written by the environment or a database, highlighted, shown literally."""
     st.error(escape_markdown(text), icon=":material/error:")
+
+
+def show_step_result(step: StoredStep) -> None:
+    """What came back to a step's action: its error, the result the model read (a query's
+    rows, an answer's check), or another action's observation folded away."""
+    if step.error is not None:
+        show_error(step.error)
+    elif step.action in ("QUERY", "ANSWER"):
+        show_text(step.observation)
+    elif step.observation:
+        with st.expander("observation"):
+            show_text(step.observation)
 
 
 def show_prompt(prompt: Sequence[ChatMessage]) -> None:

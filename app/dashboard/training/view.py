@@ -10,7 +10,13 @@ from app.dashboard import analysis, data
 from app.dashboard.analysis import SOLVED_RATE
 from app.dashboard.components import nav, params
 from app.dashboard.components.outcome import outcome_label
-from app.dashboard.components.render import escape_markdown, fmt_num, fmt_pct, show_error, show_text
+from app.dashboard.components.render import (
+    escape_markdown,
+    fmt_num,
+    fmt_pct,
+    show_step_result,
+    show_text,
+)
 from app.dashboard.training import charts, reads
 from app.dashboard.training.curves import at_step, shown_steps
 from app.dashboard.training.flips import QuestionFlip
@@ -226,5 +232,4 @@ def _side_by_side(chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]]
                     f"{s.action} · reward {s.reward:+.3f}" + ("" if s.parsed else " · unparsed")
                 )
                 show_text(s.argument, language="sql" if s.action == "QUERY" else None)
-                if s.error is not None:
-                    show_error(s.error)
+                show_step_result(s)

@@ -98,6 +98,8 @@ def test_one_question_at_its_first_middle_and_last_steps(env: TrainingStore) -> 
         assert f"Training step {n}" in shown
     assert "group 2/2 correct" in shown
     assert "First divergence at action 2." in [w.value for w in at.warning]
+    # A query's result shows under it, as on Compare (the DESCRIBE's folds away).
+    assert "obs 2" in [c.value for c in at.code]
     links = [e.proto for e in at.get("page_link")]
     assert len(links) == 3 and all("replay" in link.page for link in links)
     assert all(link.query_string.startswith("episode=") for link in links)
