@@ -78,6 +78,7 @@ if capped:
     )
 for other in runs[1:]:
     compare_summary.interval(pairings[other.id], runs[0], other)
+compare_summary.pooled_steps(runs)
 
 differing = [r.question_id for r in rows if stats.runs_differ(r, chosen_ids)]
 compared = sum(stats.played_by(r, chosen_ids) >= 2 for r in rows)

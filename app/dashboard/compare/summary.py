@@ -180,6 +180,18 @@ def interval(pair: Pairing, a: RunSummary, b: RunSummary) -> None:
     )
 
 
+def pooled_steps(runs: Sequence[RunSummary]) -> None:
+    """Say that a training run's (or an import's) episodes of every training step count here:
+    a run that learned shows its mean over the steps, not its last step."""
+    pooled = [r.name for r in runs if r.is_training]
+    if pooled:
+        names = ", ".join(escape_markdown(n) for n in pooled)
+        st.caption(
+            f"{names}: every episode counts here, from every training step the run holds, so "
+            "a run that learned shows its mean over the steps; Training shows it step by step."
+        )
+
+
 def question_table(rows: Sequence[QuestionComparison], runs: Sequence[RunSummary]) -> pd.DataFrame:
     """One row per question: id, database, text, and each run's success rate."""
     records = []

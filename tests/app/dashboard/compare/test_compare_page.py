@@ -4,10 +4,12 @@ question picker, each run's sample in the URL."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from app.dashboard.components.colors import run_color
+from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
 from tests.support.dashboard_stores import (
@@ -16,6 +18,8 @@ from tests.support.dashboard_stores import (
     FixtureStore,
     build_analysis_store,
 )
+from tests.support.records import play, spec
+from tests.support.stores import write_run
 
 
 def _metric_deltas(at: object) -> dict[str, list[str]]:
@@ -194,3 +198,22 @@ def test_the_confidence_chart_draws_each_run_in_its_own_colour(
             assert mine and all(t["line"]["color"] == run_color(run_id) for t in mine)
         # A sample is named as one: "#N" is a run id everywhere else.
         assert all(" · sample " in t["name"] for t in traces)
+
+
+def test_a_training_run_is_said_to_count_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(str(tmp_path / "s.db"))
+    batches = [play("q1", 0, "correct", 1.0, 1), play("q2", 0, "wrong", 0.0, 1)]
+    base = write_run(store, spec("eval"), batches)
+    other = write_run(store, spec("eval-2"), batches)
+    trained = write_run(store, spec("grpo", kind="training"), batches)
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    at = open_page("compare/page.py", run=[str(base), str(trained)])
+    assert any(
+        c.value.startswith("grpo: every episode counts here, from every training step")
+        for c in at.caption
+    )
+    plain = open_page("compare/page.py", run=[str(base), str(other)])
+    assert not any("every training step" in c.value for c in plain.caption)
