@@ -95,7 +95,9 @@ if len(runs) == 2:
         outcomes, {r.question_id: r for r in rows}, runs[0], runs[1], open_question
     )
     dist_a, dist_b = run_distributions(tuple(chosen_ids))
-    failure_mix.show_shift(dist_a, dist_b, runs[0].name, runs[1].name)
+    failure_mix.show_shift(
+        dist_a, dist_b, runs[0].name, runs[1].name, shared=pairings[runs[1].id].interval is not None
+    )
 else:
     st.subheader("Per-question success rate")
     st.caption(

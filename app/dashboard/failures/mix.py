@@ -104,9 +104,18 @@ def shift_table(a: Distribution, b: Distribution, name_a: str, name_b: str) -> p
     )
 
 
-def show_shift(a: Distribution, b: Distribution, name_a: str, name_b: str) -> None:
-    """How the failure mix moved from run a to run b: a table and paired bars."""
+def show_shift(
+    a: Distribution, b: Distribution, name_a: str, name_b: str, *, shared: bool = True
+) -> None:
+    """How the failure mix moved from run a to run b: a table and paired bars. `shared`:
+    whether the runs played any question in common (else the shares are of different
+    questions, and the caption says so)."""
     st.subheader("Failure classes")
+    if not shared:
+        st.caption(
+            "Each run's shares are over its own questions, and these runs share none: the "
+            "change compares different questions, not the same ones answered better or worse."
+        )
     table = shift_table(a, b, name_a, name_b)
     st.dataframe(
         table,

@@ -217,3 +217,17 @@ def test_a_training_run_is_said_to_count_every_step(
     )
     plain = open_page("compare/page.py", run=[str(base), str(other)])
     assert not any("every training step" in c.value for c in plain.caption)
+
+
+def test_failure_classes_of_runs_that_share_no_question_say_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(str(tmp_path / "s.db"))
+    a = write_run(store, spec("a"), [play("q1", 0, "correct", 1.0, 1)])
+    b = write_run(store, spec("b"), [play("q2", 0, "wrong", 0.0, 1)])
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    at = open_page("compare/page.py", run=[str(a), str(b)])
+    assert any(
+        c.value.startswith("Each run's shares are over its own questions") for c in at.caption
+    )
