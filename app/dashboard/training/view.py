@@ -117,8 +117,15 @@ def _flip_row(kind: str, f: QuestionFlip) -> dict[str, object]:
     }
 
 
+def _has_steps(run: RunSummary) -> bool:
+    """Whether any of the run's episodes carries a training step (`curves` says when none)."""
+    return reads.steps_view(run.id, reads.progress_of(run)).curves.steps > 0
+
+
 def flips(run: RunSummary) -> None:
     """The questions whose result changed between the first and the last step that drew them."""
+    if not _has_steps(run):
+        return
     st.subheader("Questions that flipped during training")
     found = reads.steps_view(run.id, reads.progress_of(run)).flips
     st.caption(
@@ -157,6 +164,8 @@ def flips(run: RunSummary) -> None:
 
 def question(run: RunSummary) -> None:
     """One question's episodes at its first, a middle and its last training step."""
+    if not _has_steps(run):
+        return
     st.subheader("One question across training")
     progress = reads.progress_of(run)
     questions = reads.questions(run.id, progress)

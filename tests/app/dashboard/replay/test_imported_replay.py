@@ -196,3 +196,7 @@ def test_groups_of_an_import_without_training_steps_are_questions(
     group = open_page("groups/page.py", run=str(run), question=question_id)
     assert [h.value for h in group.subheader][:1] == [f"Question {question_id}"]
     assert "samples" in [m.label for m in group.metric]
+    # Training says the run has no step, and draws no empty step sections under it.
+    training = open_page("training/page.py", run=str(run))
+    assert any("carry no training step" in i.value for i in training.info)
+    assert [h.value for h in training.subheader] == []
