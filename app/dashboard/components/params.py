@@ -248,8 +248,8 @@ def number(name: str, kind: type[N], what: str, minimum: N | None = None) -> Cod
     return Codec(parse, dump)
 
 
-_TRUE = ("1", "true", "yes")
-_FALSE = ("0", "false", "no")
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
 
 def flag(name: str, what: str) -> Codec[bool]:
