@@ -44,3 +44,26 @@ def test_the_runs_table_follows_a_running_run(dashboard: Dashboard, page: Any) -
         timeout=30_000,
     )
     assert re.search(r"3/10", _row(page, "ckpt-3000").inner_text())
+
+
+def test_runs_shows_a_run_begun_after_it_loaded(chromium: Any, tmp_path: Any) -> None:
+    # With no run playing nothing refreshed the page: a follower started beside it never
+    # showed until a reload.
+    from tests.browser.conftest import open_page, start_dashboard, stop
+    from tests.support.records import play, spec
+    from tests.support.stores import write_run
+
+    url = str(tmp_path / "store.db")
+    store = Store(url)
+    write_run(store, spec("finished-run"), [play("q1", 0, "correct", 1.0, 1)])
+    proc, base = start_dashboard(url, tmp_path / "dashboard.log")
+    try:
+        with open_page(chromium) as page:
+            page.goto(base + "/runs")
+            _row(page, "finished-run").wait_for(state="attached")
+            wait_idle(page)
+            store.create_run(spec("followed-later"), episodes_planned=0)
+            _row(page, "followed-later").wait_for(state="attached", timeout=30_000)
+    finally:
+        store.close()
+        stop(proc)
