@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -113,14 +113,22 @@ def chromium() -> Iterator[Any]:
         browser.close()
 
 
-@pytest.fixture(scope="module")
-def dashboard(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    root = tmp_path_factory.mktemp("browser")
-    store = build_fixture_store(root)
+@contextmanager
+def serving(build: Callable[[Path], Any], root: Path) -> Iterator[Dashboard]:
+    """A dashboard on the store `build` makes under `root`, stopped when the block ends."""
+    store = build(root)
     log = root / "dashboard.log"
     proc, base_url = start_dashboard(store.url, log)
-    yield Dashboard(base_url, store, log)
-    stop(proc)
+    try:
+        yield Dashboard(base_url, store, log)
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def dashboard(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
+    with serving(build_fixture_store, tmp_path_factory.mktemp("browser")) as served:
+        yield served
 
 
 @contextmanager

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
+from tests.browser.conftest import Dashboard, screenshot, serving
 from tests.browser.ui import wait_idle
 from tests.support.dashboard_stores import build_analysis_store
 from tests.support.personas import HOSTILE_ALTERNATIVE, HOSTILE_OUTPUT
@@ -18,12 +18,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def analysis(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    root = tmp_path_factory.mktemp("analysis-browser")
-    store = build_analysis_store(root)
-    log = root / "dashboard.log"
-    proc, base_url = start_dashboard(store.url, log)
-    yield Dashboard(base_url, store, log)  # type: ignore[arg-type]
-    stop(proc)
+    with serving(build_analysis_store, tmp_path_factory.mktemp("analysis-browser")) as served:
+        yield served
 
 
 def test_tokens_are_shaded_and_hostile_output_stays_text(analysis: Dashboard, page: Any) -> None:

@@ -11,7 +11,7 @@ import pytest
 
 from storage.store import Store
 from tests.app.dashboard.training.test_training_page import _play
-from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
+from tests.browser.conftest import Dashboard, screenshot, serving, start_dashboard, stop
 from tests.browser.ui import wait_drawn, wait_idle
 from tests.support.dashboard_stores import build_analysis_store
 from tests.support.records import spec
@@ -21,12 +21,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def analysis(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    root = tmp_path_factory.mktemp("groups-browser")
-    store = build_analysis_store(root)
-    log = root / "dashboard.log"
-    proc, base_url = start_dashboard(store.url, log)
-    yield Dashboard(base_url, store, log)  # type: ignore[arg-type]
-    stop(proc)
+    with serving(build_analysis_store, tmp_path_factory.mktemp("groups-browser")) as served:
+        yield served
 
 
 def _open_row(page: Any, row: int, nth: int = 0) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
+from tests.browser.conftest import Dashboard, screenshot, serving
 from tests.browser.ui import wait_idle
 from tests.support.dashboard_stores import build_analysis_store, build_comparison_store
 
@@ -18,12 +18,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def analysis(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    root = tmp_path_factory.mktemp("map-browser")
-    store = build_analysis_store(root)
-    log = root / "dashboard.log"
-    proc, base_url = start_dashboard(store.url, log)
-    yield Dashboard(base_url, store, log)  # type: ignore[arg-type]
-    stop(proc)
+    with serving(build_analysis_store, tmp_path_factory.mktemp("map-browser")) as served:
+        yield served
 
 
 def _map(analysis: Dashboard, page: Any) -> tuple[list[int], Any]:
@@ -79,12 +75,8 @@ def test_a_flips_side_by_side_button_opens_compare_in_place(analysis: Dashboard,
 
 @pytest.fixture(scope="module")
 def different(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    root = tmp_path_factory.mktemp("map-different")
-    store = build_comparison_store(root)
-    log = root / "dashboard.log"
-    proc, base_url = start_dashboard(store.url, log)
-    yield Dashboard(base_url, store, log)  # type: ignore[arg-type]
-    stop(proc)
+    with serving(build_comparison_store, tmp_path_factory.mktemp("map-different")) as served:
+        yield served
 
 
 def test_runs_on_different_questions_map_the_shared_ones_until_unticked(

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.dashboard.components.render import BOX_PX
-from tests.browser.conftest import Dashboard, screenshot, start_dashboard, stop
+from tests.browser.conftest import Dashboard, screenshot, serving
 from tests.browser.ui import wait_drawn
 from tests.support.control_text import build_control_store
 
@@ -19,12 +19,8 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture(scope="module")
 def control(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dashboard]:
-    root = tmp_path_factory.mktemp("control-browser")
-    store = build_control_store(root)
-    log = root / "dashboard.log"
-    proc, base_url = start_dashboard(store.url, log)
-    yield Dashboard(base_url, store, log)  # type: ignore[arg-type]
-    stop(proc)
+    with serving(build_control_store, tmp_path_factory.mktemp("control-browser")) as served:
+        yield served
 
 
 def test_a_long_shaded_output_scrolls_and_shows_control_pictures(
