@@ -28,6 +28,9 @@ cli = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
+    # Markdown joins a docstring's wrapped lines into paragraphs; "rich" kept the line
+    # breaks of every paragraph after the first, ragged at any terminal width.
+    rich_markup_mode="markdown",
 )
 for name, command in (
     ("run", run_command), ("fork", fork), ("tag", tag), ("tags", tags), ("runs", runs),
