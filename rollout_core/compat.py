@@ -65,7 +65,9 @@ def _result(key: EpisodeKey, steps: list[StepRecord], episode: EpisodeRecord) ->
             "cumulative_progress": episode.progress,
             "operational_signals": {
                 "successful_steps": successful,
-                "repeated_actions": successful - int(episode.operational),
+                "repeated_actions": None
+                if episode.operational is None
+                else successful - int(episode.operational),
                 "errors": len(steps) - successful,
                 "unparsed": sum(1 for s in steps if not s.parsed),
             },

@@ -320,14 +320,17 @@ class EpisodeRecord(EpisodeRef):
     outcome: Outcome
     reward: float
     """Total reward of the episode (answer reward + shaped progress + penalties)."""
-    progress: float
-    """Sum of the positive QUERY progress rewards."""
-    operational: float
-    """Successful steps minus repeated actions."""
+    progress: float | None
+    """Sum of the positive QUERY progress rewards; None where rollscope's environment did not
+    play the episode's SQL (an import without `--questions`, a Recorder's loop)."""
+    operational: float | None
+    """Successful steps minus repeated actions; None where `progress` is."""
     steps: int
     answer: str | None
     """The submitted answer, if any."""
-    duration_seconds: float
+    duration_seconds: float | None
+    """Wall time from start to finish; None where nobody timed it (an imported rollout, a
+    Recorder's, an env-server episode a killed server left open)."""
     error: str | None = None
     """Why the episode ended in `error`, if it did."""
     failure_class: FailureClass | None = None

@@ -53,6 +53,8 @@ SORT_COLUMNS: dict[str, Any] = {
 }
 # Set only when an episode finishes: unfinished rows hold NULL there.
 _NULLABLE_SORTS = {"reward", "duration"}
+# NULL in finished episodes too: an imported or recorded rollout was timed by nobody.
+_NULL_WHEN_FINISHED = {"duration"}
 
 
 def run_summaries(runs: Sequence[Run], now: datetime) -> list[RunSummary]:
@@ -246,7 +248,7 @@ def episode_page_query(
     if sort not in SORT_COLUMNS:
         raise ValueError(f"unknown episode sort {sort!r}; use one of {', '.join(SORT_COLUMNS)}")
     col = SORT_COLUMNS[sort]
-    nullable = sort in _NULLABLE_SORTS and not flt.finished_only
+    nullable = sort in _NULL_WHEN_FINISHED or (sort in _NULLABLE_SORTS and not flt.finished_only)
     # An outer join (every episode has its run) keeps episodes the outer loop in SQLite: with an
     # inner join it led with runs and sorted every match before the LIMIT (1.7 s at 1M episodes).
     stmt = (

@@ -222,7 +222,7 @@ def _unfinished(store: Store, run_id: int) -> list[EpisodeRecord]:
                 operational=float(len(ok) - repeats),
                 steps=len(steps),
                 answer=None,
-                duration_seconds=0.0,
+                duration_seconds=None,  # its server was killed: nobody saw it end
                 failure_class="abandoned",
             )
         )

@@ -76,7 +76,7 @@ class Checker:
             episode = LiveEpisode(self.env, start_record(question, 0, 0), conversation=False)
         except (GoldQueryError, OSError, KeyError) as exc:
             del exc  # the question cannot be played here: nothing checked but the verdict
-            return Checked({}, {}, 0.0, 0.0, "error")
+            return Checked({}, {}, None, None, "error")
         observations: dict[int, str] = {}
         errors: dict[int, str | None] = {}
         answered = False

@@ -70,8 +70,10 @@ class Checked:
     """Step number -> observation, for the steps whose observation the file lacked."""
     errors: Mapping[int, str | None]
     """Step number -> the error of the step's action when run again."""
-    progress: float
-    operational: float
+    progress: float | None
+    """The episode's progress reward in rollscope's environment; None when its question
+    could not be played there."""
+    operational: float | None
     regraded: Regrade | None
 
 
@@ -205,8 +207,8 @@ def episode_records(
     answered = bool(actions) and actions[-1].action_type == "ANSWER"
     outcome = _outcome(rollout, answered, correct_at)
     # rollscope's own shaping signals: known only for an episode whose SQL it ran again.
-    progress = checked.progress if checked is not None else 0.0
-    operational = checked.operational if checked is not None else 0.0
+    progress = checked.progress if checked is not None else None
+    operational = checked.operational if checked is not None else None
     finish = EpisodeRecord(
         question_id,
         sample_index,
@@ -216,7 +218,7 @@ def episode_records(
         operational=operational,
         steps=len(steps),
         answer=actions[-1].argument if answered else None,
-        duration_seconds=0.0,
+        duration_seconds=None,  # the file holds no timing
         failure_class=classify_episode(outcome, facts, gold_seen=gold_seen_from_progress(progress)),
         rewards=dict(rollout.rewards) or None,
         source=source,

@@ -15,7 +15,8 @@ from storage.store import Store
 from tests.support.records import play, spec, start, step
 
 REWARDS = [0.0, 0.5, 1.0, 0.5, -0.2]
-DURATIONS = [1.0, 2.0, 1.0]
+# None: a finished episode nobody timed (an imported rollout).
+DURATIONS = [1.0, 2.0, 1.0, None]
 DBS = ["concert_singer", "pets_1"]
 
 
@@ -49,7 +50,7 @@ def filled(store: Store) -> tuple[Store, int, int, list[Truth]]:
         row: dict[str, Any] = {
             "run_id": a, "question_id": f"q{i // 3:02d}", "sample_index": i % 3,
             "db_id": DBS[i % 2], "outcome": OUTCOMES[i % 4], "reward": REWARDS[i % 5],
-            "steps": n_steps, "duration": DURATIONS[i % 3],
+            "steps": n_steps, "duration": DURATIONS[i % 4],
             "has_unparsed": i % 6 == 0 and n_steps > 1,
             "has_sql_error": i % 5 == 1 and n_steps > 1,
             "raw": "the NeEdLe here" if i == 7 else "",

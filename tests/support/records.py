@@ -96,7 +96,7 @@ def finish(
     reward: float,
     steps: int,
     *,
-    duration: float = 1.0,
+    duration: float | None = 1.0,
     failure_class: FailureClass | None = None,
     answer: str | None = None,
     **kw: Any,
@@ -127,7 +127,7 @@ def play(
     *,
     unparsed: int = 0,
     sql_errors: int = 0,
-    duration: float = 1.0,
+    duration: float | None = 1.0,
     db_id: str = "concert_singer",
     raw: str = "",
 ) -> IterationBatch:

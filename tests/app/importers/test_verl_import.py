@@ -176,6 +176,11 @@ def test_questions_regrade_the_final_sql_apart_and_fill_a_missing_observation(
     )
     assert filled[0][0] == "QUERY" and "Ada" in filled[0][1] and "Cy" in filled[0][1]
     assert filled[0][2] is None
+    # Played again in rollscope's environment: its signals are measured, its time is not.
+    measured = "SELECT duration_seconds, progress, operational FROM episodes ORDER BY id"
+    assert [(d, p is not None, o is not None) for d, p, o in rows(store, measured)] == [
+        (None, True, True)
+    ] * 3
 
 
 def test_an_unmatched_question_is_counted_not_graded(store: Store, tmp_path: Path) -> None:
@@ -197,6 +202,7 @@ def test_an_unmatched_question_is_counted_not_graded(store: Store, tmp_path: Pat
     importer.finish("completed")
     assert importer.unmatched == 1
     assert rows(store, "SELECT regraded FROM episode_sources") == [(None,)]
+    assert rows(store, "SELECT progress, operational FROM episodes") == [(None, None)]
 
 
 @pytest.mark.parametrize("special_tokens", [False, True])
@@ -252,6 +258,10 @@ def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path
         ("Database: concerts. Q?", "budget_exhausted"),
         ("Database: concerts. R?", "wrong"),
     ]
+    # Nothing measured what the file does not say: NULL, not 0.0.
+    untimed = "SELECT duration_seconds, progress, operational FROM episodes"
+    assert rows(store, untimed) == [(None, None, None)] * 2
+    assert rows(store, "SELECT DISTINCT policy_seconds, env_seconds FROM steps") == [(None, None)]
 
 
 def test_a_token_level_score_is_summed_and_kept_by_its_name(store: Store, tmp_path: Path) -> None:

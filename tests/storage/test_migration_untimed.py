@@ -1,0 +1,93 @@
+"""Revision 0016: an episode's duration and rollscope's environment signals (progress,
+operational) are NULL where nobody measured them. A store at 0015 (where they read 0.0)
+upgrades with those of imported, recorded and abandoned env-server episodes NULL, and every
+measured value as it was."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from sqlalchemy import create_engine, text
+
+from rollout_core.records import IterationBatch
+from storage.store import Store
+from tests.support.records import play, spec
+from tests.support.store_files import downgrade_to
+
+Measures = tuple[float | None, float | None, float | None]
+
+
+def _measures(url: str) -> dict[str, set[Measures]]:
+    """Per run, the (duration_seconds, progress, operational) its episodes hold, read with SQL."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT r.name, e.duration_seconds, e.progress, e.operational "
+                    "FROM episodes e JOIN runs r ON r.id = e.run_id"
+                )
+            ).all()
+    finally:
+        engine.dispose()
+    out: dict[str, set[Measures]] = {}
+    for name, *measures in rows:
+        out.setdefault(name, set()).add(tuple(measures))  # type: ignore[arg-type]
+    return out
+
+
+def _finished_as(batch: IterationBatch, **fields: Any) -> IterationBatch:
+    return IterationBatch(
+        batch.started, batch.steps, [replace(e, **fields) for e in batch.finished]
+    )
+
+
+def _untimed(batch: IterationBatch) -> IterationBatch:
+    return _finished_as(batch, duration_seconds=None)
+
+
+def _unplayed(batch: IterationBatch) -> IterationBatch:
+    return _finished_as(batch, duration_seconds=None, progress=None, operational=None)
+
+
+def test_unmeasured_episodes_are_null_and_survive_a_round_trip(store_url: str) -> None:
+    store = Store(store_url)
+    for name, kind, source, dataset, batches in (
+        ("played", "batch", None, "demo", [play("q1", 0, "correct", 1.0, 2)]),
+        ("imported", "import", "verl", "", [_unplayed(play("q2", 0, "wrong", 0, 2))]),
+        # --questions: rollscope played its SQL again, so its signals were measured.
+        ("checked", "import", "verl", "demo", [_untimed(play("q3", 0, "wrong", 0, 2))]),
+        ("recorded", "training", "recorder", "", [_unplayed(play("q4", 0, "correct", 1, 1))]),
+        ("served", "env", None, "demo", [
+            play("q5", 0, "correct", 1.0, 2),
+            _untimed(play("q6", 0, "abandoned", 0.0, 1)),  # left open by a killed server
+            play("q7", 0, "abandoned", 0.0, 1, duration=3.0),  # its client left: timed
+        ]),
+    ):  # fmt: skip
+        run_id = store.create_run(
+            spec(name, kind=kind, dataset=dataset), episodes_planned=0, source_format=source
+        )
+        for batch in batches:
+            store.sink(run_id).write(batch)
+    store.close()
+    at_head = _measures(store_url)
+    assert at_head == {
+        "played": {(1.0, 0.25, 1.0)},
+        "imported": {(None, None, None)},
+        "checked": {(None, 0.25, 1.0)},
+        "recorded": {(None, None, None)},
+        "served": {(1.0, 0.25, 1.0), (None, 0.25, 1.0), (3.0, 0.25, 1.0)},
+    }
+
+    downgrade_to(store_url, "0015")  # zeros stood in for what nobody measured
+    assert _measures(store_url) == {
+        "played": {(1.0, 0.25, 1.0)},
+        "imported": {(0.0, 0.0, 0.0)},
+        "checked": {(0.0, 0.25, 1.0)},
+        "recorded": {(0.0, 0.0, 0.0)},
+        "served": {(1.0, 0.25, 1.0), (0.0, 0.25, 1.0), (3.0, 0.25, 1.0)},
+    }
+
+    Store(store_url).close()  # a writer upgrades on open
+    assert _measures(store_url) == at_head
