@@ -98,6 +98,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
     if isinstance(metrics, Mapping):
         rewards |= numeric_columns(metrics, frozenset())
     correct = data.get("is_correct")
+    ended = str(data.get("termination_reason") or "").lower()  # a TerminationReason's value
     step_rewards = [number(s.get("reward") or 0.0, "a step's reward") for s in steps]
     return Rollout(
         prompt=prompt,
@@ -112,6 +113,8 @@ def rollout(data: dict[str, Any]) -> Rollout:
         db_id=str(task.get("db_id") or ""),
         gold_sql=next((str(task[k]) for k in _GOLD_KEYS if isinstance(task.get(k), str)), ""),
         step_rewards=step_rewards if len(step_rewards) == len(turns) else None,
+        truncated=ended == "max_response_length_exceeded",
+        error=f"rLLM ended the episode: {ended}" if ended in ("error", "timeout") else None,
     )
 
 

@@ -60,6 +60,11 @@ class Rollout:
     model: str | None = None
     step_rewards: Sequence[float] | None = None
     """A reward per turn, when the file has them (rLLM); else the total is the last step's."""
+    truncated: bool = False
+    """The last turn was cut at the trainer's length limit, as the file says (SkyRL's
+    `stop_reason` "length", verifiers' `is_truncated`, rLLM's termination reason)."""
+    error: str | None = None
+    """Why the rollout failed, when the file says it did (verifiers' `error`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,6 +205,7 @@ def episode_records(
                 error=error,
                 reward=float(reward),
                 done=i == last,
+                truncated=rollout.truncated and i == last,
             )
         )
         facts.append(StepFacts(action.action_type, action.argument, action.parsed, error))
@@ -219,6 +225,7 @@ def episode_records(
         steps=len(steps),
         answer=actions[-1].argument if answered else None,
         duration_seconds=None,  # the file holds no timing
+        error=rollout.error,
         failure_class=classify_episode(outcome, facts, gold_seen=gold_seen_from_progress(progress)),
         rewards=dict(rollout.rewards) or None,
         source=source,
@@ -233,9 +240,12 @@ def turn_actions(turns: Sequence[Turn]) -> list[SQLAction]:
 
 
 def _outcome(rollout: Rollout, answered: bool, correct_at: float) -> Outcome:
-    """Correct by the file's own verdict (or its reward); otherwise wrong when the rollout
-    ended on an answer or was one turn (a completion is its answer, whatever it holds), out
-    of budget when its turns ended without one (the trainer's turn limit)."""
+    """An error where the file says the rollout failed; else correct by the file's own verdict
+    (or its reward); otherwise wrong when the rollout ended on an answer or was one turn (a
+    completion is its answer, whatever it holds), out of budget when its turns ended without
+    one (the trainer's turn limit)."""
+    if rollout.error is not None:
+        return "error"
     correct = rollout.correct if rollout.correct is not None else rollout.reward >= correct_at
     if correct:
         return "correct"

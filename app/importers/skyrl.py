@@ -61,6 +61,7 @@ class SkyRL(Format):
                 train_step=step,
                 db_id=str(extras.get("db_id") or ""),
                 gold_sql=_gold(extras),
+                truncated=data.get("stop_reason") == "length",  # vLLM's max_tokens was hit
             )
 
         return jsonl_rows(path, rollout)

@@ -69,7 +69,20 @@ def rollout(data: dict[str, Any]) -> Rollout:
         reward=reward,
         rewards=rewards,
         gold_sql=answer if isinstance(answer, str) and _is_sql(answer) else "",
+        truncated=data.get("is_truncated") is True,
+        error=_error_text(data.get("error")),
     )
+
+
+def _error_text(error: Any) -> str | None:
+    """The rollout's error: the exception's repr as `save_outputs` writes it, or a v1 trace's
+    `{type, message}`."""
+    if error is None or error == "":
+        return None
+    if isinstance(error, Mapping):
+        kind, message = error.get("type"), error.get("message")
+        return f"{kind}: {message}" if kind and message else json.dumps(error, default=str)
+    return str(error)
 
 
 def _messages(value: Any, role: str) -> list[dict[str, Any]]:

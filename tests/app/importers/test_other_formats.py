@@ -73,7 +73,7 @@ def _rllm_episode(task_id: str, sample: int, correct: bool) -> dict[str, Any]:
         "id": f"{task_id}:{sample}",
         "task": {"question": COUNT_Q, "db_id": "concerts", "gold_sql": COUNT_SQL},
         "is_correct": correct,
-        "termination_reason": "ENV_DONE",
+        "termination_reason": "env_done",  # a TerminationReason's value
         "metrics": {"accuracy": float(correct)},
         "trajectories": [
             {
@@ -240,4 +240,50 @@ def test_chat_logs_with_steps_groups_models_and_named_rewards(store: Store, tmp_
         ("exec",),
         ("format",),
         ("reward",),
+    ]
+
+
+def test_truncations_and_errors_the_files_report_are_kept(store: Store, tmp_path: Path) -> None:
+    response = sql_response([(f"<sql>{COUNT_SQL}</sql>", "| 5 |"), ("<solution>SELECT", None)])
+    skyrl_dump(
+        tmp_path / "skyrl" / "dumped_evals" / "global_step_5_evals",
+        input_prompts=[sql_prompt(COUNT_Q)] * 2,
+        output_responses=[response] * 2,
+        rewards=[0.0, 0.0],
+        stop_reasons=["length", "stop"],  # vLLM's finish reason: max_tokens, or a stop
+        env_classes=["text2sql"] * 2,
+        env_extras=[{"db_id": "concerts"}] * 2,
+        data_sources=["spider"] * 2,
+        eval_metrics={},
+    )
+    cut = _rllm_episode("task-a", 0, False) | {"termination_reason": "max_response_length_exceeded"}
+    failed = _rllm_episode("task-a", 1, False) | {"termination_reason": "error"}
+    for episode in (cut, failed):
+        rllm_log_episode(tmp_path / "rllm", episode, step=3)
+    vf_base = {"prompt": [{"role": "user", "content": COUNT_Q}], "reward": 0.0, "answer": ""}
+    verifiers_save(
+        tmp_path / "vf",
+        [
+            vf_base | {"example_id": 0, "completion": "ANSWER 5", "is_truncated": True},
+            # `save_outputs` writes the exception as its repr (`make_serializable`).
+            vf_base | {"example_id": 1, "completion": "ANS", "error": "ModelError('overloaded')"},
+        ],
+        {"model": "m"},
+    )
+    for fmt in ("skyrl", "rllm", "vf"):
+        run_import(store, tmp_path / fmt, fmt)
+    found = rows(
+        store,
+        "SELECT r.name, e.outcome, e.failure_class, e.error, "
+        "(SELECT group_concat(s.truncated, '') FROM steps s WHERE s.episode_id = e.id) "
+        "FROM episodes e JOIN runs r ON r.id = e.run_id ORDER BY e.id",
+    )
+    assert found == [
+        # Cut inside its <solution> tag: no answer, its last turn unparsed and truncated.
+        ("skyrl", "budget_exhausted", "unparsed", None, "01"),
+        ("skyrl", "budget_exhausted", "unparsed", None, "00"),
+        ("rllm", "wrong", "wrong_answer", None, "01"),
+        ("rllm", "error", "env_error", "rLLM ended the episode: error", "00"),
+        ("vf", "wrong", "wrong_answer", None, "1"),
+        ("vf", "error", "env_error", "ModelError('overloaded')", "0"),
     ]
