@@ -9,7 +9,7 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.header import header
 from app.dashboard.components.render import show_error, show_text
 from app.dashboard.replay import context, player, requery
-from app.dashboard.replay.steps import show_rerun, show_step
+from app.dashboard.replay.steps import action_label, show_rerun, show_step
 from storage.read_models import EpisodeDetail
 
 
@@ -27,10 +27,12 @@ def _gold(detail: EpisodeDetail) -> None:
 
 
 def _transcript(detail: EpisodeDetail) -> None:
+    played_here = detail.run.source_format is None
     with st.expander("Full transcript"):
         for step in detail.steps:
-            st.markdown(f"**Step {step.step_no}** · {step.action} · reward {step.reward:+.3f}")
-            show_step(step, with_prompt=False)
+            action = action_label(step, played_here=played_here)
+            st.markdown(f"**Step {step.step_no}** · {action} · reward {step.reward:+.3f}")
+            show_step(step, with_prompt=False, played_here=played_here)
             st.divider()
 
 

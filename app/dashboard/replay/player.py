@@ -12,7 +12,7 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.params import Codec
 from app.dashboard.fork import panel as fork_panel
 from app.dashboard.replay import labels
-from app.dashboard.replay.steps import chip, rerun_button, show_step
+from app.dashboard.replay.steps import action_label, chip, rerun_button, show_step
 from app.dashboard.replay.timeline import reward_timeline
 from storage.read_models import EpisodeDetail
 
@@ -62,6 +62,7 @@ def _advance(key: str, n: int) -> None:
 def _player(detail: EpisodeDetail) -> None:
     steps = detail.steps
     n = len(steps)
+    played_here = detail.run.source_format is None
     key = _step_key(detail)
     bound = params.bind(key, nav.P_STEP, _step_codec(n))
     if st.session_state.get(_PLAYING):
@@ -99,15 +100,15 @@ def _player(detail: EpisodeDetail) -> None:
         "Steps",
         list(range(1, n + 1)),
         required=True,
-        format_func=lambda no: chip(steps[no - 1]),
+        format_func=lambda no: chip(steps[no - 1], played_here=played_here),
         label_visibility="collapsed",
         width="content",
         **bound,
     )
     cur = st.session_state[key]
     step = steps[cur - 1]
-    st.subheader(f"Step {cur} of {n}: {step.action}")
-    show_step(step)
+    st.subheader(f"Step {cur} of {n}: {action_label(step, played_here=played_here)}")
+    show_step(step, played_here=played_here)
     rerun_button(detail, step, key=f"rp_rerun_{cur}")
     with st.expander("Reward per step"):
         st.plotly_chart(reward_timeline(steps, cur), width="stretch", key="rp_timeline")

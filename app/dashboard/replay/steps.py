@@ -11,7 +11,13 @@ from app.dashboard.replay.tokens import show_tokens
 from storage.read_models import EpisodeDetail, StoredStep
 
 
-def chip(step: StoredStep) -> str:
+def action_label(step: StoredStep, *, played_here: bool = True) -> str:
+    """A step's action in words. An unparsed output rollscope's environment ran as a QUERY is
+    one; an imported or recorded turn without SQL ran nowhere here, and is "no SQL"."""
+    return step.action if step.parsed or played_here else "no SQL"
+
+
+def chip(step: StoredStep, *, played_here: bool = True) -> str:
     """A step's label in the step strip: number, action, marks, reward (markdown)."""
     marks = []
     if step.error is not None:
@@ -22,12 +28,20 @@ def chip(step: StoredStep) -> str:
         # An answer earns 1.0 when it is right (rollout_core/rewards.py), 0 otherwise.
         marks.append(":green[:material/check:]" if step.reward >= 1.0 else ":red[:material/close:]")
     reward = f" {step.reward:+.2f}" if step.reward else ""
-    return f"{step.step_no} {step.action} {' '.join(marks)}{reward}".replace("  ", " ")
+    label = action_label(step, played_here=played_here)
+    return f"{step.step_no} {label} {' '.join(marks)}{reward}".replace("  ", " ")
 
 
-def show_action(step: StoredStep) -> None:
-    """The parsed action; flagged when no action line was found (fell back to QUERY)."""
+def show_action(step: StoredStep, *, played_here: bool = True) -> None:
+    """The parsed action; flagged when no action line was found (rollscope's environment ran
+    the output as a QUERY; an imported or recorded turn without SQL ran nowhere here)."""
     if not step.parsed:
+        if not played_here:
+            st.warning(
+                "No SQL found in this turn: it is recorded as an unparsed step.",
+                icon=":material/help:",
+            )
+            return
         st.warning(
             "No action line found: the raw output was run as a QUERY.", icon=":material/help:"
         )
@@ -60,15 +74,16 @@ def show_numbers(step: StoredStep) -> None:
     st.caption(" · ".join(parts))
 
 
-def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
-    """Output and parsed action beside the observation, then the numbers; prompt folded."""
+def show_step(step: StoredStep, *, with_prompt: bool = True, played_here: bool = True) -> None:
+    """Output and parsed action beside the observation, then the numbers; prompt folded.
+    `played_here`: rollscope's environment played the step (not an import's or a Recorder's)."""
     left, right = st.columns(2)
     with left:
         st.caption("raw model output")
         show_text(step.raw_output)
         if with_prompt:  # the player, not the transcript
             show_tokens(step, key=f"tokens_{step.id}")
-        show_action(step)
+        show_action(step, played_here=played_here)
     with right:
         st.caption("observation")
         show_observation(step)

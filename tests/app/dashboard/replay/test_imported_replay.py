@@ -121,6 +121,18 @@ def test_a_very_long_output_scrolls_in_a_bounded_box_whole(
     assert short and all(h == "content" for h in short)
 
 
+def test_an_imported_turn_without_sql_says_so_not_that_it_ran(served: Imported) -> None:
+    at = open_page("replay/page.py", episode=str(served.chat_episode), step="2")
+    # Step 2 in the player, then in the full transcript below it.
+    assert [w.value for w in at.warning] == [
+        "No SQL found in this turn: it is recorded as an unparsed step."
+    ] * 2
+    # Only step 1 (in the transcript) has a parsed action to show.
+    assert [c.value for c in at.caption].count("parsed action: QUERY") == 1
+    assert "Step 2 of 2: no SQL" in [h.value for h in at.subheader]
+    assert any("**Step 2** · no SQL" in m.value for m in at.markdown)
+
+
 def test_box_height_bounds_long_texts_only() -> None:
     assert box_height("SELECT 1") is None
     assert box_height("x\n" * 10) is None
