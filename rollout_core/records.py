@@ -217,11 +217,12 @@ class RunSpec:
     training: TrainingSettings | None = None
     """The trainer's arguments, for a `training` run."""
 
-    def to_stored(self) -> dict[str, Any]:
-        """The JSON-able form kept in the store."""
+    def to_stored(self, *, played_here: bool = True) -> dict[str, Any]:
+        """The JSON-able form kept in the store; `played_here` False for a run rollscope did
+        not play, which keeps no generation or environment settings (`PLAYED_ONLY`)."""
         from rollout_core.stored_spec import spec_to_dict
 
-        return spec_to_dict(self)
+        return spec_to_dict(self, played_here=played_here)
 
     @classmethod
     def from_stored(cls, data: Any) -> RunSpec:

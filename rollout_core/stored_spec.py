@@ -24,9 +24,19 @@ T = TypeVar("T")
 _DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
-def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
-    """The JSON-able form of a spec (tuples become lists)."""
+PLAYED_ONLY = ("generation", "environment", "samples", "limit", "question_ids")
+"""A spec's fields that say how rollscope plays a run. A run it did not play (an import, a
+Recorder's) was generated with the trainer's settings, which its files do not give: its
+stored spec leaves these out rather than hold rollscope's defaults as if they were used."""
+
+
+def spec_to_dict(spec: RunSpec, *, played_here: bool = True) -> dict[str, Any]:
+    """The JSON-able form of a spec (tuples become lists); without `PLAYED_ONLY` for a run
+    rollscope did not play."""
     plain: dict[str, Any] = _plain(dataclasses.asdict(spec))
+    if not played_here:
+        for key in PLAYED_ONLY:
+            del plain[key]
     return plain
 
 

@@ -195,7 +195,7 @@ class Store:
                 checkpoint=clean_json(spec.checkpoint),
                 checkpoint_fingerprint=policy_info.fingerprint if policy_info else None,
                 dataset=clean_json(spec.dataset),
-                spec=clean_json(spec.to_stored()),
+                spec=clean_json(spec.to_stored(played_here=source_format is None)),
                 policy_info=_info_json(policy_info),
                 episodes_planned=episodes_planned,
                 status=status,

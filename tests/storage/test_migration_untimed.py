@@ -1,16 +1,18 @@
 """Revision 0016: an episode's duration and rollscope's environment signals (progress,
-operational) are NULL where nobody measured them. A store at 0015 (where they read 0.0)
-upgrades with those of imported, recorded and abandoned env-server episodes NULL, and every
-measured value as it was."""
+operational) are NULL where nobody measured them, and a run rollscope did not play stores no
+settings of playing. A store at 0015 (where they read 0.0) upgrades with those of imported,
+recorded and abandoned env-server episodes NULL, and every measured value as it was."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
 from sqlalchemy import create_engine, text
 
-from rollout_core.records import IterationBatch
+from rollout_core.records import IterationBatch, RunSpec
+from rollout_core.settings import EnvironmentSettings
 from storage.store import Store
 from tests.support.records import play, spec
 from tests.support.store_files import downgrade_to
@@ -89,5 +91,47 @@ def test_unmeasured_episodes_are_null_and_survive_a_round_trip(store_url: str) -
         "served": {(1.0, 0.25, 1.0), (0.0, 0.25, 1.0), (3.0, 0.25, 1.0)},
     }
 
+    # Before 0016 a run rollscope did not play stored its defaults as its settings too.
+    _run_sql(store_url, "UPDATE runs SET spec = (SELECT spec FROM runs WHERE name = 'played') "
+             "WHERE source_format IS NOT NULL")  # fmt: skip
+
     Store(store_url).close()  # a writer upgrades on open
     assert _measures(store_url) == at_head
+    settings = {"generation", "environment", "samples", "limit", "question_ids"}
+    kept = {name: settings & set(spec) for name, spec in _specs(store_url).items()}
+    assert kept == {
+        "played": settings, "served": settings,
+        "imported": set(), "checked": set(), "recorded": set(),
+    }  # fmt: skip
+
+
+def test_a_new_run_rollscope_does_not_play_stores_no_settings_of_playing(store_url: str) -> None:
+    store = Store(store_url)
+    store.create_run(spec("imported", kind="import"), episodes_planned=0, source_format="verl")
+    store.create_run(spec("played"), episodes_planned=0)
+    imported, played = store.find_run("imported"), store.find_run("played")
+    store.close()
+    assert imported is not None and played is not None
+    assert "generation" not in imported.spec and "environment" not in imported.spec
+    assert played.spec["generation"]["temperature"] == 0.0
+    # Read back, the spec is whole: what the code needs takes rollscope's defaults.
+    assert RunSpec.from_stored(imported.spec).environment == EnvironmentSettings()
+
+
+def _run_sql(url: str, sql: str) -> None:
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(sql))
+    finally:
+        engine.dispose()
+
+
+def _specs(url: str) -> dict[str, dict[str, Any]]:
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            found = conn.execute(text("SELECT name, spec FROM runs")).all()
+    finally:
+        engine.dispose()
+    return {name: spec if isinstance(spec, dict) else json.loads(spec) for name, spec in found}
