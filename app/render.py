@@ -57,6 +57,12 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
     return table
 
 
+def action_label(step: StoredStep, *, played_here: bool = True) -> str:
+    """A step's action in words. An unparsed output rollscope's environment ran as a QUERY is
+    one; an imported or recorded turn without SQL ran nowhere here, and is "no SQL"."""
+    return step.action if step.parsed or played_here else "no SQL"
+
+
 def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group:
     """The question, each step (output, parsed action, observation, reward) and the outcome;
     with `prompts`, each step's prompt first: the chat messages as the model received them."""
@@ -82,16 +88,26 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
             body.append("replayed from the source episode\n", style="italic")
         body.append("output: ", style="bold")
         body.append(step.raw_output + "\n")
-        flag = "" if step.parsed else "  (unparsed: fell back to QUERY)"
-        body.append(f"action: {step.action}{flag}\n", style="bold yellow" if flag else "bold")
+        if step.parsed:
+            flag = ""
+        elif detail.run.played_here:
+            flag = "  (unparsed: fell back to QUERY)"
+        else:
+            flag = "  (recorded unparsed)"
+        action = action_label(step, played_here=detail.run.played_here)
+        body.append(f"action: {action}{flag}\n", style="bold yellow" if flag else "bold")
         body.append(step.observation, style="red" if step.error else "")
         title = f"step {step.step_no}  reward {step.reward:+.3f}"
+        if step.truncated:
+            title += "  output cut"
         parts.append(Panel(body, title=title, title_align="left"))
     outcome = Text(
         f"outcome: {s.outcome or 'unfinished'}  reward {_num(s.reward, 3)}  steps {s.steps}",
         style="bold green" if s.outcome == "correct" else "bold",
     )
     parts.append(outcome)
+    if detail.error:
+        parts.append(Text(f"error: {detail.error}", style="red"))
     return Group(*parts)
 
 

@@ -75,6 +75,12 @@ class RunSummary:
         return self.kind in ("training", "import")
 
     @property
+    def played_here(self) -> bool:
+        """Whether rollscope's environment played its steps: not an import's, nor a
+        Recorder's (whose turns ran in another framework's environment, or nowhere)."""
+        return self.source_format is None
+
+    @property
     def duration_seconds(self) -> float | None:
         if self.started_at is None:
             return None

@@ -25,7 +25,7 @@ SOURCE_LABELS: dict[SignalSource, str] = {
 def shaping_terms(run: RunSummary) -> str:
     """What a run's rewards hold beside correctness: rollscope's shaping, or, for a run it did
     not play, the trainer's own other terms."""
-    if run.source_format is None:
+    if run.played_here:
         return "QUERY progress rewards and error penalties"
     return "the trainer's reward terms other than correctness (a format reward, partial credit)"
 

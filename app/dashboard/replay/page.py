@@ -9,7 +9,8 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.header import header
 from app.dashboard.components.render import show_error, show_text
 from app.dashboard.replay import context, player, requery
-from app.dashboard.replay.steps import action_label, show_rerun, show_step
+from app.dashboard.replay.steps import show_rerun, show_step
+from app.render import action_label
 from storage.read_models import EpisodeDetail
 
 
@@ -27,7 +28,7 @@ def _gold(detail: EpisodeDetail) -> None:
 
 
 def _transcript(detail: EpisodeDetail) -> None:
-    played_here = detail.run.source_format is None
+    played_here = detail.run.played_here
     with st.expander("Full transcript"):
         for step in detail.steps:
             action = action_label(step, played_here=played_here)

@@ -12,8 +12,9 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.params import Codec
 from app.dashboard.fork import panel as fork_panel
 from app.dashboard.replay import labels
-from app.dashboard.replay.steps import action_label, chip, rerun_button, show_step
+from app.dashboard.replay.steps import chip, rerun_button, show_step
 from app.dashboard.replay.timeline import reward_timeline
+from app.render import action_label
 from storage.read_models import EpisodeDetail
 
 PLAY_SECONDS = 1.5
@@ -62,7 +63,7 @@ def _advance(key: str, n: int) -> None:
 def _player(detail: EpisodeDetail) -> None:
     steps = detail.steps
     n = len(steps)
-    played_here = detail.run.source_format is None
+    played_here = detail.run.played_here
     key = _step_key(detail)
     bound = params.bind(key, nav.P_STEP, _step_codec(n))
     if st.session_state.get(_PLAYING):

@@ -8,13 +8,8 @@ import streamlit as st
 from app.dashboard.components.render import show_error, show_prompt, show_text
 from app.dashboard.replay import requery
 from app.dashboard.replay.tokens import show_tokens
+from app.render import action_label
 from storage.read_models import EpisodeDetail, StoredStep
-
-
-def action_label(step: StoredStep, *, played_here: bool = True) -> str:
-    """A step's action in words. An unparsed output rollscope's environment ran as a QUERY is
-    one; an imported or recorded turn without SQL ran nowhere here, and is "no SQL"."""
-    return step.action if step.parsed or played_here else "no SQL"
 
 
 def chip(step: StoredStep, *, played_here: bool = True) -> str:

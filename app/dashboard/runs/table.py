@@ -51,7 +51,7 @@ def _planned(run: RunSummary) -> bool:
     """Whether the run set out to play a number of episodes. An environment server's does not
     (episodes come for as long as clients play), nor an import or a Recorder's (its count so
     far is what the files, or the loop, gave: a followed training run has no end in view)."""
-    return bool(run.episodes_planned) and run.source_format is None
+    return bool(run.episodes_planned) and run.played_here
 
 
 def progress_of(run: RunSummary) -> float | None:

@@ -7,6 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
+from app.cli import cli
 from app.importers.detect import detect
 from storage.store import Store
 from tests.app.importers.conftest import rows, run_import
@@ -287,3 +290,15 @@ def test_truncations_and_errors_the_files_report_are_kept(store: Store, tmp_path
         ("vf", "wrong", "wrong_answer", None, "1"),
         ("vf", "error", "env_error", "ModelError('overloaded')", "0"),
     ]
+    # `rollscope show` tells the same: the cut turn, a turn with no SQL, the file's error.
+    url = store.url
+
+    def shown(episode_id: int) -> str:
+        args = ["show", str(episode_id), "--store", url]
+        return CliRunner().invoke(cli, args, terminal_width=200).output
+
+    cut_skyrl = shown(1)
+    assert "step 2  reward +0.000  output cut" in cut_skyrl
+    assert "action: no SQL  (recorded unparsed)" in cut_skyrl
+    assert "fell back to QUERY" not in cut_skyrl
+    assert "error: ModelError('overloaded')" in shown(6)
