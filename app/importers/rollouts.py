@@ -64,7 +64,8 @@ class Rollout:
     """The last turn was cut at the trainer's length limit, as the file says (SkyRL's
     `stop_reason` "length", verifiers' `is_truncated`, rLLM's termination reason)."""
     error: str | None = None
-    """Why the rollout failed, when the file says it did (verifiers' `error`)."""
+    """Why the rollout failed, when the file says it did (verifiers' `error`, rLLM's `error`
+    or `timeout` termination)."""
 
 
 @dataclass(frozen=True, slots=True)
