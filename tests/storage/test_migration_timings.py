@@ -6,28 +6,21 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from sqlalchemy import create_engine, text
-
 from rollout_core.records import IterationBatch
 from storage.migrations import HEAD_REVISION
 from storage.store import Store
+from tests.support.plain_sql import sql_rows
 from tests.support.records import play, spec
 from tests.support.store_files import downgrade_to
 
 
 def _timings(url: str) -> dict[str, set[tuple[float | None, float | None]]]:
     """Per run kind, the (policy_seconds, env_seconds) pairs its steps hold, read with SQL."""
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT r.kind, s.policy_seconds, s.env_seconds FROM steps s "
-                    "JOIN episodes e ON e.id = s.episode_id JOIN runs r ON r.id = e.run_id"
-                )
-            ).all()
-    finally:
-        engine.dispose()
+    rows = sql_rows(
+        url,
+        "SELECT r.kind, s.policy_seconds, s.env_seconds FROM steps s "
+        "JOIN episodes e ON e.id = s.episode_id JOIN runs r ON r.id = e.run_id",
+    )
     out: dict[str, set[tuple[float | None, float | None]]] = {}
     for kind, policy, env in rows:
         out.setdefault(kind, set()).add((policy, env))

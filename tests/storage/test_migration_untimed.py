@@ -9,11 +9,10 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from sqlalchemy import create_engine, text
-
 from rollout_core.records import IterationBatch, RunSpec
 from rollout_core.settings import EnvironmentSettings
 from storage.store import Store
+from tests.support.plain_sql import sql_rows, sql_run
 from tests.support.records import play, spec
 from tests.support.store_files import downgrade_to
 
@@ -22,17 +21,11 @@ Measures = tuple[float | None, float | None, float | None]
 
 def _measures(url: str) -> dict[str, set[Measures]]:
     """Per run, the (duration_seconds, progress, operational) its episodes hold, read with SQL."""
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            rows = conn.execute(
-                text(
-                    "SELECT r.name, e.duration_seconds, e.progress, e.operational "
-                    "FROM episodes e JOIN runs r ON r.id = e.run_id"
-                )
-            ).all()
-    finally:
-        engine.dispose()
+    rows = sql_rows(
+        url,
+        "SELECT r.name, e.duration_seconds, e.progress, e.operational "
+        "FROM episodes e JOIN runs r ON r.id = e.run_id",
+    )
     out: dict[str, set[Measures]] = {}
     for name, *measures in rows:
         out.setdefault(name, set()).add(tuple(measures))  # type: ignore[arg-type]
@@ -92,8 +85,11 @@ def test_unmeasured_episodes_are_null_and_survive_a_round_trip(store_url: str) -
     }
 
     # Before 0016 a run rollscope did not play stored its defaults as its settings too.
-    _run_sql(store_url, "UPDATE runs SET spec = (SELECT spec FROM runs WHERE name = 'played') "
-             "WHERE source_format IS NOT NULL")  # fmt: skip
+    sql_run(
+        store_url,
+        "UPDATE runs SET spec = (SELECT spec FROM runs WHERE name = 'played') "
+        "WHERE source_format IS NOT NULL",
+    )
 
     Store(store_url).close()  # a writer upgrades on open
     assert _measures(store_url) == at_head
@@ -118,20 +114,6 @@ def test_a_new_run_rollscope_does_not_play_stores_no_settings_of_playing(store_u
     assert RunSpec.from_stored(imported.spec).environment == EnvironmentSettings()
 
 
-def _run_sql(url: str, sql: str) -> None:
-    engine = create_engine(url)
-    try:
-        with engine.begin() as conn:
-            conn.execute(text(sql))
-    finally:
-        engine.dispose()
-
-
 def _specs(url: str) -> dict[str, dict[str, Any]]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            found = conn.execute(text("SELECT name, spec FROM runs")).all()
-    finally:
-        engine.dispose()
+    found = sql_rows(url, "SELECT name, spec FROM runs")
     return {name: spec if isinstance(spec, dict) else json.loads(spec) for name, spec in found}

@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+from tests.support.plain_sql import sql_rows
 from tests.support.postgres import PgServer
 
 pytestmark = pytest.mark.postgres
@@ -62,18 +62,9 @@ def write_step(dump: Path, step: int) -> Path:
     return verl_dump(dump, step, inputs, outputs, [""] * n, scores, {"acc": scores})
 
 
-def query(url: str, sql: str) -> list[tuple[object, ...]]:
-    engine = create_engine(url)
-    try:
-        with engine.connect() as conn:
-            return [tuple(r) for r in conn.execute(text(sql))]
-    finally:
-        engine.dispose()
-
-
 def wait_for(url: str, sql: str, expected: object, seconds: float = 60.0) -> None:
     deadline = time.monotonic() + seconds
-    while (found := query(url, sql)[0][0]) != expected:
+    while (found := sql_rows(url, sql)[0][0]) != expected:
         assert time.monotonic() < deadline, f"{sql} gave {found}, waited for {expected}"
         time.sleep(0.2)
 
@@ -104,7 +95,7 @@ def test_a_follower_and_two_recorders_write_one_postgres_store_at_once(
                 "WHERE r.name = 'verl-live'",
                 3 * EPISODES_A_FILE,
             )
-            running = query(url, "SELECT status FROM runs WHERE name = 'verl-live'")
+            running = sql_rows(url, "SELECT status FROM runs WHERE name = 'verl-live'")
             assert running == [("running",)]
         finally:
             follower.send_signal(signal.SIGINT)
@@ -113,7 +104,7 @@ def test_a_follower_and_two_recorders_write_one_postgres_store_at_once(
         assert follower.returncode == 130, err
         assert "Traceback" not in err
 
-        runs = query(
+        runs = sql_rows(
             url,
             "SELECT name, kind, status, source_format, finished_episodes, reward_sum "
             "FROM runs ORDER BY name",
@@ -127,7 +118,7 @@ def test_a_follower_and_two_recorders_write_one_postgres_store_at_once(
         # Each run's episodes are whole: every episode holds its two steps (a query, an
         # answer), each rank's samples are numbered once, and a group holds one question's
         # four samples.
-        per_run = query(
+        per_run = sql_rows(
             url,
             "SELECT r.name, count(DISTINCT e.id), count(s.id), "
             "count(DISTINCT (e.question_id, e.sample_index)), count(DISTINCT e.group_index), "
@@ -140,7 +131,7 @@ def test_a_follower_and_two_recorders_write_one_postgres_store_at_once(
             ("rank-1", RECORDED, 2 * RECORDED, RECORDED, RECORDED // 4, 5),
             ("verl-live", 72, 144, 72, 9, 3),
         ]
-        named = query(
+        named = sql_rows(
             url,
             "SELECT r.name, w.name, count(*), sum(w.value) FROM episode_rewards w "
             "JOIN episodes e ON e.id = w.episode_id JOIN runs r ON r.id = e.run_id "
@@ -161,4 +152,4 @@ def test_a_follower_and_two_recorders_write_one_postgres_store_at_once(
         )  # fmt: skip
         assert again.returncode == 0, again.stderr
         assert "nothing new (3 files imported before)" in again.stdout + again.stderr
-        assert query(url, "SELECT count(*) FROM episodes") == [(72 + 2 * RECORDED,)]
+        assert sql_rows(url, "SELECT count(*) FROM episodes") == [(72 + 2 * RECORDED,)]
