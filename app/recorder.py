@@ -156,6 +156,7 @@ class Recorder:
         prompt: Sequence[Mapping[str, Any]] | None = None,
         db_id: str = "",
         gold_sql: str = "",
+        seconds: float | None = None,
     ) -> None:
         """Record one finished rollout.
 
@@ -164,12 +165,16 @@ class Recorder:
         prompt (or pass `prompt`). Each assistant turn becomes a step, its SQL the step's
         action. `reward`: the rollout's total; `rewards`: its parts by name. `step`, `group`:
         the training step and the GRPO group (by default the question's samples at the step).
+        `seconds`: how long the rollout took, if the loop timed it (else the store holds NULL).
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
         total = _finite(reward, "reward")
         parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
         train_step = _whole(step, "step")
+        took = None if seconds is None else _finite(seconds, "seconds")
+        if took is not None and took < 0:
+            raise RecorderError(f"seconds is {took}: give how long the rollout took, 0 or more")
         _check_text(question, "question", "the question's text")
         _check_text(question_id, "question_id", "an id, e.g. 'spider-dev-0042'", optional=True)
         try:
@@ -206,6 +211,7 @@ class Recorder:
             group=group,
             db_id=db_id,
             gold_sql=gold_sql,
+            seconds=took,
         )
         start, steps, finish = episode_records(
             rollout,
@@ -297,7 +303,7 @@ _FLUSH_POLL_MIN = 0.05
 
 
 def _finite(value: Any, what: str) -> float:
-    """A reward as a float (a numpy or torch scalar too); RecorderError unless finite."""
+    """A number as a float (a numpy or torch scalar too); RecorderError unless finite."""
     if isinstance(value, str | bytes | bool):
         raise RecorderError(f"{what} is {_shown(value)}, not a number")
     try:

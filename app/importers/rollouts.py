@@ -63,6 +63,8 @@ class Rollout:
     truncated: bool = False
     """The last turn was cut at the trainer's length limit, as the file says (SkyRL's
     `stop_reason` "length", verifiers' `is_truncated`, rLLM's termination reason)."""
+    seconds: float | None = None
+    """How long the rollout took, when its producer timed it (a Recorder's loop can)."""
     error: str | None = None
     """Why the rollout failed, when the file says it did (verifiers' `error`, rLLM's `error`
     or `timeout` termination)."""
@@ -225,7 +227,7 @@ def episode_records(
         operational=operational,
         steps=len(steps),
         answer=actions[-1].argument if answered else None,
-        duration_seconds=None,  # the file holds no timing
+        duration_seconds=rollout.seconds,
         error=rollout.error,
         failure_class=classify_episode(outcome, facts, gold_seen=gold_seen_from_progress(progress)),
         rewards=dict(rollout.rewards) or None,

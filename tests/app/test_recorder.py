@@ -156,6 +156,22 @@ def test_a_reward_must_be_a_finite_number(tmp_path: Path) -> None:
     ]
 
 
+def test_a_rollouts_duration_is_stored_when_the_loop_timed_it(tmp_path: Path) -> None:
+    import numpy as np
+
+    turns = [{"role": "assistant", "content": "ANSWER: 5"}]
+    with Recorder(f"sqlite:///{tmp_path / 's.db'}", run="r") as rec:
+        rec.episode(question="Q?", turns=turns, reward=1.0, seconds=np.float64(2.5))
+        rec.episode(question="Q?", turns=turns, reward=1.0)  # untimed: NULL, not 0
+        for seconds, problem in ((-1.0, "seconds is -1.0"), ("2s", "seconds is '2s'")):
+            with pytest.raises(RecorderError, match=problem):
+                rec.episode(question="Q?", turns=turns, reward=1.0, seconds=seconds)
+    assert rows(rec.store, "SELECT duration_seconds FROM episodes ORDER BY id") == [
+        (2.5,),
+        (None,),
+    ]
+
+
 def test_held_episodes_reach_the_store_without_another_call(tmp_path: Path) -> None:
     # A trainer records a step's rollouts, then spends a while updating the model: what it
     # recorded is in the store within flush_seconds all the same.
