@@ -29,8 +29,9 @@ if not runs:
     st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")
     st.stop()
 by_id = {r.id: r for r in runs}
-# Without a run in the link: a run with groups (several samples per question) first.
-grouped = [r for r in runs if int(r.spec.get("samples") or 1) > 1]
+# Without a run in the link: a run with groups first: a trainer's or an import (whose spec
+# names no samples), or a batch of several samples per question.
+grouped = [r for r in runs if r.is_training or int(r.spec.get("samples") or 1) > 1]
 run_codec = params.choice(nav.P_RUN, list(by_id), (grouped or runs)[0].id, "a run in this store")
 run_id: int = st.selectbox(
     "Run",

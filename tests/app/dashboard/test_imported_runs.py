@@ -14,6 +14,7 @@ from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
 from tests.app.importers.conftest import run_import
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+from tests.support.records import spec
 
 TURNS = [("<sql>SELECT 1</sql>", "\n1\n"), ("<solution>SELECT 1</solution>", None)]
 
@@ -73,3 +74,18 @@ def test_groups_point_an_imported_run_at_correct_at_not_at_rollscopes_shaping(
     assert "2 of 2 groups get their advantages from the trainer's reward terms" in shown
     assert "rollscope import --correct-at" in shown
     assert "QUERY progress" not in shown
+
+
+def test_groups_open_on_an_imported_run_before_a_newer_batch_of_one_sample(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An import keeps no `samples` in its spec (it did not play them): its groups are still
+    # what the page opens on, not the newer run that has none.
+    store = Store(str(tmp_path / "store.db"))
+    run_id = _import(store, tmp_path / "dump", "verl-grpo", [1.0, 0.0])
+    store.create_run(spec("batch-after"), episodes_planned=1)
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "store.db"))
+    at = open_page("groups/page.py")
+    assert at.selectbox[0].value == run_id
+    assert {m.label: m.value for m in at.metric}["groups"] == "2"
