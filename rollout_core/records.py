@@ -236,8 +236,9 @@ class RunSpec:
 class EpisodeStart(EpisodeRef):
     """An episode that has just been reset; the store creates its row from this."""
 
-    seed: int
-    """Seed of this episode's sampling, derived from the run seed, question and sample."""
+    seed: int | None
+    """Seed of this episode's sampling, derived from the run seed, question and sample; None
+    for a rollout rollscope did not play (an import's, a Recorder's): no seed of its is known."""
     db_id: str
     question: str
     gold_sql: str

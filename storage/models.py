@@ -179,7 +179,7 @@ class Episode(Base):
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     question_id: Mapped[str] = mapped_column(String(200))
     sample_index: Mapped[int]
-    seed: Mapped[int] = mapped_column(BigInteger)
+    seed: Mapped[int | None] = mapped_column(BigInteger)
     db_id: Mapped[str] = mapped_column(String(200))
     question: Mapped[str]
     gold_sql: Mapped[str]

@@ -197,7 +197,8 @@ class EpisodeDetail:
 
     summary: EpisodeSummary
     gold_sql: str
-    seed: int
+    seed: int | None
+    """None for a rollout rollscope did not play (an import's, a Recorder's)."""
     progress: float | None
     operational: float | None
     error: str | None

@@ -170,7 +170,7 @@ def episode_records(
     start = EpisodeStart(
         question_id,
         sample_index,
-        0,
+        None,
         rollout.db_id,
         rollout.question,
         rollout.gold_sql,

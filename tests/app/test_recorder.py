@@ -166,9 +166,10 @@ def test_a_rollouts_duration_is_stored_when_the_loop_timed_it(tmp_path: Path) ->
         for seconds, problem in ((-1.0, "seconds is -1.0"), ("2s", "seconds is '2s'")):
             with pytest.raises(RecorderError, match=problem):
                 rec.episode(question="Q?", turns=turns, reward=1.0, seconds=seconds)
-    assert rows(rec.store, "SELECT duration_seconds FROM episodes ORDER BY id") == [
-        (2.5,),
-        (None,),
+    # The loop sampled under a seed of its own, which no rollout names: NULL, not 0.
+    assert rows(rec.store, "SELECT duration_seconds, seed FROM episodes ORDER BY id") == [
+        (2.5, None),
+        (None, None),
     ]
 
 
