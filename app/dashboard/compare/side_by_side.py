@@ -24,7 +24,8 @@ from app.dashboard.components.render import (
     show_step_result,
     show_text,
 )
-from app.dashboard.replay import requery
+from app.dashboard.replay import origin, requery
+from app.plural import counted
 from storage.read_models import EpisodeDetail, QuestionComparison, RunCell, RunSummary
 
 
@@ -133,9 +134,12 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
             if detail is None:
                 continue
             details.append((run, detail))
+            # An import's outcome is its file's score; rollscope's own grade of it stands beside.
+            regraded = origin.regrade_of(detail)
             st.caption(
                 f"**{outcome_label(detail.summary.outcome)}** · reward "
-                f"{fmt_num(detail.summary.reward, 3)} · {len(detail.steps)} steps"
+                f"{fmt_num(detail.summary.reward, 3)} · {counted(len(detail.steps), 'step')}"
+                + (f" · {regraded}" if regraded else "")
             )
             if detail.summary.answer is not None:
                 st.caption("submitted answer")

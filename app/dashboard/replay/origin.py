@@ -20,6 +20,19 @@ def origin_of(store: Store, episode_id: int) -> EpisodeOrigin | None:
     return store.episode_origins([episode_id]).get(episode_id)
 
 
+def regrade_words(regraded: str) -> str:
+    return f"re-graded by rollscope: **{regraded}** (the file's score stands)"
+
+
+def regrade_of(detail: EpisodeDetail) -> str | None:
+    """rollscope's re-grade of an imported episode (`--questions`), in words; None when it
+    made none."""
+    if detail.run.source_format is None:
+        return None
+    found = origin_of(detail.summary.id)
+    return None if found is None or found.regraded is None else regrade_words(found.regraded)
+
+
 def show(detail: EpisodeDetail) -> None:
     """One caption line, for an episode of a run rollscope did not play."""
     run = detail.run
@@ -38,7 +51,7 @@ def show(detail: EpisodeDetail) -> None:
         named = ", ".join(f"{name} {fmt_num(v, 3)}" for name, v in sorted(found.rewards.items()))
         parts.append(f"rewards: {escape_markdown(named)}")
     if found.regraded is not None:
-        parts.append(f"re-graded by rollscope: **{found.regraded}** (the file's score stands)")
+        parts.append(regrade_words(found.regraded))
     if found.filled_steps:
         steps = ", ".join(str(s) for s in found.filled_steps)
         parts.append(f"observation of step {steps} filled by running its SQL (the file had none)")

@@ -159,3 +159,31 @@ def test_a_missing_confidence_chart_is_said_in_one_line(mixed: MixedStore) -> No
     assert not [c for c in at.get("plotly_chart") if "Confidence" in c.proto.spec]
     lines = [c.value for c in at.caption if "Not drawn" in c.value]
     assert len(lines) == 1 and "token log-probabilit" in lines[0]
+
+
+def test_an_imported_episode_shows_rollscopes_re_grade_beside_the_files_score(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.app.importers.conftest import run_import
+    from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    qid, question, gold = QUESTIONS[0]
+    # The trainer's reward scored a wrong answer 1.0; run again on the database, it is wrong.
+    wrong = sql_response([("<solution>SELECT COUNT(*) FROM singer WHERE 0</solution>", None)])
+    verl_dump(tmp_path / "dump", 1, [sql_prompt(question)], [wrong], [gold], [1.0], {})
+    store = Store(str(tmp_path / "s.db"))
+    imported, _ = run_import(
+        store, tmp_path / "dump", "verl", questions=str(questions), db_dir=str(db_dir)
+    )
+    spec = records.spec("ckpt", questions_path=str(questions), db_dir=str(db_dir))
+    ckpt = write_run(store, spec, [episode_batch(db_dir, qid, question, gold, correct=True)])
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    at = _open(imported, ckpt, question=qid)
+    heads = [c.value for c in at.caption if c.value.startswith("**correct** · reward ")]
+    assert heads == [
+        "**correct** · reward 1.000 · 1 step · re-graded by rollscope: **wrong** (the file's "
+        "score stands)",
+        "**correct** · reward 1.100 · 3 steps",  # rollscope's own: its grade is the outcome
+    ]
