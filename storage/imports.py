@@ -159,6 +159,33 @@ def step_groups(session: Session, run_id: int, train_step: int) -> dict[str, int
     return groups
 
 
+def question_ids(session: Session, run_id: int) -> list[str]:
+    """The ids of the questions the run's episodes ask."""
+    return list(
+        session.scalars(select(Episode.question_id).where(Episode.run_id == run_id).distinct())
+    )
+
+
+def rekey_questions(session: Session, run_id: int, renamed: Mapping[str, str]) -> int:
+    """Move the run's episodes of each old question id to its new id; returns how many moved.
+    Samples the run holds under the new id keep their indexes, the moved ones follow them."""
+    moved = 0
+    for old, new in renamed.items():
+        held = session.scalar(
+            select(func.max(Episode.sample_index)).where(
+                Episode.run_id == run_id, Episode.question_id == new
+            )
+        )
+        offset = 0 if held is None else int(held) + 1
+        done = session.connection().execute(
+            update(Episode)
+            .where(Episode.run_id == run_id, Episode.question_id == old)
+            .values(question_id=new, sample_index=Episode.sample_index + offset)
+        )
+        moved += done.rowcount
+    return moved
+
+
 def own_questions(session: Session) -> list[tuple[str, str]]:
     """(question text, question id) of the questions rollscope's own runs played (not
     imported or recorded ones), each run's once: its first samples' rows."""

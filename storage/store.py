@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import TypeVar, cast
 
@@ -362,6 +362,18 @@ class Store:
         """(text, id) of the questions rollscope's own runs played (`imports.own_questions`)."""
         with Session(self._engine) as session:
             return imports.own_questions(session)
+
+    def import_question_ids(self, run_id: int) -> list[str]:
+        """The ids of the questions an import run's episodes ask."""
+        with Session(self._engine) as session:
+            return imports.question_ids(session, run_id)
+
+    def rekey_import_questions(self, run_id: int, renamed: Mapping[str, str]) -> int:
+        """Give an import run's episodes of each old question id the new one, in one
+        transaction (`storage.imports.rekey_questions`); the episodes moved."""
+        if not renamed:
+            return 0
+        return retry_locked(lambda: self._in_write(imports.rekey_questions, run_id, renamed))
 
     def import_files(self, run_id: int) -> list[imports.ImportedFile]:
         """The files an import run read, in the order they were first read."""

@@ -151,6 +151,8 @@ class Importer:
             self.store.set_run_status(self.run_id, "running")
         self._sink = self.store.sink(self.run_id)
         self._own_ids = ids_by_text(self.store.own_questions())
+        if not self.created:
+            self._match_earlier_questions()
         numbers = counters(self.store, self.run_id)
         self._numbering = Numbering(
             numbers.next_sample,
@@ -158,6 +160,22 @@ class Importer:
             lambda step: self.store.step_groups(self.run_id, step),
         )
         return self.run_id
+
+    def _match_earlier_questions(self) -> None:
+        """Questions imported under their text's key before a rollscope run played them take
+        the id that run knows them by, as a question imported now does: Compare and the
+        Question map line them up whichever came first."""
+        renamed = {
+            qid: own
+            for qid in self.store.import_question_ids(self.run_id)
+            if (own := self._own_ids.get(qid, qid)) != qid
+        }
+        moved = self.store.rekey_import_questions(self.run_id, renamed)
+        if moved:
+            self.on_note(
+                f"{counted(len(renamed), 'question')} of the run ({counted(moved, 'episode')}) "
+                "now carry the ids rollscope's own runs know them by (matched by their text)"
+            )
 
     def _check_same_source(self, kind: str, fmt: str | None, path: str | None) -> None:
         name = self.options.name

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,16 @@ def store(tmp_path: Path) -> Iterator[Store]:
 
 
 def run_import(
-    store: Store, path: Path, name: str = "imported", fmt: str = "auto", **options: Any
+    store: Store,
+    path: Path,
+    name: str = "imported",
+    fmt: str = "auto",
+    on_note: Callable[[str], None] = lambda _: None,
+    **options: Any,
 ) -> tuple[int, list[FileResult]]:
     """Import `path` as `rollscope import` does; (run id, what each file gave)."""
-    importer = Importer(store, format_of(path, fmt), ImportOptions(path=path, name=name, **options))
+    settings = ImportOptions(path=path, name=name, **options)
+    importer = Importer(store, format_of(path, fmt), settings, on_note=on_note)
     run_id = importer.open()
     try:
         results = [importer.import_file(f) for f in importer.files()]

@@ -12,7 +12,7 @@ from rollout_core.policies.scripted import OraclePolicy
 from storage.store import Store
 from tests.app.importers.conftest import rows, run_import
 from tests.support.benchmark import QUESTIONS, make_benchmark
-from tests.support.records import spec
+from tests.support.records import play, spec
 from tests.support.stores import play_run
 
 
@@ -54,3 +54,49 @@ def test_the_recorder_takes_them_too(store: Store, tmp_path: Path) -> None:
     ids = rows(store, "SELECT question_id FROM episodes e JOIN runs r ON r.id = e.run_id "
                       "WHERE r.name = 'loop' ORDER BY e.id")  # fmt: skip
     assert ids == [(qid,), ("mine-1",)]  # an id given stands
+
+
+def test_questions_imported_before_rollscope_played_them_take_its_ids_at_the_next_import(
+    store: Store, tmp_path: Path
+) -> None:
+    (qid, text, gold), other = QUESTIONS[0], "A question no run of rollscope asked?"
+    answer = [{"role": "assistant", "content": f"<solution>{gold}</solution>"}]
+    folder = tmp_path / "logs"
+    folder.mkdir()
+
+    def write(name: str, questions: list[str]) -> None:
+        lines = [{"messages": [{"role": "user", "content": q}, *answer], "reward": 1.0}
+                 for q in questions]  # fmt: skip
+        (folder / name).write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    write("a.jsonl", [text, text.upper(), other])
+    notes: list[str] = []
+    imported, _ = run_import(store, folder, "chat", fmt="messages")
+    sql = "SELECT question_id, sample_index FROM episodes WHERE run_id = ? ORDER BY id"
+    before = rows(store, sql, imported)
+    assert before[0][0].startswith("q-") and before[0][0] == before[1][0]
+
+    # Then rollscope plays the question, and the trainer writes another file.
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    dataset = load_named_dataset(str(questions), db_dir=str(db_dir))
+    oracle = play_run(store, spec("oracle"), dataset, OraclePolicy())
+    write("b.jsonl", [text])
+    run_import(store, folder, "chat", fmt="messages", on_note=notes.append)
+    assert rows(store, sql, imported) == [
+        (qid, 0), (qid, 1), before[2], (qid, 2),  # the new file's episode follows them
+    ]  # fmt: skip
+    assert "1 question of the run (2 episodes) now carry the ids" in " ".join(notes)
+    page = store.compare_runs([oracle, imported], limit=100)
+    shared = [c for c in page.items if c.cells.keys() == {oracle, imported}]
+    assert [c.question_id for c in shared] == [qid]
+    assert shared[0].cells[imported].episodes == 3
+
+
+def test_moved_samples_follow_those_the_run_holds_under_the_id(store: Store) -> None:
+    run_id = store.create_run(spec("imp", kind="import"), episodes_planned=0, source_format="verl")
+    sink = store.sink(run_id)
+    for q, sample in (("q-count", 0), ("q-count", 1), ("q-9f3", 0), ("q-9f3", 1), ("q-x", 0)):
+        sink.write(play(q, sample, "correct", 1.0, 1))
+    assert store.rekey_import_questions(run_id, {"q-9f3": "q-count"}) == 2
+    found = rows(store, "SELECT question_id, sample_index FROM episodes ORDER BY id")
+    assert found == [("q-count", 0), ("q-count", 1), ("q-count", 2), ("q-count", 3), ("q-x", 0)]
