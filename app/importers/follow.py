@@ -54,8 +54,7 @@ def follow(
                 on_note(f"{path.name} went away while it was read; left out")
                 continue
             done[path] = mark
-            if not result.already:
-                on_file(result)
+            on_file(result)  # one read before too: the summary counts it as such
             beat = time.monotonic()
         if time.monotonic() - beat >= BEAT_SECONDS:
             importer.heartbeat()

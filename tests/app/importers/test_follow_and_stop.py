@@ -181,6 +181,27 @@ def test_follow_imports_each_new_file_once_it_is_whole(store: Store, tmp_path: P
     importer.finish("completed")
     assert rows(store, "SELECT train_step, count(*) FROM episodes GROUP BY 1") == [(1, 8), (2, 8)]
 
+    # Followed again: each file is told once as read before (the summary says "nothing new").
+    again = Importer(store, format_of(dump, "verl"), ImportOptions(path=dump, name="live"))
+    again.open()
+    told: list[tuple[str, bool]] = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=follow,
+        args=(again,),
+        kwargs={"on_file": lambda r: told.append((r.path, r.already)), "on_note": print,
+                "poll": 0.05, "stop": stop},
+    )  # fmt: skip
+    thread.start()
+    try:
+        _wait_for(lambda: len(told) == 2, "the files read before to be told")
+        time.sleep(0.3)  # more looks: told once each
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    again.finish("completed")
+    assert sorted(told) == [("1.jsonl", True), ("2.jsonl", True)]
+
 
 _READ_WHOLE = "SELECT count(*) FROM import_files WHERE completed_at IS NOT NULL"
 
