@@ -186,6 +186,17 @@ def rekey_questions(session: Session, run_id: int, renamed: Mapping[str, str]) -
     return moved
 
 
+def own_runs_mark(session: Session) -> tuple[int, ...]:
+    """What changes when rollscope's own runs play more (runs made, episodes finished): read
+    from the runs table alone, it tells whether `own_questions` may have changed."""
+    row = session.execute(
+        select(func.count(), func.max(Run.id), func.sum(Run.finished_episodes)).where(
+            Run.source_format.is_(None)
+        )
+    ).one()
+    return tuple(int(v or 0) for v in row)
+
+
 def own_questions(session: Session) -> list[tuple[str, str]]:
     """(question text, question id) of the questions rollscope's own runs played (not
     imported or recorded ones), each run's once: its first samples' rows."""

@@ -358,6 +358,11 @@ class Store:
         with Session(self._engine) as session:
             return imports.step_groups(session, run_id, train_step)
 
+    def own_runs_mark(self) -> tuple[int, ...]:
+        """Changes when rollscope's own runs play more (`imports.own_runs_mark`)."""
+        with Session(self._engine) as session:
+            return imports.own_runs_mark(session)
+
     def own_questions(self) -> list[tuple[str, str]]:
         """(text, id) of the questions rollscope's own runs played (`imports.own_questions`)."""
         with Session(self._engine) as session:

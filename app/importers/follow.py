@@ -2,8 +2,9 @@
 
 A file is taken once it is whole: its writer's end is there (a JSONL file ends with a newline,
 a Parquet file with its footer, an rLLM episode parses) and its size and time have not changed
-over one look. The run stays `running`, its heartbeat fresh, so Runs and Training show it live;
-Ctrl-C (or `stop`) ends the loop between two files or inside one, never inside an episode.
+over one look; before it, the questions a rollscope run has played since are matched (as at
+`Importer.open`). The run stays `running`, its heartbeat fresh, so Runs and Training show it
+live; Ctrl-C (or `stop`) ends the loop between two files or inside one, never inside an episode.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ def follow(
     done: dict[Path, tuple[int, int]] = {}
     beat = time.monotonic()
     while not stop.is_set():
+        matched = False  # a look that imports a file matches new questions first, once
         for path in importer.files():
             if stop.is_set():
                 return
@@ -48,6 +50,9 @@ def follow(
                 continue
             if not importer.fmt.whole(path):
                 continue
+            if not matched:
+                importer.match_new_questions()
+                matched = True
             try:
                 result = importer.import_file(path)
             except FileNotFoundError:

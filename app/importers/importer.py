@@ -119,6 +119,8 @@ class Importer:
         )
         self._own_ids: dict[str, str] = {}
         """Text key -> the id rollscope's own runs know a question by (read at `open`)."""
+        self._own_mark: tuple[int, ...] = ()
+        """`Store.own_runs_mark` when `_own_ids` was read."""
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -150,18 +152,33 @@ class Importer:
             self.run_id = found.id
             self.store.set_run_status(self.run_id, "running")
         self._sink = self.store.sink(self.run_id)
+        self._own_mark = self.store.own_runs_mark()
         self._own_ids = ids_by_text(self.store.own_questions())
         if not self.created:
             self._match_earlier_questions()
+        self._numbering = self._numbering_from_store()
+        return self.run_id
+
+    def match_new_questions(self) -> None:
+        """Between two files of a follow: questions a rollscope run has played since are
+        matched too (a checkpoint evaluated while the training goes on)."""
+        mark = self.store.own_runs_mark()  # read whole, their questions take seconds
+        if mark == self._own_mark:
+            return
+        self._own_mark = mark
+        self._own_ids = ids_by_text(self.store.own_questions())
+        if self._match_earlier_questions():
+            self._numbering = self._numbering_from_store()  # moved samples are numbered
+
+    def _numbering_from_store(self) -> Numbering:
         numbers = counters(self.store, self.run_id)
-        self._numbering = Numbering(
+        return Numbering(
             numbers.next_sample,
             numbers.next_group,
             lambda step: self.store.step_groups(self.run_id, step),
         )
-        return self.run_id
 
-    def _match_earlier_questions(self) -> None:
+    def _match_earlier_questions(self) -> int:
         """Questions imported under their text's key before a rollscope run played them take
         the id that run knows them by, as a question imported now does: Compare and the
         Question map line them up whichever came first."""
@@ -176,6 +193,7 @@ class Importer:
                 f"{counted(len(renamed), 'question')} of the run ({counted(moved, 'episode')}) "
                 "now carry the ids rollscope's own runs know them by (matched by their text)"
             )
+        return moved
 
     def _check_same_source(self, kind: str, fmt: str | None, path: str | None) -> None:
         name = self.options.name

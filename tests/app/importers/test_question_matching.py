@@ -100,3 +100,53 @@ def test_moved_samples_follow_those_the_run_holds_under_the_id(store: Store) -> 
     assert store.rekey_import_questions(run_id, {"q-9f3": "q-count"}) == 2
     found = rows(store, "SELECT question_id, sample_index FROM episodes ORDER BY id")
     assert found == [("q-count", 0), ("q-count", 1), ("q-count", 2), ("q-count", 3), ("q-x", 0)]
+
+
+def test_a_follow_matches_questions_rollscope_plays_while_it_runs(
+    store: Store, tmp_path: Path
+) -> None:
+    import threading
+    import time
+
+    from app.importers.detect import format_of
+    from app.importers.follow import follow
+    from app.importers.importer import Importer, ImportOptions
+
+    (qid, text, gold) = QUESTIONS[0]
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    line = {"messages": [{"role": "user", "content": text},
+                         {"role": "assistant", "content": f"<solution>{gold}</solution>"}],
+            "reward": 1.0, "step": 1}  # fmt: skip
+    (folder / "1.jsonl").write_text(json.dumps(line) + "\n")
+    importer = Importer(store, format_of(folder, "messages"), ImportOptions(folder, "live"))
+    run_id = importer.open()
+    told: list[str] = []
+    stop = threading.Event()
+    thread = threading.Thread(
+        target=follow,
+        args=(importer,),
+        kwargs={"on_file": lambda r: told.append(r.path), "on_note": told.append,
+                "poll": 0.05, "stop": stop},
+    )  # fmt: skip
+    thread.start()
+    sql = "SELECT question_id, sample_index FROM episodes WHERE run_id = ? ORDER BY id"
+    try:
+        deadline = time.monotonic() + 60
+        while "1.jsonl" not in told:
+            assert time.monotonic() < deadline, "the first file was not imported"
+            time.sleep(0.05)
+        assert rows(store, sql, run_id)[0][0].startswith("q-")
+        # A checkpoint is evaluated meanwhile; then the trainer writes its next step.
+        questions, db_dir = make_benchmark(tmp_path / "bench")
+        dataset = load_named_dataset(str(questions), db_dir=str(db_dir))
+        play_run(store, spec("oracle"), dataset, OraclePolicy())
+        (folder / "2.jsonl").write_text(json.dumps({**line, "step": 2}) + "\n")
+        while "2.jsonl" not in told:
+            assert time.monotonic() < deadline, "the second file was not imported"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    importer.finish("completed")
+    assert rows(store, sql, run_id) == [(qid, 0), (qid, 1)]
