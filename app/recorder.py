@@ -42,6 +42,7 @@ from app.importers.rollouts import (
     Rollout,
     episode_records,
     ids_by_text,
+    match_by_text,
     question_key,
 )
 from app.importers.turns import last_user_text, message_turns
@@ -117,6 +118,9 @@ class Recorder:
                 checkpoint=model,
             )
             self.run_id = self.store.create_run(spec, episodes_planned=0, source_format="recorder")
+        self._own_ids = ids_by_text(self.store.own_questions())
+        if found is not None:  # questions rollscope has played since take its ids
+            match_by_text(self.store, self.run_id, self._own_ids)
         numbers = counters(self.store, self.run_id)
         self._recorded = found.episodes_finished if found is not None else 0
         self._numbering = Numbering(
@@ -125,7 +129,6 @@ class Recorder:
             lambda step: self.store.step_groups(self.run_id, step),
         )
         self._sink = self.store.sink(self.run_id)
-        self._own_ids = ids_by_text(self.store.own_questions())
         self._started: list[EpisodeStart] = []
         self._steps: list[StepRecord] = []
         self._finished: list[EpisodeRecord] = []

@@ -368,14 +368,15 @@ class Store:
         with Session(self._engine) as session:
             return imports.own_questions(session)
 
-    def import_question_ids(self, run_id: int) -> list[str]:
-        """The ids of the questions an import run's episodes ask."""
+    def run_question_ids(self, run_id: int) -> list[str]:
+        """The ids of the questions a run's episodes ask."""
         with Session(self._engine) as session:
             return imports.question_ids(session, run_id)
 
-    def rekey_import_questions(self, run_id: int, renamed: Mapping[str, str]) -> int:
-        """Give an import run's episodes of each old question id the new one, in one
-        transaction (`storage.imports.rekey_questions`); the episodes moved."""
+    def rekey_questions(self, run_id: int, renamed: Mapping[str, str]) -> int:
+        """Give the episodes of a run rollscope did not play (an import's, a Recorder's) of
+        each old question id the new one, in one transaction (`storage.imports.rekey_questions`);
+        the episodes moved."""
         if not renamed:
             return 0
         return retry_locked(lambda: self._in_write(imports.rekey_questions, run_id, renamed))

@@ -27,6 +27,7 @@ from app.importers.rollouts import (
     Numbering,
     episode_records,
     ids_by_text,
+    match_by_text,
     question_key,
     turn_actions,
 )
@@ -179,18 +180,12 @@ class Importer:
         )
 
     def _match_earlier_questions(self) -> int:
-        """Questions imported under their text's key before a rollscope run played them take
-        the id that run knows them by, as a question imported now does: Compare and the
-        Question map line them up whichever came first."""
-        renamed = {
-            qid: own
-            for qid in self.store.import_question_ids(self.run_id)
-            if (own := self._own_ids.get(qid, qid)) != qid
-        }
-        moved = self.store.rekey_import_questions(self.run_id, renamed)
+        """Questions imported before a rollscope run played them take its ids
+        (`match_by_text`); the episodes moved."""
+        questions, moved = match_by_text(self.store, self.run_id, self._own_ids)
         if moved:
             self.on_note(
-                f"{counted(len(renamed), 'question')} of the run ({counted(moved, 'episode')}) "
+                f"{counted(questions, 'question')} of the run ({counted(moved, 'episode')}) "
                 "now carry the ids rollscope's own runs know them by (matched by their text)"
             )
         return moved

@@ -14,6 +14,7 @@ import hashlib
 import re
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from app.importers.turns import Turn, turn_action
 from rollout_core.actions import SQLAction
@@ -27,6 +28,9 @@ from rollout_core.records import (
     SourceRow,
     StepRecord,
 )
+
+if TYPE_CHECKING:
+    from storage.store import Store
 
 CORRECT_AT = 1.0
 """A rollout whose file gives no correctness counts as correct when its reward is at least
@@ -100,6 +104,17 @@ def ids_by_text(questions: Iterable[tuple[str, str]]) -> dict[str, str]:
         key = question_key(text)
         found[key] = qid if found.get(key, qid) == qid else None
     return {k: v for k, v in found.items() if v is not None}
+
+
+def match_by_text(store: Store, run_id: int, own_ids: Mapping[str, str]) -> tuple[int, int]:
+    """Give a run's episodes held under an id made from a question's text (`question_key`)
+    the id rollscope's own runs know that text by (`own_ids`, from `ids_by_text`), as an
+    episode recorded now would take it: Compare and the Question map line the runs up
+    whichever came first. (questions, episodes) moved."""
+    renamed = {
+        qid: own for qid in store.run_question_ids(run_id) if (own := own_ids.get(qid, qid)) != qid
+    }
+    return len(renamed), store.rekey_questions(run_id, renamed)
 
 
 RECENT_STEPS = 8

@@ -1,11 +1,15 @@
 """An import without --questions lines up with rollscope's own runs by question text: an
 episode whose question reads as one of theirs (case and spaces aside) takes its id, so that
-Compare and the Question map set the runs side by side."""
+Compare and the Question map set the runs side by side, whichever came first: a run imported
+or recorded before rollscope played the question takes its id when it is imported again,
+at a follow's next file, or when its Recorder resumes."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from rollout_core.datasets import load_named_dataset
 from rollout_core.policies.scripted import OraclePolicy
@@ -97,7 +101,7 @@ def test_moved_samples_follow_those_the_run_holds_under_the_id(store: Store) -> 
     sink = store.sink(run_id)
     for q, sample in (("q-count", 0), ("q-count", 1), ("q-9f3", 0), ("q-9f3", 1), ("q-x", 0)):
         sink.write(play(q, sample, "correct", 1.0, 1))
-    assert store.rekey_import_questions(run_id, {"q-9f3": "q-count"}) == 2
+    assert store.rekey_questions(run_id, {"q-9f3": "q-count"}) == 2
     found = rows(store, "SELECT question_id, sample_index FROM episodes ORDER BY id")
     assert found == [("q-count", 0), ("q-count", 1), ("q-count", 2), ("q-count", 3), ("q-x", 0)]
 
@@ -150,3 +154,23 @@ def test_a_follow_matches_questions_rollscope_plays_while_it_runs(
         thread.join(timeout=30)
     importer.finish("completed")
     assert rows(store, sql, run_id) == [(qid, 0), (qid, 1)]
+
+
+def test_a_recorder_run_resumed_takes_the_ids_of_questions_played_since(
+    store: Store, tmp_path: Path
+) -> None:
+    from app.recorder import Recorder
+
+    (qid, text, gold) = QUESTIONS[1]
+    turns = [{"role": "assistant", "content": f"<solution>{gold}</solution>"}]
+    with pytest.raises(RuntimeError), Recorder(store, run="loop") as rec:
+        rec.episode(question=text, turns=turns, reward=1.0)
+        raise RuntimeError("the trainer died")  # the run reads failed: it can be resumed
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    play_run(store, spec("oracle"), load_named_dataset(str(questions), db_dir=str(db_dir)),
+             OraclePolicy())  # fmt: skip
+    with Recorder(store, run="loop", resume=True) as rec:
+        rec.episode(question=text, turns=turns, reward=1.0)
+    ids = rows(store, "SELECT question_id, sample_index FROM episodes e JOIN runs r "
+                      "ON r.id = e.run_id WHERE r.name = 'loop' ORDER BY e.id")  # fmt: skip
+    assert ids == [(qid, 0), (qid, 1)]
