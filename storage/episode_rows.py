@@ -103,7 +103,7 @@ OUTCOME_COLUMNS = (
 
 
 def outcome_values(
-    e: EpisodeRecord, now: datetime, failure_class: str | None = None
+    e: EpisodeRecord, now: datetime | None, failure_class: str | None = None
 ) -> tuple[Any, ...]:
     """A finished episode's `OUTCOME_COLUMNS` (`failure_class`: the store's, if it had none)."""
     return (
@@ -150,7 +150,7 @@ FINISH_KEYS = tuple(f"b_{c}" for c in OUTCOME_COLUMNS)
 
 
 def finish_row(
-    episode_id: int, e: EpisodeRecord, now: datetime, classes: Mapping[int, str]
+    episode_id: int, e: EpisodeRecord, now: datetime | None, classes: Mapping[int, str]
 ) -> dict[str, Any]:
     outcome = outcome_values(e, now, None if e.failure_class else classes[episode_id])
     return {"b_id": episode_id} | dict(zip(FINISH_KEYS, outcome, strict=True))

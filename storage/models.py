@@ -183,7 +183,7 @@ class Episode(Base):
     db_id: Mapped[str] = mapped_column(String(200))
     question: Mapped[str]
     gold_sql: Mapped[str]
-    started_at: Mapped[datetime]
+    started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
     outcome: Mapped[str | None] = mapped_column(String(32))
     reward: Mapped[float | None] = mapped_column(Float)

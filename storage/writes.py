@@ -125,12 +125,16 @@ def write_batch(
     batch: IterationBatch,
     known: dict[EpisodeKey, int],
     prompts: PromptEncoder,
+    *,
+    clocked: bool = True,
 ) -> dict[EpisodeKey, int]:
     """Write a batch in the caller's transaction; returns the ids of the episodes it created.
 
-    `prompts` encodes the steps' prompts; call its `commit` once the transaction has.
+    `prompts` encodes the steps' prompts; call its `commit` once the transaction has. Without
+    `clocked`, the episodes' `started_at` and `ended_at` stay NULL (played elsewhere).
     """
     now = now_utc()
+    stamp = now if clocked else None
     beat = session.connection().execute(_HEARTBEAT, {"b_run": run_id, "b_now": now})
     if beat.rowcount == 0:
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
@@ -146,7 +150,7 @@ def write_batch(
     started = {s.key for s in batch.started}
     finished = [(e.key, e) for e in batch.finished]
     whole = {k: e for k, e in finished if k in started and e.failure_class}
-    created = _insert_started(session, run_id, batch, now, change, whole, counts)
+    created = _insert_started(session, run_id, batch, stamp, change, whole, counts)
     ids = {**known, **created}
     wanted = {*step_keys, *(k for k, _ in finished)}
     ids.update(lookup_episodes(session, run_id, wanted - ids.keys()))
@@ -175,7 +179,7 @@ def write_batch(
             Finished(i, e.outcome, e.progress) for i, e in rest if e.failure_class is None
         ]
         classes = classify_stored(session, unclassified) if unclassified else {}
-        finishes = [finish_row(i, e, now, classes) for i, e in rest]
+        finishes = [finish_row(i, e, stamp, classes) for i, e in rest]
         change.finishing(
             session.connection(),
             [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in finishes],
@@ -227,7 +231,7 @@ def _insert_started(
     session: Session,
     run_id: int,
     batch: IterationBatch,
-    now: datetime,
+    now: datetime | None,
     change: RunChange,
     whole: Mapping[EpisodeKey, EpisodeRecord],
     counts: Mapping[EpisodeKey, dict[str, Any]],

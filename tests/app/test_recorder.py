@@ -166,11 +166,10 @@ def test_a_rollouts_duration_is_stored_when_the_loop_timed_it(tmp_path: Path) ->
         for seconds, problem in ((-1.0, "seconds is -1.0"), ("2s", "seconds is '2s'")):
             with pytest.raises(RecorderError, match=problem):
                 rec.episode(question="Q?", turns=turns, reward=1.0, seconds=seconds)
-    # The loop sampled under a seed of its own, which no rollout names: NULL, not 0.
-    assert rows(rec.store, "SELECT duration_seconds, seed FROM episodes ORDER BY id") == [
-        (2.5, None),
-        (None, None),
-    ]
+    # The loop sampled under a seed of its own, at times of its own, which no rollout names:
+    # NULL, not 0 or the time it was recorded.
+    known = "SELECT duration_seconds, seed, started_at, ended_at FROM episodes ORDER BY id"
+    assert rows(rec.store, known) == [(2.5, None, None, None), (None, None, None, None)]
 
 
 def test_held_episodes_reach_the_store_without_another_call(tmp_path: Path) -> None:

@@ -92,10 +92,11 @@ def test_scores_are_rewards_groups_are_right_per_step_and_sql_turns_are_queries(
         (2, "QUERY", PLAYED[0][2], "| result |", 1),
         (3, "ANSWER", WRONG_SQL, "", 1),
     ]
-    # Generated and played elsewhere: no timing and no seed is claimed.
+    # Generated and played elsewhere: no timing, seed or clock time is claimed.
     timed = "SELECT count(*) FROM steps WHERE policy_seconds IS NOT NULL OR env_seconds IS NOT NULL"
     assert rows(store, timed) == [(0,)]
-    assert rows(store, "SELECT count(*) FROM episodes WHERE seed IS NOT NULL") == [(0,)]
+    known = "seed IS NOT NULL OR started_at IS NOT NULL OR ended_at IS NOT NULL"
+    assert rows(store, f"SELECT count(*) FROM episodes WHERE {known}") == [(0,)]
     classes = rows(
         store,
         "SELECT outcome, failure_class, count(*) FROM episodes WHERE run_id = ? GROUP BY 1, 2",

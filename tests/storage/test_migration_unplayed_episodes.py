@@ -1,10 +1,12 @@
-"""Revision 0017: an episode's seed is NULL for a rollout rollscope did not play (an import's, a
-Recorder's). A store at 0016 (where such a seed read 0) upgrades with those NULL, its episodes,
-steps and search index kept, and every seed rollscope played with as it was."""
+"""Revision 0017: an episode rollscope did not play (an import's, a Recorder's) has no seed,
+start or end time. A store at 0016 (where they read 0 and the time of the import) upgrades
+with those NULL, its episodes, steps and search index kept, and every seed and time of an
+episode rollscope played as it was."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from rollout_core.records import IterationBatch
 from storage.read_models import EpisodeFilter
@@ -21,10 +23,12 @@ def _unseeded(batch: IterationBatch) -> IterationBatch:
     )
 
 
-def _seeds(url: str) -> list[tuple[str, int | None]]:
+def _episodes(url: str) -> list[tuple[Any, ...]]:
+    """(run, seed, started_at is set, ended_at is set), read with SQL."""
     return sql_rows(
         url,
-        "SELECT r.name, e.seed FROM episodes e JOIN runs r ON r.id = e.run_id ORDER BY e.id",
+        "SELECT r.name, e.seed, e.started_at IS NOT NULL, e.ended_at IS NOT NULL "
+        "FROM episodes e JOIN runs r ON r.id = e.run_id ORDER BY e.id",
     )
 
 
@@ -34,7 +38,7 @@ def _found(store: Store) -> list[int]:
     return [e.id for e in page.items]
 
 
-def test_seeds_of_rollouts_played_elsewhere_are_null_and_survive_a_round_trip(
+def test_seeds_and_times_of_rollouts_played_elsewhere_are_null_and_survive_a_round_trip(
     store_url: str,
 ) -> None:
     store = Store(store_url)
@@ -48,14 +52,22 @@ def test_seeds_of_rollouts_played_elsewhere_are_null_and_survive_a_round_trip(
     found_before = _found(store)
     assert len(found_before) == 1
     store.close()
-    at_head = [("played", 1003), ("imported", None), ("recorded", None)]
-    assert _seeds(store_url) == at_head
+    at_head = [
+        ("played", 1003, 1, 1),
+        ("imported", None, 0, 0),
+        ("recorded", None, 0, 0),
+    ]
+    assert _episodes(store_url) == at_head
 
-    downgrade_to(store_url, "0016")  # 0 stood in for the seed nobody knows
-    assert _seeds(store_url) == [("played", 1003), ("imported", 0), ("recorded", 0)]
+    downgrade_to(store_url, "0016")  # 0 and the import's time stood in for what nobody knows
+    assert _episodes(store_url) == [
+        ("played", 1003, 1, 1),
+        ("imported", 0, 1, 1),
+        ("recorded", 0, 1, 1),
+    ]
 
     store = Store(store_url)  # a writer upgrades on open
-    assert _seeds(store_url) == at_head
+    assert _episodes(store_url) == at_head
     assert _found(store) == found_before  # the search index points at the same episode ids
     steps = sql_rows(
         store_url, "SELECT count(*) FROM steps s JOIN episodes e ON e.id = s.episode_id"
