@@ -16,7 +16,7 @@ from rollout_core.policies.scripted import OraclePolicy
 from storage.store import Store
 from tests.app.importers.conftest import rows, run_import
 from tests.support.benchmark import QUESTIONS, make_benchmark
-from tests.support.records import play, spec
+from tests.support.records import spec
 from tests.support.stores import play_run
 
 
@@ -94,16 +94,6 @@ def test_questions_imported_before_rollscope_played_them_take_its_ids_at_the_nex
     shared = [c for c in page.items if c.cells.keys() == {oracle, imported}]
     assert [c.question_id for c in shared] == [qid]
     assert shared[0].cells[imported].episodes == 3
-
-
-def test_moved_samples_follow_those_the_run_holds_under_the_id(store: Store) -> None:
-    run_id = store.create_run(spec("imp", kind="import"), episodes_planned=0, source_format="verl")
-    sink = store.sink(run_id)
-    for q, sample in (("q-count", 0), ("q-count", 1), ("q-9f3", 0), ("q-9f3", 1), ("q-x", 0)):
-        sink.write(play(q, sample, "correct", 1.0, 1))
-    assert store.rekey_questions(run_id, {"q-9f3": "q-count"}) == 2
-    found = rows(store, "SELECT question_id, sample_index FROM episodes ORDER BY id")
-    assert found == [("q-count", 0), ("q-count", 1), ("q-count", 2), ("q-count", 3), ("q-x", 0)]
 
 
 def test_a_follow_matches_questions_rollscope_plays_while_it_runs(
