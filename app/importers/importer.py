@@ -163,7 +163,9 @@ class Importer:
     def match_new_questions(self) -> None:
         """Between two files of a follow: questions a rollscope run has played since are
         matched too (a checkpoint evaluated while the training goes on)."""
-        mark = self.store.own_runs_mark()  # read whole, their questions take seconds
+        # The runs table says whether they played more; their questions, read whole, can take
+        # seconds in a large store.
+        mark = self.store.own_runs_mark()
         if mark == self._own_mark:
             return
         self._own_mark = mark
