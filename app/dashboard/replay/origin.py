@@ -27,7 +27,7 @@ def regrade_words(regraded: str) -> str:
 def regrade_of(detail: EpisodeDetail) -> str | None:
     """rollscope's re-grade of an imported episode (`--questions`), in words; None when it
     made none."""
-    if detail.run.source_format is None:
+    if detail.run.played_here:
         return None
     found = origin_of(detail.summary.id)
     return None if found is None or found.regraded is None else regrade_words(found.regraded)
