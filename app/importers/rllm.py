@@ -68,7 +68,7 @@ class RLLM(Format):
         raw = path.read_bytes()
         digest = hashlib.sha256(raw).digest()
         try:
-            yield Row(1, digest, rollout(json_object(raw.decode("utf-8", errors="replace"))))
+            yield Row(1, digest, rollout(json_object(raw)))
         except (BadRow, KeyError, TypeError, ValueError) as exc:
             yield Row(1, digest, None, problem_text(exc))
 

@@ -1,0 +1,88 @@
+"""A rollout line reads as Python's json reads it, and stored messages read back as they were
+written, whichever JSON library did the work (orjson, with json for what it refuses)."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.importers.source import BadRow, json_object
+from storage.prompts import messages_json
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text()
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+_VALID_TEXT = st.text()  # no lone surrogates: those read as U+FFFD (below)
+
+
+@given(st.dictionaries(_VALID_TEXT, _VALUES, max_size=5))
+def test_a_line_reads_as_json_reads_it(data: dict[str, Any]) -> None:
+    line = json.dumps(data).encode()
+    expected = json.loads(line)
+    got = json_object(line)
+    assert got == expected
+    assert json.dumps(got) == json.dumps(expected)  # 1 stays an int, 1.0 a float
+
+
+def test_what_json_alone_reads_is_read_as_json_reads_it() -> None:
+    got = json_object(b'{"score": NaN, "big": Infinity, "low": -Infinity}')
+    assert math.isnan(got["score"]) and got["big"] == math.inf and got["low"] == -math.inf
+    assert json_object(b'{"a": "\\ud800 x"}') == {"a": "\ufffd x"}
+    assert json_object(b'{"a": "\xff x"}') == {"a": "\ufffd x"}
+    assert json_object(b'{"a": "\\ud83d\\ude00"}') == {"a": "\U0001f600"}
+
+
+@pytest.mark.parametrize(
+    ("line", "problem"),
+    [
+        (b'{"a": 1', "not JSON (Expecting ',' delimiter at column 8)"),
+        (b"[1, 2]", "a JSON list, not an object"),
+        (b'"text"', "a JSON str, not an object"),
+        (b"\xef\xbb\xbf{}", "not JSON (Unexpected UTF-8 BOM (decode using utf-8-sig) at column 1)"),
+    ],
+)
+def test_a_line_that_is_no_object_says_why(line: bytes, problem: str) -> None:
+    with pytest.raises(BadRow) as caught:
+        json_object(line)
+    assert str(caught.value) == problem
+
+
+_FINITE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_infinity=False, allow_nan=False),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+_MESSAGE = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["system", "user", "assistant", "tool"]),
+        "content": st.text() | st.text().map(lambda t: t + "\ud800"),
+    },
+    optional={"extra": _FINITE},
+)
+
+
+@given(st.lists(_MESSAGE, max_size=4))
+def test_stored_messages_read_back_as_written(messages: list[dict[str, Any]]) -> None:
+    """Lone surrogates and integers past 64 bits included (json writes those)."""
+    text = messages_json(messages)
+    assert json.loads(text) == messages
+
+
+def test_a_number_json_cannot_hold_is_stored_as_null() -> None:
+    """Valid JSON, which PostgreSQL's json type and every reader takes: NaN is no JSON."""
+    text = messages_json([{"role": "tool", "content": "x", "score": math.nan, "top": math.inf}])
+    assert json.loads(text) == [{"role": "tool", "content": "x", "score": None, "top": None}]
