@@ -39,10 +39,9 @@ from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as
 from app.importers.rollouts import (
     CORRECT_AT,
     Numbering,
+    OwnQuestions,
     Rollout,
     episode_records,
-    ids_by_text,
-    match_by_text,
     question_key,
 )
 from app.importers.turns import last_user_text, message_turns
@@ -118,16 +117,11 @@ class Recorder:
                 checkpoint=model,
             )
             self.run_id = self.store.create_run(spec, episodes_planned=0, source_format="recorder")
-        self._own_ids = ids_by_text(self.store.own_questions())
+        self._own = OwnQuestions(self.store)
         if found is not None:  # questions rollscope has played since take its ids
-            match_by_text(self.store, self.run_id, self._own_ids)
-        numbers = counters(self.store, self.run_id)
+            self._own.match(self.run_id)
         self._recorded = found.episodes_finished if found is not None else 0
-        self._numbering = Numbering(
-            numbers.next_sample,
-            numbers.next_group,
-            lambda step: self.store.step_groups(self.run_id, step),
-        )
+        self._numbering = self._numbering_from_store()
         self._sink = self.store.sink(self.run_id)
         self._started: list[EpisodeStart] = []
         self._steps: list[StepRecord] = []
@@ -200,13 +194,11 @@ class Recorder:
             )
         messages: list[ChatMessage] = [dict(m) for m in prompt or ()] + lead
         text = question or last_user_text(messages)
-        key = question_key(text)  # a question rollscope's own runs know: their id
-        qid = question_id if question_id is not None else self._own_ids.get(key, key)
         rollout = Rollout(
             prompt=messages,
             turns=played,
             question=text,
-            question_id=qid,
+            question_id=question_id,
             reward=total,
             rewards=parts,
             correct=correct,
@@ -216,14 +208,17 @@ class Recorder:
             gold_sql=gold_sql,
             seconds=took,
         )
-        start, steps, finish = episode_records(
-            rollout,
-            qid,
-            self._numbering.sample(qid),
-            self._numbering.group(train_step, qid, group),
-            correct_at=self.correct_at,
-        )
+        # Under the lock: the flusher may move the run's questions to new ids meanwhile.
         with self._lock:
+            # A question rollscope's own runs know by its text: their id.
+            qid = question_id if question_id is not None else self._own.id_of(question_key(text))
+            start, steps, finish = episode_records(
+                rollout,
+                qid,
+                self._numbering.sample(qid),
+                self._numbering.group(train_step, qid, group),
+                correct_at=self.correct_at,
+            )
             self._started.append(start)
             self._steps.extend(steps)
             self._finished.append(finish)
@@ -252,7 +247,8 @@ class Recorder:
             self.store.set_run_status(self.run_id, status, error=error)
 
     def _write_held(self) -> None:
-        """Write the episodes held, as one transaction (the caller holds the lock)."""
+        """Write the episodes held, as one transaction, then match the run's questions to
+        those rollscope's own runs have played since (the caller holds the lock)."""
         if self._finished:
             batch = IterationBatch(self._started, self._steps, self._finished)
             self._sink.write(batch)
@@ -260,6 +256,16 @@ class Recorder:
             self.store.set_episodes_planned(self.run_id, self._recorded)
             self._started, self._steps, self._finished = [], [], []
         self._last_flush = time.monotonic()
+        if self._own.refresh() and self._own.match(self.run_id)[1]:
+            self._numbering = self._numbering_from_store()  # moved samples are numbered
+
+    def _numbering_from_store(self) -> Numbering:
+        numbers = counters(self.store, self.run_id)
+        return Numbering(
+            numbers.next_sample,
+            numbers.next_group,
+            lambda step: self.store.step_groups(self.run_id, step),
+        )
 
     def _flush_when_due(self) -> None:
         """The flusher thread: write what has waited `flush_seconds`, until close."""

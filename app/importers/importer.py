@@ -25,9 +25,8 @@ from app.importers.check import Checker
 from app.importers.rollouts import (
     CORRECT_AT,
     Numbering,
+    OwnQuestions,
     episode_records,
-    ids_by_text,
-    match_by_text,
     question_key,
     turn_actions,
 )
@@ -118,10 +117,8 @@ class Importer:
         self._checker = (
             Checker(options.questions, options.db_dir) if options.questions is not None else None
         )
-        self._own_ids: dict[str, str] = {}
-        """Text key -> the id rollscope's own runs know a question by (read at `open`)."""
-        self._own_mark: tuple[int, ...] = ()
-        """`Store.own_runs_mark` when `_own_ids` was read."""
+        self._own: OwnQuestions | None = None
+        """The ids rollscope's own runs know questions by (read at `open`)."""
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -153,8 +150,7 @@ class Importer:
             self.run_id = found.id
             self.store.set_run_status(self.run_id, "running")
         self._sink = self.store.sink(self.run_id)
-        self._own_mark = self.store.own_runs_mark()
-        self._own_ids = ids_by_text(self.store.own_questions())
+        self._own = OwnQuestions(self.store)
         if not self.created:
             self._match_earlier_questions()
         self._numbering = self._numbering_from_store()
@@ -163,14 +159,8 @@ class Importer:
     def match_new_questions(self) -> None:
         """Between two files of a follow: questions a rollscope run has played since are
         matched too (a checkpoint evaluated while the training goes on)."""
-        # The runs table says whether they played more; their questions, read whole, can take
-        # seconds in a large store.
-        mark = self.store.own_runs_mark()
-        if mark == self._own_mark:
-            return
-        self._own_mark = mark
-        self._own_ids = ids_by_text(self.store.own_questions())
-        if self._match_earlier_questions():
+        assert self._own is not None
+        if self._own.refresh() and self._match_earlier_questions():
             self._numbering = self._numbering_from_store()  # moved samples are numbered
 
     def _numbering_from_store(self) -> Numbering:
@@ -184,7 +174,8 @@ class Importer:
     def _match_earlier_questions(self) -> int:
         """Questions imported before a rollscope run played them take its ids
         (`match_by_text`); the episodes moved."""
-        questions, moved = match_by_text(self.store, self.run_id, self._own_ids)
+        assert self._own is not None
+        questions, moved = self._own.match(self.run_id)
         if moved:
             self.on_note(
                 f"{counted(questions, 'question')} of the run ({counted(moved, 'episode')}) "
@@ -300,7 +291,8 @@ class Importer:
 
     def _add(self, batch: _Batch, row: Row, file_id: int) -> None:
         rollout = row.rollout
-        assert rollout is not None and self._numbering is not None
+        own, numbering = self._own, self._numbering
+        assert rollout is not None and own is not None and numbering is not None
         actions = turn_actions(rollout.turns)
         checked = regraded = None
         filled: tuple[int, ...] = ()
@@ -319,8 +311,7 @@ class Importer:
         if checked is None:
             # A question rollscope's own runs played under the same text (normalised): its
             # id, so that Compare and the Question map line the runs up.
-            qid = self._own_ids.get(qid, qid)
-        numbering = self._numbering
+            qid = own.id_of(qid)
         start, steps, finish = episode_records(
             rollout,
             qid,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -115,6 +116,42 @@ def match_by_text(store: Store, run_id: int, own_ids: Mapping[str, str]) -> tupl
         qid: own for qid in store.run_question_ids(run_id) if (own := own_ids.get(qid, qid)) != qid
     }
     return len(renamed), store.rekey_questions(run_id, renamed)
+
+
+class OwnQuestions:
+    """The ids rollscope's own runs know questions by (`ids_by_text`), for a run fed as it
+    goes (an import, a follow, a Recorder): read again, and the run's earlier episodes
+    matched to them, when those runs have played more."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._mark = store.own_runs_mark()
+        self.ids = ids_by_text(store.own_questions())
+        self._next_read = 0.0
+
+    def id_of(self, key: str) -> str:
+        """The id for a question whose text gives `key` (`question_key`): theirs, or the key."""
+        return self.ids.get(key, key)
+
+    def refresh(self) -> bool:
+        """Read the ids again if rollscope's runs played more since; whether they did."""
+        # The runs table says whether they did. Their questions, read whole, can take seconds
+        # in a large store, and a run playing beside a Recorder changes the table every
+        # second: at most a tenth of the time goes to reading them.
+        if time.monotonic() < self._next_read:
+            return False
+        mark = self.store.own_runs_mark()
+        if mark == self._mark:
+            return False
+        started = time.monotonic()
+        self._mark = mark
+        self.ids = ids_by_text(self.store.own_questions())
+        self._next_read = started + 10 * (time.monotonic() - started)
+        return True
+
+    def match(self, run_id: int) -> tuple[int, int]:
+        """`match_by_text` for the run: (questions, episodes) moved to these ids."""
+        return match_by_text(self.store, run_id, self.ids)
 
 
 RECENT_STEPS = 8

@@ -2,7 +2,7 @@
 episode whose question reads as one of theirs (case and spaces aside) takes its id, so that
 Compare and the Question map set the runs side by side, whichever came first: a run imported
 or recorded before rollscope played the question takes its id when it is imported again,
-at a follow's next file, or when its Recorder resumes."""
+at a follow's next file, or at its Recorder's next write."""
 
 from __future__ import annotations
 
@@ -164,3 +164,25 @@ def test_a_recorder_run_resumed_takes_the_ids_of_questions_played_since(
     ids = rows(store, "SELECT question_id, sample_index FROM episodes e JOIN runs r "
                       "ON r.id = e.run_id WHERE r.name = 'loop' ORDER BY e.id")  # fmt: skip
     assert ids == [(qid, 0), (qid, 1)]
+
+
+def test_a_recorder_matches_questions_rollscope_plays_while_it_records(
+    store: Store, tmp_path: Path
+) -> None:
+    from app.recorder import Recorder
+
+    (qid, text, gold) = QUESTIONS[1]
+    turns = [{"role": "assistant", "content": f"<solution>{gold}</solution>"}]
+    sql = ("SELECT question_id, sample_index FROM episodes e JOIN runs r ON r.id = e.run_id "
+           "WHERE r.name = 'loop' ORDER BY e.id")  # fmt: skip
+    with Recorder(store, run="loop", flush_seconds=3600) as rec:
+        rec.episode(question=text, turns=turns, reward=1.0)
+        rec.flush()
+        assert rows(store, sql)[0][0].startswith("q-")  # no rollscope run has asked it yet
+        questions, db_dir = make_benchmark(tmp_path / "bench")
+        play_run(store, spec("oracle"), load_named_dataset(str(questions), db_dir=str(db_dir)),
+                 OraclePolicy())  # fmt: skip
+        rec.flush()  # the next write, with nothing held: the run's questions are matched
+        assert rows(store, sql) == [(qid, 0)]
+        rec.episode(question=text, turns=turns, reward=1.0)
+    assert rows(store, sql) == [(qid, 0), (qid, 1)]
