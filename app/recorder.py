@@ -58,7 +58,6 @@ from rollout_core.records import (
 )
 from storage import lifecycle
 from storage.store import Store
-from storage.training import counters
 
 
 class RecorderError(RollscopeError, ValueError):
@@ -121,7 +120,7 @@ class Recorder:
         if found is not None:  # questions rollscope has played since take its ids
             self._own.match(self.run_id)
         self._recorded = found.episodes_finished if found is not None else 0
-        self._numbering = self._numbering_from_store()
+        self._numbering = Numbering.of_run(self.store, self.run_id)
         self._sink = self.store.sink(self.run_id)
         self._started: list[EpisodeStart] = []
         self._steps: list[StepRecord] = []
@@ -257,15 +256,9 @@ class Recorder:
             self._started, self._steps, self._finished = [], [], []
         self._last_flush = time.monotonic()
         if self._own.refresh() and self._own.match(self.run_id)[1]:
-            self._numbering = self._numbering_from_store()  # moved samples are numbered
-
-    def _numbering_from_store(self) -> Numbering:
-        numbers = counters(self.store, self.run_id)
-        return Numbering(
-            numbers.next_sample,
-            numbers.next_group,
-            lambda step: self.store.step_groups(self.run_id, step),
-        )
+            self._numbering = Numbering.of_run(
+                self.store, self.run_id
+            )  # moved samples are numbered
 
     def _flush_when_due(self) -> None:
         """The flusher thread: write what has waited `flush_seconds`, until close."""

@@ -44,7 +44,6 @@ from rollout_core.records import (
 )
 from storage.sink import StoreSink
 from storage.store import Store
-from storage.training import counters
 from storage.writes import collector_paused
 
 BATCH_EPISODES = 2000
@@ -153,7 +152,7 @@ class Importer:
         self._own = OwnQuestions(self.store)
         if not self.created:
             self._match_earlier_questions()
-        self._numbering = self._numbering_from_store()
+        self._numbering = Numbering.of_run(self.store, self.run_id)
         return self.run_id
 
     def match_new_questions(self) -> None:
@@ -161,15 +160,9 @@ class Importer:
         matched too (a checkpoint evaluated while the training goes on)."""
         assert self._own is not None
         if self._own.refresh() and self._match_earlier_questions():
-            self._numbering = self._numbering_from_store()  # moved samples are numbered
-
-    def _numbering_from_store(self) -> Numbering:
-        numbers = counters(self.store, self.run_id)
-        return Numbering(
-            numbers.next_sample,
-            numbers.next_group,
-            lambda step: self.store.step_groups(self.run_id, step),
-        )
+            self._numbering = Numbering.of_run(
+                self.store, self.run_id
+            )  # moved samples are numbered
 
     def _match_earlier_questions(self) -> int:
         """Questions imported before a rollscope run played them take its ids

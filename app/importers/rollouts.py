@@ -29,6 +29,7 @@ from rollout_core.records import (
     SourceRow,
     StepRecord,
 )
+from storage.training import counters
 
 if TYPE_CHECKING:
     from storage.store import Store
@@ -175,6 +176,14 @@ class Numbering:
         self._step: int | None = None
         self._steps: dict[int, dict[tuple[str, Hashable], int]] = {}
         """The groups of the last `RECENT_STEPS` steps, least recently used first."""
+
+    @classmethod
+    def of_run(cls, store: Store, run_id: int) -> Numbering:
+        """Where the run's next episodes go, after those the store holds."""
+        numbers = counters(store, run_id)
+        return cls(
+            numbers.next_sample, numbers.next_group, lambda step: store.step_groups(run_id, step)
+        )
 
     def sample(self, question_id: str) -> int:
         index = self._next_sample.get(question_id, 0)
