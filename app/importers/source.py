@@ -136,7 +136,7 @@ def json_object(raw: bytes) -> dict[str, Any]:
     except orjson.JSONDecodeError:
         data = _json_loads(raw.decode("utf-8", errors="replace"))
     if not isinstance(data, dict):
-        raise BadRow(f"a JSON {type(data).__name__}, not an object")
+        raise BadRow(f"{json_kind(data)}, not a JSON object")
     return data
 
 
@@ -163,6 +163,23 @@ def _no_surrogates(value: Any) -> Any:
     return value
 
 
+_KINDS: dict[type, str] = {
+    bool: "true or false",
+    int: "a number",
+    float: "a number",
+    str: "text",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+}
+
+
+def json_kind(value: Any) -> str:
+    """What a value read from a file is, as its writer would say it: `a number`, `text`,
+    `a list`, `an object`, `null` (for messages: Python's `int`, `NoneType` say less)."""
+    return _KINDS.get(type(value)) or f"a value of type {type(value).__name__}"
+
+
 def problem_text(exc: BaseException) -> str:
     """One line saying what is wrong with a row."""
     if isinstance(exc, KeyError):
@@ -175,7 +192,7 @@ def text_field(data: Mapping[str, Any], key: str) -> str:
     """A string field; BadRow when it is missing or not a string."""
     value = data[key]
     if not isinstance(value, str):
-        raise BadRow(f"{key!r} is a {type(value).__name__}, not text")
+        raise BadRow(f"{key!r} is {json_kind(value)}, not text")
     return value
 
 

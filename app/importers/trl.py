@@ -19,7 +19,16 @@ from pathlib import Path
 from typing import Any
 
 from app.importers.rollouts import Rollout, question_key
-from app.importers.source import BadRow, Format, Row, ends_with, optional_int, problem_text, step_of
+from app.importers.source import (
+    BadRow,
+    Format,
+    Row,
+    ends_with,
+    json_kind,
+    optional_int,
+    problem_text,
+    step_of,
+)
 from app.importers.turns import Turn, last_user_text, message_turns
 
 _NOT_REWARDS = frozenset({"step", "advantage", "prompt", "completion", "image", "images"})
@@ -101,7 +110,7 @@ def rollout(data: Mapping[str, Any], reward_columns: list[str], file_step: int) 
     elif isinstance(prompt_value, list):
         prompt = [dict(m) for m in prompt_value if isinstance(m, Mapping)]
     else:
-        raise BadRow(f"'prompt' is a {type(prompt_value).__name__}, not messages or text")
+        raise BadRow(f"'prompt' is {json_kind(prompt_value)}, not messages or text")
     if isinstance(completion, str):
         said = ({"role": "assistant", "content": completion},)
         turns = [Turn(completion, None, said)]
@@ -109,7 +118,7 @@ def rollout(data: Mapping[str, Any], reward_columns: list[str], file_step: int) 
         lead, turns = message_turns([m for m in completion if isinstance(m, Mapping)])
         prompt += lead
     else:
-        raise BadRow(f"'completion' is a {type(completion).__name__}, not messages or text")
+        raise BadRow(f"'completion' is {json_kind(completion)}, not messages or text")
     if not turns:
         raise BadRow("'completion' holds no assistant message")
     rewards = {

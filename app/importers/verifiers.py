@@ -16,7 +16,15 @@ from pathlib import Path
 from typing import Any
 
 from app.importers.rollouts import Rollout
-from app.importers.source import BadRow, Format, Row, jsonl_rows, number, numeric_columns
+from app.importers.source import (
+    BadRow,
+    Format,
+    Row,
+    json_kind,
+    jsonl_rows,
+    number,
+    numeric_columns,
+)
 from app.importers.turns import Turn, last_user_text, message_turns
 
 RESULTS = ("results.jsonl", "traces.jsonl")
@@ -91,7 +99,7 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
         return [{"role": role, "content": value}]
     if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
         return [dict(m) for m in value]
-    raise BadRow(f"the {role} side is a {type(value).__name__}, not chat messages or text")
+    raise BadRow(f"the {role} side is {json_kind(value)}, not chat messages or text")
 
 
 def _is_sql(text: str) -> bool:

@@ -67,7 +67,7 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
         "dump/3.jsonl",
         ["{not json", {**GOOD_VERL, "output": 7}, {**GOOD_VERL, "score": "high"}, GOOD_VERL,
          {k: v for k, v in GOOD_VERL.items() if k != "input"}],
-        ["3.jsonl:1: not JSON", "3.jsonl:2: 'output' is a int, not text",
+        ["3.jsonl:1: not JSON", "3.jsonl:2: 'output' is a number, not text",
          "3.jsonl:3: score is 'high', not a number", "3.jsonl:5: no 'input' field"],
     ),
     (
@@ -77,7 +77,7 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
          {"input_prompt": "Q?", "output_response": "<solution>x</solution>", "score": 1},
          [1, 2]],
         ["spider.jsonl:1: score is ['a'], not a number",
-         "spider.jsonl:3: a JSON list, not an object"],
+         "spider.jsonl:3: a list, not a JSON object"],
     ),
     (
         "verifiers",
@@ -86,7 +86,7 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
          {"example_id": 1, "prompt": "Q?", "completion": "ANSWER 1", "reward": 1},
          {"example_id": 2, "prompt": "Q?", "completion": [{"role": "user", "content": "x"}],
           "reward": 0}, {"example_id": 3, "prompt": "Q?", "completion": "ANSWER 2"}],
-        ["results.jsonl:1: the assistant side is a int, not chat messages or text",
+        ["results.jsonl:1: the assistant side is a number, not chat messages or text",
          "results.jsonl:3: 'completion' holds no assistant message",
          "results.jsonl:4: no 'reward' field"],
     ),

@@ -50,8 +50,9 @@ def test_what_json_alone_reads_is_read_as_json_reads_it() -> None:
     ("line", "problem"),
     [
         (b'{"a": 1', "not JSON (Expecting ',' delimiter at column 8)"),
-        (b"[1, 2]", "a JSON list, not an object"),
-        (b'"text"', "a JSON str, not an object"),
+        (b"[1, 2]", "a list, not a JSON object"),
+        (b'"text"', "text, not a JSON object"),
+        (b"null", "null, not a JSON object"),
         (b"\xef\xbb\xbf{}", "not JSON (Unexpected UTF-8 BOM (decode using utf-8-sig) at column 1)"),
     ],
 )
