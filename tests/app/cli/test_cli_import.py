@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 
@@ -185,29 +186,40 @@ def test_follow_waits_for_a_folder_the_trainer_has_not_made_yet(tmp_path: Path) 
     # trainer waits for it, then imports what lands there.
     import subprocess
     import sys
+    import threading
     import time
 
     dump, db = tmp_path / "checkpoints" / "rollouts", tmp_path / "s.db"
     proc = subprocess.Popen(
         [sys.executable, "-m", "app.cli", "import", str(dump), "--name", "live", "--store",
          str(db), "--follow", "--poll", "0.2"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    try:
-        time.sleep(2.0)
-        assert proc.poll() is None, proc.communicate()
-        _dump(dump)
-        waited = time.monotonic()
-        while not db.exists() or _finished(db) < 2:
-            assert time.monotonic() - waited < 60, "the follow imported nothing in 60 s"
-            assert proc.poll() is None, proc.communicate()
+    said: list[str] = []
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: said.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+
+    def wait_for(what: str, done: Callable[[], bool]) -> None:
+        began = time.monotonic()
+        while not done():
+            assert time.monotonic() - began < 60, f"no {what} in 60 s: {''.join(said)}"
+            assert proc.poll() is None, "".join(said)
             time.sleep(0.2)
+
+    try:
+        # Under load the follower takes seconds to start: the folder is made once it waits.
+        wait_for("wait", lambda: any("waiting for the trainer" in line for line in said))
+        _dump(dump)
+        wait_for("import", lambda: any("1.jsonl: 2 episodes" in line for line in said))
     finally:
         proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
+        proc.wait(timeout=60)
+        reader.join(timeout=60)
+    err = "".join(said)
     assert proc.returncode == 130, err
     assert f"waiting for the trainer to make {dump} ..." in err
-    assert "1.jsonl: 2 episodes" in err
+    assert _finished(db) == 2
 
 
 def _finished(db: Path) -> int:
