@@ -11,6 +11,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pyarrow.parquet as pq
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 from tests.browser.conftest import Dashboard, open_page
 from tests.browser.ui import pick, table_rows, wait_idle, wait_shown
@@ -37,8 +38,18 @@ def _tick_runs(page: Any, run_names: list[str]) -> None:
     grid = page.locator("[data-testid='stDataFrame']").first
     names = [row[1] for row in table_rows(page)]
     for ticked, name in enumerate(run_names, start=1):
-        _tick_row(page, grid, next(i for i, n in enumerate(names) if name in n))
-        page.wait_for_url(re.compile("run=\\d+.*" * ticked))
+        row = next(i for i, n in enumerate(names) if name in n)
+        for attempt in range(3):
+            _tick_row(page, grid, row)
+            try:
+                page.wait_for_url(re.compile("run=\\d+.*" * ticked), timeout=10_000)
+                break
+            except PlaywrightTimeoutError:
+                # The live table (a run is in progress) redrew under the click, which never
+                # reached it: click again, as a user would. A tick the page took but the URL
+                # never shows still fails: the next click takes it back.
+                if attempt == 2:
+                    raise
         page.get_by_text(f"Charts of the {ticked} selected run{'s' * (ticked > 1)}.").wait_for()
         wait_idle(page)
 
