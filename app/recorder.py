@@ -256,9 +256,8 @@ class Recorder:
             self._started, self._steps, self._finished = [], [], []
         self._last_flush = time.monotonic()
         if self._own.refresh() and self._own.match(self.run_id)[1]:
-            self._numbering = Numbering.of_run(
-                self.store, self.run_id
-            )  # moved samples are numbered
+            # The moved samples are numbered after those already under the new ids.
+            self._numbering = Numbering.of_run(self.store, self.run_id)
 
     def _flush_when_due(self) -> None:
         """The flusher thread: write what has waited `flush_seconds`, until close."""

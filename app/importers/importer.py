@@ -160,9 +160,8 @@ class Importer:
         matched too (a checkpoint evaluated while the training goes on)."""
         assert self._own is not None
         if self._own.refresh() and self._match_earlier_questions():
-            self._numbering = Numbering.of_run(
-                self.store, self.run_id
-            )  # moved samples are numbered
+            # The moved samples are numbered after those already under the new ids.
+            self._numbering = Numbering.of_run(self.store, self.run_id)
 
     def _match_earlier_questions(self) -> int:
         """Questions imported before a rollscope run played them take its ids
