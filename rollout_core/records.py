@@ -277,10 +277,12 @@ class StepRecord(EpisodeRef):
     tokens_in: int | None = None
     tokens_out: int | None = None
     policy_seconds: float | None = None
-    """This step's share of the batched policy call's wall time; None where the output was
-    generated elsewhere (an import, an env-server client, a trainer's own generation)."""
+    """This step's share of the batched policy call's wall time, or its model call's as an
+    imported file times it; None where nobody timed it (an import of a file without timings,
+    an env-server client, a trainer's own generation)."""
     env_seconds: float | None = None
-    """Wall time of `env.step` for this step; None where it was played elsewhere (an import)."""
+    """Wall time of `env.step` for this step, or of the environment's response as an imported
+    file times it; None where nobody timed it."""
     tokens: TokenTrace | None = None
     """Per-token log-probabilities and entropies of the output, when the policy records them."""
     truncated: bool = False
@@ -331,8 +333,9 @@ class EpisodeRecord(EpisodeRef):
     answer: str | None
     """The submitted answer, if any."""
     duration_seconds: float | None
-    """Wall time from start to finish; None where nobody timed it (an imported rollout, a
-    Recorder's, an env-server episode a killed server left open)."""
+    """Wall time from start to finish; None where nobody timed it (an imported rollout whose
+    file has no timings, a Recorder's not given `seconds`, an env-server episode a killed
+    server left open)."""
     error: str | None = None
     """Why the episode ended in `error`, if it did."""
     failure_class: FailureClass | None = None

@@ -256,10 +256,12 @@ class Step(Base):
     tokens_in: Mapped[int | None]
     tokens_out: Mapped[int | None]
     policy_seconds: Mapped[float | None] = mapped_column(Float)
-    """This step's share of the policy call's wall time; NULL where rollscope did not generate
-    the output (an import, an env-server client, a trainer's own generation)."""
+    """This step's share of the policy call's wall time; for an imported step, its model call's
+    as the file times it (verifiers, rLLM). NULL where nobody timed it (an import of a file
+    without timings, an env-server client, a trainer's own generation)."""
     env_seconds: Mapped[float | None] = mapped_column(Float)
-    """Wall time of the environment's step; NULL where rollscope did not play it (an import)."""
+    """Wall time of the environment's step, or of the imported file's environment response
+    after the step; NULL where nobody timed it (an import of a file without timings)."""
     truncated: Mapped[bool] = mapped_column(default=False, server_default=false())
     """The output was cut by max_new_tokens."""
     cached_tokens: Mapped[int | None]

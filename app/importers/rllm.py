@@ -4,7 +4,8 @@ Written by `EpisodeLogger.log_episode` (rllm/utils/episode_logger.py): one prett
 file per episode, `{base_dir}/episodes/{mode}_step_{N}_epoch_{E}/episode_hash{h}_id{id}.json`,
 holding `training_step`, `task`, `task_hash`, `episode_id`, `is_correct`, `termination_reason`,
 `metrics`, and `trajectories`, each with its `reward` and `steps` (`observation`, `thought`,
-`action`, `model_response`, `reward`, `done`, `chat_completions`: the conversation so far).
+`action`, `model_response`, `reward`, `done`, `chat_completions`: the conversation so far),
+and the `timing` a workflow's `TimingTrackingMixin` (rllm/workflows/timing_mixin.py) keeps.
 A group is one task's episodes at a step. A folder of training and validation episodes is read
 for its training ones (`train_step_*`); import a `val_step_*` folder as a run of its own.
 """
@@ -24,6 +25,7 @@ from app.importers.source import (
     Format,
     Row,
     json_object,
+    measured,
     number,
     numeric_columns,
     optional_int,
@@ -100,6 +102,10 @@ def rollout(data: dict[str, Any]) -> Rollout:
     correct = data.get("is_correct")
     ended = str(data.get("termination_reason") or "").lower()  # a TerminationReason's value
     step_rewards = [number(s.get("reward") or 0.0, "a step's reward") for s in steps]
+    step_times = [
+        (_seconds(s.get("timing"), "llm_time"), _seconds(s.get("timing"), "env_time"))
+        for s in steps
+    ]
     return Rollout(
         prompt=prompt,
         turns=turns,
@@ -115,7 +121,17 @@ def rollout(data: dict[str, Any]) -> Rollout:
         step_rewards=step_rewards if len(step_rewards) == len(turns) else None,
         truncated=ended == "max_response_length_exceeded",
         error=f"rLLM ended the episode: {ended}" if ended in ("error", "timeout") else None,
+        seconds=_seconds(data.get("timing"), "total_time"),
+        turn_seconds=step_times if len(step_times) == len(turns) else None,
     )
+
+
+def _seconds(timing: Any, key: str) -> float | None:
+    """A `timing`'s seconds under `key`. One without a start timestamp was never taken: the
+    mixin writes zeros for a step it did not time, and a workflow without it writes {}."""
+    if not isinstance(timing, Mapping) or timing.get("start_timestamp") is None:
+        return None
+    return measured(timing.get(key))
 
 
 def _turns(steps: Sequence[Mapping[str, Any]]) -> tuple[list[Any], list[Turn]]:

@@ -70,7 +70,14 @@ class Rollout:
     """The last turn was cut at the trainer's length limit, as the file says (SkyRL's
     `stop_reason` "length", verifiers' `is_truncated`, rLLM's termination reason)."""
     seconds: float | None = None
-    """How long the rollout took, when its producer timed it (a Recorder's loop can)."""
+    """How long the rollout took, when its producer timed it (verifiers' and rLLM's timing, a
+    Recorder's loop)."""
+    turn_seconds: Sequence[tuple[float | None, float | None]] | None = None
+    """Each turn's (model, environment) seconds, one pair a turn, when the file times each turn
+    (verifiers' timing spans, rLLM's step timing)."""
+    tokens_out: int | None = None
+    """Tokens the model wrote over the rollout, when the file counts them (verifiers'
+    `token_usage`)."""
     error: str | None = None
     """Why the rollout failed, when the file says it did (verifiers' `error`, rLLM's `error`
     or `timeout` termination)."""
@@ -248,7 +255,12 @@ def episode_records(
     prompt: tuple[ChatMessage, ...] = tuple(rollout.prompt)
     steps: list[StepRecord] = []
     facts: list[StepFacts] = []
-    for i, (turn, action, reward) in enumerate(zip(turns, actions, step_rewards, strict=True)):
+    timed = rollout.turn_seconds
+    if timed is None or len(timed) != len(turns):
+        timed = [(None, None)] * len(turns)
+    for i, (turn, action, reward, (model_seconds, env_seconds)) in enumerate(
+        zip(turns, actions, step_rewards, timed, strict=True)
+    ):
         n = i + 1
         observation = turn.reply
         error = None
@@ -270,6 +282,8 @@ def episode_records(
                 reward=float(reward),
                 done=i == last,
                 truncated=rollout.truncated and i == last,
+                policy_seconds=model_seconds,
+                env_seconds=env_seconds,
             )
         )
         facts.append(StepFacts(action.action_type, action.argument, action.parsed, error))
@@ -289,6 +303,7 @@ def episode_records(
         steps=len(steps),
         answer=actions[-1].argument if answered else None,
         duration_seconds=rollout.seconds,
+        tokens_out=rollout.tokens_out,
         error=rollout.error,
         failure_class=classify_episode(outcome, facts, gold_seen=gold_seen_from_progress(progress)),
         rewards=dict(rollout.rewards) or None,

@@ -209,6 +209,14 @@ def number(value: Any, what: str) -> float:
     return result
 
 
+def measured(value: Any) -> float | None:
+    """A timing or a count the file gives (seconds, tokens): a finite number, 0 or more; None
+    for anything else. A rollout is whole without them, so a bad one is left out, not the row."""
+    if not _is_number(value) or not math.isfinite(value) or value < 0:
+        return None
+    return float(value)
+
+
 def optional_int(value: Any, what: str) -> int | None:
     if value is None:
         return None

@@ -4,8 +4,8 @@ Written by `save_outputs` (verifiers/utils/save_utils.py, appending as rollouts 
 `outputs/evals/{env}--{model}/{run_id}/results.jsonl`, one rollout a line as `state_to_output`
 makes it: `example_id`, `prompt` and `completion` (chat messages, or text), `answer`, `reward`,
 `metrics` (each reward function's value, also flattened to top-level keys), `info`,
-`is_truncated`, `stop_condition`, `error`; beside it `metadata.json` (`env_id`, `model`, ...).
-Evaluations have no training step: a group is one example's rollouts.
+`is_truncated`, `stop_condition`, `error`, `timing`, `token_usage`; beside it `metadata.json`
+(`env_id`, `model`, ...). Evaluations have no training step: a group is one example's rollouts.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from app.importers.source import (
     Row,
     json_kind,
     jsonl_rows,
+    measured,
     number,
     numeric_columns,
 )
@@ -69,6 +70,9 @@ def rollout(data: dict[str, Any]) -> Rollout:
         rewards |= numeric_columns(metrics, frozenset())
     answer = data.get("answer")
     example = data["example_id"]
+    seconds, turn_seconds = _timing(data.get("timing"), len(turns))
+    usage = data.get("token_usage")
+    tokens = measured(usage.get("output_tokens")) if isinstance(usage, Mapping) else None
     return Rollout(
         prompt=prompt,
         turns=turns,
@@ -79,7 +83,52 @@ def rollout(data: dict[str, Any]) -> Rollout:
         gold_sql=answer if isinstance(answer, str) and _is_sql(answer) else "",
         truncated=data.get("is_truncated") is True,
         error=_error_text(data.get("error")),
+        seconds=seconds,
+        turn_seconds=turn_seconds,
+        tokens_out=None if tokens is None else round(tokens),
     )
+
+
+Timed = tuple[float | None, float | None]
+"""A turn's (model, environment) seconds."""
+
+
+def _timing(timing: Any, turns: int) -> tuple[float | None, list[Timed] | None]:
+    """The rollout's seconds, and each turn's (model, environment) seconds, from the `timing`
+    `state_to_output` writes: a `RolloutTiming` (verifiers/types.py), whose `total` runs from
+    the generation's start to the scoring's end (0 when it was not scored), with a span per
+    model call and per environment response after the first turn; or an older version's
+    `total_ms` and `generation_ms`. None for what it does not time."""
+    if not isinstance(timing, Mapping):
+        return None, None
+    total = measured(timing.get("total")) or _span(timing.get("generation"))
+    if not total:
+        ms = measured(timing.get("total_ms", timing.get("generation_ms")))
+        total = ms / 1000 if ms else None
+    model, env = _spans(timing.get("model")), _spans(timing.get("env"))
+    if len(model) != turns:
+        return total or None, None
+    # The environment answers every turn but the last, and the last too when it had a final
+    # response; any other count cannot be lined up with the turns.
+    replies = env if len(env) in (turns - 1, turns) else []
+    replies = [*replies, *[None] * (turns - len(replies))]
+    return total or None, list(zip(model, replies, strict=True))
+
+
+def _spans(value: Any) -> list[float | None]:
+    """A `TimeSpans`' durations, in order."""
+    spans = value.get("spans") if isinstance(value, Mapping) else None
+    return [_span(s) for s in spans] if isinstance(spans, list) else []
+
+
+def _span(value: Any) -> float | None:
+    """A `TimeSpan`'s seconds (its `start` and `end` are Unix times); None when it never ended."""
+    if not isinstance(value, Mapping):
+        return None
+    start, end = measured(value.get("start")), measured(value.get("end"))
+    if start is None or not end or end < start:
+        return None
+    return end - start
 
 
 def _error_text(error: Any) -> str | None:

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +124,8 @@ def rllm_log_episode(
     base_dir: Path, episode: Mapping[str, Any], step: int, mode: str = "train", epoch: int = 0
 ) -> Path:
     """`EpisodeLogger.log_episode` (rllm/utils/episode_logger.py); `episode` holds the fields
-    of rLLM's Episode it reads (`id`, `task`, `is_correct`, `trajectories`, ...)."""
+    of rLLM's Episode it reads (`id`, `task`, `is_correct`, `trajectories`, ...), and each of
+    an episode, trajectory and step its `info`, whose `timing` the logger copies."""
     task_str = json.dumps(episode["task"], sort_keys=True, default=str)
     task_hash = hashlib.sha256(task_str.encode("utf-8")).hexdigest()[:8]
     episode_data = {
@@ -137,7 +139,7 @@ def rllm_log_episode(
         "termination_reason": episode.get("termination_reason"),
         "metrics": episode.get("metrics", {}),
         "metadata": episode.get("metadata", {}),
-        "timing": {},
+        "timing": episode.get("info", {}).get("timing", {}),
         "trajectories": [],
     }
     for traj in episode["trajectories"]:
@@ -147,7 +149,7 @@ def rllm_log_episode(
                 "uid": traj.get("uid", "u"),
                 "reward": traj["reward"],
                 "num_steps": len(traj["steps"]),
-                "timing": {},
+                "timing": traj.get("info", {}).get("timing", {}),
                 "steps": [
                     {
                         "observation": s.get("observation"),
@@ -157,7 +159,7 @@ def rllm_log_episode(
                         "done": s.get("done", False),
                         "model_response": s.get("model_response", ""),
                         "chat_completions": s.get("chat_completions", []),
-                        "timing": {},
+                        "timing": s.get("info", {}).get("timing", {}),
                     }
                     for s in traj["steps"]
                 ],
@@ -172,6 +174,51 @@ def rllm_log_episode(
         f.write(json_str + "\n")
         f.flush()
     return filepath
+
+
+def rllm_timing(start: float, llm: float, env: float, total: float | None = None) -> dict[str, Any]:
+    """A timing as `TimingTrackingMixin` (rllm/workflows/timing_mixin.py) puts it in an info:
+    a step's from `_step_timings` (`llm_time`, `env_time`), an episode's from `finalize_timing`
+    (with `total_time` and `reward_time`)."""
+    iso = datetime.fromtimestamp(start, UTC).isoformat()
+    timing: dict[str, Any] = {"start_timestamp": iso, "end_timestamp": iso}
+    timing |= {"llm_time": llm, "env_time": env}
+    if total is not None:
+        timing |= {"reward_time": 0.0, "total_time": total}
+    return timing
+
+
+def verifiers_timing(
+    start: float, model: Sequence[float], env: Sequence[float], scored: bool = True
+) -> dict[str, Any]:
+    """`RolloutTiming.model_dump()` (verifiers/types.py) of a rollout that started at Unix time
+    `start`, whose model calls and environment responses took these seconds, one after the
+    other, and was then scored for 0.05 s (or not scored, as a rollout that failed)."""
+
+    def span(a: float, b: float) -> dict[str, float]:
+        return {"start": a, "end": b, "duration": b - a if b > 0 else 0.0}
+
+    clock = start + 0.01  # setup
+    model_spans, env_spans = [], []
+    for i, took in enumerate(model):
+        model_spans.append(span(clock, clock + took))
+        clock += took
+        if i < len(env):
+            env_spans.append(span(clock, clock + env[i]))
+            clock += env[i]
+    scoring = span(clock, clock + 0.05) if scored else span(0.0, 0.0)
+    total = scoring["end"] - start if scored else 0.0
+    spent = 0.01 + sum(model) + sum(env) + scoring["duration"]
+    return {
+        "start_time": start,
+        "setup": span(start, start + 0.01),
+        "generation": span(start, clock),
+        "scoring": scoring,
+        "model": {"spans": model_spans, "duration": sum(model)},
+        "env": {"spans": env_spans, "duration": sum(env)},
+        "total": total,
+        "overhead": total - spent,
+    }
 
 
 def verifiers_save(
