@@ -25,7 +25,7 @@ _SKYRL_DIR = re.compile(r"global_step_\d+_evals\Z")
 _RLLM_DIR = re.compile(r"\w+?_step_\d+_epoch_\d+\Z")
 LOOKED_FOR = (
     "TRL completions/completions_*.parquet, verl <step>.jsonl, SkyRL dumped_evals/, rLLM "
-    "episodes/, verifiers results.jsonl, or chat-log .jsonl (messages)"
+    "episodes/, verifiers results.jsonl or traces.jsonl, or chat-log .jsonl (messages)"
 )
 
 
@@ -59,11 +59,7 @@ def detect(path: Path) -> Format | None:
         or (path.name == "episodes" and any(_RLLM_DIR.match(d.name) for d in path.iterdir()))
     ):
         return FORMATS["rllm"]
-    if (
-        any(path.glob(f"*/{RESULTS[0]}"))
-        or (path / RESULTS[0]).is_file()
-        or any(path.rglob(RESULTS[0]))
-    ):
+    if any((path / name).is_file() or any(path.rglob(name)) for name in RESULTS):
         return FORMATS["verifiers"]
     jsonl = sorted(path.glob("*.jsonl"))
     if jsonl and all(p.stem.isdigit() for p in jsonl):
@@ -102,7 +98,7 @@ def _sniff(path: Path) -> Format | None:
         return FORMATS["skyrl"]
     if {"input", "output"} <= keys:
         return FORMATS["verl"]
-    if "example_id" in keys or {"prompt", "completion"} <= keys:
+    if "example_id" in keys or {"prompt", "completion"} <= keys or "traces" in keys:
         return FORMATS["verifiers"]
     if "trajectories" in keys:
         return FORMATS["rllm"]

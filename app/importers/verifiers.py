@@ -6,6 +6,8 @@ makes it: `example_id`, `prompt` and `completion` (chat messages, or text), `ans
 `metrics` (each reward function's value, also flattened to top-level keys), `info`,
 `is_truncated`, `stop_condition`, `error`, `timing`, `token_usage`; beside it `metadata.json`
 (`env_id`, `model`, ...). Evaluations have no training step: a group is one example's rollouts.
+verifiers 0.4 (its v1 API) writes `traces.jsonl` instead, a line an episode of traces, which
+`app.importers.verifiers_traces` reads.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from app.importers.source import (
     numeric_columns,
 )
 from app.importers.turns import Turn, last_user_text, message_turns
+from app.importers.verifiers_traces import is_sql, span_seconds, trace_rollout
 
 RESULTS = ("results.jsonl", "traces.jsonl")
 
@@ -46,18 +49,30 @@ class Verifiers(Format):
         return jsonl_rows(path, rollout)
 
     def checkpoint(self, root: Path) -> str | None:
+        """The model the run's folder names: `metadata.json`'s, or v1's resolved config
+        (`configs/resolved/eval.json`, `configs/eval.json` in later versions); else the model
+        the first rollout's calls name."""
         files = self.files(root)
-        for folder in [f.parent for f in files[:1]] or [root]:
+        folder = files[0].parent if files else root
+        configs = [
+            *(folder / "configs" / "resolved").glob("*.json"),
+            *(folder / "configs").glob("*.json"),
+        ]
+        for meta in (folder / "metadata.json", *sorted(configs)):
             try:
-                meta = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+                found = json.loads(meta.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            if isinstance(meta, Mapping) and isinstance(meta.get("model"), str):
-                return str(meta["model"])
+            if isinstance(found, Mapping) and isinstance(found.get("model"), str):
+                return str(found["model"])
+        for row in (r for f in files[:1] for r in self.rows(f)):
+            return row.rollout.model if row.rollout is not None else None
         return None
 
 
 def rollout(data: dict[str, Any]) -> Rollout:
+    if "traces" in data:
+        return trace_rollout(data)
     prompt = _messages(data["prompt"], "user")
     completion = _messages(data["completion"], "assistant")
     _, turns = message_turns(completion)
@@ -80,7 +95,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
         question_id=str(example),
         reward=reward,
         rewards=rewards,
-        gold_sql=answer if isinstance(answer, str) and _is_sql(answer) else "",
+        gold_sql=answer if isinstance(answer, str) and is_sql(answer) else "",
         truncated=data.get("is_truncated") is True,
         error=_error_text(data.get("error")),
         seconds=seconds,
@@ -101,7 +116,7 @@ def _timing(timing: Any, turns: int) -> tuple[float | None, list[Timed] | None]:
     `total_ms` and `generation_ms`. None for what it does not time."""
     if not isinstance(timing, Mapping):
         return None, None
-    total = measured(timing.get("total")) or _span(timing.get("generation"))
+    total = measured(timing.get("total")) or span_seconds(timing.get("generation"))
     if not total:
         ms = measured(timing.get("total_ms", timing.get("generation_ms")))
         total = ms / 1000 if ms else None
@@ -118,17 +133,7 @@ def _timing(timing: Any, turns: int) -> tuple[float | None, list[Timed] | None]:
 def _spans(value: Any) -> list[float | None]:
     """A `TimeSpans`' durations, in order."""
     spans = value.get("spans") if isinstance(value, Mapping) else None
-    return [_span(s) for s in spans] if isinstance(spans, list) else []
-
-
-def _span(value: Any) -> float | None:
-    """A `TimeSpan`'s seconds (its `start` and `end` are Unix times); None when it never ended."""
-    if not isinstance(value, Mapping):
-        return None
-    start, end = measured(value.get("start")), measured(value.get("end"))
-    if start is None or not end or end < start:
-        return None
-    return end - start
+    return [span_seconds(s) for s in spans] if isinstance(spans, list) else []
 
 
 def _error_text(error: Any) -> str | None:
@@ -149,10 +154,6 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
     if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
         return [dict(m) for m in value]
     raise BadRow(f"the {role} side is {json_kind(value)}, not chat messages or text")
-
-
-def _is_sql(text: str) -> bool:
-    return text.lstrip()[:6].upper() in ("SELECT", "WITH") or text.lstrip()[:4].upper() == "WITH"
 
 
 __all__ = ["Turn", "Verifiers"]

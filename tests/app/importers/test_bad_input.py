@@ -28,6 +28,11 @@ GOOD_VERL = {
 }
 
 
+# Nodes of a verifiers v1 trace (verifiers/v1/graph.py `MessageNode`).
+V1_USER = {"message": {"role": "user", "content": "Q?"}}
+V1_ANSWER = {"parent": 0, "message": {"role": "assistant", "content": "ANSWER 1"}, "sampled": True}
+
+
 def notes_import(
     store: Store, path: Path, name: str, fmt: str = "auto", **options: Any
 ) -> tuple[Importer, list[str]]:
@@ -91,6 +96,19 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
          "results.jsonl:4: no 'reward' field"],
     ),
     (
+        "verifiers",
+        "run/traces.jsonl",
+        [{"traces": "x"},
+         {"traces": [{"nodes": [V1_USER | {"parent": 1}, V1_ANSWER]}]},
+         {"traces": [{"nodes": [V1_USER]}]},
+         {"traces": [{"nodes": [V1_USER, V1_ANSWER], "rewards": {"exact": {"score": "high"}}}]},
+         {"traces": [{"nodes": [V1_USER, V1_ANSWER], "rewards": {"exact": {"score": 1}}}]}],
+        ["traces.jsonl:1: 'traces' is text, not a list of traces",
+         "traces.jsonl:2: the trace's nodes form no path from a first message to a last",
+         "traces.jsonl:3: the trace holds no message a model call sampled",
+         "traces.jsonl:4: the score of reward 'exact' is 'high', not a number"],
+    ),
+    (
         "messages",
         "chat.jsonl",
         [{"messages": "hello", "reward": 1},
@@ -110,7 +128,9 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("fmt", "where", "lines", "told"), CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("fmt", "where", "lines", "told"), CASES, ids=[f"{c[0]}-{Path(c[1]).name}" for c in CASES]
+)
 def test_each_bad_line_is_told_and_counted_and_the_rest_imported(
     store: Store, tmp_path: Path, fmt: str, where: str, lines: list[Any], told: list[str]
 ) -> None:

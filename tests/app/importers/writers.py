@@ -239,3 +239,102 @@ def verifiers_save(
     with open(results_path / "metadata.json", "w") as f:
         json.dump(meta, f)
     return outputs_path
+
+
+def verifiers_write_episode(results_dir: Path, episode: Mapping[str, Any]) -> Path:
+    """`write_episode` (verifiers/v1/utils/trace_store.py, verifiers 0.4): one `Episode` a
+    line of `traces.jsonl`, appended, as pydantic's `dump_json(exclude_none=True)` writes it
+    (compact, UTF-8 as it is); `episode` holds what that dump holds."""
+    results_dir.mkdir(parents=True, exist_ok=True)
+    path = results_dir / "traces.jsonl"
+    data = json.dumps(_without_nones(episode), ensure_ascii=False, separators=(",", ":"))
+    with open(path, "ab") as f:
+        f.write(data.encode() + b"\n")
+    return path
+
+
+def _without_nones(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _without_nones(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nones(v) for v in value]
+    return value
+
+
+def verifiers_node(
+    message: Mapping[str, Any], parent: int | None, *, sampled: bool = False, at: float = 0.0
+) -> dict[str, Any]:
+    """A `MessageNode` (verifiers/v1/graph.py) as dumped, without token data (an eval's)."""
+    return {
+        "parent": parent,
+        "semantic_parents": [],
+        "message": dict(message),
+        "sampled": sampled,
+        "timestamp": at,
+        "token_ids": [],
+        "mask": [],
+        "is_content": [],
+        "logprobs": [],
+    }
+
+
+def verifiers_call(
+    node: int, start: float, end: float, completion_tokens: int, finish: str = "stop"
+) -> dict[str, Any]:
+    """A `ModelCall` (verifiers/v1/trace.py) as dumped: the node it committed, its usage."""
+    return {
+        "node": node,
+        "model": "tiny-sql",
+        "finish_reason": finish,
+        "usage": {"prompt_tokens": 40, "completion_tokens": completion_tokens},
+        "time": {"start": start, "end": end},
+    }
+
+
+def verifiers_trace(
+    data: Mapping[str, Any],
+    nodes: list[dict[str, Any]],
+    calls: list[dict[str, Any]],
+    *,
+    rewards: Mapping[str, Any],
+    start: float,
+    end: float,
+    name: str = "agent",
+    trainable: bool = True,
+    **fields: Any,
+) -> dict[str, Any]:
+    """A `Trace` (verifiers/v1/trace.py) as dumped: `rewards` as `{score, weight}` objects, its
+    `timing` from `start` to the scoring's `end` (the fields a trace holds are as 0.4.0 writes
+    them; `fields` overrides any)."""
+    timing = {
+        "start": start,
+        "boot": {"start": 0.0, "end": 0.0},
+        "setup": {"start": start, "end": start + 0.05},
+        "agent": {"start": start + 0.05, "end": end - 0.1, "model": {"duration": 0.0},
+                  "harness": {"duration": 0.0}},
+        "finalize": {"start": end - 0.1, "end": end - 0.09},
+        "scoring": {"start": end - 0.09, "end": end},
+    }  # fmt: skip
+    return {
+        "version": 1,
+        "id": f"trace-{name}",
+        "verifiers": {"version": "0.4.0"},
+        "task": {"type": "SqlTask", "data": dict(data)},
+        "agent": {"config": {"timeout": {}}, "name": name, "trainable": trainable},
+        "tools": [],
+        "nodes": nodes,
+        "calls": calls,
+        "mm_token_type_id_map": {},
+        "request_rewrites": [],
+        "response_rewrites": [],
+        "rewards": dict(rewards),
+        "metrics": {},
+        "info": {},
+        "extra_usage": [],
+        "is_completed": True,
+        "ok": True,
+        "stop_condition": "no_tools",
+        "is_timeout": False,
+        "errors": [],
+        "timing": timing,
+    } | fields

@@ -1,0 +1,224 @@
+"""verifiers' v1 traces (verifiers 0.4 and later): `traces.jsonl`, one rollout episode a line.
+
+Written by `write_episode` (verifiers/v1/utils/trace_store.py) as an `Episode` dumps to JSON
+(verifiers/v1/episode.py): its `task`, `group`, `run` (a training run's `work.step`) and
+`traces`, each agent's `Trace` (verifiers/v1/trace.py) holding the conversation as a message
+graph (`nodes`, each with its `parent` and whether a model call `sampled` it), one `calls` entry
+per model call (its node, model, usage, `finish_reason` and time span), `rewards` (a score and
+a weight each), `metrics`, `errors`, `stop_condition` and `timing`.
+
+An episode of several agents' traces (a solver and its judge) is read for its first trainable
+agent's trace, the one a trainer learns from; the conversation is its graph's last branch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from app.importers.rollouts import Rollout
+from app.importers.source import (
+    BadRow,
+    json_kind,
+    measured,
+    number,
+    numeric_columns,
+    optional_int,
+)
+from app.importers.turns import last_user_text, message_turns
+
+_GOLD_KEYS = ("gold_sql", "query", "sql")
+_TRUNCATING_STOPS = ("max_output_tokens", "max_total_tokens", "max_input_tokens", "context_length")
+"""Stop conditions that cut the last turn at a token limit (`Trace.is_truncated` also counts
+`max_turns`, which cuts no turn: the rollout ran out of turns)."""
+
+
+def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
+    """The rollout of an `Episode` line."""
+    trace = _trainable_trace(episode.get("traces"))
+    nodes = trace.get("nodes")
+    if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
+        raise BadRow(f"the trace's 'nodes' is {json_kind(nodes)}, not a list of messages")
+    path = _last_branch(nodes)
+    messages = [_message(nodes[n]) for n in path]
+    first = next((i for i, n in enumerate(path) if nodes[n].get("sampled") is True), None)
+    if first is None:
+        raise BadRow("the trace holds no message a model call sampled")
+    prompt = messages[:first]
+    _, turns = message_turns(messages[first:])
+    calls = [c for c in trace.get("calls") or () if isinstance(c, Mapping)]
+    # Each turn's model call, by the node it committed (one per assistant message).
+    timed = {c.get("node"): span_seconds(c.get("time")) for c in calls}
+    answered = [n for n, m in zip(path, messages, strict=True) if m["role"] == "assistant"]
+    answered = answered[-len(turns) :] if turns else []
+    rewards = _rewards(trace)
+    data = _task_data(trace.get("task") or episode.get("task"))
+    answer = data.get("answer")
+    gold = next((str(data[k]) for k in _GOLD_KEYS if isinstance(data.get(k), str)), "")
+    qid = data.get("id", data.get("idx"))
+    work = _field(_field(episode, "run"), "work")
+    group = _field(episode, "group").get("id")
+    return Rollout(
+        prompt=prompt,
+        turns=turns,
+        question=last_user_text(prompt) or _text_prompt(data),
+        question_id=None if qid is None else str(qid),
+        reward=rewards["reward"],
+        rewards=rewards,
+        db_id=str(data.get("db_id") or ""),
+        gold_sql=gold or (answer if isinstance(answer, str) and is_sql(answer) else ""),
+        train_step=optional_int(work.get("step"), "the run's work step"),
+        group=None if group is None else str(group),
+        model=next((str(c["model"]) for c in calls if isinstance(c.get("model"), str)), None),
+        truncated=_truncated(trace, calls),
+        error=_error(trace.get("errors")) or _error(episode.get("errors")),
+        seconds=_seconds(trace.get("timing")),
+        turn_seconds=[(timed.get(n), None) for n in answered],
+        tokens_out=_tokens_out(calls),
+    )
+
+
+def is_sql(text: str) -> bool:
+    """Whether an answer is a SQL query (a reference answer, graded by the rows it returns)."""
+    head = text.lstrip()[:6].upper()
+    return head == "SELECT" or head.startswith("WITH")
+
+
+def _field(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    """An object-valued field, or an empty one."""
+    value = data.get(key)
+    return value if isinstance(value, Mapping) else {}
+
+
+def _trainable_trace(traces: Any) -> Mapping[str, Any]:
+    if not isinstance(traces, list) or not traces:
+        raise BadRow(f"'traces' is {json_kind(traces)}, not a list of traces")
+    found = [t for t in traces if isinstance(t, Mapping)]
+    if not found:
+        raise BadRow("'traces' holds no trace object")
+    for trace in found:
+        agent = trace.get("agent")
+        if not isinstance(agent, Mapping) or agent.get("trainable", True) is not False:
+            return trace
+    return found[0]
+
+
+def _last_branch(nodes: Sequence[Mapping[str, Any]]) -> list[int]:
+    """The node ids from the root to the last leaf (`Trace.messages`' branch), in order."""
+    parents = [n.get("parent") for n in nodes]
+    has_child = {p for p in parents if p is not None}
+    leaves = [i for i in range(len(nodes)) if i not in has_child]
+    if not leaves:
+        raise BadRow("the trace's nodes form no path from a first message to a last")
+    path: list[int] = []
+    at: Any = leaves[-1]
+    while at is not None:
+        if not isinstance(at, int) or not 0 <= at < len(nodes) or at in path:
+            raise BadRow(f"a node's parent is {at!r}, not an earlier node")
+        path.append(at)
+        at = parents[at]
+    return path[::-1]
+
+
+def _message(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A node's message as chat messages are stored: its tool calls in OpenAI's shape."""
+    message = node.get("message")
+    if not isinstance(message, Mapping) or not isinstance(message.get("role"), str):
+        raise BadRow(f"a node's message is {json_kind(message)}, not a message with a role")
+    out = dict(message)
+    calls = out.get("tool_calls")
+    if isinstance(calls, list):
+        out["tool_calls"] = [_openai_call(c) for c in calls]
+    return out
+
+
+def _openai_call(call: Any) -> Any:
+    """A v1 `ToolCall` (`id`, `name`, `arguments`) as OpenAI writes one."""
+    if not isinstance(call, Mapping) or "function" in call:
+        return call
+    function = {"name": call.get("name"), "arguments": call.get("arguments")}
+    return {"id": call.get("id"), "type": "function", "function": function}
+
+
+def _rewards(trace: Mapping[str, Any]) -> dict[str, float]:
+    """Each metric and reward by name (a reward as its score times its weight), and `reward`,
+    the rewards' sum as `Trace.reward` takes it. A reward scoring did not run is null."""
+    named: dict[str, float] = {}
+    metrics = trace.get("metrics")
+    if isinstance(metrics, Mapping):
+        named |= numeric_columns(metrics, frozenset())
+    rewards = trace.get("rewards")
+    if rewards is not None and not isinstance(rewards, Mapping):
+        raise BadRow(f"'rewards' is {json_kind(rewards)}, not an object of named rewards")
+    total = 0.0
+    for name, reward in (rewards or {}).items():
+        if reward is None:
+            continue
+        if not isinstance(reward, Mapping):
+            raise BadRow(f"reward {name!r} is {json_kind(reward)}, not a score and a weight")
+        score = number(reward.get("score"), f"the score of reward {name!r}")
+        value = score * number(reward.get("weight", 1.0), f"the weight of reward {name!r}")
+        named[str(name)] = value
+        total += value
+    return named | {"reward": total}
+
+
+def _task_data(task: Any) -> Mapping[str, Any]:
+    data = task.get("data") if isinstance(task, Mapping) else None
+    return data if isinstance(data, Mapping) else {}
+
+
+def _text_prompt(data: Mapping[str, Any]) -> str:
+    prompt = data.get("prompt")
+    return prompt if isinstance(prompt, str) else ""
+
+
+def _truncated(trace: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]) -> bool:
+    if trace.get("stop_condition") in _TRUNCATING_STOPS:
+        return True
+    last = next((c for c in reversed(calls) if c.get("error") is None), None)
+    return last is not None and last.get("finish_reason") == "length"
+
+
+def _tokens_out(calls: Sequence[Mapping[str, Any]]) -> int | None:
+    """Tokens the model wrote: its calls' `completion_tokens`, when every call reports usage."""
+    total = 0.0
+    for call in calls:
+        usage = call.get("usage")
+        count = measured(usage.get("completion_tokens")) if isinstance(usage, Mapping) else None
+        if count is None:
+            return None
+        total += count
+    return round(total) if calls else None
+
+
+def _error(errors: Any) -> str | None:
+    """The last error captured (`type: message`)."""
+    if not isinstance(errors, list) or not errors or not isinstance(errors[-1], Mapping):
+        return None
+    kind, message = errors[-1].get("type"), errors[-1].get("message")
+    return f"{kind}: {message}" if kind and message else str(kind or message or "") or None
+
+
+def _seconds(timing: Any) -> float | None:
+    """From the trace's start to the last of its stages' ends (`Timing`: setup, agent,
+    finalize, scoring, each a span of Unix times)."""
+    if not isinstance(timing, Mapping):
+        return None
+    start = measured(timing.get("start"))
+    ends = [measured(s.get("end")) for s in timing.values() if isinstance(s, Mapping)]
+    end = max((e for e in ends if e), default=None)
+    if not start or end is None or end < start:
+        return None
+    return end - start
+
+
+def span_seconds(span: Any) -> float | None:
+    """A `TimeSpan`'s seconds (its `start` and `end` are Unix times); None when it never
+    ended."""
+    if not isinstance(span, Mapping):
+        return None
+    start, end = measured(span.get("start")), measured(span.get("end"))
+    if start is None or not end or end < start:
+        return None
+    return end - start

@@ -1,0 +1,164 @@
+"""verifiers' v1 traces (`traces.jsonl`, verifiers 0.4), written as `write_episode` writes
+them (tests/app/importers/writers.py): a trace's message graph becomes the episode's turns,
+its model calls time its steps, its weighted rewards sum to the episode's reward."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.importers.detect import detect
+from storage.store import Store
+from tests.app.importers.conftest import rows, run_import
+from tests.app.importers.writers import (
+    verifiers_call,
+    verifiers_node,
+    verifiers_trace,
+    verifiers_write_episode,
+)
+from tests.support.benchmark import QUESTIONS
+
+COUNT_Q, COUNT_SQL = QUESTIONS[0][1], QUESTIONS[0][2]
+START = 1_764_000_000.0
+DATA = {"idx": 0, "id": "spider-dev-7", "db_id": "concert_singer", "answer": COUNT_SQL}
+
+
+def _solver_nodes(answer: str = "ANSWER 6") -> list[dict[str, Any]]:
+    """System and question, a run_sql tool call (a v1 `ToolCall`: flat name and arguments),
+    the tool's answer, then the answer."""
+    call = {"id": "c1", "type": "function", "name": "run_sql",
+            "arguments": json.dumps({"sql": COUNT_SQL})}  # fmt: skip
+    return [
+        verifiers_node({"role": "system", "content": "You answer with SQL."}, None, at=START),
+        verifiers_node({"role": "user", "content": COUNT_Q}, 0, at=START),
+        verifiers_node({"role": "assistant", "content": "Let me count.", "tool_calls": [call]}, 1,
+                       sampled=True, at=START + 1.2),
+        verifiers_node({"role": "tool", "tool_call_id": "c1", "content": "| 6 |"}, 2,
+                       at=START + 1.3),
+        verifiers_node({"role": "assistant", "content": answer}, 3, sampled=True, at=START + 2.0),
+    ]  # fmt: skip
+
+
+def _solver(**fields: Any) -> dict[str, Any]:
+    calls = [
+        verifiers_call(2, START + 0.1, START + 1.2, 12, finish="tool_calls"),
+        verifiers_call(4, START + 1.35, START + 2.0, 3),
+    ]
+    rewards = {"correct": {"score": 1.0, "weight": 1.0}, "format": {"score": 0.5, "weight": 0.2}}
+    return verifiers_trace(
+        DATA, _solver_nodes(), calls, rewards=rewards, start=START, end=START + 2.1, **fields
+    ) | {"metrics": {"turns": 2.0}}
+
+
+def _judge() -> dict[str, Any]:
+    """A judge's trace beside the solver's (an agentic-judge env), not trained on."""
+    nodes = [
+        verifiers_node({"role": "user", "content": "Is ANSWER 6 right?"}, None, at=START),
+        verifiers_node({"role": "assistant", "content": "yes"}, 0, sampled=True, at=START + 3),
+    ]
+    return verifiers_trace(
+        DATA, nodes, [verifiers_call(1, START + 2.5, START + 3.0, 1)], rewards={},
+        start=START + 2.2, end=START + 3.1, name="judge", trainable=False,
+    )  # fmt: skip
+
+
+def _episode(traces: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    return {
+        "id": "e1",
+        "env": {"id": "sql-env"},
+        "task": {"type": "SqlTask", "data": DATA},
+        "group": {"id": "g-7"},
+        "run": {"type": "train", "id": "r1", "work": {"type": "train", "step": 12}},
+        "ok": True,
+        "is_timeout": False,
+        "errors": [],
+        "traces": traces,
+    } | fields
+
+
+def test_a_v1_trace_is_an_episode_of_its_trained_agents_turns(store: Store, tmp_path: Path) -> None:
+    run_dir = tmp_path / "outputs" / "sql-env--tiny-sql--default--ab12cd34"
+    verifiers_write_episode(run_dir, _episode([_judge(), _solver()]))
+    # `save_config` (verifiers/v1/cli/output.py): the resolved config, the model in it.
+    (run_dir / "configs" / "resolved").mkdir(parents=True)
+    resolved = {"model": "tiny-sql-1b", "output_dir": "outputs"}
+    (run_dir / "configs" / "resolved" / "eval.json").write_text(json.dumps(resolved, indent=2))
+    found = detect(tmp_path / "outputs")
+    assert found is not None and found.name == "verifiers"
+    run_id, _ = run_import(store, tmp_path / "outputs", "v1")
+    run = store.get_run(run_id)
+    assert run is not None and run.checkpoint == "tiny-sql-1b"
+    [episode] = rows(
+        store,
+        "SELECT id, question_id, question, db_id, gold_sql, reward, outcome, train_step, "
+        "duration_seconds, tokens_out FROM episodes WHERE run_id = ?",
+        run_id,
+    )
+    assert episode[1:5] == ("spider-dev-7", COUNT_Q, "concert_singer", COUNT_SQL)
+    assert episode[5] == pytest.approx(1.0 + 0.5 * 0.2)  # each reward's score times its weight
+    assert episode[6:8] == ("correct", 12)  # rewarded; the training step its run's work names
+    assert episode[8] == pytest.approx(2.1) and episode[9] == 12 + 3
+    steps = rows(
+        store,
+        "SELECT action, argument, observation, policy_seconds, env_seconds FROM steps "
+        "WHERE episode_id = ? ORDER BY step_no",
+        episode[0],
+    )
+    assert steps == [
+        ("QUERY", COUNT_SQL, "| 6 |", pytest.approx(1.1), None),
+        ("ANSWER", "6", "", pytest.approx(0.65), None),
+    ]
+    named = rows(store, "SELECT name, value FROM episode_rewards ORDER BY name")
+    assert named == [
+        ("correct", 1.0), ("format", pytest.approx(0.1)), ("reward", pytest.approx(1.1)),
+        ("turns", 2.0),
+    ]  # fmt: skip
+    detail = store.get_episode(episode[0])
+    assert detail is not None
+    assert [m["role"] for m in detail.steps[1].prompt] == ["system", "user", "assistant", "tool"]
+    # The tool call stored as OpenAI writes one, as every other format's are.
+    assert detail.steps[1].prompt[2]["tool_calls"][0]["function"]["name"] == "run_sql"
+
+
+def test_the_last_branch_of_a_graph_is_the_conversation(store: Store, tmp_path: Path) -> None:
+    """A compacted conversation: the first answer's branch is left, the summary's branch
+    (the last leaf) holds the turns the episode ends with."""
+    nodes = _solver_nodes(answer="ANSWER 5")
+    nodes.append(verifiers_node({"role": "user", "content": "Summary: the count is 6."}, 1))
+    nodes.append(verifiers_node({"role": "assistant", "content": "ANSWER 6"}, 5, sampled=True))
+    calls = [verifiers_call(i, START, START + 0.5, 2) for i in (2, 4, 6)]
+    trace = verifiers_trace(DATA, nodes, calls, rewards={}, start=START, end=START + 1)
+    verifiers_write_episode(tmp_path / "run", _episode([trace]))
+    run_id, _ = run_import(store, tmp_path / "run", "branches")
+    [(episode_id,)] = rows(store, "SELECT id FROM episodes WHERE run_id = ?", run_id)
+    detail = store.get_episode(episode_id)
+    assert detail is not None
+    assert [(s.action, s.argument) for s in detail.steps] == [("ANSWER", "6")]
+    assert [m["content"] for m in detail.steps[0].prompt] == [
+        "You answer with SQL.",
+        COUNT_Q,
+        "Summary: the count is 6.",
+    ]
+
+
+def test_a_trace_cut_at_its_token_limit_or_failed_says_so(store: Store, tmp_path: Path) -> None:
+    cut = _solver(stop_condition="max_output_tokens")
+    failed = _solver(ok=False, errors=[{"type": "ProviderError", "message": "overloaded"}])
+    for trace, qid in ((cut, "cut"), (failed, "failed")):
+        trace["task"]["data"] = DATA | {"id": qid}
+        verifiers_write_episode(tmp_path / "run", _episode([trace]))
+    run_id, _ = run_import(store, tmp_path / "run", "ends")
+    found = rows(
+        store,
+        "SELECT e.question_id, e.outcome, e.error, s.truncated FROM episodes e "
+        "JOIN steps s ON s.episode_id = e.id AND s.step_no = e.steps WHERE e.run_id = ? "
+        "ORDER BY e.id",
+        run_id,
+    )
+    assert found == [
+        ("cut", "correct", None, 1),
+        ("failed", "error", "ProviderError: overloaded", 0),
+    ]
