@@ -77,7 +77,10 @@ class Rollout:
     (verifiers' timing spans, rLLM's step timing)."""
     tokens_out: int | None = None
     """Tokens the model wrote over the rollout, when the file counts them (verifiers'
-    `token_usage`)."""
+    `token_usage`, a v1 trace's calls)."""
+    mean_logprob: float | None = None
+    """Mean log-probability of those tokens, when the file holds each token's (a v1 trace a
+    trainer sampled)."""
     error: str | None = None
     """Why the rollout failed, when the file says it did (verifiers' `error`, rLLM's `error`
     or `timeout` termination)."""
@@ -304,6 +307,7 @@ def episode_records(
         answer=actions[-1].argument if answered else None,
         duration_seconds=rollout.seconds,
         tokens_out=rollout.tokens_out,
+        mean_logprob=rollout.mean_logprob,
         error=rollout.error,
         failure_class=classify_episode(outcome, facts, gold_seen=gold_seen_from_progress(progress)),
         rewards=dict(rollout.rewards) or None,

@@ -36,7 +36,7 @@ RESULTS = ("results.jsonl", "traces.jsonl")
 
 class Verifiers(Format):
     name = "verifiers"
-    label = "verifiers results"
+    label = "verifiers output"
     layout = "results.jsonl (or traces.jsonl) anywhere under the folder"
 
     def files(self, root: Path) -> list[Path]:

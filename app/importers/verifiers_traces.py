@@ -13,7 +13,9 @@ agent's trace, the one a trainer learns from; the conversation is its graph's la
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from statistics import fmean
 from typing import Any
 
 from app.importers.rollouts import Rollout
@@ -75,6 +77,7 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
         seconds=_seconds(trace.get("timing")),
         turn_seconds=[(timed.get(n), None) for n in answered],
         tokens_out=_tokens_out(calls),
+        mean_logprob=_mean_logprob(nodes[n].get("logprobs") for n in answered),
     )
 
 
@@ -190,6 +193,19 @@ def _tokens_out(calls: Sequence[Mapping[str, Any]]) -> int | None:
             return None
         total += count
     return round(total) if calls else None
+
+
+def _mean_logprob(per_turn: Iterable[Any]) -> float | None:
+    """The mean of the sampled tokens' log-probabilities (a node's `logprobs`, when the
+    trainer's renderer recorded them); None unless every turn has its tokens'."""
+    values: list[float] = []
+    for logprobs in per_turn:
+        if not isinstance(logprobs, list) or not logprobs:
+            return None
+        if not all(isinstance(v, int | float) and math.isfinite(v) for v in logprobs):
+            return None
+        values.extend(float(v) for v in logprobs)
+    return fmean(values) if values else None
 
 
 def _error(errors: Any) -> str | None:

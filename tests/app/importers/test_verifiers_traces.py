@@ -94,13 +94,14 @@ def test_a_v1_trace_is_an_episode_of_its_trained_agents_turns(store: Store, tmp_
     [episode] = rows(
         store,
         "SELECT id, question_id, question, db_id, gold_sql, reward, outcome, train_step, "
-        "duration_seconds, tokens_out FROM episodes WHERE run_id = ?",
+        "duration_seconds, tokens_out, mean_logprob FROM episodes WHERE run_id = ?",
         run_id,
     )
     assert episode[1:5] == ("spider-dev-7", COUNT_Q, "concert_singer", COUNT_SQL)
     assert episode[5] == pytest.approx(1.0 + 0.5 * 0.2)  # each reward's score times its weight
     assert episode[6:8] == ("correct", 12)  # rewarded; the training step its run's work names
     assert episode[8] == pytest.approx(2.1) and episode[9] == 12 + 3
+    assert episode[10] is None  # an eval's trace holds no token log-probabilities
     steps = rows(
         store,
         "SELECT action, argument, observation, policy_seconds, env_seconds FROM steps "
@@ -162,3 +163,23 @@ def test_a_trace_cut_at_its_token_limit_or_failed_says_so(store: Store, tmp_path
         ("cut", "correct", None, 1),
         ("failed", "error", "ProviderError: overloaded", 0),
     ]
+
+
+def test_a_trainers_trace_gives_its_tokens_mean_log_probability(
+    store: Store, tmp_path: Path
+) -> None:
+    nodes = [
+        verifiers_node({"role": "user", "content": COUNT_Q}, None),
+        verifiers_node({"role": "assistant", "content": "<sql>SELECT 1</sql>"}, 0, sampled=True,
+                       logprobs=[-0.5, -1.5]),
+        verifiers_node({"role": "user", "content": "| 1 |"}, 1),
+        verifiers_node({"role": "assistant", "content": "ANSWER 1"}, 2, sampled=True,
+                       logprobs=[-0.25, -0.25, -0.5]),
+    ]  # fmt: skip
+    calls = [verifiers_call(1, START, START + 1, 2), verifiers_call(3, START + 1, START + 2, 3)]
+    trace = verifiers_trace(DATA, nodes, calls, rewards={}, start=START, end=START + 2.1)
+    verifiers_write_episode(tmp_path / "run", _episode([trace]))
+    run_id, _ = run_import(store, tmp_path / "run", "trained")
+    assert rows(
+        store, "SELECT tokens_out, mean_logprob FROM episodes WHERE run_id = ?", run_id
+    ) == [(5, pytest.approx(-3.0 / 5))]

@@ -262,9 +262,15 @@ def _without_nones(value: Any) -> Any:
 
 
 def verifiers_node(
-    message: Mapping[str, Any], parent: int | None, *, sampled: bool = False, at: float = 0.0
+    message: Mapping[str, Any],
+    parent: int | None,
+    *,
+    sampled: bool = False,
+    at: float = 0.0,
+    logprobs: Sequence[float] = (),
 ) -> dict[str, Any]:
-    """A `MessageNode` (verifiers/v1/graph.py) as dumped, without token data (an eval's)."""
+    """A `MessageNode` (verifiers/v1/graph.py) as dumped: an eval's without token data, a
+    trainer's with its sampled tokens' `logprobs` (ids and masks left empty here)."""
     return {
         "parent": parent,
         "semantic_parents": [],
@@ -274,7 +280,7 @@ def verifiers_node(
         "token_ids": [],
         "mask": [],
         "is_content": [],
-        "logprobs": [],
+        "logprobs": list(logprobs),
     }
 
 
