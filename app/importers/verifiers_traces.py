@@ -54,6 +54,10 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
     answered = [n for n, m in zip(path, messages, strict=True) if m["role"] == "assistant"]
     answered = answered[-len(turns) :] if turns else []
     rewards = _rewards(trace)
+    sampled = _logprobs(nodes[n].get("logprobs") for n in answered)
+    tokens_out = _tokens_out(calls)
+    if tokens_out is None and sampled is not None:
+        tokens_out = sampled[1]  # no usage reported: a trainer's trace still counts its tokens
     data = _task_data(trace.get("task") or episode.get("task"))
     answer = data.get("answer")
     gold = next((str(data[k]) for k in _GOLD_KEYS if isinstance(data.get(k), str)), "")
@@ -76,8 +80,8 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
         error=_error(trace.get("errors")) or _error(episode.get("errors")),
         seconds=_seconds(trace.get("timing")),
         turn_seconds=[(timed.get(n), None) for n in answered],
-        tokens_out=_tokens_out(calls),
-        mean_logprob=_mean_logprob(nodes[n].get("logprobs") for n in answered),
+        tokens_out=tokens_out,
+        mean_logprob=None if sampled is None else sampled[0],
     )
 
 
@@ -195,9 +199,9 @@ def _tokens_out(calls: Sequence[Mapping[str, Any]]) -> int | None:
     return round(total) if calls else None
 
 
-def _mean_logprob(per_turn: Iterable[Any]) -> float | None:
-    """The mean of the sampled tokens' log-probabilities (a node's `logprobs`, when the
-    trainer's renderer recorded them); None unless every turn has its tokens'."""
+def _logprobs(per_turn: Iterable[Any]) -> tuple[float, int] | None:
+    """The mean log-probability of the sampled tokens (a node's `logprobs`, when the trainer's
+    renderer recorded them) and how many they are; None unless every turn has its tokens'."""
     values: list[float] = []
     for logprobs in per_turn:
         if not isinstance(logprobs, list) or not logprobs:
@@ -205,7 +209,7 @@ def _mean_logprob(per_turn: Iterable[Any]) -> float | None:
         if not all(isinstance(v, int | float) and math.isfinite(v) for v in logprobs):
             return None
         values.extend(float(v) for v in logprobs)
-    return fmean(values) if values else None
+    return (fmean(values), len(values)) if values else None
 
 
 def _error(errors: Any) -> str | None:

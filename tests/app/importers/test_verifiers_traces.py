@@ -179,7 +179,9 @@ def test_a_trainers_trace_gives_its_tokens_mean_log_probability(
     calls = [verifiers_call(1, START, START + 1, 2), verifiers_call(3, START + 1, START + 2, 3)]
     trace = verifiers_trace(DATA, nodes, calls, rewards={}, start=START, end=START + 2.1)
     verifiers_write_episode(tmp_path / "run", _episode([trace]))
+    # Without usage reported, the tokens are counted by their log-probabilities.
+    unreported = [{k: v for k, v in c.items() if k != "usage"} for c in calls]
+    verifiers_write_episode(tmp_path / "run", _episode([trace | {"calls": unreported}]))
     run_id, _ = run_import(store, tmp_path / "run", "trained")
-    assert rows(
-        store, "SELECT tokens_out, mean_logprob FROM episodes WHERE run_id = ?", run_id
-    ) == [(5, pytest.approx(-3.0 / 5))]
+    found = rows(store, "SELECT tokens_out, mean_logprob FROM episodes WHERE run_id = ?", run_id)
+    assert found == [(2 + 3, pytest.approx(-3.0 / 5)), (5, pytest.approx(-3.0 / 5))]
