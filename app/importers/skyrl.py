@@ -1,9 +1,10 @@
 """SkyRL's evaluation dumps.
 
-Written by `dump_per_dataset_eval_results` (skyrl_train/utils/trainer_utils.py) at each
-evaluation: `{export_path}/dumped_evals/global_step_{N}_evals/{data_source}.jsonl`, one JSON
-object a line with `input_prompt` and `output_response` (decoded with the chat template's special
-tokens kept: a multi-turn rollout's observations are inside the response), `score` (a number, or
+Written by `dump_per_dataset_eval_results` (skyrl/train/utils/trainer_utils.py; under
+skyrl_train/ in earlier releases) at each evaluation:
+`{export_path}/dumped_evals/global_step_{N}_evals/{data_source}.jsonl`, one JSON object a line
+with `input_prompt` and `output_response` (decoded with the chat template's special tokens
+kept: a multi-turn rollout's observations are inside the response), `score` (a number, or
 token-level rewards to sum), `stop_reason`, `env_class`, `env_extras` (SkyRL-SQL's: `db_id`,
 and the gold SQL as `reward_spec.ground_truth`) and `data_source`; beside them
 `aggregated_results.jsonl`, the metrics, which is not a rollout file.

@@ -1,6 +1,6 @@
-"""verifiers' evaluation results (`vf-eval -s`, `prime eval`).
+"""verifiers' evaluation results (`vf-eval -s`, `prime eval`, before verifiers 0.4).
 
-Written by `save_outputs` (verifiers/utils/save_utils.py, appending as rollouts finish):
+Written by `save_outputs` (verifiers/utils/save_utils.py; appending as rollouts finish):
 `outputs/evals/{env}--{model}/{run_id}/results.jsonl`, one rollout a line as `state_to_output`
 makes it: `example_id`, `prompt` and `completion` (chat messages, or text), `answer`, `reward`,
 `metrics` (each reward function's value, also flattened to top-level keys), `info`,

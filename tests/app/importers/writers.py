@@ -93,8 +93,9 @@ def skyrl_dump(
     data_sources: list[str],
     eval_metrics: Mapping[str, float],
 ) -> list[Path]:
-    """`dump_per_dataset_eval_results` (skyrl_train/utils/trainer_utils.py), its prompts and
-    responses already decoded (`tokenizer.decode`, special tokens kept)."""
+    """`dump_per_dataset_eval_results` (skyrl/train/utils/trainer_utils.py; under skyrl_train/
+    in earlier releases), its prompts and responses already decoded (`tokenizer.decode`,
+    special tokens kept)."""
     dump_dir_path.mkdir(parents=True, exist_ok=True)
     data_source_indices: dict[str, list[int]] = {}
     for i, data_source in enumerate(data_sources):
@@ -224,8 +225,8 @@ def verifiers_timing(
 def verifiers_save(
     results_path: Path, outputs: list[dict[str, Any]], metadata: Mapping[str, Any], mode: str = "w"
 ) -> Path:
-    """`save_outputs` and `save_metadata` (verifiers/utils/save_utils.py); each output as
-    `state_to_output` makes it (metrics also flattened to top-level keys)."""
+    """`save_outputs` and `save_metadata` (verifiers/utils/save_utils.py, before 0.4); each
+    output as `state_to_output` makes it (metrics also flattened to top-level keys)."""
     results_path.mkdir(parents=True, exist_ok=True)
     outputs_path = results_path / "results.jsonl"
     with open(outputs_path, mode) as f:
