@@ -153,6 +153,8 @@ class Recorder:
         db_id: str = "",
         gold_sql: str = "",
         seconds: float | None = None,
+        tokens_out: int | None = None,
+        mean_logprob: float | None = None,
     ) -> None:
         """Record one finished rollout.
 
@@ -162,6 +164,8 @@ class Recorder:
         action. `reward`: the rollout's total; `rewards`: its parts by name. `step`, `group`:
         the training step and the GRPO group (by default the question's samples at the step).
         `seconds`: how long the rollout took, if the loop timed it (else the store holds NULL).
+        `tokens_out`: the tokens the model wrote over the rollout; `mean_logprob`: their mean
+        log-probability (Training charts both), if the loop has them.
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
@@ -171,6 +175,17 @@ class Recorder:
         took = None if seconds is None else _finite(seconds, "seconds")
         if took is not None and took < 0:
             raise RecorderError(f"seconds is {took}: give how long the rollout took, 0 or more")
+        written = _whole(tokens_out, "tokens_out")
+        if written is not None and written < 0:
+            raise RecorderError(
+                f"tokens_out is {written}: give the tokens the model wrote, 0 or more"
+            )
+        logprob = None if mean_logprob is None else _finite(mean_logprob, "mean_logprob")
+        if logprob is not None and logprob > 0:
+            raise RecorderError(
+                f"mean_logprob is {logprob}: a log-probability is 0 or less (give the mean of "
+                "the tokens' log-probabilities, not of their probabilities)"
+            )
         _check_text(question, "question", "the question's text")
         _check_text(question_id, "question_id", "an id, e.g. 'spider-dev-0042'", optional=True)
         try:
@@ -206,6 +221,8 @@ class Recorder:
             db_id=db_id,
             gold_sql=gold_sql,
             seconds=took,
+            tokens_out=written,
+            mean_logprob=logprob,
         )
         # Under the lock: the flusher may move the run's questions to new ids meanwhile.
         with self._lock:

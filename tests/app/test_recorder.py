@@ -172,6 +172,28 @@ def test_a_rollouts_duration_is_stored_when_the_loop_timed_it(tmp_path: Path) ->
     assert rows(rec.store, known) == [(2.5, None, None, None), (None, None, None, None)]
 
 
+def test_the_loops_token_count_and_mean_log_probability_are_stored(tmp_path: Path) -> None:
+    import torch
+
+    turns = [{"role": "assistant", "content": "ANSWER: 5"}]
+    with Recorder(_url(tmp_path), run="r", kind="training") as rec:
+        rec.episode(
+            question="Q?", turns=turns, reward=1.0, step=1, tokens_out=torch.tensor(42),
+            mean_logprob=torch.tensor(-0.25),
+        )  # fmt: skip
+        rec.episode(question="Q?", turns=turns, reward=0.0, step=1)  # not given: NULL
+        for call, problem in (
+            ({"tokens_out": -3}, "tokens_out is -3: give the tokens the model wrote, 0 or more"),
+            ({"tokens_out": 4.5}, "tokens_out is 4.5, not a whole number"),
+            ({"mean_logprob": 0.7}, "mean_logprob is 0.7: a log-probability is 0 or less"),
+            ({"mean_logprob": float("nan")}, "mean_logprob is nan, not a finite number"),
+        ):
+            with pytest.raises(RecorderError, match="^" + re.escape(problem)):
+                rec.episode(question="Q?", turns=turns, reward=1.0, **call)
+    known = "SELECT tokens_out, mean_logprob FROM episodes ORDER BY id"
+    assert rows(rec.store, known) == [(42, -0.25), (None, None)]
+
+
 def test_held_episodes_reach_the_store_without_another_call(tmp_path: Path) -> None:
     # A trainer records a step's rollouts, then spends a while updating the model: what it
     # recorded is in the store within flush_seconds all the same.
