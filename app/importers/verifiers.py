@@ -7,13 +7,16 @@ makes it: `example_id`, `prompt` and `completion` (chat messages, or text), `ans
 `is_truncated`, `stop_condition`, `error`, `timing`, `token_usage`; beside it `metadata.json`
 (`env_id`, `model`, ...). Evaluations have no training step: a group is one example's rollouts.
 verifiers 0.4 (its v1 API) writes `traces.jsonl` instead, a line an episode of traces, which
-`app.importers.verifiers_traces` reads.
+`app.importers.verifiers_traces` reads; so does prime-rl, training on verifiers environments,
+a file per training step.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +35,10 @@ from app.importers.turns import Turn, last_user_text, message_turns
 from app.importers.verifiers_traces import is_sql, span_seconds, trace_rollout
 
 RESULTS = ("results.jsonl", "traces.jsonl")
+# prime-rl's `FileMonitor.log_episodes` (src/prime_rl/monitors/file.py) appends each training
+# step's episodes to `{output_dir}/rollouts/step_{N}/{train|eval}/{all|effective}/traces.jsonl`:
+# `all` every episode as it completes, `effective` again those the trainer kept.
+_PRIME_RL = re.compile(r"(?:\A|/)step_(\d+)/(train|eval)/(all|effective)/traces\.jsonl\Z")
 
 
 class Verifiers(Format):
@@ -40,13 +47,30 @@ class Verifiers(Format):
     layout = "results.jsonl (or traces.jsonl) anywhere under the folder"
 
     def files(self, root: Path) -> list[Path]:
+        """Every `results.jsonl` under the root, else every `traces.jsonl`; of prime-rl's
+        rollouts, each step's `train/all` file (every training episode once), in step order,
+        unless the root holds only evaluations."""
         if root.is_file():
             return [root]
         found = sorted(root.rglob(RESULTS[0]))
-        return found or sorted(root.rglob(RESULTS[1]))
+        if found:
+            return found
+        traces = sorted(root.rglob(RESULTS[1]))
+        stepped = [(m, p) for p in traces if (m := _PRIME_RL.search(p.as_posix()))]
+        if not stepped:
+            return traces
+        everything = [(m, p) for m, p in stepped if m.group(3) == "all"] or stepped
+        chosen = [(m, p) for m, p in everything if m.group(2) == "train"] or everything
+        return [p for m, p in sorted(chosen, key=lambda mp: (int(mp[0].group(1)), mp[1]))]
 
     def rows(self, path: Path) -> Iterator[Row]:
-        return jsonl_rows(path, rollout)
+        found = _PRIME_RL.search(path.as_posix())
+        if found is None:
+            return jsonl_rows(path, rollout)
+        # The step the trainer logged the episode under, as its own metrics are: an episode's
+        # `run.work.step` is the step it was sent out at, earlier when training runs ahead.
+        step = int(found.group(1))
+        return jsonl_rows(path, lambda data: replace(rollout(data), train_step=step))
 
     def checkpoint(self, root: Path) -> str | None:
         """The model the run's folder names: `metadata.json`'s, or v1's resolved config

@@ -14,6 +14,7 @@ from app.importers.detect import detect
 from storage.store import Store
 from tests.app.importers.conftest import rows, run_import
 from tests.app.importers.writers import (
+    prime_rl_log_episodes,
     verifiers_call,
     verifiers_node,
     verifiers_trace,
@@ -185,3 +186,40 @@ def test_a_trainers_trace_gives_its_tokens_mean_log_probability(
     run_id, _ = run_import(store, tmp_path / "run", "trained")
     found = rows(store, "SELECT tokens_out, mean_logprob FROM episodes WHERE run_id = ?", run_id)
     assert found == [(2 + 3, pytest.approx(-3.0 / 5)), (5, pytest.approx(-3.0 / 5))]
+
+
+def test_prime_rl_rollouts_import_each_training_step_once_in_step_order(
+    store: Store, tmp_path: Path
+) -> None:
+    output_dir = tmp_path / "prime-rl-out"
+
+    def episode(step: int, sample: int, sent: int) -> dict[str, Any]:
+        trace = _solver()
+        trace["task"]["data"] = DATA | {"id": f"q-{step}-{sample}"}
+        work = {"type": "train", "step": sent}  # the step it was sent out at
+        return _episode([trace], id=f"e-{step}-{sample}", run={"type": "train", "id": "r",
+                        "work": work})  # fmt: skip
+
+    for step in (1, 2, 10):  # step_10 sorts before step_2 as text
+        done = [episode(step, sample, sent=max(step - 1, 0)) for sample in range(2)]
+        for one in done:  # `all` grows an episode at a time
+            prime_rl_log_episodes(output_dir, [one], step, "train", "all")
+        prime_rl_log_episodes(output_dir, done[:1], step, "train", "effective")
+        prime_rl_log_episodes(output_dir, [episode(step, 9, step)], step, "eval", "all")
+    rollouts = output_dir / "rollouts"
+    found = detect(rollouts)
+    assert found is not None and found.name == "verifiers"
+    assert [p.relative_to(rollouts).as_posix() for p in found.files(rollouts)] == [
+        "step_1/train/all/traces.jsonl",
+        "step_2/train/all/traces.jsonl",
+        "step_10/train/all/traces.jsonl",
+    ]
+    run_id, _ = run_import(store, rollouts, "prime-rl")
+    assert rows(
+        store, "SELECT train_step, question_id FROM episodes WHERE run_id = ? ORDER BY id", run_id
+    ) == [(1, "q-1-0"), (1, "q-1-1"), (2, "q-2-0"), (2, "q-2-1"), (10, "q-10-0"), (10, "q-10-1")]
+    # A step's evaluation imports as a run of its own.
+    eval_id, _ = run_import(store, rollouts / "step_2" / "eval", "prime-rl-eval")
+    assert rows(
+        store, "SELECT train_step, question_id FROM episodes WHERE run_id = ?", eval_id
+    ) == [(2, "q-2-9")]

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 # A SkyRL-SQL style multi-turn rollout (its agent writes <think>, <sql>, <observation> and
 # <solution>), decoded as verl decodes a response: special tokens skipped, so what is left of
 # the chat template between turns is the role's name on its own line.
@@ -345,3 +347,18 @@ def verifiers_trace(
         "errors": [],
         "timing": timing,
     } | fields
+
+
+def prime_rl_log_episodes(
+    output_dir: Path, episodes: Sequence[Mapping[str, Any]], step: int, kind: str, subset: str
+) -> Path:
+    """`FileMonitor.log_episodes` (prime-rl's src/prime_rl/monitors/file.py): each episode's
+    `to_record()` (a v1 `Episode` dumped as `write_episode` dumps it) appended by orjson to
+    the step's file for its kind (`train`, `eval`) and subset (`all`, `effective`)."""
+    path = output_dir / "rollouts" / f"step_{step}" / kind / subset / "traces.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    opts = orjson.OPT_APPEND_NEWLINE | orjson.OPT_SERIALIZE_NUMPY
+    with open(path, "ab") as f:
+        for episode in episodes:
+            f.write(orjson.dumps(_without_nones(episode), default=str, option=opts))
+    return path
