@@ -37,7 +37,12 @@ _TRUNCATING_STOPS = ("max_output_tokens", "max_total_tokens", "max_input_tokens"
 
 def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
     """The rollout of an `Episode` line."""
-    trace = _trainable_trace(episode.get("traces"))
+    traces = episode.get("traces")
+    if traces == []:
+        # An episode that failed before any agent ran is written too (prime-rl keeps them).
+        failed = _error(episode.get("errors"))
+        raise BadRow(f"the episode holds no trace{f'; it failed: {failed}' if failed else ''}")
+    trace = _trainable_trace(traces)
     nodes = trace.get("nodes")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise BadRow(f"the trace's 'nodes' is {json_kind(nodes)}, not a list of messages")
@@ -98,7 +103,7 @@ def _field(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
 
 
 def _trainable_trace(traces: Any) -> Mapping[str, Any]:
-    if not isinstance(traces, list) or not traces:
+    if not isinstance(traces, list):
         raise BadRow(f"'traces' is {json_kind(traces)}, not a list of traces")
     found = [t for t in traces if isinstance(t, Mapping)]
     if not found:
