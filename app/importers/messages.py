@@ -28,12 +28,8 @@ class Messages(Format):
         return jsonl_rows(path, rollout)
 
     def checkpoint(self, root: Path) -> str | None:
-        """The `model` of the first line that names one (a run records one model)."""
-        for row in (r for f in self.files(root)[:1] for r in self.rows(f)):
-            if row.rollout is not None and row.rollout.model:
-                return row.rollout.model
-            break
-        return None
+        """The first line's `model`."""
+        return self.first_model(root)
 
 
 def rollout(data: dict[str, Any]) -> Rollout:

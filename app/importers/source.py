@@ -72,6 +72,13 @@ class Format:
         """The model the files name, when they name one."""
         return None
 
+    def first_model(self, root: Path) -> str | None:
+        """The model the first row of the first file names, if it names one (a run records
+        one model)."""
+        for row in (r for f in self.files(root)[:1] for r in self.rows(f)):
+            return (row.rollout.model or None) if row.rollout is not None else None
+        return None
+
 
 def file_digest(path: Path) -> tuple[bytes, int]:
     """SHA-256 of the file's bytes and its size."""

@@ -32,7 +32,7 @@ from app.importers.source import (
     numeric_columns,
 )
 from app.importers.turns import Turn, last_user_text, message_turns
-from app.importers.verifiers_traces import is_sql, span_seconds, trace_rollout
+from app.importers.verifiers_traces import error_text, is_sql, span_seconds, trace_rollout
 
 RESULTS = ("results.jsonl", "traces.jsonl")
 # prime-rl's `FileMonitor.log_episodes` (src/prime_rl/monitors/file.py) appends each training
@@ -89,9 +89,7 @@ class Verifiers(Format):
                 continue
             if isinstance(found, Mapping) and isinstance(found.get("model"), str):
                 return str(found["model"])
-        for row in (r for f in files[:1] for r in self.rows(f)):
-            return row.rollout.model if row.rollout is not None else None
-        return None
+        return self.first_model(root)
 
 
 def rollout(data: dict[str, Any]) -> Rollout:
@@ -121,7 +119,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
         rewards=rewards,
         gold_sql=answer if isinstance(answer, str) and is_sql(answer) else "",
         truncated=data.get("is_truncated") is True,
-        error=_error_text(data.get("error")),
+        error=error_text(data.get("error")),
         seconds=seconds,
         turn_seconds=turn_seconds,
         tokens_out=None if tokens is None else round(tokens),
@@ -158,17 +156,6 @@ def _spans(value: Any) -> list[float | None]:
     """A `TimeSpans`' durations, in order."""
     spans = value.get("spans") if isinstance(value, Mapping) else None
     return [span_seconds(s) for s in spans] if isinstance(spans, list) else []
-
-
-def _error_text(error: Any) -> str | None:
-    """The rollout's error: the exception's repr as `save_outputs` writes it, or a v1 trace's
-    `{type, message}`."""
-    if error is None or error == "":
-        return None
-    if isinstance(error, Mapping):
-        kind, message = error.get("type"), error.get("message")
-        return f"{kind}: {message}" if kind and message else json.dumps(error, default=str)
-    return str(error)
 
 
 def _messages(value: Any, role: str) -> list[dict[str, Any]]:

@@ -13,6 +13,7 @@ agent's trace, the one a trainer learns from; the conversation is its graph's la
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from statistics import fmean
@@ -40,7 +41,7 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
     traces = episode.get("traces")
     if traces == []:
         # An episode that failed before any agent ran is written too (prime-rl keeps them).
-        failed = _error(episode.get("errors"))
+        failed = _last_error(episode.get("errors"))
         raise BadRow(f"the episode holds no trace{f'; it failed: {failed}' if failed else ''}")
     trace = _trainable_trace(traces)
     nodes = trace.get("nodes")
@@ -63,7 +64,7 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
     tokens_out = _tokens_out(calls)
     if tokens_out is None and sampled is not None:
         tokens_out = sampled[1]  # no usage reported: a trainer's trace still counts its tokens
-    data = _task_data(trace.get("task") or episode.get("task"))
+    data = _field(_field(trace, "task") or _field(episode, "task"), "data")
     answer = data.get("answer")
     gold = next((str(data[k]) for k in _GOLD_KEYS if isinstance(data.get(k), str)), "")
     qid = data.get("id", data.get("idx"))
@@ -82,7 +83,7 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
         group=None if group is None else str(group),
         model=next((str(c["model"]) for c in calls if isinstance(c.get("model"), str)), None),
         truncated=_truncated(trace, calls),
-        error=_error(trace.get("errors")) or _error(episode.get("errors")),
+        error=_last_error(trace.get("errors")) or _last_error(episode.get("errors")),
         seconds=_seconds(trace.get("timing")),
         turn_seconds=[(timed.get(n), None) for n in answered],
         tokens_out=tokens_out,
@@ -175,11 +176,6 @@ def _rewards(trace: Mapping[str, Any]) -> dict[str, float]:
     return named | {"reward": total}
 
 
-def _task_data(task: Any) -> Mapping[str, Any]:
-    data = task.get("data") if isinstance(task, Mapping) else None
-    return data if isinstance(data, Mapping) else {}
-
-
 def _text_prompt(data: Mapping[str, Any]) -> str:
     prompt = data.get("prompt")
     return prompt if isinstance(prompt, str) else ""
@@ -217,12 +213,20 @@ def _logprobs(per_turn: Iterable[Any]) -> tuple[float, int] | None:
     return (fmean(values), len(values)) if values else None
 
 
-def _error(errors: Any) -> str | None:
-    """The last error captured (`type: message`)."""
-    if not isinstance(errors, list) or not errors or not isinstance(errors[-1], Mapping):
+def error_text(error: Any) -> str | None:
+    """An error as a file gives it: a v1 `Error`'s `{type, message}` as `type: message`, the
+    exception's repr as `save_outputs` wrote it before 0.4; None for none."""
+    if error is None or error == "":
         return None
-    kind, message = errors[-1].get("type"), errors[-1].get("message")
-    return f"{kind}: {message}" if kind and message else str(kind or message or "") or None
+    if isinstance(error, Mapping):
+        kind, message = error.get("type"), error.get("message")
+        return f"{kind}: {message}" if kind and message else json.dumps(error, default=str)
+    return str(error)
+
+
+def _last_error(errors: Any) -> str | None:
+    """The last error captured (`Trace.errors`, `Episode.errors`: oldest first)."""
+    return error_text(errors[-1]) if isinstance(errors, list) and errors else None
 
 
 def _seconds(timing: Any) -> float | None:
