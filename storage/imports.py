@@ -7,6 +7,8 @@ bookkeeping, one short transaction a file: a file is recorded when its reading s
 (`begin_file`) and completed when its last row is in (`finish_file`); a file read whole is
 found again by its path and SHA-256 and not read again, and a file read in part, or grown
 since (an appending writer), is read on past the rows the run holds (found by their digest).
+A JSONL file that still begins with the bytes its last whole reading found (`last_reading`)
+is read on from where that reading ended.
 """
 
 from __future__ import annotations
@@ -95,15 +97,51 @@ def begin_file(
     return FileStart(file.id, False)
 
 
-def stored_digests(session: Session, run_id: int, path: str) -> Counter[bytes]:
+@dataclass(frozen=True, slots=True)
+class FileReading:
+    """The last reading of a path that ended: the file as it was then."""
+
+    file_id: int
+    sha256: bytes
+    size: int
+    rows: int
+    skipped: int
+
+
+def last_reading(session: Session, run_id: int, path: str) -> FileReading | None:
+    """The file at `path` as the run's last whole reading of it found it; None before one."""
+    found = session.execute(
+        select(
+            ImportFile.id, ImportFile.sha256, ImportFile.bytes, ImportFile.rows,
+            ImportFile.skipped_lines,
+        )
+        .where(
+            ImportFile.run_id == run_id,
+            ImportFile.path == path,
+            ImportFile.completed_at.is_not(None),
+        )
+        .order_by(ImportFile.completed_at.desc(), ImportFile.id.desc())
+        .limit(1)
+    ).first()  # fmt: skip
+    if found is None:
+        return None
+    return FileReading(found.id, bytes(found.sha256), found.bytes, found.rows, found.skipped_lines)
+
+
+def stored_digests(
+    session: Session, run_id: int, path: str, after: int | None = None
+) -> Counter[bytes]:
     """row SHA-256 -> how many rows with those bytes the run holds from files recorded under
-    `path` (a rollout can be written twice, word for word)."""
-    rows = session.scalars(
+    `path` (a rollout can be written twice, word for word); with `after`, only from the files
+    recorded after that one."""
+    query = (
         select(EpisodeSource.sha256)
         .join(ImportFile, ImportFile.id == EpisodeSource.file_id)
         .where(ImportFile.run_id == run_id, ImportFile.path == path)
     )
-    return Counter(bytes(digest) for digest in rows)
+    if after is not None:
+        query = query.where(ImportFile.id > after)
+    return Counter(bytes(digest) for digest in session.scalars(query))
 
 
 def finish_file(session: Session, file_id: int, skipped: int, now: Any) -> int:

@@ -306,9 +306,10 @@ class PromptText(Base):
 
 
 class ImportFile(Base):
-    """One file an import read into a run, found again by its path and the SHA-256 of its
-    bytes: a file read whole is not read again, one read in part (a stopped import) or grown
-    since is read on past the rows the run holds."""
+    """One file an import read into a run, as the reading found it, found again by its path
+    and the SHA-256 of its bytes: a file read whole is not read again, one read in part (a
+    stopped import) or grown since is read on past the rows the run holds. A file that grew
+    has a row for each reading (a follow reads a growing file every few seconds)."""
 
     __tablename__ = "import_files"
     __table_args__ = (UniqueConstraint("run_id", "path", "sha256"),)
@@ -324,7 +325,7 @@ class ImportFile(Base):
     episodes: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     """Episodes imported from it (rows an earlier version of the file gave are not counted)."""
     skipped_lines: Mapped[int] = mapped_column(default=0, server_default=text("0"))
-    """Malformed lines or rows left out."""
+    """Malformed lines or rows left out, in the whole file as this reading found it."""
     started_at: Mapped[datetime]
     completed_at: Mapped[datetime | None]
     """When its last row was in; NULL while (or if stopped while) it is read."""

@@ -342,10 +342,16 @@ class Store:
             lambda: self._in_write(imports.begin_file, run_id, path, sha256, size, rows, now_utc())
         )
 
-    def imported_digests(self, run_id: int, path: str) -> Counter[bytes]:
-        """row SHA-256 -> how many such rows the run holds from files recorded under `path`."""
+    def imported_digests(self, run_id: int, path: str, after: int | None = None) -> Counter[bytes]:
+        """row SHA-256 -> how many such rows the run holds from files recorded under `path`
+        (with `after`, recorded after that file)."""
         with Session(self._engine) as session:
-            return imports.stored_digests(session, run_id, path)
+            return imports.stored_digests(session, run_id, path, after)
+
+    def last_file_reading(self, run_id: int, path: str) -> imports.FileReading | None:
+        """The file at `path` as the run's last whole reading of it found it."""
+        with Session(self._engine) as session:
+            return imports.last_reading(session, run_id, path)
 
     def finish_import_file(self, file_id: int, skipped: int) -> int:
         """An imported file read whole, with the lines it skipped; the episodes it gave."""

@@ -2,9 +2,12 @@
 
 A file is taken once it is whole: its writer's end is there (a JSONL file ends with a newline,
 a Parquet file with its footer, an rLLM episode parses) and its size and time have not changed
-over one look; before it, the questions a rollscope run has played since are matched (as at
-`Importer.open`). The run stays `running`, its heartbeat fresh, so Runs and Training show it
-live; Ctrl-C (or `stop`) ends the loop between two files or inside one, never inside an episode.
+over one look. A file its writer keeps appending to (vf-eval's `traces.jsonl`, a long step)
+is taken whenever it ends whole once it has been growing for `GROWING_SECONDS`, and read on
+from where its last reading ended. Before a file, the questions a rollscope run has played
+since are matched (as at `Importer.open`). The run stays `running`, its heartbeat fresh, so
+Runs and Training show it live; Ctrl-C (or `stop`) ends the loop between two files or inside
+one, never inside an episode.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from app.importers.importer import FileResult, Importer
 
 POLL_SECONDS = 1.0
 BEAT_SECONDS = 5.0
+GROWING_SECONDS = 2.0
+"""How long a file may keep growing before what it holds so far is taken: what a growing file
+gains shows in the dashboard within about this and one poll."""
 
 
 def follow(
@@ -26,12 +32,15 @@ def follow(
     on_file: Callable[[FileResult], None],
     on_note: Callable[[str], None],
     poll: float = POLL_SECONDS,
+    growing: float = GROWING_SECONDS,
     stop: threading.Event | None = None,
 ) -> None:
     """Import new whole files until `stop` is set (or Ctrl-C)."""
     stop = stop or threading.Event()
     seen: dict[Path, tuple[int, int]] = {}
     done: dict[Path, tuple[int, int]] = {}
+    changed: dict[Path, float] = {}
+    """When a file was first seen changed since it was last taken."""
     beat = time.monotonic()
     while not stop.is_set():
         matched = False  # a look that imports a file matches new questions first, once
@@ -45,9 +54,11 @@ def follow(
             mark = (stat.st_size, stat.st_mtime_ns)
             if done.get(path) == mark:
                 continue
+            now = time.monotonic()
             if seen.get(path) != mark:
                 seen[path] = mark  # new or still growing: looked at again next time
-                continue
+                if now - changed.setdefault(path, now) < growing:
+                    continue
             if not importer.fmt.whole(path):
                 continue
             if not matched:
@@ -59,6 +70,7 @@ def follow(
                 on_note(f"{path.name} went away while it was read; left out")
                 continue
             done[path] = mark
+            changed.pop(path, None)
             on_file(result)  # one read before too: the summary counts it as such
             beat = time.monotonic()
         if time.monotonic() - beat >= BEAT_SECONDS:

@@ -5,6 +5,9 @@ run's sink, nothing twice and nothing half.
   whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
   appending writer) that the run holds already, by digest, are passed over; a file rewritten
   since keeps in the run what it gave before.
+- A JSONL file grown by appending (its first bytes are those the last whole reading found, up
+  to a newline) is read on from there: a file followed while it grows for hours costs its new
+  lines, not all of it again.
 - Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
   a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
   what is missing.
@@ -30,7 +33,7 @@ from app.importers.rollouts import (
     question_key,
     turn_actions,
 )
-from app.importers.source import Format, Row, file_digest
+from app.importers.source import FileDigest, Format, JsonLines, Part, Row, file_digest
 from app.plural import counted
 from rollout_core.errors import RollscopeError
 from rollout_core.records import (
@@ -42,6 +45,7 @@ from rollout_core.records import (
     SourceRow,
     StepRecord,
 )
+from storage.imports import FileReading
 from storage.sink import StoreSink
 from storage.store import Store
 from storage.writes import collector_paused
@@ -77,7 +81,8 @@ class FileResult:
     """Episodes written from it this time."""
     skipped: int = 0
     known: int = 0
-    """Rows the run held already."""
+    """Rows read that the run held already (a file read on from where its last reading
+    ended reads none of those)."""
     already: bool = False
     """The run had read the whole file before: nothing was read."""
     pending: bool = False
@@ -219,20 +224,31 @@ class Importer:
         """Read one file into the run: what is new in it, each bad row told and counted."""
         rel = self.relative(path)
         result = FileResult(rel)
-        digest, size = file_digest(path)
+        last = self.store.last_file_reading(self.run_id, rel)
+        digest = file_digest(path, last.size if last is not None else None)
         start = self.store.begin_import_file(
-            self.run_id, rel, digest, size, self.fmt.row_count(path)
+            self.run_id, rel, digest.sha256, digest.size, self.fmt.row_count(path, digest)
         )
         if start.completed:
             result.already = True
             return result
-        held = self.store.imported_digests(self.run_id, rel)
+        # The file as its digest found it: what an appending writer adds meanwhile is the
+        # next reading's.
+        part, carried, after = Part(end=digest.size), 0, None
+        if last is not None and self._grown(path, last, digest):
+            # Only the new lines are read, and only rows a reading since may have written can
+            # be held; the bad lines the last reading counted still count.
+            part = Part(last.size, last.rows + 1, digest.size)
+            carried, after = last.skipped, last.file_id
+        held = self.store.imported_digests(self.run_id, rel, after)
         self.reading = result
         assert self._sink is not None, "open() the run first"
         batch = _Batch(self._sink)
+        fmt = self.fmt
+        rows = fmt.rows(path, part) if isinstance(fmt, JsonLines) else fmt.rows(path)
         # The collector's passes over the records in hand are pure cost: none is in a cycle.
         with collector_paused():
-            for row in self.fmt.rows(path):
+            for row in rows:
                 # A row is held when the run holds a row of this file with its bytes, wherever
                 # it stands now (lines move when a bad line is deleted); each held row once.
                 if held and held.get(row.sha256):
@@ -255,7 +271,7 @@ class Importer:
                 if len(batch.finished) >= BATCH_EPISODES:
                     result.episodes += batch.write()
             result.episodes += batch.write()
-        self.store.finish_import_file(start.file_id, result.skipped)
+        self.store.finish_import_file(start.file_id, carried + result.skipped)
         left = result.skipped - len(result.problems)
         if left > 0:
             self.on_note(f"{rel}: {counted(left, 'more bad line')} skipped")
@@ -267,6 +283,18 @@ class Importer:
             )
         self.reading = None
         return result
+
+    def _grown(self, path: Path, last: FileReading, digest: FileDigest) -> bool:
+        """Whether the file is the one its last whole reading found, with lines appended: it
+        begins with the same bytes, and they end with a newline (a last line being written
+        then was left for later, and is read with the new ones)."""
+        if not isinstance(self.fmt, JsonLines) or digest.prefix_sha256 != last.sha256:
+            return False
+        if last.size == 0:
+            return True
+        with path.open("rb") as f:
+            f.seek(last.size - 1)
+            return f.read(1) == b"\n"
 
     def _bad(self, result: FileResult, line: int, problem: str) -> None:
         where = f"{result.path}:{line}" if line else result.path

@@ -7,16 +7,16 @@ user replies after each) and `reward`; optionally `question_id`, `question`, `st
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from app.importers.rollouts import Rollout, question_key
-from app.importers.source import BadRow, Format, Row, jsonl_rows, number, optional_int
+from app.importers.source import BadRow, JsonLines, number, optional_int
 from app.importers.turns import last_user_text, message_turns
 
 
-class Messages(Format):
+class Messages(JsonLines):
     name = "messages"
     label = "chat log"
     layout = "the folder's .jsonl files"
@@ -24,8 +24,8 @@ class Messages(Format):
     def files(self, root: Path) -> list[Path]:
         return [root] if root.is_file() else sorted(root.glob("*.jsonl"))
 
-    def rows(self, path: Path) -> Iterator[Row]:
-        return jsonl_rows(path, rollout)
+    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
+        return rollout
 
     def checkpoint(self, root: Path) -> str | None:
         """The first line's `model`."""

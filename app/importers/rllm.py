@@ -22,6 +22,7 @@ from typing import Any
 from app.importers.rollouts import Rollout, question_key
 from app.importers.source import (
     BadRow,
+    FileDigest,
     Format,
     Row,
     json_object,
@@ -56,7 +57,7 @@ class RLLM(Format):
         dirs.sort(key=_dir_order)
         return [f for d in dirs for f in sorted(d.glob("episode_*.json"))]
 
-    def row_count(self, path: Path) -> int:
+    def row_count(self, path: Path, digest: FileDigest) -> int:
         return 1
 
     def whole(self, path: Path) -> bool:

@@ -13,19 +13,19 @@ and the gold SQL as `reward_spec.ground_truth`) and `data_source`; beside them
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from app.importers.rollouts import Rollout, question_key
-from app.importers.source import Format, Row, jsonl_rows, number, step_of, text_field
+from app.importers.source import JsonLines, number, step_of, text_field
 from app.importers.turns import last_user_text, prompt_messages, split_turns
 
 _STEP_DIR = re.compile(r"global_step_(\d+)_evals\Z")
 _NOT_ROLLOUTS = frozenset({"aggregated_results.jsonl"})
 
 
-class SkyRL(Format):
+class SkyRL(JsonLines):
     name = "skyrl"
     label = "SkyRL evaluation dump"
     layout = "dumped_evals/global_step_<N>_evals/<data_source>.jsonl"
@@ -41,7 +41,7 @@ class SkyRL(Format):
         dirs.sort(key=lambda d: step_of(d.name))
         return [f for d in dirs for f in sorted(d.glob("*.jsonl")) if f.name not in _NOT_ROLLOUTS]
 
-    def rows(self, path: Path) -> Iterator[Row]:
+    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
         found = _STEP_DIR.match(path.parent.name)
         step = int(found.group(1)) if found else None
 
@@ -65,7 +65,7 @@ class SkyRL(Format):
                 truncated=data.get("stop_reason") == "length",  # vLLM's max_tokens was hit
             )
 
-        return jsonl_rows(path, rollout)
+        return rollout
 
 
 def _gold(extras: Mapping[str, Any]) -> str:

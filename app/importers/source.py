@@ -1,5 +1,6 @@
 """What every format's reader shares: a file's rows with their line and digest, read one at a
-time (memory stays flat whatever the file's size), and whether a file is whole yet.
+time (memory stays flat whatever the file's size), and whether a file is whole yet. A JSONL file
+grows by whole lines, so it can be read on from where an earlier reading ended.
 
 A reader turns each row into a `Rollout`, or says in one line why it cannot (`BadRow`); the
 importer decides what to do with a bad row (count it, or stop with `--strict`).
@@ -42,6 +43,20 @@ class Row:
     so it is left for a later import rather than counted as bad."""
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    """The part of a JSONL file a reading takes: from byte `offset`, the first byte of line
+    number `line`, up to byte `end` (None: the file's end). A file still growing is read up to
+    where its digest ended, so that each of its lines is read by one reading only."""
+
+    offset: int = 0
+    line: int = 1
+    end: int | None = None
+
+
+WHOLE = Part()
+
+
 class Format:
     """A rollout file format: which files of a folder it reads, in what order, and how."""
 
@@ -60,9 +75,9 @@ class Format:
         """The file's rows, one at a time."""
         raise NotImplementedError
 
-    def row_count(self, path: Path) -> int:
+    def row_count(self, path: Path, digest: FileDigest) -> int:
         """How many rows the file holds (an estimate for line-based files: blank lines count)."""
-        return line_count(path)
+        return digest.lines
 
     def whole(self, path: Path) -> bool:
         """Whether the file's writer has finished it (a JSONL file ends with a newline)."""
@@ -80,26 +95,51 @@ class Format:
         return None
 
 
-def file_digest(path: Path) -> tuple[bytes, int]:
-    """SHA-256 of the file's bytes and its size."""
+class JsonLines(Format):
+    """A format of JSONL files, a rollout a line. Its writers append whole lines, so a file
+    grown since it was read can be read on from where that reading ended (`Part`)."""
+
+    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
+        """What makes a line's JSON object of this file a rollout (raising BadRow, KeyError,
+        TypeError or ValueError for one it cannot use); a new one for each reading."""
+        raise NotImplementedError
+
+    def rows(self, path: Path, part: Part = WHOLE) -> Iterator[Row]:
+        return jsonl_rows(path, self.reader(path), part)
+
+
+@dataclass(frozen=True, slots=True)
+class FileDigest:
+    """A file's SHA-256, size and lines (a last line without its newline counts), and the
+    SHA-256 of its first `prefix` bytes when asked."""
+
+    sha256: bytes
+    size: int
+    lines: int
+    prefix_sha256: bytes | None = None
+
+
+def file_digest(path: Path, prefix: int | None = None) -> FileDigest:
+    """The file's digest as one read finds it; with `prefix`, also the SHA-256 of its first
+    `prefix` bytes (None when the file is shorter)."""
     h = hashlib.sha256()
-    size = 0
+    size = lines = 0
+    last = b"\n"
+    head: bytes | None = None
     with path.open("rb") as f:
+        if prefix is not None:
+            while size < prefix and (chunk := f.read(min(_CHUNK, prefix - size))):
+                h.update(chunk)
+                size += len(chunk)
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+            head = h.digest() if size == prefix else None
         while chunk := f.read(_CHUNK):
             h.update(chunk)
             size += len(chunk)
-    return h.digest(), size
-
-
-def line_count(path: Path) -> int:
-    """Lines in a file (a last line without its newline counts)."""
-    n = 0
-    last = b"\n"
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            n += chunk.count(b"\n")
+            lines += chunk.count(b"\n")
             last = chunk[-1:]
-    return n + (last != b"\n")
+    return FileDigest(h.digest(), size, lines + (last != b"\n"), head)
 
 
 def ends_with(path: Path, tail: bytes) -> bool:
@@ -115,11 +155,21 @@ def ends_with(path: Path, tail: bytes) -> bool:
         return False
 
 
-def jsonl_rows(path: Path, rollout: Callable[[dict[str, Any]], Rollout]) -> Iterator[Row]:
-    """A JSONL file's rows: each line's JSON object made a rollout by `rollout`, which raises
-    BadRow (or KeyError, TypeError, ValueError) for one it cannot use. Blank lines are no rows."""
+def jsonl_rows(
+    path: Path, rollout: Callable[[dict[str, Any]], Rollout], part: Part = WHOLE
+) -> Iterator[Row]:
+    """The rows of a JSONL file's `part`: each line's JSON object made a rollout by `rollout`,
+    which raises BadRow (or KeyError, TypeError, ValueError) for one it cannot use. Blank lines
+    are no rows."""
+    left = math.inf if part.end is None else part.end - part.offset
     with path.open("rb") as f:
-        for n, line in enumerate(f, 1):
+        f.seek(part.offset)
+        for n, line in enumerate(f, part.line):
+            if left <= 0:
+                break
+            if len(line) > left:
+                line = line[: int(left)]  # the part ends inside this line
+            left -= len(line)
             raw = line.rstrip(b"\r\n")
             if not raw.strip():
                 continue

@@ -21,6 +21,7 @@ from typing import Any
 from app.importers.rollouts import Rollout, question_key
 from app.importers.source import (
     BadRow,
+    FileDigest,
     Format,
     Row,
     ends_with,
@@ -46,7 +47,7 @@ class TRL(Format):
         folder = root / "completions" if (root / "completions").is_dir() else root
         return sorted(folder.glob("completions_*.parquet"), key=lambda p: step_of(p.stem))
 
-    def row_count(self, path: Path) -> int:
+    def row_count(self, path: Path, digest: FileDigest) -> int:
         import pyarrow.parquet as pq
 
         try:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,8 @@ from typing import Any
 from app.importers.rollouts import Rollout
 from app.importers.source import (
     BadRow,
-    Format,
-    Row,
+    JsonLines,
     json_kind,
-    jsonl_rows,
     measured,
     number,
     numeric_columns,
@@ -41,7 +39,7 @@ RESULTS = ("results.jsonl", "traces.jsonl")
 _PRIME_RL = re.compile(r"(?:\A|/)step_(\d+)/(train|eval)/(all|effective)/traces\.jsonl\Z")
 
 
-class Verifiers(Format):
+class Verifiers(JsonLines):
     name = "verifiers"
     label = "verifiers output"
     layout = "results.jsonl (or traces.jsonl) anywhere under the folder"
@@ -63,14 +61,14 @@ class Verifiers(Format):
         chosen = [(m, p) for m, p in everything if m.group(2) == "train"] or everything
         return [p for m, p in sorted(chosen, key=lambda mp: (int(mp[0].group(1)), mp[1]))]
 
-    def rows(self, path: Path) -> Iterator[Row]:
+    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
         found = _PRIME_RL.search(path.as_posix())
         if found is None:
-            return jsonl_rows(path, rollout)
+            return rollout
         # The step the trainer logged the episode under, as its own metrics are: an episode's
         # `run.work.step` is the step it was sent out at, earlier when training runs ahead.
         step = int(found.group(1))
-        return jsonl_rows(path, lambda data: replace(rollout(data), train_step=step))
+        return lambda data: replace(rollout(data), train_step=step)
 
     def checkpoint(self, root: Path) -> str | None:
         """The model the run's folder names: `metadata.json`'s, or v1's resolved config

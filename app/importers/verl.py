@@ -10,15 +10,13 @@ a group is the samples of one prompt in one step's file.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from app.importers.rollouts import Rollout, question_key
 from app.importers.source import (
-    Format,
-    Row,
-    jsonl_rows,
+    JsonLines,
     number,
     numeric_columns,
     optional_int,
@@ -32,7 +30,7 @@ _NOT_REWARDS = frozenset({"step"})
 _PROMPTS_KEPT = 4096
 
 
-class Verl(Format):
+class Verl(JsonLines):
     name = "verl"
     label = "verl rollout dump"
     layout = "<step>.jsonl files (else every .jsonl file of the folder)"
@@ -47,7 +45,7 @@ class Verl(Format):
         # Renamed or copied dumps: each line names its step.
         return sorted(every, key=lambda p: (step_of(p.stem), p.name))
 
-    def rows(self, path: Path) -> Iterator[Row]:
+    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
         prompts: dict[str, tuple[list[ChatMessage], str, str]] = {}
 
         def rollout(data: dict[str, Any]) -> Rollout:
@@ -77,4 +75,4 @@ class Verl(Format):
                 db_id=db_id if isinstance(db_id, str) else "",
             )
 
-        return jsonl_rows(path, rollout)
+        return rollout

@@ -17,9 +17,12 @@ import io
 import json
 import os
 import pstats
+import sqlite3
 import subprocess
 import sys
+import threading
 import time
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -70,20 +73,23 @@ def write_verl(root: Path, episodes: int) -> Path:
     """verl's `_dump_generations` layout: `{step}.jsonl`, one rollout a line."""
     root.mkdir(parents=True, exist_ok=True)
     for step, start in enumerate(range(0, episodes, PER_FILE), start=1):
-        lines = []
-        for e in range(start, min(episodes, start + PER_FILE)):
-            q = e // GROUP
-            prompt = f"system\n{SYSTEM}\nuser\n{_question(q)}\nassistant\n"
-            output = "".join(
-                text + (f"\nuser\n<observation>{obs}</observation>\nassistant\n" if obs else "")
-                for text, obs in _turns(q, e % GROUP)
-            )
-            score = float(e % 3 == 0)
-            entry = {"input": prompt, "output": output, "gts": "SELECT 1", "score": score,
-                     "step": step, "acc": score, "format_reward": 1.0}  # fmt: skip
-            lines.append(json.dumps(entry, ensure_ascii=False))
+        lines = [_verl_line(e, step) for e in range(start, min(episodes, start + PER_FILE))]
         (root / f"{step}.jsonl").write_text("\n".join(lines) + "\n")
     return root
+
+
+def _verl_line(e: int, step: int) -> str:
+    """Episode `e` as `_dump_generations` writes it (without its newline)."""
+    q = e // GROUP
+    prompt = f"system\n{SYSTEM}\nuser\n{_question(q)}\nassistant\n"
+    output = "".join(
+        text + (f"\nuser\n<observation>{obs}</observation>\nassistant\n" if obs else "")
+        for text, obs in _turns(q, e % GROUP)
+    )
+    score = float(e % 3 == 0)
+    entry = {"input": prompt, "output": output, "gts": "SELECT 1", "score": score,
+             "step": step, "acc": score, "format_reward": 1.0}  # fmt: skip
+    return json.dumps(entry, ensure_ascii=False)
 
 
 def write_trl(root: Path, episodes: int) -> Path:
@@ -327,4 +333,67 @@ def test_follow_shows_a_new_file_soon(tmp_path: Path) -> None:
         + ", ".join(f"{s:.1f} s" for s in seen)
         + f"; load {os.getloadavg()[0]:.1f}{flag} (the dashboard's live pages refresh every "
         "2-3 s on top)"
+    )
+
+
+GROWING_RATE = 100
+"""Rollouts a second an appending writer adds (an evaluation's, as each finishes)."""
+GROWING_SECONDS = 30
+
+
+def test_follow_shows_a_growing_file_soon(tmp_path: Path) -> None:
+    """Seconds from a line's end to its episode in the store, for a file that is appended
+    to without a pause (it is never unchanged for one look), with `--follow` at its default
+    poll; and the follower's CPU."""
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    db = tmp_path / "follow.db"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "app.cli", "import", str(dump), "--name", "live", "--store",
+         str(db), "--format", "verl", "--follow", "--quiet"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    total = GROWING_RATE * GROWING_SECONDS
+    written: list[float] = []
+
+    def write() -> None:
+        with open(dump / "1.jsonl", "a", encoding="utf-8") as f:
+            began = time.perf_counter()
+            for e in range(total):
+                f.write(_verl_line(e, 1) + "\n")
+                f.flush()
+                written.append(time.perf_counter())
+                time.sleep(max(0.0, began + (e + 1) / GROWING_RATE - time.perf_counter()))
+
+    lags: list[float] = []
+    try:
+        _wait_for_store(db)
+        writer = threading.Thread(target=write)
+        writer.start()
+        while len(lags) < total:
+            reader = Store(str(db), read_only=True)
+            run = reader.find_run("live")
+            reader.close()
+            now = time.perf_counter()
+            lags += [
+                now - written[i] for i in range(len(lags), run.episodes_finished if run else 0)
+            ]
+            if writer.is_alive() is False and now - written[-1] > 120:
+                raise AssertionError("the follow did not import the file's end in 120 s")
+            time.sleep(0.1)
+        writer.join()
+    finally:
+        proc.send_signal(2)
+        _, _, usage = os.wait4(proc.pid, 0)
+    with closing(sqlite3.connect(db)) as conn:
+        readings = conn.execute("SELECT count(*) FROM import_files").fetchone()[0]
+    lags.sort()
+    worst = lags[-1]
+    flag = "" if worst <= FOLLOW_TARGET else "  SLOW"
+    print(
+        f"\n--follow (poll 1 s), a file growing by {GROWING_RATE} rollouts a second for "
+        f"{GROWING_SECONDS} s: a rollout in the store after median {lags[len(lags) // 2]:.1f} s, "
+        f"90% {lags[int(len(lags) * 0.9)]:.1f} s, at most {worst:.1f} s; {readings} readings; "
+        f"the follower's CPU {usage.ru_utime + usage.ru_stime:.1f} s; "
+        f"load {os.getloadavg()[0]:.1f}{flag}"
     )

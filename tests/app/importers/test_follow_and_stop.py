@@ -21,11 +21,11 @@ from app.importers import importer as importer_module
 from app.importers.detect import format_of
 from app.importers.follow import follow
 from app.importers.importer import FileResult, Importer, ImportOptions
-from app.importers.source import Format, Row
+from app.importers.source import WHOLE, Format, Part, Row
 from storage import writes
 from storage.store import Store
 from tests.app.importers.conftest import rows
-from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+from tests.app.importers.writers import sql_prompt, sql_response, verifiers_save, verl_dump
 
 
 def write_step(dump: Path, step: int, n: int) -> Path:
@@ -76,8 +76,8 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     fmt = format_of(dump, "verl")
     reads = fmt.rows
 
-    def interrupted(path: Path) -> Iterator[Row]:
-        for i, row in enumerate(reads(path)):
+    def interrupted(path: Path, part: Part = WHOLE) -> Iterator[Row]:
+        for i, row in enumerate(reads(path, part)):
             if i == 250:  # two batches written, 50 episodes in hand
                 raise KeyboardInterrupt
             yield row
@@ -201,6 +201,52 @@ def test_follow_imports_each_new_file_once_it_is_whole(store: Store, tmp_path: P
         thread.join(timeout=30)
     again.finish("completed")
     assert sorted(told) == [("1.jsonl", True), ("2.jsonl", True)]
+
+
+def test_follow_takes_a_file_that_keeps_growing_and_reads_on_from_where_it_left(
+    store: Store, tmp_path: Path
+) -> None:
+    """An evaluation appending a rollout as each finishes never leaves its file unchanged for
+    one look: it is taken once it has grown for `growing` seconds, each reading the new lines."""
+    run_dir = tmp_path / "eval"
+
+    def output(i: int) -> dict[str, Any]:
+        return {
+            "example_id": i,
+            "prompt": [{"role": "user", "content": f"Question {i}?"}],
+            "completion": [{"role": "assistant", "content": "ANSWER 1"}],
+            "reward": 1.0,
+        }
+
+    verifiers_save(run_dir, [output(0)], {"model": "m"})
+    importer = Importer(
+        store, format_of(run_dir, "verifiers"), ImportOptions(path=run_dir, name="e")
+    )
+    importer.open()
+    stop = threading.Event()
+    results: list[FileResult] = []
+    thread = threading.Thread(
+        target=follow,
+        args=(importer,),
+        kwargs={"on_file": results.append, "on_note": print, "poll": 0.05, "growing": 0.3,
+                "stop": stop},
+    )  # fmt: skip
+    thread.start()
+    try:
+        for i in range(1, 100):  # a rollout every 20 ms, for two seconds
+            verifiers_save(run_dir, [output(i)], {"model": "m"}, mode="a")
+            time.sleep(0.02)
+        while_growing = len(results)
+        _wait_for(lambda: sum(r.episodes for r in results) == 100, "the last rollouts")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    importer.finish("completed")
+    assert while_growing >= 2
+    assert all(r.known == 0 and not r.already for r in results)
+    assert rows(
+        store, "SELECT count(DISTINCT line), min(line), max(line) FROM episode_sources"
+    ) == [(100, 1, 100)]
 
 
 _READ_WHOLE = "SELECT count(*) FROM import_files WHERE completed_at IS NOT NULL"

@@ -197,7 +197,8 @@ def test_a_growing_results_file_adds_only_its_new_lines(store: Store, tmp_path: 
     run_import(store, run_dir, "growing")
     verifiers_save(run_dir, [output(2)], {"model": "m"}, mode="a")  # verifiers appends
     _, again = run_import(store, run_dir, "growing")
-    assert [(r.episodes, r.known) for r in again] == [(1, 2)]
+    # Read on from where the last reading ended: the two lines before it are not read again.
+    assert [(r.episodes, r.known) for r in again] == [(1, 0)]
     assert rows(store, "SELECT question_id FROM episodes ORDER BY id") == [("0",), ("1",), ("2",)]
     assert rows(store, "SELECT count(*) FROM import_files") == [(2,)]
 

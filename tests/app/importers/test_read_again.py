@@ -1,13 +1,20 @@
 """A file imported again after it changed: deleted bad lines, a grown file with a bad line, a
-last line still being written, a file rewritten by a resumed trainer, step files that are links.
-Each adds exactly the rollouts the run does not hold, and counts each bad line once."""
+last line still being written, a file rewritten by a resumed trainer, a file grown while it was
+read or after a stopped reading, step files that are links. Each adds exactly the rollouts the
+run does not hold, and counts each bad line once."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from app.importers import importer as importer_module
+from app.importers.rollouts import Rollout
+from app.importers.verl import Verl
 from storage.store import Store
 from tests.app.importers.conftest import rows, run_import
 from tests.app.importers.test_bad_input import notes_import
@@ -58,8 +65,13 @@ def test_two_identical_lines_are_two_rollouts_and_each_is_held_once(
     run_import(store, tmp_path / "dump")
     _write(path, [same, same, same])
     _, (result,) = run_import(store, tmp_path / "dump")
-    assert (result.episodes, result.known) == (1, 2)
-    assert _run(store) == (3, 0)
+    # Grown: read on from the end of the last reading, the first two lines not read again.
+    assert (result.episodes, result.known) == (1, 0)
+    # Rewritten with a new first line: read whole, each of the three held rows found once.
+    _write(path, [_rollout("Another question?"), same, same, same, same])
+    _, (result,) = run_import(store, tmp_path / "dump")
+    assert (result.episodes, result.known) == (2, 3)
+    assert _run(store) == (5, 0)
 
 
 def test_a_bad_line_of_a_growing_file_is_counted_once(store: Store, tmp_path: Path) -> None:
@@ -122,3 +134,79 @@ def test_step_files_that_are_links_are_read_where_the_folder_holds_them(
     _, results = run_import(store, dump)
     assert [(r.path, r.episodes) for r in results] == [("1.jsonl", 1), ("2.jsonl", 1)]
     assert rows(store, "SELECT path FROM import_files ORDER BY id") == [("1.jsonl",), ("2.jsonl",)]
+
+
+def _reading_with(monkeypatch: pytest.MonkeyPatch, act: Callable[[str], None]) -> None:
+    """verl's reader, calling `act` with each line's question before making it a rollout."""
+    reader = Verl.reader
+
+    def acting(fmt: Verl, path: Path) -> Callable[[dict[str, Any]], Rollout]:
+        rollout = reader(fmt, path)
+
+        def read(data: dict[str, Any]) -> Rollout:
+            made = rollout(data)
+            act(made.question)
+            return made
+
+        return read
+
+    monkeypatch.setattr(Verl, "reader", acting)
+
+
+def test_a_file_grown_while_it_is_read_gives_its_new_lines_to_the_next_reading(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An appending writer (vf-eval, a trainer's long step) adds lines while the import reads.
+    lines = [_rollout(f"Question {i}?") for i in range(3)]
+    path = _write(tmp_path / "dump" / "1.jsonl", lines)
+
+    def append_once(question: str) -> None:
+        if question.endswith("Question 0?"):
+            with path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(_rollout("Question 3?")) + "\n")
+
+    _reading_with(monkeypatch, append_once)
+    _, (first,) = run_import(store, tmp_path / "dump")
+    assert (first.episodes, first.known) == (3, 0)  # the file as its digest found it
+    monkeypatch.undo()
+    _, (second,) = run_import(store, tmp_path / "dump")
+    assert (second.episodes, second.known) == (1, 0)
+    assert rows(
+        store, "SELECT s.line, substr(e.question, 21) FROM episode_sources s JOIN episodes e "
+        "ON e.id = s.episode_id ORDER BY s.line"
+    ) == [(i + 1, f"Question {i}?") for i in range(4)]  # fmt: skip
+    assert rows(store, "SELECT bytes, rows, completed_at IS NOT NULL FROM import_files") == [
+        (len(json.dumps(lines[0])) * 3 + 3, 3, 1),
+        (path.stat().st_size, 4, 1),
+    ]
+
+
+def test_a_file_grown_after_a_stopped_reading_is_read_on_with_nothing_twice(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 1)
+    lines: list[Any] = [_rollout("Question 0?"), "not json", _rollout("Question 1?")]
+    path = _write(tmp_path / "dump" / "1.jsonl", lines)
+    run_import(store, tmp_path / "dump")
+    lines += [_rollout(f"Question {i}?") for i in (2, 3, 4)]
+    _write(path, lines)
+
+    def stop_at(question: str) -> None:
+        if question.endswith("Question 3?"):
+            raise KeyboardInterrupt
+
+    _reading_with(monkeypatch, stop_at)
+    with pytest.raises(KeyboardInterrupt):
+        run_import(store, tmp_path / "dump")
+    assert _run(store) == (3, 1)  # Question 2 written before the stop
+    monkeypatch.undo()
+    lines += [_rollout("Question 5?")]
+    _write(path, lines)
+    _, (result,) = run_import(store, tmp_path / "dump")
+    # Read on from the last whole reading (line 4 on): the stopped reading's episode is held.
+    assert (result.episodes, result.known, result.skipped) == (3, 1, 0)
+    assert _run(store) == (6, 1)
+    assert rows(
+        store, "SELECT s.line, substr(e.question, 21) FROM episode_sources s JOIN episodes e "
+        "ON e.id = s.episode_id ORDER BY s.line"
+    ) == [(1, "Question 0?"), *((i + 2, f"Question {i}?") for i in range(1, 6))]  # fmt: skip
