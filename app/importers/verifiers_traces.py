@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from statistics import fmean
 from typing import Any
 
@@ -42,16 +43,23 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
     if traces == []:
         # An episode that failed before any agent ran is written too (prime-rl keeps them).
         failed = _last_error(episode.get("errors"))
-        raise BadRow(f"the episode holds no trace{f'; it failed: {failed}' if failed else ''}")
+        if failed is None:
+            raise BadRow("the episode holds no trace, and no error saying why")
+        return _failed(episode, _field(_field(episode, "task"), "data"), failed, {})
     trace = _trainable_trace(traces)
     nodes = trace.get("nodes")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise BadRow(f"the trace's 'nodes' is {json_kind(nodes)}, not a list of messages")
-    path = _last_branch(nodes)
+    path = _last_branch(nodes) if nodes else []
     messages = [_message(nodes[n]) for n in path]
     first = next((i for i, n in enumerate(path) if nodes[n].get("sampled") is True), None)
+    data = _field(_field(trace, "task") or _field(episode, "task"), "data")
+    error = _last_error(trace.get("errors")) or _last_error(episode.get("errors"))
     if first is None:
-        raise BadRow("the trace holds no message a model call sampled")
+        if error is None:
+            raise BadRow("the trace holds no message a model call sampled")
+        # Its first model call failed (the inference server was down, the prompt too long).
+        return _failed(episode, data, error, _rewards(trace), messages)
     prompt = messages[:first]
     _, turns = message_turns(messages[first:])
     calls = [c for c in trace.get("calls") or () if isinstance(c, Mapping)]
@@ -64,7 +72,26 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
     tokens_out = _tokens_out(calls)
     if tokens_out is None and sampled is not None:
         tokens_out = sampled[1]  # no usage reported: a trainer's trace still counts its tokens
-    data = _field(_field(trace, "task") or _field(episode, "task"), "data")
+    return replace(
+        _task_rollout(episode, data, prompt),
+        turns=turns,
+        reward=rewards["reward"],
+        rewards=rewards,
+        model=next((str(c["model"]) for c in calls if isinstance(c.get("model"), str)), None),
+        truncated=_truncated(trace, calls),
+        error=error,
+        seconds=_seconds(trace.get("timing")),
+        turn_seconds=[(timed.get(n), None) for n in answered],
+        tokens_out=tokens_out,
+        mean_logprob=None if sampled is None else sampled[0],
+    )
+
+
+def _task_rollout(
+    episode: Mapping[str, Any], data: Mapping[str, Any], prompt: list[dict[str, Any]]
+) -> Rollout:
+    """A rollout of no turns yet, with what the task and the run say: the question, its id,
+    database and gold SQL, the training step and the group."""
     answer = data.get("answer")
     gold = next((str(data[k]) for k in _GOLD_KEYS if isinstance(data.get(k), str)), "")
     qid = data.get("id", data.get("idx"))
@@ -72,22 +99,33 @@ def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
     group = _field(episode, "group").get("id")
     return Rollout(
         prompt=prompt,
-        turns=turns,
-        question=last_user_text(prompt) or _text_prompt(data),
+        turns=[],
+        question=last_user_text(prompt) or _task_prompt(data),
         question_id=None if qid is None else str(qid),
-        reward=rewards["reward"],
-        rewards=rewards,
+        reward=0.0,
         db_id=str(data.get("db_id") or ""),
         gold_sql=gold or (answer if isinstance(answer, str) and is_sql(answer) else ""),
         train_step=optional_int(work.get("step"), "the run's work step"),
         group=None if group is None else str(group),
-        model=next((str(c["model"]) for c in calls if isinstance(c.get("model"), str)), None),
-        truncated=_truncated(trace, calls),
-        error=_last_error(trace.get("errors")) or _last_error(episode.get("errors")),
-        seconds=_seconds(trace.get("timing")),
-        turn_seconds=[(timed.get(n), None) for n in answered],
-        tokens_out=tokens_out,
-        mean_logprob=None if sampled is None else sampled[0],
+    )
+
+
+def _failed(
+    episode: Mapping[str, Any],
+    data: Mapping[str, Any],
+    error: str,
+    rewards: Mapping[str, float],
+    prompt: list[dict[str, Any]] | None = None,
+) -> Rollout:
+    """An episode that failed before its model's first turn: an error episode of no steps,
+    as rollscope's own that could not begin; its reward is what its trace's rewards sum to,
+    0 when nothing scored it (named rewards only where some were given)."""
+    named = {k: v for k, v in rewards.items() if k != "reward"}
+    return replace(
+        _task_rollout(episode, data, prompt or []),
+        reward=rewards.get("reward", 0.0),
+        rewards=dict(rewards) if named else {},
+        error=error,
     )
 
 
@@ -176,8 +214,11 @@ def _rewards(trace: Mapping[str, Any]) -> dict[str, float]:
     return named | {"reward": total}
 
 
-def _text_prompt(data: Mapping[str, Any]) -> str:
+def _task_prompt(data: Mapping[str, Any]) -> str:
+    """The question `TaskData.prompt` holds: its text, or its messages' last user message."""
     prompt = data.get("prompt")
+    if isinstance(prompt, list):
+        return last_user_text([m for m in prompt if isinstance(m, Mapping)])
     return prompt if isinstance(prompt, str) else ""
 
 

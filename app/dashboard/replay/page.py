@@ -52,7 +52,12 @@ if detail is None:
 context.show(detail)
 if not detail.steps:
     params.show_notices(notices)
-    st.info("This episode has no steps yet.")
+    # A finished episode of no steps could not begin (its database broke, its sandbox never
+    # started); one still running has not played its first step.
+    ended = detail.summary.outcome is not None
+    st.info(
+        "This episode ended before its first step." if ended else "This episode has no steps yet."
+    )
     st.stop()
 player.show(detail)
 if detail.summary.answer is not None:

@@ -126,7 +126,13 @@ def trend(
             if v is not None
         ]
         total = sum(w for _, w in pairs)
-        out.append(sum(v * w for v, w in pairs) / total if total else None)
+        if not total:
+            out.append(None)
+            continue
+        # Taken as offsets from the window's first value, the mean of equal values is that
+        # value exactly; a plain weighted sum can land a bit off it, and a chart zooms in.
+        base = pairs[0][0]
+        out.append(base + sum((v - base) * w for v, w in pairs) / total)
     return out
 
 

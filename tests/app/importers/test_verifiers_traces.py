@@ -166,6 +166,39 @@ def test_a_trace_cut_at_its_token_limit_or_failed_says_so(store: Store, tmp_path
     ]
 
 
+def test_an_episode_failed_before_its_first_turn_is_an_error_episode_of_no_steps(
+    store: Store, tmp_path: Path
+) -> None:
+    # prime-rl writes an episode whose sandbox never started (no trace), and a trace whose
+    # first model call failed (its prompt, no sampled message).
+    task = {"type": "SqlTask", "data": DATA | {"id": "q-box", "prompt": [
+        {"role": "user", "content": "How many singers are there?"}]}}  # fmt: skip
+    sandbox = _episode([], task=task, ok=False,
+                       errors=[{"type": "SandboxError", "message": "no box"}])  # fmt: skip
+    first_call = _solver(errors=[{"type": "ProviderError", "message": "context too long"}])
+    first_call["nodes"] = first_call["nodes"][:2]
+    first_call["calls"] = []
+    first_call["task"]["data"] = DATA | {"id": "q-call"}
+    for episode in (sandbox, _episode([first_call], ok=False), _episode([_solver()])):
+        verifiers_write_episode(tmp_path / "run", episode)
+    run_id, (result,) = run_import(store, tmp_path / "run", "failures")
+    assert (result.episodes, result.skipped) == (3, 0)
+    assert rows(
+        store,
+        "SELECT question_id, question, outcome, failure_class, error, steps, reward, "
+        "(SELECT count(*) FROM episode_rewards r WHERE r.episode_id = e.id) "
+        "FROM episodes e WHERE run_id = ? ORDER BY id",
+        run_id,
+    ) == [
+        ("q-box", "How many singers are there?", "error", "env_error", "SandboxError: no box",
+         0, 0.0, 0),
+        ("q-call", COUNT_Q, "error", "env_error", "ProviderError: context too long", 0, 1.1, 4),
+        ("spider-dev-7", COUNT_Q, "correct", "correct", None, 2, 1.1, 4),
+    ]  # fmt: skip
+    run = store.get_run(run_id)
+    assert run is not None and (run.episodes_finished, run.skipped_lines) == (3, 0)
+
+
 def test_a_trainers_trace_gives_its_tokens_mean_log_probability(
     store: Store, tmp_path: Path
 ) -> None:

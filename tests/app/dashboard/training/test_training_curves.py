@@ -10,6 +10,7 @@ from app.dashboard.training.curves import curves_of, shown_steps, trend, trend_w
 from storage.training import DrawnQuestion, TrainingStep
 
 ACCURACY = next(c for c in charts.CHARTS if c.title == "Accuracy")
+REWARD = next(c for c in charts.CHARTS if c.title == "Reward")
 
 
 def test_shown_steps_are_first_middle_last() -> None:
@@ -69,6 +70,22 @@ def test_the_trend_is_a_trailing_mean_weighted_by_episodes() -> None:
     assert trend([1.0, 0.0, None, 1.0], [1, 3, 2, 1], 2) == [1.0, 0.25, 0.0, 1.0]
     assert trend([None], [1], 3) == [None]
     assert (trend_window(2), trend_window(16), trend_window(1000)) == (2, 3, 100)
+
+
+def test_a_flat_quantity_is_drawn_flat_not_zoomed_into_its_last_digits() -> None:
+    mean = 0.9428571428571428  # 33 of 35 episodes right at each step
+    assert trend([mean] * 3, [7, 7, 7], 3) == [mean] * 3  # equal values: exactly that value
+    # The same rewards at each step, their means a rounding apart (summed in another order).
+    steps = [
+        dataclasses.replace(_step(n, episodes=35, accuracy=0.5, logprob=None), reward=r)
+        for n, r in enumerate([mean, 0.9428571428571427, mean])
+    ]
+    fig = charts.figure(curves_of(steps), REWARD)
+    low, high = fig.layout.yaxis.range
+    assert low < mean < high and high - low >= 0.1
+    # Rewards that differ are left to the chart's own range.
+    steps[1] = dataclasses.replace(steps[1], reward=0.5)
+    assert charts.figure(curves_of(steps), REWARD).layout.yaxis.range is None
 
 
 def test_each_point_says_what_its_steps_drew_and_where_their_signal_came_from() -> None:
