@@ -3,10 +3,11 @@ every episode's rewards by name.
 
 The sink writes an episode's source row and named rewards with its finish (`write_extras`,
 from `writes.write_batch`, only for records that carry them). The rest is the import's own
-bookkeeping, one short transaction a file: a file is recorded when its reading starts
-(`begin_file`) and completed when its last row is in (`finish_file`); a file read whole is
-found again by its path and SHA-256 and not read again, and a file read in part, or grown
-since (an appending writer), is read on past the rows the run holds (found by their digest).
+bookkeeping, a short transaction for a group of files (one large file, or many small ones):
+the files are recorded when their reading starts (`begin_files`) and completed once their
+last rows are in (`finish_files`). A file read whole is found again by its path and SHA-256
+and not read again, and a file read in part, or grown since (an appending writer), is read on
+past the rows the run holds (found by their digest).
 A JSONL file that still begins with the bytes its last whole reading found (`last_reading`)
 is read on from where that reading ended.
 """
@@ -19,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, func, insert, select, update
+from sqlalchemy import Connection, Table, bindparam, func, insert, select, update
 from sqlalchemy.orm import Session
 
 from rollout_core.records import EpisodeRecord
@@ -31,6 +32,17 @@ _SOURCES = cast(Table, EpisodeSource.__table__)
 _REWARDS = cast(Table, EpisodeReward.__table__)
 _INSERT_SOURCE = insert(_SOURCES)
 _INSERT_REWARD = insert(_REWARDS)
+_FILES = cast(Table, ImportFile.__table__)
+_INSERT_FILE = insert(_FILES).returning(_FILES.c.id)
+_FINISH_FILE = (
+    update(_FILES)
+    .where(_FILES.c.id == bindparam("b_id"))
+    .values(
+        episodes=bindparam("b_episodes"),
+        skipped_lines=bindparam("b_skipped"),
+        completed_at=bindparam("b_now"),
+    )
+)
 
 
 def write_extras(conn: Connection, finished: Sequence[tuple[int, EpisodeRecord]]) -> None:
@@ -59,42 +71,75 @@ def write_extras(conn: Connection, finished: Sequence[tuple[int, EpisodeRecord]]
 
 
 @dataclass(frozen=True, slots=True)
+class FileBytes:
+    """A file an import is about to read: its path under the run's source, and its bytes as
+    its digest found them."""
+
+    path: str
+    sha256: bytes
+    size: int
+    rows: int
+    """Lines or rows it holds (episodes it can give)."""
+
+
+@dataclass(frozen=True, slots=True)
 class FileStart:
-    """A file as `begin_file` found or recorded it."""
+    """A file as `begin_files` found or recorded it."""
 
     file_id: int
     completed: bool
     """Read whole already: nothing of it to import."""
+    earlier: bool
+    """The run recorded this path before (this version read in part, or another version):
+    it may hold rows of it."""
 
 
-def begin_file(
-    session: Session, run_id: int, path: str, sha256: bytes, size: int, rows: int, now: Any
-) -> FileStart:
-    """The run's record of the file at `path` with these bytes, created when there is none
-    (the run's planned episodes grow by its rows then)."""
-    found = session.execute(
-        select(ImportFile.id, ImportFile.completed_at).where(
-            ImportFile.run_id == run_id, ImportFile.path == path, ImportFile.sha256 == sha256
+_PATHS_A_QUERY = 500
+"""Paths looked up per statement: well under either database's limit on parameters."""
+
+
+def begin_files(
+    session: Session, run_id: int, files: Sequence[FileBytes], now: Any
+) -> list[FileStart]:
+    """The run's record of each file with its bytes, created where there is none (the run's
+    planned episodes grow by their rows then); in `files`' order."""
+    conn = session.connection()
+    paths = sorted({f.path for f in files})
+    known: dict[str, list[tuple[int, bytes, bool]]] = {}
+    for at in range(0, len(paths), _PATHS_A_QUERY):
+        found = conn.execute(
+            select(
+                ImportFile.id, ImportFile.path, ImportFile.sha256,
+                ImportFile.completed_at.is_not(None),
+            ).where(
+                ImportFile.run_id == run_id, ImportFile.path.in_(paths[at : at + _PATHS_A_QUERY])
+            )
+        )  # fmt: skip
+        for file_id, path, sha256, completed in found:
+            known.setdefault(path, []).append((file_id, bytes(sha256), bool(completed)))
+    starts: list[FileStart] = []
+    planned = 0
+    for f in files:
+        versions = known.setdefault(f.path, [])
+        same = next((v for v in versions if v[1] == f.sha256), None)
+        if same is not None:
+            starts.append(FileStart(same[0], same[2], earlier=True))
+            continue
+        file_id = conn.execute(
+            _INSERT_FILE,
+            {"run_id": run_id, "path": clean_text(f.path), "sha256": f.sha256, "bytes": f.size,
+             "rows": f.rows, "started_at": now},
+        ).scalar_one()  # fmt: skip
+        starts.append(FileStart(file_id, False, earlier=bool(versions)))
+        versions.append((file_id, f.sha256, False))
+        planned += f.rows
+    if planned:
+        conn.execute(
+            update(Run)
+            .where(Run.id == run_id)
+            .values(episodes_planned=Run.episodes_planned + planned, heartbeat_at=now)
         )
-    ).first()
-    if found is not None:
-        return FileStart(found.id, found.completed_at is not None)
-    file = ImportFile(
-        run_id=run_id,
-        path=clean_text(path),
-        sha256=sha256,
-        bytes=size,
-        rows=rows,
-        started_at=now,
-    )
-    session.add(file)
-    session.flush()
-    session.execute(
-        update(Run)
-        .where(Run.id == run_id)
-        .values(episodes_planned=Run.episodes_planned + rows, heartbeat_at=now)
-    )
-    return FileStart(file.id, False)
+    return starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,38 +189,73 @@ def stored_digests(
     return Counter(bytes(digest) for digest in session.scalars(query))
 
 
-def finish_file(session: Session, file_id: int, skipped: int, now: Any) -> int:
-    """Mark a file read whole, with the lines it skipped; returns the episodes it gave. The
-    run's planned episodes become what its rows gave. Its skipped lines count each path's
-    bad lines once: a file read again (grown, or rewritten) is read whole, its bad lines with
-    it, so these replace what the path's last reading counted."""
-    file = session.get(ImportFile, file_id)
-    assert file is not None
-    episodes = int(
-        session.scalar(select(func.count()).where(EpisodeSource.file_id == file_id)) or 0
-    )
-    counted_before = session.scalar(
-        select(ImportFile.skipped_lines)
-        .where(
-            ImportFile.run_id == file.run_id,
-            ImportFile.path == file.path,
-            ImportFile.id != file_id,
-            ImportFile.completed_at.is_not(None),
+@dataclass(frozen=True, slots=True)
+class FileRead:
+    """A file read whole: its record, the rows it was begun with, the bad lines it holds."""
+
+    file_id: int
+    path: str
+    rows: int
+    skipped: int
+    earlier: bool
+    """Another reading of this path may have counted its bad lines (`FileStart.earlier`)."""
+
+
+def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: Any) -> list[int]:
+    """Mark files read whole, with their bad lines; the episodes each gave. The run's planned
+    episodes become what their rows gave. Its skipped lines count each path's bad lines once:
+    a reading counts the bad lines of the whole file as it found it, so these replace what the
+    path's last reading counted."""
+    if not files:
+        return []
+    conn = session.connection()
+    ids = [f.file_id for f in files]
+    gave: dict[int, int] = {}
+    for at in range(0, len(ids), _PATHS_A_QUERY):
+        counted = conn.execute(
+            select(EpisodeSource.file_id, func.count())
+            .where(EpisodeSource.file_id.in_(ids[at : at + _PATHS_A_QUERY]))
+            .group_by(EpisodeSource.file_id)
         )
-        .order_by(ImportFile.completed_at.desc(), ImportFile.id.desc())
-        .limit(1)
-    )
-    session.execute(
+        gave.update((file_id, int(n)) for file_id, n in counted)
+    planned = skipped = 0
+    for f in files:
+        before = 0
+        if f.earlier:
+            before = (
+                conn.execute(
+                    select(ImportFile.skipped_lines)
+                    .where(
+                        ImportFile.run_id == run_id,
+                        ImportFile.path == f.path,
+                        ImportFile.id != f.file_id,
+                        ImportFile.completed_at.is_not(None),
+                    )
+                    .order_by(ImportFile.completed_at.desc(), ImportFile.id.desc())
+                    .limit(1)
+                ).scalar()
+                or 0
+            )
+        planned += gave.get(f.file_id, 0) - f.rows
+        skipped += f.skipped - before
+    conn.execute(
+        _FINISH_FILE,
+        [
+            {"b_id": f.file_id, "b_episodes": gave.get(f.file_id, 0), "b_skipped": f.skipped,
+             "b_now": now}
+            for f in files
+        ],
+    )  # fmt: skip
+    conn.execute(
         update(Run)
-        .where(Run.id == file.run_id)
+        .where(Run.id == run_id)
         .values(
-            episodes_planned=Run.episodes_planned + episodes - file.rows,
-            skipped_lines=Run.skipped_lines + skipped - (counted_before or 0),
+            episodes_planned=Run.episodes_planned + planned,
+            skipped_lines=Run.skipped_lines + skipped,
             heartbeat_at=now,
         )
     )
-    file.episodes, file.skipped_lines, file.completed_at = episodes, skipped, now
-    return episodes
+    return [gave.get(f.file_id, 0) for f in files]
 
 
 def step_groups(session: Session, run_id: int, train_step: int) -> dict[str, int]:

@@ -333,13 +333,13 @@ class Store:
 
     # -- imports ------------------------------------------------------------------------------
 
-    def begin_import_file(
-        self, run_id: int, path: str, sha256: bytes, size: int, rows: int
-    ) -> imports.FileStart:
-        """The run's record of an imported file with these bytes, made when it has none
-        (`storage.imports.begin_file`)."""
+    def begin_import_files(
+        self, run_id: int, files: Sequence[imports.FileBytes]
+    ) -> list[imports.FileStart]:
+        """The run's record of each imported file with its bytes, made where it has none, in
+        one transaction (`storage.imports.begin_files`)."""
         return retry_locked(
-            lambda: self._in_write(imports.begin_file, run_id, path, sha256, size, rows, now_utc())
+            lambda: self._in_write(imports.begin_files, run_id, list(files), now_utc())
         )
 
     def imported_digests(self, run_id: int, path: str, after: int | None = None) -> Counter[bytes]:
@@ -353,10 +353,11 @@ class Store:
         with Session(self._engine) as session:
             return imports.last_reading(session, run_id, path)
 
-    def finish_import_file(self, file_id: int, skipped: int) -> int:
-        """An imported file read whole, with the lines it skipped; the episodes it gave."""
+    def finish_import_files(self, run_id: int, files: Sequence[imports.FileRead]) -> list[int]:
+        """Imported files read whole, with the bad lines each holds, in one transaction; the
+        episodes each gave (`storage.imports.finish_files`)."""
         return retry_locked(
-            lambda: self._in_write(imports.finish_file, file_id, skipped, now_utc())
+            lambda: self._in_write(imports.finish_files, run_id, list(files), now_utc())
         )
 
     def step_groups(self, run_id: int, train_step: int) -> dict[str, int]:

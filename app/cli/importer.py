@@ -115,16 +115,16 @@ def import_command(
                     importer, on_file=on_file, on_note=lambda t: _note(t, quiet), poll=poll
                 )
             else:
-                for file in importer.files():
-                    on_file(importer.import_file(file))
+                for result in importer.import_files(importer.files()):
+                    on_file(result)
     except KeyboardInterrupt:
         # A follow ends with Ctrl-C: the run is complete as far as the files went.
         importer.finish(
             "completed" if follow else "cancelled",
             None if follow else f"stopped by {stopped_by[-1]}",
         )
-        if importer.reading is not None:  # the file it stopped in: its whole episodes are kept
-            results.append(importer.reading)
+        # The files it stopped in: their whole episodes are kept.
+        results.extend(importer.in_hand)
         _summary(importer, results, time.monotonic() - started)
         err.print(
             f"stopped: importing again under --name {name!r} reads on from here",

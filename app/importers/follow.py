@@ -4,10 +4,10 @@ A file is taken once it is whole: its writer's end is there (a JSONL file ends w
 a Parquet file with its footer, an rLLM episode parses) and its size and time have not changed
 over one look. A file its writer keeps appending to (vf-eval's `traces.jsonl`, a long step)
 is taken whenever it ends whole once it has been growing for `GROWING_SECONDS`, and read on
-from where its last reading ended. Before a file, the questions a rollscope run has played
-since are matched (as at `Importer.open`). The run stays `running`, its heartbeat fresh, so
-Runs and Training show it live; Ctrl-C (or `stop`) ends the loop between two files or inside
-one, never inside an episode.
+from where its last reading ended. The files a look finds ready are imported together, after
+the questions a rollscope run has played since are matched (as at `Importer.open`). The run
+stays `running`, its heartbeat fresh, so Runs and Training show it live; Ctrl-C (or `stop`)
+ends the loop between two batches, never inside an episode.
 """
 
 from __future__ import annotations
@@ -43,10 +43,8 @@ def follow(
     """When a file was first seen changed since it was last taken."""
     beat = time.monotonic()
     while not stop.is_set():
-        matched = False  # a look that imports a file matches new questions first, once
+        ready: dict[Path, tuple[int, int]] = {}
         for path in importer.files():
-            if stop.is_set():
-                return
             try:
                 stat = path.stat()
             except OSError:
@@ -59,19 +57,20 @@ def follow(
                 seen[path] = mark  # new or still growing: looked at again next time
                 if now - changed.setdefault(path, now) < growing:
                     continue
-            if not importer.fmt.whole(path):
-                continue
-            if not matched:
-                importer.match_new_questions()
-                matched = True
+            if importer.fmt.whole(path):
+                ready[path] = mark
+        if ready and not stop.is_set():
+            importer.match_new_questions()
+            # Together: a step's many one-episode files (rLLM's) go in a few transactions.
             try:
-                result = importer.import_file(path)
-            except FileNotFoundError:
-                on_note(f"{path.name} went away while it was read; left out")
-                continue
-            done[path] = mark
-            changed.pop(path, None)
-            on_file(result)  # one read before too: the summary counts it as such
+                for path, result in zip(ready, importer.import_files(ready), strict=True):
+                    done[path] = ready[path]
+                    changed.pop(path, None)
+                    on_file(result)  # one read before too: the summary counts it as such
+            except FileNotFoundError as exc:
+                # The files after it are looked at again next time.
+                gone = Path(exc.filename).name if exc.filename else "a file"
+                on_note(f"{gone} went away while it was read; left out")
             beat = time.monotonic()
         if time.monotonic() - beat >= BEAT_SECONDS:
             importer.heartbeat()

@@ -1,5 +1,5 @@
-"""An import run: a format's files read one at a time, each row an episode written through the
-run's sink, nothing twice and nothing half.
+"""An import run: a format's files read one after another, each row an episode written through
+the run's sink, nothing twice and nothing half.
 
 - Each file is recorded with its path and SHA-256 before its rows are read; a file the run read
   whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
@@ -11,6 +11,9 @@ run's sink, nothing twice and nothing half.
 - Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
   a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
   what is missing.
+- Files go in groups of about a batch's rows (a large file alone, many small ones together),
+  begun together, their episodes written a batch at a time, finished together: a file an
+  episode (rLLM) costs a share of a few transactions, not three of its own.
 - A batch is written on the reading thread, between two reads: a writer thread only took
   turns with the reader on the GIL, and a writer process spent on pickling the batches what
   it saved (docs/benchmarks.md, Import).
@@ -20,7 +23,8 @@ run's sink, nothing twice and nothing half.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +49,7 @@ from rollout_core.records import (
     SourceRow,
     StepRecord,
 )
-from storage.imports import FileReading
+from storage.imports import FileBytes, FileRead, FileReading, FileStart
 from storage.sink import StoreSink
 from storage.store import Store
 from storage.writes import collector_paused
@@ -114,8 +118,9 @@ class Importer:
         """Whether `open` made the run (rather than reopening one to read on into)."""
         self.regraded = 0
         """Episodes re-graded against the questions file (`--questions`)."""
-        self.reading: FileResult | None = None
-        """The file being read, its episodes so far: what a stop mid-file has written."""
+        self.in_hand: list[FileResult] = []
+        """The files of the group being read, each with the episodes it has written so far:
+        what a stop mid-group has written."""
         self._sink: StoreSink | None = None
         self._numbering: Numbering | None = None
         self._checker = (
@@ -222,56 +227,95 @@ class Importer:
 
     def import_file(self, path: Path) -> FileResult:
         """Read one file into the run: what is new in it, each bad row told and counted."""
+        [result] = self.import_files([path])
+        return result
+
+    def import_files(self, paths: Iterable[Path]) -> Iterator[FileResult]:
+        """Read files into the run, each file's result once its episodes are all in. Files go
+        in groups of about a batch's rows, begun, written and finished together: a folder of
+        one-episode files (rLLM's) costs a few transactions a group, not three a file."""
+        group: list[_Taken] = []
+        rows = 0
+        for path in paths:
+            group.append(self._take(path))
+            rows += group[-1].rows
+            if rows >= BATCH_EPISODES or len(group) >= BATCH_EPISODES:
+                yield from self._import_group(group)
+                group, rows = [], 0
+        if group:
+            yield from self._import_group(group)
+
+    def _take(self, path: Path) -> _Taken:
+        """A file as its digest finds it, with the run's last whole reading of a JSONL file
+        (to read on from its end if it only grew since)."""
         rel = self.relative(path)
-        result = FileResult(rel)
-        last = self.store.last_file_reading(self.run_id, rel)
-        digest = file_digest(path, last.size if last is not None else None)
-        start = self.store.begin_import_file(
-            self.run_id, rel, digest.sha256, digest.size, self.fmt.row_count(path, digest)
+        last = (
+            self.store.last_file_reading(self.run_id, rel)
+            if isinstance(self.fmt, JsonLines)
+            else None
         )
-        if start.completed:
-            result.already = True
-            return result
+        digest = file_digest(path, last.size if last is not None else None)
+        return _Taken(path, rel, digest, self.fmt.row_count(path, digest), last)
+
+    def _import_group(self, group: list[_Taken]) -> Iterator[FileResult]:
+        starts = self.store.begin_import_files(
+            self.run_id, [FileBytes(t.rel, t.digest.sha256, t.digest.size, t.rows) for t in group]
+        )
+        assert self._sink is not None, "open() the run first"
+        batch = _Batch(self._sink)
+        read: list[FileRead] = []
+        self.in_hand = []
+        # The collector's passes over the records in hand are pure cost: none is in a cycle.
+        with collector_paused():
+            for taken, start in zip(group, starts, strict=True):
+                result = FileResult(taken.rel)
+                self.in_hand.append(result)
+                if start.completed:
+                    result.already = True
+                else:
+                    read.append(self._read(taken, start, result, batch))
+            batch.write()
+        self.store.finish_import_files(self.run_id, read)
+        while self.in_hand:
+            yield self.in_hand.pop(0)
+
+    def _read(self, taken: _Taken, start: FileStart, result: FileResult, batch: _Batch) -> FileRead:
+        """Read a begun file's rows into the batch (written each time it is full): what is new
+        in it, each bad row told and counted."""
+        rel, last, digest = taken.rel, taken.last, taken.digest
         # The file as its digest found it: what an appending writer adds meanwhile is the
         # next reading's.
         part, carried, after = Part(end=digest.size), 0, None
-        if last is not None and self._grown(path, last, digest):
+        if last is not None and self._grown(taken.path, last, digest):
             # Only the new lines are read, and only rows a reading since may have written can
             # be held; the bad lines the last reading counted still count.
             part = Part(last.size, last.rows + 1, digest.size)
             carried, after = last.skipped, last.file_id
-        held = self.store.imported_digests(self.run_id, rel, after)
-        self.reading = result
-        assert self._sink is not None, "open() the run first"
-        batch = _Batch(self._sink)
+        held = self.store.imported_digests(self.run_id, rel, after) if start.earlier else Counter()
         fmt = self.fmt
-        rows = fmt.rows(path, part) if isinstance(fmt, JsonLines) else fmt.rows(path)
-        # The collector's passes over the records in hand are pure cost: none is in a cycle.
-        with collector_paused():
-            for row in rows:
-                # A row is held when the run holds a row of this file with its bytes, wherever
-                # it stands now (lines move when a bad line is deleted); each held row once.
-                if held and held.get(row.sha256):
-                    held[row.sha256] -= 1
-                    result.known += 1
-                    continue
-                if row.incomplete:
-                    result.pending = True
-                    self.on_note(
-                        f"{rel}:{row.line}: the last line has no newline and is no rollout "
-                        f"yet, left for the next import: {row.problem}"
-                    )
-                    continue
-                if row.rollout is None:
-                    if row.line == 0:
-                        result.unreadable = True
-                    self._bad(result, row.line, row.problem or "not a rollout")
-                    continue
-                self._add(batch, row, start.file_id)
-                if len(batch.finished) >= BATCH_EPISODES:
-                    result.episodes += batch.write()
-            result.episodes += batch.write()
-        self.store.finish_import_file(start.file_id, carried + result.skipped)
+        rows = fmt.rows(taken.path, part) if isinstance(fmt, JsonLines) else fmt.rows(taken.path)
+        for row in rows:
+            # A row is held when the run holds a row of this file with its bytes, wherever it
+            # stands now (lines move when a bad line is deleted); each held row once.
+            if held and held.get(row.sha256):
+                held[row.sha256] -= 1
+                result.known += 1
+                continue
+            if row.incomplete:
+                result.pending = True
+                self.on_note(
+                    f"{rel}:{row.line}: the last line has no newline and is no rollout "
+                    f"yet, left for the next import: {row.problem}"
+                )
+                continue
+            if row.rollout is None:
+                if row.line == 0:
+                    result.unreadable = True
+                self._bad(result, row.line, row.problem or "not a rollout")
+                continue
+            self._add(batch, row, start.file_id, result)
+            if len(batch.finished) >= BATCH_EPISODES:
+                batch.write()
         left = result.skipped - len(result.problems)
         if left > 0:
             self.on_note(f"{rel}: {counted(left, 'more bad line')} skipped")
@@ -281,8 +325,7 @@ class Importer:
                 f"{'is' if gone == 1 else 'are'} no longer in it (it was rewritten); "
                 "the run keeps them"
             )
-        self.reading = None
-        return result
+        return FileRead(start.file_id, rel, taken.rows, carried + result.skipped, start.earlier)
 
     def _grown(self, path: Path, last: FileReading, digest: FileDigest) -> bool:
         """Whether the file is the one its last whole reading found, with lines appended: it
@@ -309,7 +352,7 @@ class Importer:
             result.problems.append(message)
             self.on_note(f"skipped {message}")
 
-    def _add(self, batch: _Batch, row: Row, file_id: int) -> None:
+    def _add(self, batch: _Batch, row: Row, file_id: int, result: FileResult) -> None:
         rollout = row.rollout
         own, numbering = self._own, self._numbering
         assert rollout is not None and own is not None and numbering is not None
@@ -342,27 +385,44 @@ class Importer:
             correct_at=self.options.correct_at,
             actions=actions,
         )
-        batch.add(start, steps, finish)
+        batch.add(start, steps, finish, result)
+
+
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    """A file of a group: where it is, its bytes as its digest found them, and the run's last
+    whole reading of it (a JSONL file's)."""
+
+    path: Path
+    rel: str
+    digest: FileDigest
+    rows: int
+    last: FileReading | None
 
 
 class _Batch:
-    """The episodes in hand, written whole through the run's sink."""
+    """The episodes in hand, written whole through the run's sink; each counted to its file's
+    result once written."""
 
     def __init__(self, sink: StoreSink) -> None:
         self.sink = sink
         self.started: list[EpisodeStart] = []
         self.steps: list[StepRecord] = []
         self.finished: list[EpisodeRecord] = []
+        self.results: list[FileResult] = []
 
-    def add(self, start: EpisodeStart, steps: list[StepRecord], finish: EpisodeRecord) -> None:
+    def add(
+        self, start: EpisodeStart, steps: list[StepRecord], finish: EpisodeRecord, of: FileResult
+    ) -> None:
         self.started.append(start)
         self.steps.extend(steps)
         self.finished.append(finish)
+        self.results.append(of)
 
-    def write(self) -> int:
-        """Write what is held as one transaction; how many episodes it held."""
-        n = len(self.finished)
-        if n:
+    def write(self) -> None:
+        """Write what is held as one transaction."""
+        if self.finished:
             self.sink.write(IterationBatch(self.started, self.steps, self.finished))
-            self.started, self.steps, self.finished = [], [], []
-        return n
+            for result in self.results:
+                result.episodes += 1
+            self.started, self.steps, self.finished, self.results = [], [], [], []

@@ -92,6 +92,31 @@ def _verl_line(e: int, step: int) -> str:
     return json.dumps(entry, ensure_ascii=False)
 
 
+def write_rllm(root: Path, episodes: int) -> Path:
+    """rLLM's `EpisodeLogger.log_episode` layout: a JSON file an episode, a folder a step, each
+    step's chat completions holding the conversation so far."""
+    from tests.app.importers.writers import rllm_log_episode
+
+    for e in range(episodes):
+        q = e // GROUP
+        chat = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _question(q)}]
+        steps = []
+        observation = _question(q)
+        for text, obs in _turns(q, e % GROUP):
+            chat = [*chat, {"role": "assistant", "content": text}]
+            step = {"observation": observation, "model_response": text, "chat_completions": chat}
+            steps.append(step | {"reward": 0.0, "done": obs is None})
+            if obs is not None:
+                chat = [*chat, {"role": "user", "content": obs}]
+                observation = obs
+        steps[-1]["reward"] = score = float(e % 3 == 0)
+        episode = {"id": f"task-{q}:{e % GROUP}", "task": {"question": _question(q)},
+                   "is_correct": bool(score), "trajectories": [{"reward": score,
+                   "steps": steps}]}  # fmt: skip
+        rllm_log_episode(root, episode, step=e // PER_FILE + 1)
+    return root
+
+
 def write_trl(root: Path, episodes: int) -> Path:
     """TRL's `GRPOTrainer.log` layout: `completions/completions_{step:05d}.parquet` with the
     prompt and a tool-calling completion as messages, a column per reward, `advantage`."""
@@ -154,9 +179,13 @@ def test_import_throughput_and_memory(tmp_path: Path) -> None:
     )
     print(f"{'import':<26} {'episodes':>9} {'wall s':>8} {'ep/s':>9} {'cpu s':>8} "
           f"{'ep/cpu-s':>10} {'rss MB':>8} {'load':>5}")  # fmt: skip
-    for label, writer in (("verl JSONL, 3 steps each", write_verl),
-                          ("TRL Parquet, 3 steps each", write_trl)):  # fmt: skip
-        for n in (small, EPISODES):
+    for label, writer, sizes in (
+        ("verl JSONL, 3 steps each", write_verl, (small, EPISODES)),
+        ("TRL Parquet, 3 steps each", write_trl, (small, EPISODES)),
+        # A file an episode: the per-file bookkeeping, not the rows, is what it measures.
+        ("rLLM, a file an episode", write_rllm, (small,)),
+    ):
+        for n in sizes:
             source = writer(tmp_path / f"{writer.__name__}-{n}", n)
             db = tmp_path / f"{writer.__name__}-{n}.db"
             m = run_import(source, db)

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from rollout_core.records import IterationBatch, SourceRow
+from storage.imports import FileBytes, FileRead
 from storage.migrations import HEAD_REVISION
 from storage.store import Store
 from tests.support.records import play, spec
@@ -55,13 +56,14 @@ def test_a_store_at_0013_upgrades_with_its_runs_as_they_were(at_0013: tuple[str,
             spec("imported", kind="import"), episodes_planned=0, source_format="verl",
             source_path="/data/rollouts",
         )  # fmt: skip
-        started = store.begin_import_file(imported, "1.jsonl", b"\x01" * 32, 10, 1)
+        [started] = store.begin_import_files(imported, [FileBytes("1.jsonl", b"\x01" * 32, 10, 1)])
         batch = play("q9", 0, "correct", 1.0, 1)
         finish = batch.finished[0]
         row = SourceRow(started.file_id, 1, b"\x02" * 32, "wrong", (1,))
         extra = replace(finish, rewards={"score": 1.0, "format": 0.5}, source=row)
         store.sink(imported).write(IterationBatch(batch.started, batch.steps, [extra]))
-        assert store.finish_import_file(started.file_id, 2) == 1
+        read = FileRead(started.file_id, "1.jsonl", 1, 2, earlier=False)
+        assert store.finish_import_files(imported, [read]) == [1]
         origins = store.episode_origins([3])
         assert origins[3].path == "1.jsonl" and origins[3].regraded == "wrong"
         assert origins[3].filled_steps == (1,) and origins[3].rewards == {
@@ -87,7 +89,7 @@ def test_downgrading_drops_the_import_tables_and_keeps_the_runs(store_url: str) 
     run_id = store.create_run(
         spec("imp", kind="import"), episodes_planned=0, source_format="trl", source_path="/x"
     )
-    store.begin_import_file(run_id, "a.parquet", b"\x03" * 32, 5, 2)
+    store.begin_import_files(run_id, [FileBytes("a.parquet", b"\x03" * 32, 5, 2)])
     store.close()
     downgrade_to(store_url, "0013")
     engine = create_engine(store_url)

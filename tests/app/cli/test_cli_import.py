@@ -128,20 +128,22 @@ def test_a_run_name_must_be_text_that_fits(
 def test_sigterm_stops_an_import_as_ctrl_c_does(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    from app.importers import importer as importer_module
     from app.importers.importer import Importer
 
     dump, db = tmp_path / "d", tmp_path / "s.db"
     output = sql_response([("<solution>SELECT 1</solution>", None)])
     for step in (1, 2, 3):
         verl_dump(dump, step, [sql_prompt(f"Q{step}?")], [output], ["SELECT 1"], [1.0], {})
-    read, before = Importer.import_file, signal.getsignal(signal.SIGTERM)
+    take, before = Importer._take, signal.getsignal(signal.SIGTERM)
 
     def stopped_at_the_second(self: Importer, path: Path) -> object:
         if path.name == "2.jsonl":
             os.kill(os.getpid(), signal.SIGTERM)  # a scheduler's stop, as the file begins
-        return read(self, path)
+        return take(self, path)
 
-    monkeypatch.setattr(Importer, "import_file", stopped_at_the_second)
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 1)  # a file a group
+    monkeypatch.setattr(Importer, "_take", stopped_at_the_second)
     code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "v", "--store", db)
     assert code == 130, said
     assert "stopped: importing again under --name 'v' reads on from here" in said

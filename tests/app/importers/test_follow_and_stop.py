@@ -23,9 +23,17 @@ from app.importers.follow import follow
 from app.importers.importer import FileResult, Importer, ImportOptions
 from app.importers.source import WHOLE, Format, Part, Row
 from storage import writes
+from storage.sink import StoreSink
 from storage.store import Store
 from tests.app.importers.conftest import rows
-from tests.app.importers.writers import sql_prompt, sql_response, verifiers_save, verl_dump
+from tests.app.importers.test_other_formats import _rllm_episode
+from tests.app.importers.writers import (
+    rllm_log_episode,
+    sql_prompt,
+    sql_response,
+    verifiers_save,
+    verl_dump,
+)
 
 
 def write_step(dump: Path, step: int, n: int) -> Path:
@@ -86,11 +94,11 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     first = _stopped_import(store, fmt, dump)
     assert _whole_episodes(store) == [(200, 200, 400)]
     # The file it stopped in says what it wrote, for the summary the command prints.
-    assert first.reading is not None and first.reading.episodes == 200
+    assert [r.episodes for r in first.in_hand] == [200]
     assert rows(store, "SELECT status, episodes_planned FROM runs") == [("cancelled", 350)]
     monkeypatch.setattr(fmt, "rows", reads)
     again, result = _import_again(store, fmt, dump)
-    assert (result.known, result.episodes) == (200, 150) and again.reading is None
+    assert (result.known, result.episodes) == (200, 150) and again.in_hand == []
     assert _whole_episodes(store) == [(350, 350, 700)]
     assert rows(
         store, "SELECT count(DISTINCT line), min(line), max(line) FROM episode_sources"
@@ -131,12 +139,66 @@ def test_a_stop_inside_a_write_leaves_none_of_its_batch(
     assert _whole_episodes(store) == [(100, 100, 200)]
     assert rows(store, "SELECT count(*) FROM episode_sources") == [(100,)]
     assert rows(store, "SELECT finished_episodes FROM runs") == [(100,)]
-    assert first.reading is not None and first.reading.episodes == 100
+    assert [r.episodes for r in first.in_hand] == [100]
     monkeypatch.setattr(writes, "index_episodes", indexed)
     _, result = _import_again(store, fmt, dump)
     assert (result.known, result.episodes) == (100, 150)
     assert _whole_episodes(store) == [(250, 250, 500)]
     assert rows(store, "SELECT finished_episodes FROM runs") == [(250,)]
+
+
+def test_small_files_go_in_groups_and_a_stop_loses_only_the_group_in_hand(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """rLLM writes a file an episode: files are begun, written and finished a group (about a
+    batch's rows) at a time, not in three transactions each."""
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 2)
+    logs = tmp_path / "rllm"
+    for sample in range(5):
+        rllm_log_episode(logs, _rllm_episode("task-a", sample, sample == 0), step=1)
+    fmt = format_of(logs, "rllm")
+    files = fmt.files(logs)
+    writes_made: list[int] = []
+    write = StoreSink.write
+
+    def counted(sink: StoreSink, batch: Any) -> None:
+        writes_made.append(len(batch.finished))
+        write(sink, batch)
+
+    monkeypatch.setattr(StoreSink, "write", counted)
+    reads = fmt.rows
+
+    def stopped_at_the_fourth(path: Path) -> Iterator[Row]:
+        if path == files[3]:
+            raise KeyboardInterrupt
+        return reads(path)
+
+    monkeypatch.setattr(fmt, "rows", stopped_at_the_fourth)
+    first = Importer(store, fmt, ImportOptions(path=logs, name="small"))
+    first.open()
+    told: list[FileResult] = []
+    with pytest.raises(KeyboardInterrupt):
+        told.extend(first.import_files(files))
+    first.finish("cancelled", "stopped by Ctrl-C")
+    # The first group whole; the second begun (its files recorded), its episode in hand lost.
+    assert writes_made == [2] and [r.episodes for r in told] == [1, 1]
+    assert [r.episodes for r in first.in_hand] == [0, 0]
+    assert rows(store, "SELECT count(*), count(completed_at) FROM import_files") == [(4, 2)]
+    assert _whole_episodes(store) == [(2, 2, 4)]
+
+    monkeypatch.setattr(fmt, "rows", reads)
+    writes_made.clear()
+    again = Importer(store, fmt, ImportOptions(path=logs, name="small"))
+    again.open()
+    results = list(again.import_files(files))
+    again.finish("completed")
+    assert writes_made == [2, 1]  # the files read before pass in their group with no write
+    assert [(r.already, r.episodes) for r in results] == [(True, 0), (True, 0)] + [(False, 1)] * 3
+    assert _whole_episodes(store) == [(5, 5, 10)]
+    assert rows(store, "SELECT count(*), count(completed_at), sum(episodes) FROM import_files") == [
+        (5, 5, 5)
+    ]
+    assert rows(store, "SELECT episodes_planned, finished_episodes FROM runs") == [(5, 5)]
 
 
 def _wait_for(check: object, what: str, seconds: float = 60.0) -> None:
