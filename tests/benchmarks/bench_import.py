@@ -322,17 +322,21 @@ def _wait_for_store(db: Path) -> None:
             time.sleep(0.2)
 
 
-def test_follow_shows_a_new_file_soon(tmp_path: Path) -> None:
-    """Seconds from a step file's close to its last episode in the store (read as the
-    dashboard reads it), with `--follow` at its default poll."""
-    dump = tmp_path / "dump"
+def _follower(dump: Path, db: Path) -> subprocess.Popen[bytes]:
+    """`rollscope import --follow` of the (new, empty) verl folder `dump` into `db`."""
     dump.mkdir()
-    db = tmp_path / "follow.db"
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-m", "app.cli", "import", str(dump), "--name", "live", "--store",
          str(db), "--format", "verl", "--follow", "--quiet"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
+
+
+def test_follow_shows_a_new_file_soon(tmp_path: Path) -> None:
+    """Seconds from a step file's close to its last episode in the store (read as the
+    dashboard reads it), with `--follow` at its default poll."""
+    dump, db = tmp_path / "dump", tmp_path / "follow.db"
+    proc = _follower(dump, db)
     seen: list[float] = []
     try:
         _wait_for_store(db)  # the importer is up and waiting
@@ -374,14 +378,8 @@ def test_follow_shows_a_growing_file_soon(tmp_path: Path) -> None:
     """Seconds from a line's end to its episode in the store, for a file that is appended
     to without a pause (it is never unchanged for one look), with `--follow` at its default
     poll; and the follower's CPU."""
-    dump = tmp_path / "dump"
-    dump.mkdir()
-    db = tmp_path / "follow.db"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app.cli", "import", str(dump), "--name", "live", "--store",
-         str(db), "--format", "verl", "--follow", "--quiet"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+    dump, db = tmp_path / "dump", tmp_path / "follow.db"
+    proc = _follower(dump, db)
     total = GROWING_RATE * GROWING_SECONDS
     written: list[float] = []
 
