@@ -94,11 +94,14 @@ def import_command(
         fail(one_line(exc))
     started = time.monotonic()
     results: list[FileResult] = []
+    # A live follow tells each file as it lands; a one-off import of files of an episode each
+    # tells a line a folder (a step), not thousands.
+    lines = _FileLines(fold=fmt.file_an_episode and not follow)
 
     def on_file(result: FileResult) -> None:
         results.append(result)
         if not quiet:
-            _file_line(result)
+            lines.add(result)
 
     stopped_by = ["Ctrl-C"]
     try:
@@ -117,7 +120,9 @@ def import_command(
             else:
                 for result in importer.import_files(importer.files()):
                     on_file(result)
+                lines.flush()
     except KeyboardInterrupt:
+        lines.flush()
         # A follow ends with Ctrl-C: the run is complete as far as the files went.
         importer.finish(
             "completed" if follow else "cancelled",
@@ -133,9 +138,11 @@ def import_command(
         )
         raise typer.Exit(130) from None
     except ImportFailure as exc:
+        lines.flush()
         importer.finish("failed", str(exc))
         fail(str(exc))
     except Exception as exc:
+        lines.flush()
         importer.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
         if isinstance(exc, USER_ERRORS):
             fail(one_line(exc), code=1)
@@ -262,6 +269,44 @@ def _file_line(r: FileResult) -> None:
         skipped = f", {counted(r.skipped, 'bad line')} skipped" if r.skipped else ""
         text = f"{r.path}: {counted(r.episodes, 'episode')}{known}{skipped}"
     err.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+class _FileLines:
+    """Each file's line; with `fold`, the files of one folder that read cleanly (no bad line,
+    nothing left for later) as one line, told when the next folder begins or at `flush`."""
+
+    def __init__(self, *, fold: bool) -> None:
+        self.fold = fold
+        self.folder: str | None = None
+        self.files = self.before = self.episodes = self.known = 0
+
+    def add(self, r: FileResult) -> None:
+        if not self.fold or r.skipped or r.pending or r.unreadable:
+            self.flush()
+            _file_line(r)
+            return
+        folder = r.path.rpartition("/")[0] or "."
+        if folder != self.folder:
+            self.flush()
+            self.folder = folder
+        self.files += 1
+        self.before += r.already
+        self.episodes += r.episodes
+        self.known += r.known
+
+    def flush(self) -> None:
+        if self.folder is None:
+            return
+        parts = []
+        if read := self.files - self.before:
+            known = f", {self.known:,} held already" if self.known else ""
+            parts.append(f"{counted(read, 'file')}, {counted(self.episodes, 'episode')}{known}")
+        if self.before:
+            left = "it is" if self.before == 1 else "they are"
+            parts.append(f"{counted(self.before, 'file')} imported before, left as {left}")
+        err.print(f"{self.folder}/: {'; '.join(parts)}", highlight=False, markup=False)
+        self.folder = None
+        self.files = self.before = self.episodes = self.known = 0
 
 
 def _summary(importer: Importer, results: list[FileResult], seconds: float) -> None:

@@ -43,6 +43,7 @@ class RLLM(Format):
     name = "rllm"
     label = "rLLM episode log"
     layout = "episodes/<mode>_step_<N>_epoch_<E>/episode_*.json"
+    file_an_episode = True
 
     def files(self, root: Path) -> list[Path]:
         if root.is_file():

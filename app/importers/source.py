@@ -65,6 +65,8 @@ class Format:
     """How people call it (`TRL completions`), for messages."""
     layout = ""
     """The files it reads, in words (`<step>.jsonl`), for messages."""
+    file_an_episode = False
+    """Its files hold an episode each (rLLM's): a step is a folder of thousands of them."""
 
     def files(self, root: Path) -> list[Path]:
         """The format's files under `root` (a folder, or one file), in the order to import

@@ -280,3 +280,30 @@ def test_the_summary_counts_the_episodes_re_graded(tmp_path: Path) -> None:
                      "--questions", questions, "--db-dir", db_dir)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "; 2 episodes re-graded against --questions" in done.stdout, done.stdout
+
+
+def test_an_rllm_log_is_told_a_line_a_step_folder_with_bad_files_on_their_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.app.importers.test_other_formats import _rllm_episode
+    from tests.app.importers.writers import rllm_log_episode
+
+    logs, db = tmp_path / "logs", tmp_path / "s.db"
+    for step in (1, 2):
+        for sample in range(3):
+            rllm_log_episode(logs, _rllm_episode(f"task-{step}", sample, sample == 0), step)
+    broken = logs / "episodes" / "train_step_2_epoch_0" / "episode_broken.json"
+    broken.write_text("{not json\n")
+    code, said = in_process(monkeypatch, capsys, "import", logs, "--name", "r", "--store", db)
+    assert code == 0, said
+    lines = [line for line in said.splitlines() if line.startswith("episodes/")]
+    assert lines == [
+        "episodes/train_step_1_epoch_0/: 3 files, 3 episodes",
+        "episodes/train_step_2_epoch_0/episode_broken.json: 0 episodes, 1 bad line skipped",
+        "episodes/train_step_2_epoch_0/: 3 files, 3 episodes",
+    ]
+    code, said = in_process(monkeypatch, capsys, "import", logs, "--name", "r", "--store", db)
+    lines = [line for line in said.splitlines() if line.startswith("episodes/")]
+    assert code == 0 and lines[0] == (
+        "episodes/train_step_1_epoch_0/: 3 files imported before, left as they are"
+    ), said
