@@ -94,9 +94,8 @@ def import_command(
         fail(one_line(exc))
     started = time.monotonic()
     results: list[FileResult] = []
-    # A live follow tells each file as it lands; a one-off import of files of an episode each
-    # tells a line a folder (a step), not thousands.
-    lines = _FileLines(fold=fmt.file_an_episode and not follow)
+    # Files of an episode each are told a line a folder (a step), not thousands of lines.
+    lines = _FileLines(fold=fmt.file_an_episode)
 
     def on_file(result: FileResult) -> None:
         results.append(result)
@@ -115,7 +114,11 @@ def import_command(
                     markup=False,
                 )
                 follow_files(
-                    importer, on_file=on_file, on_note=lambda t: _note(t, quiet), poll=poll
+                    importer,
+                    on_file=on_file,
+                    on_note=lambda t: _note(t, quiet),
+                    on_look=lines.flush,  # what a look imported is told before the next
+                    poll=poll,
                 )
             else:
                 for result in importer.import_files(importer.files()):

@@ -31,11 +31,13 @@ def follow(
     *,
     on_file: Callable[[FileResult], None],
     on_note: Callable[[str], None],
+    on_look: Callable[[], None] = lambda: None,
     poll: float = POLL_SECONDS,
     growing: float = GROWING_SECONDS,
     stop: threading.Event | None = None,
 ) -> None:
-    """Import new whole files until `stop` is set (or Ctrl-C)."""
+    """Import new whole files until `stop` is set (or Ctrl-C); `on_look` after each look
+    that imported some."""
     stop = stop or threading.Event()
     seen: dict[Path, tuple[int, int]] = {}
     done: dict[Path, tuple[int, int]] = {}
@@ -71,6 +73,7 @@ def follow(
                 # The files after it are looked at again next time.
                 gone = Path(exc.filename).name if exc.filename else "a file"
                 on_note(f"{gone} went away while it was read; left out")
+            on_look()
             beat = time.monotonic()
         if time.monotonic() - beat >= BEAT_SECONDS:
             importer.heartbeat()
