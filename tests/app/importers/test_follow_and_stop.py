@@ -311,6 +311,42 @@ def test_follow_takes_a_file_that_keeps_growing_and_reads_on_from_where_it_left(
     ) == [(100, 1, 100)]
 
 
+def test_a_file_gone_while_a_follow_reads_it_is_told_and_the_rest_come_in(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dump = tmp_path / "dump"
+    for step in (1, 2, 3):
+        write_step(dump, step, 4)
+    take = Importer._take
+
+    def deleted_first(self: Importer, path: Path) -> Any:
+        if path.name == "2.jsonl":
+            path.unlink()  # a trainer's cleanup between the listing and the reading
+        return take(self, path)
+
+    monkeypatch.setattr(Importer, "_take", deleted_first)
+    importer = Importer(store, format_of(dump, "verl"), ImportOptions(path=dump, name="gone"))
+    importer.open()
+    stop = threading.Event()
+    imported: list[str] = []
+    notes: list[str] = []
+    thread = threading.Thread(
+        target=follow,
+        args=(importer,),
+        kwargs={"on_file": lambda r: imported.append(r.path), "on_note": notes.append,
+                "poll": 0.05, "stop": stop},
+    )  # fmt: skip
+    thread.start()
+    try:
+        _wait_for(lambda: imported == ["1.jsonl", "3.jsonl"], "the files left to come in")
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    importer.finish("completed")
+    assert notes == ["2.jsonl went away while it was read; left out"]
+    assert rows(store, "SELECT train_step, count(*) FROM episodes GROUP BY 1") == [(1, 4), (3, 4)]
+
+
 _READ_WHOLE = "SELECT count(*) FROM import_files WHERE completed_at IS NOT NULL"
 
 
