@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.importers.detect import format_of
+from app.importers.follow import follow
 from app.importers.importer import FileResult, Importer, ImportOptions
 from storage.store import Store
 
@@ -48,3 +50,23 @@ def rows(store: Store, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     assert store.url.startswith("sqlite:///")
     with closing(sqlite3.connect(store.url.removeprefix("sqlite:///"))) as conn:
         return conn.execute(sql, params).fetchall()
+
+
+@contextmanager
+def following(
+    importer: Importer,
+    on_file: Callable[[FileResult], None],
+    on_note: Callable[[str], None] = print,
+    **options: Any,
+) -> Iterator[None]:
+    """`follow` on a thread (a poll of 0.05 s unless `options` say otherwise) for the block's
+    length, stopped and joined at its end."""
+    stop = threading.Event()
+    kwargs = {"on_file": on_file, "on_note": on_note, "poll": 0.05, "stop": stop, **options}
+    thread = threading.Thread(target=follow, args=(importer,), kwargs=kwargs)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=30)

@@ -8,7 +8,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
@@ -19,13 +18,12 @@ import pytest
 
 from app.importers import importer as importer_module
 from app.importers.detect import format_of
-from app.importers.follow import follow
 from app.importers.importer import FileResult, Importer, ImportOptions
 from app.importers.source import WHOLE, Format, Part, Row
 from storage import writes
 from storage.sink import StoreSink
 from storage.store import Store
-from tests.app.importers.conftest import rows
+from tests.app.importers.conftest import following, rows
 from tests.app.importers.test_other_formats import _rllm_episode
 from tests.app.importers.writers import (
     rllm_log_episode,
@@ -215,16 +213,8 @@ def test_follow_imports_each_new_file_once_it_is_whole(store: Store, tmp_path: P
     dump.mkdir()
     importer = Importer(store, format_of(dump, "verl"), ImportOptions(path=dump, name="live"))
     run_id = importer.open()
-    stop = threading.Event()
     imported: list[str] = []
-    thread = threading.Thread(
-        target=follow,
-        args=(importer,),
-        kwargs={"on_file": lambda r: imported.append(r.path), "on_note": print, "poll": 0.05,
-                "stop": stop},
-    )  # fmt: skip
-    thread.start()
-    try:
+    with following(importer, lambda r: imported.append(r.path)):
         write_step(dump, 1, 8)
         _wait_for(lambda: imported == ["1.jsonl"], "the first file's import")
         run = store.get_run(run_id)
@@ -237,9 +227,6 @@ def test_follow_imports_each_new_file_once_it_is_whole(store: Store, tmp_path: P
         assert imported == ["1.jsonl"]
         partial.write_bytes(whole)
         _wait_for(lambda: imported == ["1.jsonl", "2.jsonl"], "the second file's import")
-    finally:
-        stop.set()
-        thread.join(timeout=30)
     importer.finish("completed")
     assert rows(store, "SELECT train_step, count(*) FROM episodes GROUP BY 1") == [(1, 8), (2, 8)]
 
@@ -247,20 +234,9 @@ def test_follow_imports_each_new_file_once_it_is_whole(store: Store, tmp_path: P
     again = Importer(store, format_of(dump, "verl"), ImportOptions(path=dump, name="live"))
     again.open()
     told: list[tuple[str, bool]] = []
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=follow,
-        args=(again,),
-        kwargs={"on_file": lambda r: told.append((r.path, r.already)), "on_note": print,
-                "poll": 0.05, "stop": stop},
-    )  # fmt: skip
-    thread.start()
-    try:
+    with following(again, lambda r: told.append((r.path, r.already))):
         _wait_for(lambda: len(told) == 2, "the files read before to be told")
         time.sleep(0.3)  # more looks: told once each
-    finally:
-        stop.set()
-        thread.join(timeout=30)
     again.finish("completed")
     assert sorted(told) == [("1.jsonl", True), ("2.jsonl", True)]
 
@@ -285,24 +261,13 @@ def test_follow_takes_a_file_that_keeps_growing_and_reads_on_from_where_it_left(
         store, format_of(run_dir, "verifiers"), ImportOptions(path=run_dir, name="e")
     )
     importer.open()
-    stop = threading.Event()
     results: list[FileResult] = []
-    thread = threading.Thread(
-        target=follow,
-        args=(importer,),
-        kwargs={"on_file": results.append, "on_note": print, "poll": 0.05, "growing": 0.3,
-                "stop": stop},
-    )  # fmt: skip
-    thread.start()
-    try:
+    with following(importer, results.append, growing=0.3):
         for i in range(1, 100):  # a rollout every 20 ms, for two seconds
             verifiers_save(run_dir, [output(i)], {"model": "m"}, mode="a")
             time.sleep(0.02)
         while_growing = len(results)
         _wait_for(lambda: sum(r.episodes for r in results) == 100, "the last rollouts")
-    finally:
-        stop.set()
-        thread.join(timeout=30)
     importer.finish("completed")
     assert while_growing >= 2
     assert all(r.known == 0 and not r.already for r in results)
@@ -327,21 +292,10 @@ def test_a_file_gone_while_a_follow_reads_it_is_told_and_the_rest_come_in(
     monkeypatch.setattr(Importer, "_take", deleted_first)
     importer = Importer(store, format_of(dump, "verl"), ImportOptions(path=dump, name="gone"))
     importer.open()
-    stop = threading.Event()
     imported: list[str] = []
     notes: list[str] = []
-    thread = threading.Thread(
-        target=follow,
-        args=(importer,),
-        kwargs={"on_file": lambda r: imported.append(r.path), "on_note": notes.append,
-                "poll": 0.05, "stop": stop},
-    )  # fmt: skip
-    thread.start()
-    try:
+    with following(importer, lambda r: imported.append(r.path), on_note=notes.append):
         _wait_for(lambda: imported == ["1.jsonl", "3.jsonl"], "the files left to come in")
-    finally:
-        stop.set()
-        thread.join(timeout=30)
     importer.finish("completed")
     assert notes == ["2.jsonl went away while it was read; left out"]
     assert rows(store, "SELECT train_step, count(*) FROM episodes GROUP BY 1") == [(1, 4), (3, 4)]

@@ -14,7 +14,7 @@ import pytest
 from rollout_core.datasets import load_named_dataset
 from rollout_core.policies.scripted import OraclePolicy
 from storage.store import Store
-from tests.app.importers.conftest import rows, run_import
+from tests.app.importers.conftest import following, rows, run_import
 from tests.support.benchmark import QUESTIONS, make_benchmark
 from tests.support.records import spec
 from tests.support.stores import play_run
@@ -99,11 +99,9 @@ def test_questions_imported_before_rollscope_played_them_take_its_ids_at_the_nex
 def test_a_follow_matches_questions_rollscope_plays_while_it_runs(
     store: Store, tmp_path: Path
 ) -> None:
-    import threading
     import time
 
     from app.importers.detect import format_of
-    from app.importers.follow import follow
     from app.importers.importer import Importer, ImportOptions
 
     (qid, text, gold) = QUESTIONS[0]
@@ -116,16 +114,8 @@ def test_a_follow_matches_questions_rollscope_plays_while_it_runs(
     importer = Importer(store, format_of(folder, "messages"), ImportOptions(folder, "live"))
     run_id = importer.open()
     told: list[str] = []
-    stop = threading.Event()
-    thread = threading.Thread(
-        target=follow,
-        args=(importer,),
-        kwargs={"on_file": lambda r: told.append(r.path), "on_note": told.append,
-                "poll": 0.05, "stop": stop},
-    )  # fmt: skip
-    thread.start()
     sql = "SELECT question_id, sample_index FROM episodes WHERE run_id = ? ORDER BY id"
-    try:
+    with following(importer, lambda r: told.append(r.path), on_note=told.append):
         deadline = time.monotonic() + 60
         while "1.jsonl" not in told:
             assert time.monotonic() < deadline, "the first file was not imported"
@@ -139,9 +129,6 @@ def test_a_follow_matches_questions_rollscope_plays_while_it_runs(
         while "2.jsonl" not in told:
             assert time.monotonic() < deadline, "the second file was not imported"
             time.sleep(0.05)
-    finally:
-        stop.set()
-        thread.join(timeout=30)
     importer.finish("completed")
     assert rows(store, sql, run_id) == [(qid, 0), (qid, 1)]
 
