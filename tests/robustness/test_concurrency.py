@@ -33,10 +33,11 @@ class ReaderLog:
 
 
 def _read_until(url: str, stop: threading.Event, log: ReaderLog) -> None:
-    """Page through every episode again and again until told to stop."""
+    """Page through every episode again and again until told to stop: at least once, as the
+    writers can be done (a fifth of a second each) before this thread first runs."""
     store = Store(url)
     try:
-        while not stop.is_set():
+        while True:
             cursor = None
             while True:
                 t0 = time.perf_counter()
@@ -54,6 +55,8 @@ def _read_until(url: str, stop: threading.Event, log: ReaderLog) -> None:
                 cursor = page.next_cursor
                 if cursor is None or stop.is_set():
                     break
+            if stop.is_set():
+                break
             time.sleep(0.01)
     finally:
         store.close()
