@@ -245,7 +245,12 @@ class _Driver:
             self.reviving[playing.worker] = (now, now + PROBE_EVERY_SECONDS)
         if not (self.idle or self.playing or self.reviving):
             raise FanoutError("every Ray worker is gone; see `ray status` and the Ray logs")
-        if not left or self.stopping:
+        if self.stopping:
+            return
+        if not left:
+            # It died after its last episode came in, before it said its shard was done: a
+            # death is told all the same (it restarts), with nothing to play again.
+            self._note(f"worker {playing.worker + 1} died after its episodes finished")
             return
         if shard.attempt >= MAX_ATTEMPTS:
             raise FanoutError(

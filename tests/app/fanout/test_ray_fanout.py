@@ -234,8 +234,12 @@ def _kill_a_worker(
     )
     killer.join()
     assert killer.acted, "the run ended before the worker could be killed"
+    # Told once; its unfinished episodes played again, unless a busy machine let it finish
+    # them all before the kill landed.
     died = [n for n in notes if "died" in n]
-    assert len(died) == 1 and "unfinished episodes are played again" in died[0], notes
+    assert len(died) == 1 and (
+        "unfinished episodes are played again" in died[0] or "episodes finished" in died[0]
+    ), notes
     run = store.get_run(run_id)
     assert run is not None and run.status == "completed"
     assert stats.episodes == len(seen) == len(set(seen)) == HF_QUESTIONS
