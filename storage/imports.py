@@ -143,7 +143,7 @@ def begin_files(
 
 
 @dataclass(frozen=True, slots=True)
-class FileReading:
+class LastReading:
     """The last reading of a path that ended: the file as it was then."""
 
     file_id: int
@@ -153,7 +153,7 @@ class FileReading:
     skipped: int
 
 
-def last_reading(session: Session, run_id: int, path: str) -> FileReading | None:
+def last_reading(session: Session, run_id: int, path: str) -> LastReading | None:
     """The file at `path` as the run's last whole reading of it found it; None before one."""
     found = session.execute(
         select(
@@ -170,7 +170,7 @@ def last_reading(session: Session, run_id: int, path: str) -> FileReading | None
     ).first()  # fmt: skip
     if found is None:
         return None
-    return FileReading(found.id, bytes(found.sha256), found.bytes, found.rows, found.skipped_lines)
+    return LastReading(found.id, bytes(found.sha256), found.bytes, found.rows, found.skipped_lines)
 
 
 def stored_digests(

@@ -348,7 +348,7 @@ class Store:
         with Session(self._engine) as session:
             return imports.stored_digests(session, run_id, path, after)
 
-    def last_file_reading(self, run_id: int, path: str) -> imports.FileReading | None:
+    def last_file_reading(self, run_id: int, path: str) -> imports.LastReading | None:
         """The file at `path` as the run's last whole reading of it found it."""
         with Session(self._engine) as session:
             return imports.last_reading(session, run_id, path)

@@ -49,7 +49,7 @@ from rollout_core.records import (
     SourceRow,
     StepRecord,
 )
-from storage.imports import FileBytes, FileRead, FileReading, FileStart
+from storage.imports import FileBytes, FileRead, FileStart, LastReading
 from storage.sink import StoreSink
 from storage.store import Store
 from storage.writes import collector_paused
@@ -327,7 +327,7 @@ class Importer:
             )
         return FileRead(start.file_id, rel, taken.rows, carried + result.skipped, start.earlier)
 
-    def _grown(self, path: Path, last: FileReading, digest: FileDigest) -> bool:
+    def _grown(self, path: Path, last: LastReading, digest: FileDigest) -> bool:
         """Whether the file is the one its last whole reading found, with lines appended: it
         begins with the same bytes, and they end with a newline (a last line being written
         then was left for later, and is read with the new ones)."""
@@ -397,7 +397,7 @@ class _Taken:
     rel: str
     digest: FileDigest
     rows: int
-    last: FileReading | None
+    last: LastReading | None
 
 
 class _Batch:

@@ -34,7 +34,7 @@ class ReaderLog:
 
 def _read_until(url: str, stop: threading.Event, log: ReaderLog) -> None:
     """Page through every episode again and again until told to stop: at least once, as the
-    writers can be done (a fifth of a second each) before this thread first runs."""
+    writers can all be done before this thread first runs."""
     store = Store(url)
     try:
         while True:
