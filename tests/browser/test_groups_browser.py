@@ -12,7 +12,7 @@ import pytest
 from storage.store import Store
 from tests.app.dashboard.training.test_training_page import _play
 from tests.browser.conftest import Dashboard, screenshot, serving, start_dashboard, stop
-from tests.browser.ui import wait_drawn, wait_idle
+from tests.browser.ui import select_box, wait_drawn, wait_idle
 from tests.support.dashboard_stores import build_analysis_store
 from tests.support.records import spec
 
@@ -81,6 +81,20 @@ def test_back_to_all_groups_then_another_group_opens_that_one(
         page.wait_for_url(re.compile(rf"/groups\?run={run_id}&question={question}$"))
         page.get_by_role("heading", name=f"Question {question}").wait_for()
         assert len(page.context.pages) == 1
+
+
+def test_a_group_opened_from_the_default_run_names_its_run(analysis: Dashboard, page: Any) -> None:
+    # The page opened without a run shows the default run (the newest with groups). A group
+    # opened from it kept the link's parameters, none, so its link named no run: copied, it
+    # opened whichever run was the default then.
+    page.goto(analysis.url("/groups"))
+    page.get_by_text("Questions by reward variance").wait_for()
+    shown = select_box(page, "Run").get_by_role("combobox").input_value()
+    run_id = re.search(r"\(#(\d+)\)$", shown)
+    assert run_id is not None, shown
+    _open_row(page, 0)
+    page.wait_for_url(re.compile(rf"/groups\?run={run_id[1]}&question=[^&]+$"))
+    page.get_by_text("Steps side by side").wait_for()
 
 
 def test_a_samples_open_button_replays_it_in_place(analysis: Dashboard, page: Any) -> None:

@@ -28,9 +28,9 @@ _REPLAY = "gr_replay"
 _REPLAYING = "gr_replaying"
 
 
-def back_to_overview() -> None:
+def back_to_overview(run_id: int) -> None:
     """Back to the run's overview (from a group, or for another run): no group in the link."""
-    go_to(None)
+    go_to(run_id, None)
 
 
 def _replay_clicked(episode_ids: list[int]) -> None:
@@ -210,6 +210,7 @@ def show(run: RunSummary, key: GroupKey) -> None:
         icon=":material/arrow_back:",
         type="tertiary",
         on_click=back_to_overview,
+        args=(run.id,),
         key="gr_back",
     )
     group = reads.group(run.id, key)

@@ -55,12 +55,17 @@ def by_step(run: RunSummary, question: str | None = None) -> bool:
     return any(g.key.train_step is not None for g in groups)
 
 
-def go_to(key: GroupKey | None) -> None:
-    """This page on a group (None: on the run's groups) in one change of the URL: a change
-    per parameter left a half-made link in the history for browser Back to land on."""
+def go_to(run_id: int, key: GroupKey | None) -> None:
+    """This page on a group of the run (None: on the run's groups) in one change of the URL: a
+    change per parameter left a half-made link in the history for browser Back to land on.
+
+    The run is written, not kept from the URL: a click can reach the server with the URL of a
+    rerun still under way, and a group's link without its run opens whichever run is the
+    default then (the newest with groups)."""
     query = {k: st.query_params.get_all(k) for k in st.query_params}
     query.pop(nav.P_QUESTION, None)
     query.pop(nav.P_GROUP, None)
+    query[nav.P_RUN] = [str(run_id)]
     if key is not None:
         query[nav.P_QUESTION] = [key.question_id]
         if key.group_index is not None:
@@ -68,11 +73,11 @@ def go_to(key: GroupKey | None) -> None:
     st.query_params.from_dict(query)
 
 
-def _open_group(keys: list[GroupKey]) -> None:
+def _open_group(run_id: int, keys: list[GroupKey]) -> None:
     """The table's "open" button: this page, on the group of that row."""
     click = st.session_state.get(_OPEN)
     if click is not None and 0 <= click["row"] < len(keys):
-        go_to(keys[click["row"]])
+        go_to(run_id, keys[click["row"]])
 
 
 def _counts(run: RunSummary, found: GroupOverview) -> None:
@@ -199,7 +204,7 @@ def show(run: RunSummary, question: str | None = None) -> None:
                 "",
                 type="tertiary",
                 on_click=_open_group,
-                args=([g.key for g in listed],),
+                args=(run.id, [g.key for g in listed]),
                 key=_OPEN,
                 pinned=True,
             ),

@@ -38,7 +38,12 @@ run_id: int = st.selectbox(
     list(by_id),
     format_func=lambda i: f"{by_id[i].name} (#{i})",
     # another run: back to its overview
-    **params.bind("gr_run", nav.P_RUN, run_codec, on_change=detail.back_to_overview),
+    **params.bind(
+        "gr_run",
+        nav.P_RUN,
+        run_codec,
+        on_change=lambda: detail.back_to_overview(st.session_state["gr_run"]),
+    ),
 )
 question = params.get_str(nav.P_QUESTION)
 group_index = _group_param()
