@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Annotated
@@ -131,8 +132,12 @@ def import_command(
             "completed" if follow else "cancelled",
             None if follow else f"stopped by {stopped_by[-1]}",
         )
-        # The files it stopped in: their whole episodes are kept.
-        results.extend(importer.in_hand)
+        # The files it stopped in: the episodes written from them are kept. What else they
+        # held (the batch in hand, bad lines, counted on the run once a file is finished) is
+        # read again by the next import, so it is not told here.
+        results.extend(
+            replace(r, skipped=0, unreadable=False) for r in importer.in_hand if r.episodes
+        )
         _summary(importer, results, time.monotonic() - started)
         err.print(
             f"stopped: importing again under --name {name!r} reads on from here",

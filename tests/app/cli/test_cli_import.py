@@ -6,9 +6,11 @@ import json
 import os
 import signal
 import sqlite3
+import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,6 +155,40 @@ def test_sigterm_stops_an_import_as_ctrl_c_does(
         ]
         assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (1,)
     assert signal.getsignal(signal.SIGTERM) == before
+
+
+def test_a_stop_mid_group_tells_only_the_files_whose_episodes_it_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.importers import importer as importer_module
+    from app.importers.importer import Importer
+
+    dump, db = tmp_path / "d", tmp_path / "s.db"
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    for step in (1, 2, 3, 4):
+        verl_dump(dump, step, [sql_prompt(f"Q{step}?")], [output], ["SELECT 1"], [1.0], {})
+    read = Importer._read
+
+    def stopped_in_the_fourth(self: Importer, taken: Any, *args: Any) -> Any:
+        if taken.path.name == "4.jsonl":
+            os.kill(os.getpid(), signal.SIGTERM)
+        return read(self, taken, *args)
+
+    # Groups of two files: the second group is stopped with the third file's episode in hand.
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 2)
+    monkeypatch.setattr(Importer, "_read", stopped_in_the_fourth)
+    from app import cli
+
+    monkeypatch.setattr(sys, "argv", ["rollscope", "import", str(dump), "--name", "v",
+                                      "--store", str(db)])  # fmt: skip
+    with pytest.raises(SystemExit) as exited:
+        cli.main()
+    said = capsys.readouterr()
+    assert exited.value.code == 130, said.err
+    # The summary names the files whose episodes are in; the third is read again next time.
+    assert "2 episodes from 2 verl" in said.out, said.out
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*) FROM episodes").fetchone() == (2,)
 
 
 def test_a_file_that_cannot_be_read_is_called_that(tmp_path: Path) -> None:
