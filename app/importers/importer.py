@@ -33,6 +33,7 @@ from app.importers.rollouts import (
     CORRECT_AT,
     Numbering,
     OwnQuestions,
+    Rollout,
     episode_records,
     question_key,
     turn_actions,
@@ -296,9 +297,10 @@ class Importer:
         rows = fmt.rows(taken.path, part) if isinstance(fmt, JsonLines) else fmt.rows(taken.path)
         for row in rows:
             # A row is held when the run holds a row of this file with its bytes, wherever it
-            # stands now (lines move when a bad line is deleted); each held row once.
+            # stands now (lines move when a bad line is deleted); each held row once, with the
+            # episodes it gave (a v1 line gives one a trained agent).
             if held and held.get(row.sha256):
-                held[row.sha256] -= 1
+                held[row.sha256] = max(0, held[row.sha256] - max(1, len(row.rollouts)))
                 result.known += 1
                 continue
             if row.incomplete:
@@ -313,7 +315,9 @@ class Importer:
                     result.unreadable = True
                 self._bad(result, row.line, row.problem or "not a rollout")
                 continue
-            self._add(batch, row, start.file_id, result)
+            for rollout in row.rollouts:
+                self._add(batch, rollout, row, start.file_id, result)
+            # After the row's last episode: a row's episodes are written together, or none.
             if len(batch.finished) >= BATCH_EPISODES:
                 batch.write()
         left = result.skipped - len(result.problems)
@@ -352,10 +356,11 @@ class Importer:
             result.problems.append(message)
             self.on_note(f"skipped {message}")
 
-    def _add(self, batch: _Batch, row: Row, file_id: int, result: FileResult) -> None:
-        rollout = row.rollout
+    def _add(
+        self, batch: _Batch, rollout: Rollout, row: Row, file_id: int, result: FileResult
+    ) -> None:
         own, numbering = self._own, self._numbering
-        assert rollout is not None and own is not None and numbering is not None
+        assert own is not None and numbering is not None
         actions = turn_actions(rollout.turns)
         checked = regraded = None
         filled: tuple[int, ...] = ()

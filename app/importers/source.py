@@ -41,6 +41,17 @@ class Row:
     incomplete: bool = False
     """A last line with no newline that is no rollout yet: its writer may still be writing it,
     so it is left for a later import rather than counted as bad."""
+    more: tuple[Rollout, ...] = ()
+    """The row's further rollouts: a v1 episode's line holds one a trained agent."""
+
+    @property
+    def rollouts(self) -> tuple[Rollout, ...]:
+        """Every rollout of the row, in its order (none for a bad row)."""
+        return () if self.rollout is None else (self.rollout, *self.more)
+
+
+Rollouts = Rollout | tuple[Rollout, ...]
+"""What a line gives: its rollout, or several (a v1 episode's, one a trained agent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +112,7 @@ class JsonLines(Format):
     """A format of JSONL files, a rollout a line. Its writers append whole lines, so a file
     grown since it was read can be read on from where that reading ended (`Part`)."""
 
-    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
+    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollouts]:
         """What makes a line's JSON object of this file a rollout (raising BadRow, KeyError,
         TypeError or ValueError for one it cannot use); a new one for each reading."""
         raise NotImplementedError
@@ -158,7 +169,7 @@ def ends_with(path: Path, tail: bytes) -> bool:
 
 
 def jsonl_rows(
-    path: Path, rollout: Callable[[dict[str, Any]], Rollout], part: Part = WHOLE
+    path: Path, rollout: Callable[[dict[str, Any]], Rollouts], part: Part = WHOLE
 ) -> Iterator[Row]:
     """The rows of a JSONL file's `part`: each line's JSON object made a rollout by `rollout`,
     which raises BadRow (or KeyError, TypeError, ValueError) for one it cannot use. Blank lines
@@ -177,8 +188,9 @@ def jsonl_rows(
                 continue
             digest = hashlib.sha256(raw).digest()
             try:
-                data = json_object(raw)
-                yield Row(n, digest, rollout(data))
+                made = rollout(json_object(raw))
+                first, *more = made if isinstance(made, tuple) else (made,)
+                yield Row(n, digest, first, more=tuple(more))
             except (BadRow, KeyError, TypeError, ValueError) as exc:
                 unfinished = not line.endswith(b"\n")
                 yield Row(n, digest, None, problem_text(exc), incomplete=unfinished)

@@ -24,13 +24,14 @@ from app.importers.rollouts import Rollout
 from app.importers.source import (
     BadRow,
     JsonLines,
+    Rollouts,
     json_kind,
     measured,
     number,
     numeric_columns,
 )
 from app.importers.turns import Turn, last_user_text, message_turns
-from app.importers.verifiers_traces import error_text, is_sql, span_seconds, trace_rollout
+from app.importers.verifiers_traces import error_text, is_sql, span_seconds, trace_rollouts
 
 RESULTS = ("results.jsonl", "traces.jsonl")
 # prime-rl's `FileMonitor.log_episodes` (src/prime_rl/monitors/file.py) appends each training
@@ -61,14 +62,14 @@ class Verifiers(JsonLines):
         chosen = [(m, p) for m, p in everything if m.group(2) == "train"] or everything
         return [p for m, p in sorted(chosen, key=lambda mp: (int(mp[0].group(1)), mp[1]))]
 
-    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
+    def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollouts]:
         found = _PRIME_RL.search(path.as_posix())
         if found is None:
-            return rollout
+            return rollouts
         # The step the trainer logged the episode under, as its own metrics are: an episode's
         # `run.work.step` is the step it was sent out at, earlier when training runs ahead.
         step = int(found.group(1))
-        return lambda data: replace(rollout(data), train_step=step)
+        return lambda data: tuple(replace(r, train_step=step) for r in rollouts(data))
 
     def checkpoint(self, root: Path) -> str | None:
         """The model the run's folder names: `metadata.json`'s, or v1's resolved config
@@ -90,9 +91,13 @@ class Verifiers(JsonLines):
         return self.first_model(root)
 
 
-def rollout(data: dict[str, Any]) -> Rollout:
-    if "traces" in data:
-        return trace_rollout(data)
+def rollouts(data: dict[str, Any]) -> tuple[Rollout, ...]:
+    """A line's rollouts: a `results.jsonl` line's one; a v1 `traces.jsonl` line's, one a
+    trained agent."""
+    return trace_rollouts(data) if "traces" in data else (_result_rollout(data),)
+
+
+def _result_rollout(data: dict[str, Any]) -> Rollout:
     prompt = _messages(data["prompt"], "user")
     completion = _messages(data["completion"], "assistant")
     _, turns = message_turns(completion)

@@ -7,8 +7,9 @@ graph (`nodes`, each with its `parent` and whether a model call `sampled` it), o
 per model call (its node, model, usage, `finish_reason` and time span), `rewards` (a score and
 a weight each), `metrics`, `errors`, `stop_condition` and `timing`.
 
-An episode of several agents' traces (a solver and its judge) is read for its first trainable
-agent's trace, the one a trainer learns from; the conversation is its graph's last branch.
+An episode of several agents' traces (a solver and its judge) gives a rollout for each trainable
+agent's trace, the ones a trainer learns from (the judge's is left); the conversation is the
+trace graph's last branch.
 """
 
 from __future__ import annotations
@@ -37,16 +38,21 @@ _TRUNCATING_STOPS = ("max_output_tokens", "max_total_tokens", "max_input_tokens"
 `max_turns`, which cuts no turn: the rollout ran out of turns)."""
 
 
-def trace_rollout(episode: Mapping[str, Any]) -> Rollout:
-    """The rollout of an `Episode` line."""
+def trace_rollouts(episode: Mapping[str, Any]) -> tuple[Rollout, ...]:
+    """The rollouts of an `Episode` line: one a trainable agent's trace (one when no agent is
+    trainable: the first's), in the episode's order."""
     traces = episode.get("traces")
     if traces == []:
         # An episode that failed before any agent ran is written too (prime-rl keeps them).
         failed = _last_error(episode.get("errors"))
         if failed is None:
             raise BadRow("the episode holds no trace, and no error saying why")
-        return _failed(episode, _field(_field(episode, "task"), "data"), failed, {})
-    trace = _trainable_trace(traces)
+        return (_failed(episode, _field(_field(episode, "task"), "data"), failed, {}),)
+    return tuple(_trace_rollout(episode, trace) for trace in _trainable_traces(traces))
+
+
+def _trace_rollout(episode: Mapping[str, Any], trace: Mapping[str, Any]) -> Rollout:
+    """The rollout of one agent's trace of the episode."""
     nodes = trace.get("nodes")
     if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
         raise BadRow(f"the trace's 'nodes' is {json_kind(nodes)}, not a list of messages")
@@ -141,17 +147,14 @@ def _field(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
     return value if isinstance(value, Mapping) else {}
 
 
-def _trainable_trace(traces: Any) -> Mapping[str, Any]:
+def _trainable_traces(traces: Any) -> list[Mapping[str, Any]]:
     if not isinstance(traces, list):
         raise BadRow(f"'traces' is {json_kind(traces)}, not a list of traces")
     found = [t for t in traces if isinstance(t, Mapping)]
     if not found:
         raise BadRow("'traces' holds no trace object")
-    for trace in found:
-        agent = trace.get("agent")
-        if not isinstance(agent, Mapping) or agent.get("trainable", True) is not False:
-            return trace
-    return found[0]
+    trained = [t for t in found if _field(t, "agent").get("trainable", True) is not False]
+    return trained or found[:1]
 
 
 def _last_branch(nodes: Sequence[Mapping[str, Any]]) -> list[int]:

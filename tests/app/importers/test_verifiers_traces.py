@@ -256,3 +256,45 @@ def test_prime_rl_rollouts_import_each_training_step_once_in_step_order(
     assert rows(
         store, "SELECT train_step, question_id FROM episodes WHERE run_id = ?", eval_id
     ) == [(2, "q-2-9")]
+
+
+def test_each_trained_agents_trace_of_an_episode_is_an_episode_of_its_line(
+    store: Store, tmp_path: Path
+) -> None:
+    """Two trained agents answer the same task (self-play) beside an untrained judge: the
+    line gives an episode each (verifiers scores every trained agent's trace), from the same
+    line, as samples of one group; importing it again finds both held."""
+    calls = [verifiers_call(i, START, START + 0.5, 2) for i in (2, 4)]
+    wrong = verifiers_trace(
+        DATA, _solver_nodes(answer="ANSWER 5"), calls, start=START, end=START + 1,
+        rewards={"correct": {"score": 0.0, "weight": 1.0}}, name="second",
+    )  # fmt: skip
+    path = verifiers_write_episode(tmp_path / "run", _episode([_judge(), _solver(), wrong]))
+    notes: list[str] = []
+    run_id, [result] = run_import(store, tmp_path / "run", "self-play", on_note=notes.append)
+    assert result.episodes == 2 and result.skipped == 0
+    got = rows(
+        store,
+        "SELECT e.sample_index, e.group_index, e.reward, s.line, st.argument FROM episodes e "
+        "JOIN episode_sources s ON s.episode_id = e.id "
+        "JOIN steps st ON st.episode_id = e.id AND st.action = 'ANSWER' "
+        "WHERE e.run_id = ? ORDER BY e.sample_index",
+        run_id,
+    )
+    assert got == [(0, 0, pytest.approx(1.1), 1, "6"), (1, 0, 0.0, 1, "5")]
+    assert rows(
+        store, "SELECT episodes_planned, finished_episodes FROM runs WHERE id = ?", run_id
+    ) == [(2, 2)]
+    # Again, with a line of one agent appended: only that line is new.
+    verifiers_write_episode(tmp_path / "run", _episode([_solver()], id="e2"))
+    _, [again] = run_import(store, path.parent, "self-play", on_note=notes.append)
+    assert (again.episodes, again.known) == (1, 0)  # read on from the first line's end
+    _, [third] = run_import(store, path.parent, "self-play", on_note=notes.append)
+    assert (third.episodes, third.already) == (0, True)
+    # Rewritten (its lines swapped): each line is found held with the episodes it gave.
+    first, second = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(second + first)
+    _, [swapped] = run_import(store, path.parent, "self-play", on_note=notes.append)
+    assert (swapped.episodes, swapped.known) == (0, 2)
+    assert rows(store, "SELECT count(*) FROM episodes WHERE run_id = ?", run_id) == [(3,)]
+    assert notes == []
