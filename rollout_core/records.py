@@ -315,6 +315,8 @@ class SourceRow:
     file's own score."""
     filled_steps: tuple[int, ...] = ()
     """Steps whose observation the file lacked and rollscope filled by running their SQL."""
+    agent: str | None = None
+    """The agent whose trace the row gave this episode from, when the file names one."""
 
 
 @dataclass(frozen=True, slots=True)

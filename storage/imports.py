@@ -56,6 +56,7 @@ def write_extras(conn: Connection, finished: Sequence[tuple[int, EpisodeRecord]]
             "sha256": s.sha256,
             "regraded": s.regraded,
             "filled_steps": json.dumps(list(s.filled_steps)) if s.filled_steps else None,
+            "agent": None if s.agent is None else clean_text(s.agent),
         }
         for i, e in finished
         if (s := e.source) is not None
@@ -370,6 +371,8 @@ class EpisodeOrigin:
     regraded: str | None
     filled_steps: tuple[int, ...]
     rewards: Mapping[str, float]
+    agent: str | None = None
+    """The agent whose trace of its line it is, where the file names one."""
 
 
 def origins(session: Session, episode_ids: Sequence[int]) -> dict[int, EpisodeOrigin]:
@@ -384,19 +387,21 @@ def origins(session: Session, episode_ids: Sequence[int]) -> dict[int, EpisodeOr
     ):
         rewards.setdefault(episode_id, {})[name] = value
     out: dict[int, EpisodeOrigin] = {}
-    for episode_id, path, line, regraded, filled in session.execute(
+    for episode_id, path, line, regraded, filled, agent in session.execute(
         select(
             EpisodeSource.episode_id,
             ImportFile.path,
             EpisodeSource.line,
             EpisodeSource.regraded,
             EpisodeSource.filled_steps,
+            EpisodeSource.agent,
         )
         .join(ImportFile, ImportFile.id == EpisodeSource.file_id)
         .where(EpisodeSource.episode_id.in_(episode_ids))
     ):
         steps = tuple(json.loads(filled)) if filled else ()
-        out[episode_id] = EpisodeOrigin(path, line, regraded, steps, rewards.pop(episode_id, {}))
+        named = rewards.pop(episode_id, {})
+        out[episode_id] = EpisodeOrigin(path, line, regraded, steps, named, agent)
     for episode_id, named in rewards.items():
         out[episode_id] = EpisodeOrigin(None, None, None, (), named)
     return out

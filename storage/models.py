@@ -356,6 +356,9 @@ class EpisodeSource(Base):
     filled_steps: Mapped[str | None]
     """JSON array of the steps whose observation the file lacked and rollscope filled by
     running their SQL; NULL when none was."""
+    agent: Mapped[str | None]
+    """The agent whose trace of the row this episode is (a verifiers v1 episode's line holds
+    a trace per agent); NULL where the file names none."""
 
 
 class EpisodeReward(Base):

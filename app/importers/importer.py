@@ -385,7 +385,7 @@ class Importer:
             qid,
             numbering.sample(qid),
             numbering.group(rollout.train_step, qid, rollout.group),
-            source=SourceRow(file_id, row.line, row.sha256, regraded, filled),
+            source=SourceRow(file_id, row.line, row.sha256, regraded, filled, rollout.agent),
             checked=checked,
             correct_at=self.options.correct_at,
             actions=actions,

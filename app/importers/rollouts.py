@@ -84,6 +84,9 @@ class Rollout:
     error: str | None = None
     """Why the rollout failed, when the file says it did (verifiers' `error`, rLLM's `error`
     or `timeout` termination)."""
+    agent: str | None = None
+    """The agent whose trace it is, when the file names one (a v1 episode's line holds one a
+    trained agent)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,15 @@ def trace_rollouts(episode: Mapping[str, Any]) -> tuple[Rollout, ...]:
         if failed is None:
             raise BadRow("the episode holds no trace, and no error saying why")
         return (_failed(episode, _field(_field(episode, "task"), "data"), failed, {}),)
-    return tuple(_trace_rollout(episode, trace) for trace in _trainable_traces(traces))
+    return tuple(
+        replace(_trace_rollout(episode, trace), agent=_agent_name(trace))
+        for trace in _trainable_traces(traces)
+    )
+
+
+def _agent_name(trace: Mapping[str, Any]) -> str | None:
+    name = _field(trace, "agent").get("name")
+    return name if isinstance(name, str) and name else None
 
 
 def _trace_rollout(episode: Mapping[str, Any], trace: Mapping[str, Any]) -> Rollout:

@@ -44,7 +44,10 @@ def show(detail: EpisodeDetail) -> None:
     parts = []
     if found.path is not None:
         kind = format_label(run.source_format)
-        parts.append(f"imported from {kind} file `{found.path}`, line {found.line}")
+        where = f"imported from {kind} file `{found.path}`, line {found.line}"
+        if found.agent is not None:  # model output's file: its agent's name is text
+            where += f", agent {escape_markdown(found.agent)}"
+        parts.append(where)
     else:
         parts.append(f"recorded by a {run.source_format}")
     if found.rewards:

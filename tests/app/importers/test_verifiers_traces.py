@@ -282,6 +282,10 @@ def test_each_trained_agents_trace_of_an_episode_is_an_episode_of_its_line(
         run_id,
     )
     assert got == [(0, 0, pytest.approx(1.1), 1, "6"), (1, 0, 0.0, 1, "5")]
+    assert rows(store, "SELECT agent FROM episode_sources ORDER BY episode_id") == [
+        ("agent",),
+        ("second",),
+    ]
     assert rows(
         store, "SELECT episodes_planned, finished_episodes FROM runs WHERE id = ?", run_id
     ) == [(2, 2)]

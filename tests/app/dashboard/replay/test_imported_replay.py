@@ -22,7 +22,12 @@ from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
 from tests.app.importers.conftest import run_import
-from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+from tests.app.importers.writers import (
+    sql_prompt,
+    sql_response,
+    verifiers_write_episode,
+    verl_dump,
+)
 
 LONG = "<b>bold</b> <script>alert(1)</script> " + "Z" * 50_000
 """A 50,000-character completion with HTML in it, as one audit store held."""
@@ -212,3 +217,25 @@ def test_groups_of_an_import_without_training_steps_are_questions(
     training = open_page("training/page.py", run=str(run))
     assert any("carry no training step" in i.value for i in training.info)
     assert [h.value for h in training.subheader] == []
+
+
+def test_replay_names_the_agent_of_a_line_of_several(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from app.dashboard.components.render import escape_markdown
+    from tests.app.importers.test_verifiers_traces import _episode as v1_episode
+    from tests.app.importers.test_verifiers_traces import _solver
+
+    hostile = "<b>judge</b> *2*"
+    line = v1_episode([_solver(), _solver(agent={"name": hostile, "trainable": True})])
+    verifiers_write_episode(tmp_path / "run", line)
+    url = str(tmp_path / "store.db")
+    store = Store(url)
+    run, _ = run_import(store, tmp_path / "run", "self-play")
+    store.close()
+    serve_env(monkeypatch, url)
+    first = texts(open_page("replay/page.py", episode=str(_episode(url, run, 0))))
+    assert "`traces.jsonl`, line 1, agent agent ·" in first
+    # The agent's name is the file's text, shown as written: escaped, not drawn as markup.
+    second = texts(open_page("replay/page.py", episode=str(_episode(url, run, 1))))
+    assert f"`traces.jsonl`, line 1, agent {escape_markdown(hostile)} ·" in second
