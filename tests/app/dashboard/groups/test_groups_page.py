@@ -288,3 +288,15 @@ def test_a_run_of_thousands_of_groups_counts_every_one_by_source(
     assert (flat["y"], sum(correctness["y"]), sum(shaping["y"])) == ([1100], 1100, 1100)
     assert len(at.dataframe[0].value) == 500  # listed: the highest stds
     assert "more than" not in texts(at)
+
+
+def test_another_run_picked_on_a_group_opens_that_runs_groups(fx: AnalysisStore) -> None:
+    # The run picker's change goes back to the picked run's overview: the link names that
+    # run and no longer the group of the run before.
+    at = open_page("groups/page.py", run=str(fx.runs["ckpt-100"]), question="q-france")
+    assert at.subheader[0].value == "Question q-france"
+    other = fx.runs["ckpt-200"]
+    at.selectbox(key="gr_run").set_value(other).run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert dict(at.query_params) == {"run": str(other)}
+    assert "Question q-france" not in [h.value for h in at.subheader]
