@@ -46,7 +46,7 @@ def show(detail: EpisodeDetail) -> None:
         kind = format_label(run.source_format)
         where = f"imported from {kind} file `{found.path}`, line {found.line}"
         if found.agent is not None:  # model output's file: its agent's name is text
-            where += f", agent {escape_markdown(found.agent)}"
+            where += f', agent "{escape_markdown(found.agent)}"'
         parts.append(where)
     else:
         parts.append(f"recorded by a {run.source_format}")

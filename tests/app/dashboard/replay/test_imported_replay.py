@@ -235,7 +235,7 @@ def test_replay_names_the_agent_of_a_line_of_several(
     store.close()
     serve_env(monkeypatch, url)
     first = texts(open_page("replay/page.py", episode=str(_episode(url, run, 0))))
-    assert "`traces.jsonl`, line 1, agent agent ·" in first
+    assert '`traces.jsonl`, line 1, agent "agent" ·' in first  # verifiers' default name
     # The agent's name is the file's text, shown as written: escaped, not drawn as markup.
     second = texts(open_page("replay/page.py", episode=str(_episode(url, run, 1))))
-    assert f"`traces.jsonl`, line 1, agent {escape_markdown(hostile)} ·" in second
+    assert f'`traces.jsonl`, line 1, agent "{escape_markdown(hostile)}" ·' in second
