@@ -77,8 +77,6 @@ def _trace_rollout(episode: Mapping[str, Any], trace: Mapping[str, Any]) -> Roll
     prompt = messages[:first]
     _, turns = message_turns(messages[first:])
     calls = [c for c in trace.get("calls") or () if isinstance(c, Mapping)]
-    # Each turn's model call, by the node it committed (one per assistant message).
-    timed = {c.get("node"): span_seconds(c.get("time")) for c in calls}
     answered = [n for n, m in zip(path, messages, strict=True) if m["role"] == "assistant"]
     answered = answered[-len(turns) :] if turns else []
     rewards = _rewards(trace)
@@ -95,7 +93,7 @@ def _trace_rollout(episode: Mapping[str, Any], trace: Mapping[str, Any]) -> Roll
         truncated=_truncated(trace, calls),
         error=error,
         seconds=_seconds(trace.get("timing")),
-        turn_seconds=[(timed.get(n), None) for n in answered],
+        turn_seconds=_turn_seconds(calls, answered),
         tokens_out=tokens_out,
         mean_logprob=None if sampled is None else sampled[0],
     )
@@ -292,6 +290,26 @@ def _seconds(timing: Any) -> float | None:
     if not start or end is None or end < start:
         return None
     return end - start
+
+
+def _turn_seconds(
+    calls: Sequence[Mapping[str, Any]], answered: Sequence[int]
+) -> list[tuple[float | None, float | None]]:
+    """Each turn's (model, environment) seconds. The model's: the span of the call that
+    committed the turn's node. The environment's: from that call's end to the next turn's
+    call's start, the tools and the harness answering the turn; unknown after the last."""
+    spans = {c.get("node"): c.get("time") for c in calls}
+    out: list[tuple[float | None, float | None]] = []
+    for i, node in enumerate(answered):
+        span, env = spans.get(node), None
+        model = span_seconds(span)
+        following = spans.get(answered[i + 1]) if i + 1 < len(answered) else None
+        if model is not None and isinstance(span, Mapping) and isinstance(following, Mapping):
+            ended, next_start = measured(span.get("end")), measured(following.get("start"))
+            if ended is not None and next_start is not None and next_start >= ended:
+                env = next_start - ended
+        out.append((model, env))
+    return out
 
 
 def span_seconds(span: Any) -> float | None:

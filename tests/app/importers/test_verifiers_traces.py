@@ -110,7 +110,8 @@ def test_a_v1_trace_is_an_episode_of_its_trained_agents_turns(store: Store, tmp_
         episode[0],
     )
     assert steps == [
-        ("QUERY", COUNT_SQL, "| 6 |", pytest.approx(1.1), None),
+        # The tool's answer: from the first call's end to the second's start.
+        ("QUERY", COUNT_SQL, "| 6 |", pytest.approx(1.1), pytest.approx(0.15)),
         ("ANSWER", "6", "", pytest.approx(0.65), None),
     ]
     named = rows(store, "SELECT name, value FROM episode_rewards ORDER BY name")
