@@ -146,10 +146,35 @@ def open_page(
         ctx.close()
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    if report.when == "call":
+        item.stash[_FAILED] = report.failed
+    return report
+
+
+_FAILED = pytest.StashKey[bool]()
+
+
 @pytest.fixture
-def page(chromium: Any) -> Iterator[Any]:
+def page(chromium: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A 1400 x 1000 page. A failed test prints what the browser saw: its console, and when
+    its connection to the server opened and closed (a dropped socket loses a click)."""
+    seen: list[str] = []
     with open_page(chromium) as pg:
+        pg.on("console", lambda m: seen.append(f"console {m.type}: {m.text}"))
+        pg.on("pageerror", lambda e: seen.append(f"page error: {e}"))
+        pg.on("websocket", lambda ws: _watch_socket(ws, seen))
         yield pg
+        if request.node.stash.get(_FAILED, False):
+            print(f"page at {pg.url}; the browser saw:", *seen[-40:], sep="\n  ")
+
+
+def _watch_socket(ws: Any, seen: list[str]) -> None:
+    start = time.monotonic()
+    seen.append(f"socket opened: {ws.url}")
+    ws.on("close", lambda _: seen.append(f"socket closed after {time.monotonic() - start:.1f}s"))
 
 
 def screenshot(page: Any, name: str) -> Path:

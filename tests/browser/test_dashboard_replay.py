@@ -8,13 +8,17 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import Dashboard, open_page
-from tests.browser.ui import wait_idle
+from tests.browser.ui import click_until, wait_idle
 
 pytestmark = pytest.mark.browser
 
 
+def _heading(page: Any, n: int, action: str) -> Any:
+    return page.get_by_role("heading", name=f"Step {n} of 3: {action}")
+
+
 def _at_step(page: Any, n: int, action: str) -> None:
-    page.get_by_role("heading", name=f"Step {n} of 3: {action}").wait_for()
+    _heading(page, n, action).wait_for()
     if n > 1:  # step 1 is the default: the URL leaves it out
         page.wait_for_url(re.compile(rf"step={n}(&|$)"))
     else:
@@ -93,7 +97,8 @@ def test_browser_back_leaves_replay_in_one_step(dashboard: Dashboard, page: Any)
     page.get_by_role("heading", name="Step 1 of 3: DESCRIBE").wait_for()
     wait_idle(page)
     for n, action in ((2, "QUERY"), (3, "ANSWER")):
-        page.get_by_role("button", name=re.compile(r"Next$")).click()
+        next_step = page.get_by_role("button", name=re.compile(r"Next$"))
+        click_until(page, next_step, _heading(page, n, action))
         _at_step(page, n, action)
     page.go_back()
     page.wait_for_url(re.compile(r"/episodes\?"))

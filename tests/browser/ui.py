@@ -1,5 +1,6 @@
 """Small Playwright helpers for Streamlit pages: wait for a run to end, pick from a select box,
-read a data frame's rows (its accessible table), press a button by widget key."""
+read a data frame's rows (its accessible table), press a button by widget key, click until
+something shows."""
 
 from __future__ import annotations
 
@@ -84,3 +85,22 @@ def table_rows(page: Any, nth: int = 0) -> list[list[str]]:
 def keyed(page: Any, key: str) -> Any:
     """The element Streamlit rendered for the widget with this key."""
     return page.locator(f".st-key-{key}")
+
+
+def click_until(page: Any, button: Any, shown: Any, *, attempts: int = 3) -> None:
+    """Click `button` until `shown` is visible. On a busy machine a click has been lost: the page
+    idle, still as it was. Click again as a user would, but only once the page is idle and
+    `shown` still absent, so a click that is merely slow is never pressed twice."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout  # tests skip without it
+
+    for attempt in range(attempts):
+        button.click()
+        try:
+            shown.wait_for(timeout=PICK_TIMEOUT_MS)
+            return
+        except PlaywrightTimeout:
+            wait_idle(page)
+            if shown.is_visible():
+                return
+            if attempt == attempts - 1:
+                raise
