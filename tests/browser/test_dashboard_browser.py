@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from tests.browser.conftest import Dashboard, screenshot
-from tests.browser.ui import select_box, wait_drawn
+from tests.browser.ui import click_until, select_box, wait_drawn
 from tests.support.dashboard_stores import XSS_OUTPUT
 
 pytestmark = pytest.mark.browser
@@ -42,8 +42,8 @@ def test_replay_steps_and_shows_model_output_as_text(dashboard: Dashboard, page:
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(dashboard.url(f"/replay?episode={dashboard.store.xss_episode}"))
     page.get_by_text("Step 1 of 3: DESCRIBE").wait_for()
-    page.get_by_role("button", name=re.compile("Next")).click()
-    page.get_by_text("Step 2 of 3: QUERY").wait_for()
+    next_step = page.get_by_role("button", name=re.compile(r"Next$"))
+    click_until(page, next_step, page.get_by_text("Step 2 of 3: QUERY"))
     page.wait_for_url(re.compile(r"step=2"))
     # The tags are shown as characters, never parsed into elements.
     code = page.locator("[data-testid='stCode']", has_text="<script>alert").first
