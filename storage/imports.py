@@ -361,6 +361,23 @@ def files_of(session: Session, run_id: int) -> list[ImportedFile]:
     ]
 
 
+def agents_of(session: Session, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+    """The agents whose traces each of these runs holds, in the order the files first name them,
+    for the runs whose files name any (a verifiers v1 episode's line holds a trace per trained
+    agent)."""
+    found: dict[int, list[str]] = {}
+    for run_id, agent in session.execute(
+        select(ImportFile.run_id, EpisodeSource.agent)
+        .join(ImportFile, ImportFile.id == EpisodeSource.file_id)
+        .where(ImportFile.run_id.in_(run_ids))
+        .group_by(ImportFile.run_id, EpisodeSource.agent)
+        .order_by(ImportFile.run_id, func.min(EpisodeSource.episode_id))
+    ):
+        if agent is not None:  # the rows of files that name no agent
+            found.setdefault(run_id, []).append(agent)
+    return {run_id: tuple(names) for run_id, names in found.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class EpisodeOrigin:
     """Where an imported episode came from and what rollscope made of it (Replay's line)."""

@@ -393,6 +393,12 @@ class Store:
         with Session(self._engine) as session:
             return imports.files_of(session, run_id)
 
+    def run_agents(self, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
+        """The agents whose traces each run holds, for the runs whose files name any
+        (`storage.imports.agents_of`)."""
+        with Session(self._engine) as session:
+            return imports.agents_of(session, list(run_ids))
+
     def episode_origins(self, episode_ids: Sequence[int]) -> dict[int, imports.EpisodeOrigin]:
         """Where these episodes were imported from and their rewards by name (those with any)."""
         with Session(self._engine) as session:

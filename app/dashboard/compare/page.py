@@ -7,7 +7,7 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.compare import reads, side_by_side, stats
 from app.dashboard.compare import summary as compare_summary
-from app.dashboard.components import nav, params
+from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
 from app.dashboard.components.params import Codec
 from app.dashboard.failures import mix as failure_mix
@@ -71,6 +71,7 @@ rows = stats.shared_first(rows, chosen_ids)
 # One pairing per run: its card's accuracy and delta and its interval are the same numbers.
 pairings = {r.id: stats.pairing(outcomes, runs[0].id, r.id) for r in runs[1:]}
 compare_summary.headline(runs, outcomes, pairings)
+agents.show(runs)
 if capped:
     st.caption(
         f"The statistics cover all {len(outcomes)} questions; the lists and the question picker "

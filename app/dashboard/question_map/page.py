@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import nav, params
+from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
 from app.dashboard.question_map import reads, view
 
@@ -41,6 +41,7 @@ if not found.qmap.question_ids:
     view.no_shared_questions(whole)
     st.stop()
 names = [by_id[i].name for i in chosen_ids]
+agents.show([by_id[i] for i in chosen_ids])
 view.heatmap_section(found, names)
 view.accuracy_section(found, chosen_ids, names)
 view.flips_section(found.flips, by_id)

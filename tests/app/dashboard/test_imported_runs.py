@@ -89,3 +89,38 @@ def test_groups_open_on_an_imported_run_before_a_newer_batch_of_one_sample(
     at = open_page("groups/page.py")
     assert at.selectbox[0].value == run_id
     assert {m.label: m.value for m in at.metric}["groups"] == "2"
+
+
+def test_compare_and_the_map_say_when_a_run_averages_several_agents(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two trained agents answer each line's task (self-play): their traces are samples of the
+    # question, and a user comparing the run should know its figures mix them.
+    from app.dashboard.components.render import escape_markdown
+    from tests.app.importers.test_verifiers_traces import _episode as v1_episode
+    from tests.app.importers.test_verifiers_traces import _solver
+    from tests.app.importers.writers import verifiers_write_episode
+
+    hostile = "<b>critic</b> *2*"
+    pair = [_solver(), _solver(agent={"name": hostile, "trainable": True})]
+    verifiers_write_episode(tmp_path / "pair", v1_episode(pair))
+    verifiers_write_episode(tmp_path / "solo", v1_episode([_solver()]))
+    url = str(tmp_path / "store.db")
+    store = Store(url)
+    pair_run, _ = run_import(store, tmp_path / "pair", "self-play")
+    solo_run, _ = run_import(store, tmp_path / "solo", "solo")
+    assert store.run_agents([pair_run, solo_run]) == {
+        pair_run: ("agent", hostile),
+        solo_run: ("agent",),
+    }
+    store.close()
+    serve_env(monkeypatch, url)
+    named = f'("agent", "{escape_markdown(hostile)}")'
+    said = (
+        f"{escape_markdown('self-play')} holds the traces of 2 trained agents {named}:"
+        " each trace is a sample of its question here, so the agents' rewards average together."
+    )
+    for page in ("compare/page.py", "question_map/page.py"):
+        captions = [c.value for c in open_page(page, run=[str(solo_run), str(pair_run)]).caption]
+        assert said in captions, page
+        assert not any(c.startswith("solo holds") for c in captions), page

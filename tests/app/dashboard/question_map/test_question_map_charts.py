@@ -75,3 +75,10 @@ def test_the_scale_is_safe_for_colour_blind_readers_and_runs_wear_their_colours(
     # Runs over different questions (an import beside a benchmark run): points, no trend line.
     [apart] = accuracy_line(points, ["a", "b"], joined=False).data
     assert apart.mode == "markers"
+
+
+def test_the_accuracy_axis_spans_no_more_than_0_to_100_percent() -> None:
+    # Every run at 100% (an interval of no width) drew an axis up to 200%.
+    perfect = [AccuracyPoint(10, 1.0, 1.0, 1.0, 6), AccuracyPoint(11, 1.0, 1.0, 1.0, 6)]
+    low, high = accuracy_line(perfect, ["a", "b"]).layout.yaxis.range
+    assert -0.1 < low <= 0.0 and 1.0 <= high < 1.1
