@@ -50,7 +50,9 @@ def missing_page(url: str | None, known: set[str]) -> str | None:
     base = str(st.get_option("server.baseUrlPath") or "").strip("/")
     if base and (path == base or path.startswith(base + "/")):
         path = path[len(base) :].strip("/")
-    return path if path and path not in known else None
+    # A path that ends in a page's own ("/question_map" ends in "map") Streamlit reads as that
+    # page under a base path, and reports as "/question_/question_map" once on the page.
+    return path if path and path.rsplit("/", 1)[-1] not in known else None
 
 
 _settings = data.settings()

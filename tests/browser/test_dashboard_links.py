@@ -55,6 +55,12 @@ def test_runs_alias_and_bad_links_give_notices_not_tracebacks(
     page.get_by_role("heading", name="Runs").wait_for()
     wait_idle(page)
     assert page.get_by_text("Page not found").count() == 0
+    # The Question map at its title's path, not read as "map" under a base path "question_".
+    for path in ("/question_map", "/question-map"):
+        page.goto(dashboard.url(f"{path}?run={dashboard.store.run_a}&run={dashboard.store.run_b}"))
+        page.get_by_role("heading", name="Question map").wait_for()
+        wait_idle(page)
+        assert page.get_by_text("There is no page").count() == 0
     page.goto(dashboard.url(f"/episodes?run={dashboard.store.run_a}&cursor=xyz&size=7"))
     page.get_by_text("Episodes 1-6 of 6").wait_for()
     notice = page.locator("[data-testid='stAlert']").first

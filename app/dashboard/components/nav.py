@@ -35,7 +35,11 @@ ROUTES: tuple[Route, ...] = (
     Route(EPISODES, "Episodes", ":material/table:", "episodes"),
     Route(REPLAY, "Replay", ":material/replay:", "replay"),
     Route(COMPARE, "Compare", ":material/compare:", "compare"),
-    Route(MAP, "Question map", ":material/grid_on:", "map"),
+    # The page's title as a path is what people type; Streamlit would read "/question_map" as
+    # the page "map" under a base path "/question_", and open the default page instead.
+    Route(
+        MAP, "Question map", ":material/grid_on:", "map", aliases=("question-map", "question_map")
+    ),
     Route(GROUPS, "GRPO groups", ":material/workspaces:", "groups"),
     Route(TRAINING, "Training", ":material/model_training:", "training"),
     Route(LAUNCH, "Launch", ":material/rocket_launch:", "launch", writes=True),
