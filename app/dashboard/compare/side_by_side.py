@@ -12,7 +12,7 @@ import streamlit as st
 from app.dashboard import analysis, data
 from app.dashboard.analysis import fork_source, steps_before
 from app.dashboard.compare.summary import run_label
-from app.dashboard.components import nav, params
+from app.dashboard.components import agents, nav, params
 from app.dashboard.components.colors import run_color, short_name
 from app.dashboard.components.confidence import confidence_chart, has_confidence
 from app.dashboard.components.outcome import outcome_label
@@ -117,6 +117,7 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
         st.info("None of these runs has an episode of this question.")
         return
     details: list[tuple[RunSummary, EpisodeDetail]] = []
+    several = {i for i, names in agents.agents_of(runs).items() if len(names) > 1}
     columns = _pick_samples(played)
     heads = st.columns(len(columns))
     for col, c in zip(heads, columns, strict=True):
@@ -136,9 +137,12 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
             details.append((run, detail))
             # An import's outcome is its file's score; rollscope's own grade of it stands beside.
             regraded = origin.regrade_of(detail)
+            # A run of several agents' traces a line: whose trace this is.
+            agent = origin.agent_of(detail) if run.id in several else None
             st.caption(
                 f"**{outcome_label(detail.summary.outcome)}** · reward "
                 f"{fmt_num(detail.summary.reward, 3)} · {counted(len(detail.steps), 'step')}"
+                + (f" · {agent}" if agent else "")
                 + (f" · {regraded}" if regraded else "")
             )
             if detail.summary.answer is not None:

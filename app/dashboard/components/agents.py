@@ -37,13 +37,16 @@ def agents_line(run_name: str, agents: Sequence[str]) -> str | None:
     )
 
 
-def show(runs: Sequence[RunSummary]) -> None:
-    """A caption for each run of several agents' traces."""
+def agents_of(runs: Sequence[RunSummary]) -> dict[int, tuple[str, ...]]:
+    """The agents each run's traces name, for the runs whose files name any."""
     # Only a verifiers import names agents; other runs are not read for them.
     traced = tuple(r.id for r in runs if r.source_format == "verifiers")
-    if not traced:
-        return
-    found = run_agents(traced)
+    return run_agents(traced) if traced else {}
+
+
+def show(runs: Sequence[RunSummary]) -> None:
+    """A caption for each run of several agents' traces."""
+    found = agents_of(runs)
     for run in runs:
         line = agents_line(run.name, found.get(run.id, ()))
         if line is not None:

@@ -33,6 +33,17 @@ def regrade_of(detail: EpisodeDetail) -> str | None:
     return None if found is None or found.regraded is None else regrade_words(found.regraded)
 
 
+def agent_of(detail: EpisodeDetail) -> str | None:
+    """The agent whose trace an imported episode is, in words (its name is the file's text,
+    escaped); None where the file names none."""
+    if detail.run.played_here:
+        return None
+    found = origin_of(detail.summary.id)
+    return (
+        None if found is None or found.agent is None else f'agent "{escape_markdown(found.agent)}"'
+    )
+
+
 def show(detail: EpisodeDetail) -> None:
     """One caption line, for an episode of a run rollscope did not play."""
     run = detail.run
@@ -45,8 +56,8 @@ def show(detail: EpisodeDetail) -> None:
     if found.path is not None:
         kind = format_label(run.source_format)
         where = f"imported from {kind} file `{found.path}`, line {found.line}"
-        if found.agent is not None:  # model output's file: its agent's name is text
-            where += f', agent "{escape_markdown(found.agent)}"'
+        if (agent := agent_of(detail)) is not None:
+            where += f", {agent}"
         parts.append(where)
     else:
         parts.append(f"recorded by a {run.source_format}")

@@ -124,3 +124,12 @@ def test_compare_and_the_map_say_when_a_run_averages_several_agents(
         captions = [c.value for c in open_page(page, run=[str(solo_run), str(pair_run)]).caption]
         assert said in captions, page
         assert not any(c.startswith("solo holds") for c in captions), page
+    # Side by side, the trace shown names its agent in the run of several, not in the other.
+    compared = [
+        c.value for c in open_page("compare/page.py", run=[str(solo_run), str(pair_run)]).caption
+    ]
+    outcomes = [c for c in compared if c.startswith("**correct**")]
+    assert outcomes == [
+        "**correct** · reward 1.100 · 2 steps",
+        '**correct** · reward 1.100 · 2 steps · agent "agent"',
+    ]
