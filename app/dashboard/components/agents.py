@@ -1,7 +1,7 @@
 """A line for the pages that count a run's episodes as samples of their questions (Compare, the
-Question map), when a run holds the traces of several trained agents a line (a verifiers v1
-episode of a solver and a critic): each agent's trace is an episode, and their rewards average
-into the question's figures."""
+Question map, GRPO groups, Training), when a run holds the traces of several trained agents a
+line (a verifiers v1 episode of two players): each agent's trace is an episode, and their
+rewards average into the question's figures."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import nav, params
+from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
 from app.dashboard.groups import detail, overview
 from storage.read_models import GroupKey
@@ -56,6 +56,7 @@ if question is None and group_index is not None:
     )
 params.show_notices(notices)
 run = by_id[run_id]
+agents.show([run])
 if question is None:
     overview.show(run)
 elif group_index is None and overview.by_step(run, question):

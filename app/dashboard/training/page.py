@@ -6,7 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import nav, params
+from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
 from app.dashboard.training import view
 from storage import lifecycle
@@ -39,6 +39,7 @@ run_id: int = st.selectbox(
 )
 chosen_run = by_id[run_id]
 view.settings_caption(chosen_run)
+agents.show([chosen_run])
 live = chosen_run.status in lifecycle.ACTIVE
 if live:
     st.caption(f"Live: refreshes every {LIVE_SECONDS:.0f} s while the run trains.")

@@ -91,7 +91,7 @@ def test_groups_open_on_an_imported_run_before_a_newer_batch_of_one_sample(
     assert {m.label: m.value for m in at.metric}["groups"] == "2"
 
 
-def test_compare_and_the_map_say_when_a_run_averages_several_agents(
+def test_pages_averaging_a_questions_samples_say_when_a_run_holds_several_agents(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Two trained agents answer each line's task (self-play): their traces are samples of the
@@ -120,8 +120,11 @@ def test_compare_and_the_map_say_when_a_run_averages_several_agents(
         f"{escape_markdown('self-play')} holds the traces of 2 trained agents {named}:"
         " each trace is a sample of its question here, so the agents' rewards average together."
     )
-    for page in ("compare/page.py", "question_map/page.py"):
-        captions = [c.value for c in open_page(page, run=[str(solo_run), str(pair_run)]).caption]
+    pages = [("compare/page.py", [str(solo_run), str(pair_run)]), ("question_map/page.py",
+             [str(solo_run), str(pair_run)]), ("groups/page.py", str(pair_run)),
+             ("training/page.py", str(pair_run))]  # fmt: skip
+    for page, runs in pages:
+        captions = [c.value for c in open_page(page, run=runs).caption]
         assert said in captions, page
         assert not any(c.startswith("solo holds") for c in captions), page
     # Side by side, the trace shown names its agent in the run of several, not in the other.
