@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,17 @@ def _pick_samples(played: list[tuple[RunSummary, RunCell]]) -> list[_Column]:
     return [_Column(run, cell, bound.get(run.id)) for run, cell in played]
 
 
+def _sample_names(cell: RunCell) -> Callable[[int], str]:
+    """A sample's name in the picker of a run of several agents: its number and its agent."""
+    named = origin.agents_of_episodes(tuple(cell.episode_ids))
+
+    def name(i: int) -> str:
+        agent = named.get(cell.episode_ids[i])
+        return str(i) if agent is None else f'{i} · agent "{agent}"'
+
+    return name
+
+
 def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
     """The question's episodes of each run that played it, side by side."""
     st.markdown(escape_markdown(row.question))
@@ -129,6 +140,7 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
                 sample = st.selectbox(
                     f"Sample ({cell.correct}/{cell.episodes} correct)",
                     range(len(cell.episode_ids)),
+                    format_func=_sample_names(cell) if run.id in several else str,
                     **c.bound,
                 )
             detail = data.get_episode(cell.episode_ids[sample])

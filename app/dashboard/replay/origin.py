@@ -20,6 +20,13 @@ def origin_of(store: Store, episode_id: int) -> EpisodeOrigin | None:
     return store.episode_origins([episode_id]).get(episode_id)
 
 
+@cached_read()
+def agents_of_episodes(store: Store, episode_ids: tuple[int, ...]) -> dict[int, str]:
+    """The agent of each of these imported episodes whose file names one."""
+    found = store.episode_origins(episode_ids)
+    return {i: o.agent for i, o in found.items() if o.agent is not None}
+
+
 def regrade_words(regraded: str) -> str:
     return f"re-graded by rollscope: **{regraded}** (the file's score stands)"
 

@@ -128,11 +128,13 @@ def test_pages_averaging_a_questions_samples_say_when_a_run_holds_several_agents
         assert said in captions, page
         assert not any(c.startswith("solo holds") for c in captions), page
     # Side by side, the trace shown names its agent in the run of several, not in the other.
-    compared = [
-        c.value for c in open_page("compare/page.py", run=[str(solo_run), str(pair_run)]).caption
-    ]
+    compare = open_page("compare/page.py", run=[str(solo_run), str(pair_run)])
+    compared = [c.value for c in compare.caption]
     outcomes = [c for c in compared if c.startswith("**correct**")]
     assert outcomes == [
         "**correct** · reward 1.100 · 2 steps",
         '**correct** · reward 1.100 · 2 steps · agent "agent"',
     ]
+    # Its sample picker names each sample's agent, as plain text (a select box draws no markup).
+    (picker,) = [b for b in compare.selectbox if b.label.startswith("Sample")]
+    assert picker.options == ['0 · agent "agent"', f'1 · agent "{hostile}"']
