@@ -79,8 +79,11 @@ def _rows(
     for run_id in run_ids:
         if flt is not None and flt.run_ids and run_id not in flt.run_ids:
             continue  # the filter's runs and the asked runs combine with AND, as filters do
-        for detail in store.iter_episode_details(run_id, flt=flt, batch=_READ_BATCH):
-            yield episode_row(detail)
+        details = store.iter_episode_details(run_id, flt=flt, batch=_READ_BATCH)
+        while chunk := list(islice(details, _READ_BATCH)):
+            origins = store.episode_origins([d.summary.id for d in chunk])
+            for detail in chunk:
+                yield episode_row(detail, origins.get(detail.summary.id))
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
 from rollout_core.records import ChatMessage
+from storage.imports import EpisodeOrigin
 from storage.read_models import EpisodeDetail, EpisodeSummary, RunSummary
 
 if TYPE_CHECKING:
@@ -31,16 +32,43 @@ _DETAIL_ONLY = frozenset({"summary", "run"})
 """EpisodeDetail fields that are not columns: the summary is flattened, the run is RUN_COLUMNS."""
 
 
-def _tags(d: EpisodeDetail) -> list[str]:
+Origin = EpisodeOrigin | None
+"""Where an episode was imported from and its rewards by name (`Store.episode_origins`); None
+for an episode with neither."""
+Read = Callable[[EpisodeDetail, Origin], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NamedReward:
+    """One of an episode's rewards by name: a reward function's or a reward column's."""
+
+    name: str
+    value: float
+
+
+def _tags(d: EpisodeDetail, _: Origin) -> list[str]:
     return sorted({a.tag for a in d.annotations})
 
 
-_DERIVED: tuple[tuple[str, Any, Callable[[EpisodeDetail], Any]], ...] = (
+def _named(_: EpisodeDetail, o: Origin) -> list[dict[str, Any]]:
+    return [] if o is None else [{"name": n, "value": v} for n, v in sorted(o.rewards.items())]
+
+
+_DERIVED: tuple[tuple[str, Any, Read], ...] = (
     ("tags", list[str], _tags),
+    ("rewards_by_name", list[NamedReward], _named),
+    ("source_file", str | None, lambda _, o: None if o is None else o.path),
+    ("source_line", int | None, lambda _, o: None if o is None else o.line),
+    ("source_agent", str | None, lambda _, o: None if o is None else o.agent),
+    ("regraded", str | None, lambda _, o: None if o is None else o.regraded),
+    ("filled_steps", list[int], lambda _, o: [] if o is None else list(o.filled_steps)),
 )
-"""Columns computed from the read models, after theirs: (name, type hint, value). `tags`: the
-distinct tags on the episode and its steps, for filtering without unnesting `annotations`
-(which holds each tag with its step, note, author and time)."""
+"""Columns computed from the read models and the episode's origin, after theirs: (name, type
+hint, value). `tags`: the distinct tags on the episode and its steps, for filtering without
+unnesting `annotations` (which holds each tag with its step, note, author and time). The rest
+say where an imported episode comes from (`source_file` relative to the run's source path, its
+line, the agent whose trace it is), its rewards by name (a recorded episode's too), and what
+rollscope added: its grade against the gold SQL and the steps whose observation it filled."""
 _REPLACED = frozenset({"steps"})
 """Summary fields a detail field of the same name replaces: the step count by the step list
 (its length). Any other clash of names is an error."""
@@ -175,12 +203,12 @@ class Column:
 
     name: str
     shape: Shape
-    read: Callable[[EpisodeDetail], Any]
+    read: Read
     """The column's plain value for one episode."""
 
 
-def _reader(part: str | None, attr: str, convert: Convert | None) -> Callable[[EpisodeDetail], Any]:
-    def read(d: EpisodeDetail) -> Any:
+def _reader(part: str | None, attr: str, convert: Convert | None) -> Read:
+    def read(d: EpisodeDetail, _: Origin) -> Any:
         value = getattr(getattr(d, part) if part else d, attr)
         return value if convert is None else convert(value)
 
@@ -190,7 +218,7 @@ def _reader(part: str | None, attr: str, convert: Convert | None) -> Callable[[E
 @cache
 def episode_columns() -> tuple[Column, ...]:
     """Summary fields, then `run_*` fields, then the detail's own fields (`steps` and
-    `annotations` nested), then the derived ones (`tags`)."""
+    `annotations` nested), then the derived ones (`tags`, the origin's)."""
     sources: list[tuple[str | None, str, str, Shape]] = []  # (part, attr, column, shape)
     detail = _field_shapes(EpisodeDetail, "EpisodeDetail", _DETAIL_ONLY)
     detail_names = {n for n, _ in detail}
@@ -213,9 +241,9 @@ def episode_columns() -> tuple[Column, ...]:
     )
 
 
-def episode_row(detail: EpisodeDetail) -> dict[str, Any]:
+def episode_row(detail: EpisodeDetail, origin: Origin = None) -> dict[str, Any]:
     """One episode as plain data: one key per export column."""
-    return {c.name: c.read(detail) for c in episode_columns()}
+    return {c.name: c.read(detail, origin) for c in episode_columns()}
 
 
 @cache

@@ -269,7 +269,8 @@ def test_every_read_model_field_has_a_column() -> None:
     summary = [f.name for f in dataclasses.fields(EpisodeSummary) if f.name != "steps"]
     detail = [f.name for f in dataclasses.fields(EpisodeDetail) if f.name not in ("summary", "run")]
     run = ["run_policy", "run_checkpoint", "run_checkpoint_fingerprint", "run_dataset"]
-    assert schema.names == [*summary, *run, *detail, "tags"]
+    origin = ["rewards_by_name", "source_file", "source_line", "source_agent", "regraded"]
+    assert schema.names == [*summary, *run, *detail, "tags", *origin, "filled_steps"]
     step = schema.field("steps").type.value_type
     assert [f.name for f in step] == [f.name for f in dataclasses.fields(StoredStep)]
     assert not schema.field("id").nullable and schema.field("answer").nullable
@@ -440,3 +441,38 @@ def test_export_memory_stays_below_holding_the_run(tmp_path: Path) -> None:
         figures = measure_export(url, [run_id], fmt, tmp_path / f"fat.{fmt}", trace=True)
         assert figures["episodes"] == 2_000
         assert figures["traced"] < held / 3, (fmt, figures["traced"], held)
+
+
+def test_an_imported_episode_carries_its_source_agent_and_rewards_by_name(tmp_path: Path) -> None:
+    # A self-play line of two trained agents, imported: each episode says its file, line and
+    # agent, and its rewards by name; a played run's episodes have none of them.
+    from tests.app.importers.conftest import run_import
+    from tests.app.importers.test_verifiers_traces import _episode, _solver
+    from tests.app.importers.writers import verifiers_write_episode
+
+    critic = _solver(agent={"name": "critic", "trainable": True})
+    critic["rewards"] = {"correct": {"score": 0.0, "weight": 1.0}, "style": {"score": 0.5}}
+    verifiers_write_episode(tmp_path / "run", _episode([_solver(), critic]))
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    imported, _ = run_import(store, tmp_path / "run", "self-play")
+    played = sized_run(store, "played", 1)
+    jsonl, parquet = tmp_path / "o.jsonl", tmp_path / "o.parquet"
+    assert export_episodes(store, [imported, played], jsonl, "jsonl") == 3
+    export_episodes(store, [imported, played], parquet, "parquet")
+    columns = ("source_file", "source_line", "source_agent", "rewards_by_name", "regraded",
+               "filled_steps")  # fmt: skip
+    rows = [tuple(r[c] for c in columns) for r in _jsonl(jsonl)]
+    assert rows == [tuple(r[c] for c in columns) for r in pq.read_table(parquet).to_pylist()]
+
+    def named(**values: float) -> list[dict[str, Any]]:
+        return [{"name": n, "value": v} for n, v in values.items()]
+
+    # Each reward function's weighted score, the total and the trace's metrics, by name.
+    assert rows == [
+        ("traces.jsonl", 1, "agent", named(correct=1.0, format=0.1, reward=1.1, turns=2.0), None,
+         []),
+        ("traces.jsonl", 1, "critic", named(correct=0.0, reward=0.5, style=0.5, turns=2.0), None,
+         []),
+        (None, None, None, [], None, []),
+    ]  # fmt: skip
+    store.close()
