@@ -87,7 +87,14 @@ def import_command(
         correct_at=correct_at,
     )  # fmt: skip
     try:
-        importer = Importer(open_store(store), fmt, options, on_note=lambda t: _note(t, quiet))
+        importer = Importer(
+            open_store(store),
+            fmt,
+            options,
+            on_note=lambda t: _note(t, quiet),
+            # Files told a line a folder: a bad file's problems go with its own line.
+            problems_in_results=fmt.file_an_episode,
+        )
         if not follow and not importer.files():
             fail(_no_files(fmt, path))
         importer.open()
@@ -291,6 +298,9 @@ class _FileLines:
     def add(self, r: FileResult) -> None:
         if not self.fold or r.skipped or r.pending or r.unreadable:
             self.flush()
+            if self.fold:  # read with the folder's other files, told now, before its line
+                for problem in r.problems:
+                    _note(f"skipped {problem}", quiet=False)
             _file_line(r)
             return
         folder = r.path.rpartition("/")[0] or "."

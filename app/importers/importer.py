@@ -108,12 +108,17 @@ class Importer:
         options: ImportOptions,
         *,
         on_note: Callable[[str], None] = lambda _: None,
+        problems_in_results: bool = False,
     ) -> None:
         self.store = store
         self.fmt = fmt
         self.options = options
         self.root = options.path.resolve()
         self.on_note = on_note
+        self.problems_in_results = problems_in_results
+        """A file's bad rows are left in its result's `problems`, not told through `on_note` as
+        they are read: a caller that tells a folder of files in one line, once the group's
+        episodes are written, tells a bad file's problems beside that file's own line."""
         self.run_id = 0
         self.created = False
         """Whether `open` made the run (rather than reopening one to read on into)."""
@@ -321,7 +326,7 @@ class Importer:
             if len(batch.finished) >= BATCH_EPISODES:
                 batch.write()
         left = result.skipped - len(result.problems)
-        if left > 0:
+        if left > 0 and not self.problems_in_results:  # the file's line counts them all
             self.on_note(f"{rel}: {counted(left, 'more bad line')} skipped")
         if gone := sum(held.values()):
             self.on_note(
@@ -354,7 +359,8 @@ class Importer:
         result.skipped += 1
         if len(result.problems) < NOTES_PER_FILE:
             result.problems.append(message)
-            self.on_note(f"skipped {message}")
+            if not self.problems_in_results:
+                self.on_note(f"skipped {message}")
 
     def _add(
         self, batch: _Batch, rollout: Rollout, row: Row, file_id: int, result: FileResult

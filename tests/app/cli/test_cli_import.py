@@ -332,9 +332,13 @@ def test_an_rllm_log_is_told_a_line_a_step_folder_with_bad_files_on_their_own(
     broken.write_text("{not json\n")
     code, said = in_process(monkeypatch, capsys, "import", logs, "--name", "r", "--store", db)
     assert code == 0, said
-    lines = [line for line in said.splitlines() if line.startswith("episodes/")]
+    # The bad file's problem is told with its own line, after the folder read before it (the
+    # two folders' files are read as one group, and told once its episodes are written).
+    lines = [line for line in said.splitlines() if "episodes/" in line]
     assert lines == [
         "episodes/train_step_1_epoch_0/: 3 files, 3 episodes",
+        "skipped episodes/train_step_2_epoch_0/episode_broken.json:1: not JSON (Expecting "
+        "property name enclosed in double quotes at column 2)",
         "episodes/train_step_2_epoch_0/episode_broken.json: 0 episodes, 1 bad line skipped",
         "episodes/train_step_2_epoch_0/: 3 files, 3 episodes",
     ]
