@@ -304,8 +304,8 @@ class Importer:
             # A row is held when the run holds a row of this file with its bytes, wherever it
             # stands now (lines move when a bad line is deleted); each held row once, with the
             # episodes it gave (a v1 line gives one a trained agent).
-            if held and held.get(row.sha256):
-                held[row.sha256] = max(0, held[row.sha256] - max(1, len(row.rollouts)))
+            if held and (key := _held_key(row, held)) is not None:
+                held[key] = max(0, held[key] - max(1, len(row.rollouts)))
                 result.known += 1
                 continue
             if row.incomplete:
@@ -397,6 +397,16 @@ class Importer:
             actions=actions,
         )
         batch.add(start, steps, finish, result)
+
+
+def _held_key(row: Row, held: Counter[bytes]) -> bytes | None:
+    """The digest by which the run holds this row already, if it does: its own, or the one
+    an earlier rollscope took of it (a file read in part before an upgrade)."""
+    if held.get(row.sha256):
+        return row.sha256
+    if row.earlier_sha256 is not None and held.get(earlier := row.earlier_sha256()):
+        return earlier
+    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from app.importers.turns import Turn, turn_action
@@ -104,6 +105,8 @@ class Checked:
     regraded: Regrade | None
 
 
+# A group's samples ask one question, one after the other: its key is made once, not per sample.
+@lru_cache(maxsize=4096)
 def question_key(text: str) -> str:
     """The question's id when the file names none: from its text, normalised (case, spaces),
     so that the same question gets the same id in every run."""

@@ -43,6 +43,9 @@ class Row:
     so it is left for a later import rather than counted as bad."""
     more: tuple[Rollout, ...] = ()
     """The row's further rollouts: a v1 episode's line holds one a trained agent."""
+    earlier_sha256: Callable[[], bytes] | None = None
+    """The digest an earlier rollscope took of the row, where it took another: asked for only
+    when the run holds rows of the file that `sha256` does not find."""
 
     @property
     def rollouts(self) -> tuple[Rollout, ...]:

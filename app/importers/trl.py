@@ -15,8 +15,11 @@ import hashlib
 import json
 import math
 from collections.abc import Iterator, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from app.importers.rollouts import Rollout, question_key
 from app.importers.source import (
@@ -78,10 +81,12 @@ class TRL(Format):
                 for data in batch.to_pylist():
                     n += 1
                     digest = hashlib.sha256(_row_bytes(data)).digest()
+                    earlier = partial(_earlier_digest, data)
                     try:
-                        yield Row(n, digest, rollout(data, rewards, step_of(path.stem)))
+                        row = rollout(data, rewards, step_of(path.stem))
+                        yield Row(n, digest, row, earlier_sha256=earlier)
                     except (BadRow, KeyError, TypeError, ValueError) as exc:
-                        yield Row(n, digest, None, problem_text(exc))
+                        yield Row(n, digest, None, problem_text(exc), earlier_sha256=earlier)
         except (BadRow, OSError, ValueError) as exc:
             # The file itself cannot be read (not Parquet, cut short): one bad row, line 0.
             text = problem_text(exc)
@@ -98,10 +103,24 @@ def _numeric(kind: Any) -> bool:
 
 
 def _row_bytes(data: Mapping[str, Any]) -> bytes:
-    """A Parquet row's values as JSON: what its digest is taken of."""
+    """A Parquet row's values as JSON, keys sorted: what its digest is taken of."""
+    try:
+        return orjson.dumps(data, option=orjson.OPT_SORT_KEYS, default=str)
+    except TypeError:  # what orjson refuses: a lone surrogate, a whole number past 64 bits
+        return _earlier_row_bytes(data)
+
+
+def _earlier_row_bytes(data: Mapping[str, Any]) -> bytes:
+    """The row's JSON as earlier rollscopes took its digest: `json.dumps`, with its spaces."""
     return json.dumps(data, ensure_ascii=False, sort_keys=True, default=str).encode(
         "utf-8", "surrogatepass"
     )
+
+
+def _earlier_digest(data: Mapping[str, Any]) -> bytes:
+    """The digest an earlier rollscope took of the row (`_earlier_row_bytes`), for a file it
+    read before: asked for only then (the importer's rows held from that reading)."""
+    return hashlib.sha256(_earlier_row_bytes(data)).digest()
 
 
 def rollout(data: Mapping[str, Any], reward_columns: list[str], file_step: int) -> Rollout:

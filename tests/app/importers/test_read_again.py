@@ -6,7 +6,9 @@ run does not hold, and counts each bad line once."""
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +121,57 @@ def test_a_rewritten_file_adds_its_new_rollouts_and_keeps_the_old(
     assert rows(store, "SELECT reward, count(*) FROM episodes GROUP BY reward") == [
         (0.0, 3),
         (1.0, 1),
+    ]
+
+
+def test_a_trl_file_held_by_an_earlier_digest_adds_only_its_new_rows(
+    store: Store, tmp_path: Path
+) -> None:
+    # Earlier rollscopes took a Parquet row's digest of `json.dumps` of its values; a file
+    # they imported, rewritten since by a resumed trainer, must not give its rows twice.
+    import hashlib
+
+    import pandas as pd
+
+    def write(questions: list[str]) -> None:
+        # As TRL's GRPOTrainer.log writes it: pandas `to_parquet`, a column per reward.
+        pd.DataFrame(
+            {
+                "step": [1] * len(questions),
+                "prompt": [[{"role": "user", "content": q}] for q in questions],
+                "completion": [[{"role": "assistant", "content": "<solution>SELECT 1</solution>"}]]
+                * len(questions),
+                "exact": [1.0] * len(questions),
+                "advantage": [0.0] * len(questions),
+            }
+        ).to_parquet(completions / "completions_00001.parquet")
+
+    completions = tmp_path / "out" / "completions"
+    completions.mkdir(parents=True)
+    write(["Q0?", "Q1?"])
+    run_import(store, tmp_path / "out")
+    with closing(sqlite3.connect(store.url.removeprefix("sqlite:///"))) as conn, conn:
+        for line, question in ((1, "Q0?"), (2, "Q1?")):
+            values = {
+                "advantage": 0.0,
+                "completion": [{"content": "<solution>SELECT 1</solution>", "role": "assistant"}],
+                "exact": 1.0,
+                "prompt": [{"content": question, "role": "user"}],
+                "step": 1,
+            }
+            earlier = json.dumps(values, ensure_ascii=False, sort_keys=True).encode()
+            conn.execute(
+                "UPDATE episode_sources SET sha256 = ? WHERE line = ?",
+                (hashlib.sha256(earlier).digest(), line),
+            )
+
+    write(["Q0?", "Q1?", "Q2?"])
+    _, (result,) = run_import(store, tmp_path / "out")
+    assert (result.episodes, result.known) == (1, 2)
+    assert rows(store, "SELECT question, count(*) FROM episodes GROUP BY question") == [
+        ("Q0?", 1),
+        ("Q1?", 1),
+        ("Q2?", 1),
     ]
 
 
