@@ -76,6 +76,7 @@ class TRL(Format):
                 if n not in _NOT_REWARDS and _numeric(parquet.schema_arrow.field(n).type)
             ]
             batches = parquet.iter_batches(batch_size=_BATCH_ROWS)
+            file_step = step_of(path.stem)
             n = 0
             for batch in batches:
                 for data in batch.to_pylist():
@@ -83,7 +84,7 @@ class TRL(Format):
                     digest = hashlib.sha256(_row_bytes(data)).digest()
                     earlier = partial(_earlier_digest, data)
                     try:
-                        row = rollout(data, rewards, step_of(path.stem))
+                        row = rollout(data, rewards, file_step)
                         yield Row(n, digest, row, earlier_sha256=earlier)
                     except (BadRow, KeyError, TypeError, ValueError) as exc:
                         yield Row(n, digest, None, problem_text(exc), earlier_sha256=earlier)

@@ -47,6 +47,7 @@ class Verl(JsonLines):
 
     def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
         prompts: dict[str, tuple[list[ChatMessage], str, str]] = {}
+        file_step = step_of(path.stem)
 
         def rollout(data: dict[str, Any]) -> Rollout:
             text = text_field(data, "input")
@@ -70,7 +71,7 @@ class Verl(JsonLines):
                 reward=score,
                 # `score` by its name even when the file holds it per token (a list, summed).
                 rewards=numeric_columns(data, _NOT_REWARDS) | {"score": score},
-                train_step=optional_int(data.get("step", step_of(path.stem)), "step"),
+                train_step=optional_int(data.get("step", file_step), "step"),
                 gold_sql=gts if isinstance(gts, str) else "",
                 db_id=db_id if isinstance(db_id, str) else "",
             )
