@@ -441,9 +441,21 @@ class _Batch:
         self.results.append(of)
 
     def write(self) -> None:
-        """Write what is held as one transaction."""
-        if self.finished:
+        """Write what is held as one transaction, and count it to its files."""
+        if not self.finished:
+            return
+        try:
             self.sink.write(IterationBatch(self.started, self.steps, self.finished))
-            for result in self.results:
-                result.episodes += 1
-            self.started, self.steps, self.finished, self.results = [], [], [], []
+        except KeyboardInterrupt:
+            # A stop (Ctrl-C, SIGTERM) can land after the commit, before the count: the store
+            # says whether the batch is in, so that the summary tells what the run holds.
+            sink = self.sink
+            if sink.store.episode_ids(sink.run_id, [self.finished[-1].key]):
+                self._written()
+            raise
+        self._written()
+
+    def _written(self) -> None:
+        for result in self.results:
+            result.episodes += 1
+        self.started, self.steps, self.finished, self.results = [], [], [], []

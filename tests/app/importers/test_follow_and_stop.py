@@ -145,6 +145,34 @@ def test_a_stop_inside_a_write_leaves_none_of_its_batch(
     assert rows(store, "SELECT finished_episodes FROM runs") == [(250,)]
 
 
+def test_a_stop_just_after_a_write_commits_counts_its_batch(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A signal can land once a batch's transaction has committed, before the import counts
+    it: what the command then tells is what the store holds."""
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 100)
+    dump = tmp_path / "dump"
+    write_step(dump, 1, 250)
+    fmt = format_of(dump, "verl")
+    write = StoreSink._write
+    calls = 0
+
+    def stopped_after_the_second_commit(sink: StoreSink, batch: Any) -> None:
+        nonlocal calls
+        calls += 1
+        write(sink, batch)
+        if calls == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(StoreSink, "_write", stopped_after_the_second_commit)
+    first = _stopped_import(store, fmt, dump)
+    assert _whole_episodes(store) == [(200, 200, 400)]
+    assert [r.episodes for r in first.in_hand] == [200]
+    monkeypatch.setattr(StoreSink, "_write", write)
+    _, result = _import_again(store, fmt, dump)
+    assert (result.known, result.episodes) == (200, 50)
+
+
 def test_small_files_go_in_groups_and_a_stop_loses_only_the_group_in_hand(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
