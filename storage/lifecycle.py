@@ -69,14 +69,26 @@ def can_move(current: RunStatus, new: RunStatus, kind: RunKind = "batch") -> boo
     return (new == current and new in TERMINAL) or new in _MOVES[current]
 
 
-def check_move(name: str, current: RunStatus, new: RunStatus, kind: RunKind = "batch") -> None:
-    """RunStateError naming the run when the move is not allowed."""
+def check_move(
+    name: str,
+    current: RunStatus,
+    new: RunStatus,
+    kind: RunKind = "batch",
+    player: RunPresence | None = None,
+) -> None:
+    """RunStateError naming the run when the move is not allowed (`player`: the process the
+    store says plays it, named when it is running already)."""
     if can_move(current, new, kind):
         return
     if new == "running" and current == "completed":
         raise RunStateError(f"run {name!r} is already completed")
     if new == "running" and current == "running":
-        raise RunStateError(f"run {name!r} is already running")
+        where = ""
+        if player is not None and player.pid is not None:
+            where = f" (process {player.pid} on {player.host or 'another machine'})"
+        raise RunStateError(
+            f"run {name!r} is already running{where}; wait for it to end or stop it, then try again"
+        )
     raise RunStateError(f"run {name!r} is {current}; it cannot become {new}")
 
 

@@ -229,8 +229,9 @@ class Store:
                 run = session.get(Run, run_id)
                 if run is None:
                     raise StoreError(f"no run with id {run_id} in this store")
-                current = lifecycle.effective_status(_presence(run), now_utc())
-                lifecycle.check_move(run.name, current, status, cast(RunKind, run.kind))
+                presence = _presence(run)
+                current = lifecycle.effective_status(presence, now_utc())
+                lifecycle.check_move(run.name, current, status, cast(RunKind, run.kind), presence)
                 now = now_utc()
                 run.status, run.error, run.heartbeat_at = status, error, now
                 if status in lifecycle.TERMINAL:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from rollout_core.records import EpisodeKey, IterationBatch, RunSpec
 from storage.engine import get_engine
-from storage.lifecycle import HEARTBEAT_STALE_SECONDS
+from storage.lifecycle import HEARTBEAT_STALE_SECONDS, RunStateError
 from storage.models import Episode, Run, RunCount, Step
 from storage.read_models import EpisodeFilter
 from storage.run_totals import COLUMNS as TOTALS
@@ -426,3 +427,20 @@ def test_run_whose_process_died_on_this_host_reads_interrupted_at_once(store: St
     assert run is not None and run.status == "interrupted"  # heartbeat still fresh
     alive = store.create_run(spec("alive"), episodes_planned=1)  # this process
     assert (r := store.get_run(alive)) is not None and r.status == "running"
+
+
+def test_taking_over_a_run_another_live_process_plays_names_that_process(store: Store) -> None:
+    player = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        run_id = store.create_run(spec("busy"), episodes_planned=1)
+        with Session(get_engine(store._url)) as s, s.begin():
+            s.execute(update(Run).where(Run.id == run_id).values(pid=player.pid))
+        with pytest.raises(RunStateError) as refused:
+            store.set_run_status(run_id, "running")
+        assert str(refused.value) == (
+            f"run 'busy' is already running (process {player.pid} on {socket.gethostname()}); "
+            "wait for it to end or stop it, then try again"
+        )
+    finally:
+        player.kill()
+        player.wait()
