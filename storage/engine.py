@@ -44,9 +44,15 @@ class StoreMissing(StoreError):
     """A reader found no store yet: a missing or empty SQLite file, or an empty database."""
 
 
-def store_error(url: str, problem: str) -> StoreError:
+SERVER_HINT = (
+    "check that the server is running and that its host, port, database, user and password "
+    "are right; or pass --store sqlite:///path.db"
+)
+
+
+def store_error(url: str, problem: str, hint: str = URL_HINT) -> StoreError:
     """The one-line error for a store that cannot be opened."""
-    return StoreError(f"cannot open store {url!r}: {problem} ({URL_HINT})")
+    return StoreError(f"cannot open store {url!r}: {problem} ({hint})")
 
 
 def why_unwritable(database: str) -> str | None:

@@ -34,7 +34,9 @@ from rollout_core.records import (
 )
 from storage import aggregates, groups, imports, lifecycle, reads, tagging, text_search
 from storage.engine import (
+    SERVER_HINT,
     SQLITE_IMMEDIATE,
+    URL_HINT,
     StoreError,
     dispose_engine,
     get_engine,
@@ -111,7 +113,8 @@ class Store:
         except DBAPIError as exc:
             dispose_engine(self._url, read_only=read_only)
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
-            raise _store_error(shown, reason) from None
+            hint = URL_HINT if self.dialect == "sqlite" else SERVER_HINT
+            raise _store_error(shown, reason, hint) from None
         except NotAStore as exc:
             dispose_engine(self._url, read_only=read_only)
             raise _store_error(shown, str(exc)) from None
