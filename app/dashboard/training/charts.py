@@ -230,23 +230,24 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
         layout["yaxis_tickformat"] = chart.tickformat
     if chart.tickformat == RATE:  # a rate: its whole range, not -100%..100% around a flat 0
         layout["yaxis_range"] = [-0.02, 1.02]
-    elif flat := _flat_range([y for trace in fig.data for y in trace.y]):
-        layout["yaxis_range"] = flat
+    elif narrow := _least_range([y for trace in fig.data for y in trace.y]):
+        layout["yaxis_range"] = narrow
     fig.update_layout(**layout)
     _x_axis(fig, xs)
     return fig
 
 
-def _flat_range(ys: Sequence[float | None]) -> list[float] | None:
-    """A y range around values that are all the same but for float rounding (a mean of the
-    same rewards summed in another order); None for values that differ. Left to itself the
-    chart would zoom into the last digits, and label its axis with them."""
+def _least_range(ys: Sequence[float | None]) -> list[float] | None:
+    """A y range a tenth of the values' scale wide (their size, at least 1) around values
+    that differ by less than that; None for values that differ more. Left to itself the chart
+    zooms into whatever differs, down to a mean's last digits (the same rewards summed in
+    another order), and draws a change of a ten-thousandth as a fall down the whole chart."""
     values = [y for y in ys if y is not None and math.isfinite(y)]
     if not values:
         return None
     low, high = min(values), max(values)
     scale = max(1.0, abs(high), abs(low))
-    if high - low > 1e-9 * scale:
+    if high - low >= 0.1 * scale:
         return None
     middle, half = (low + high) / 2, 0.05 * scale
     return [middle - half, middle + half]

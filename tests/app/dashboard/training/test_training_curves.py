@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from app.dashboard.training import charts
 from app.dashboard.training.curves import curves_of, shown_steps, trend, trend_window
 from storage.training import DrawnQuestion, TrainingStep
@@ -85,6 +87,21 @@ def test_a_flat_quantity_is_drawn_flat_not_zoomed_into_its_last_digits() -> None
     assert low < mean < high and high - low >= 0.1
     # Rewards that differ are left to the chart's own range.
     steps[1] = dataclasses.replace(steps[1], reward=0.5)
+    assert charts.figure(curves_of(steps), REWARD).layout.yaxis.range is None
+
+
+def test_a_change_of_a_ten_thousandth_is_not_drawn_as_a_fall_down_the_whole_chart() -> None:
+    # Two reward functions summed (format 1.0, execution 0 or 1): a step's mean 1.3332 among
+    # steps of 1.3334 is noise, and the chart's own range would span just those two.
+    steps = [
+        dataclasses.replace(_step(n, episodes=5120, accuracy=0.5, logprob=None), reward=r)
+        for n, r in enumerate([1.3334, 1.3334, 1.3332, 1.3334])
+    ]
+    low, high = charts.figure(curves_of(steps), REWARD).layout.yaxis.range
+    assert low < 1.3332 < 1.3334 < high
+    assert high - low == pytest.approx(0.13334)
+    # A change a user would see is drawn over the chart's own range.
+    steps[3] = dataclasses.replace(steps[3], reward=1.5)
     assert charts.figure(curves_of(steps), REWARD).layout.yaxis.range is None
 
 
