@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from app.importers.turns import Turn, turn_action
+from app.importers.turns import Turn, asked_question, turn_action
 from rollout_core.actions import SQLAction
 from rollout_core.failure_classes import StepFacts, classify_episode, gold_seen_from_progress
 from rollout_core.records import (
@@ -249,7 +249,8 @@ def episode_records(
         sample_index,
         None,
         rollout.db_id,
-        rollout.question,
+        # As a person reads it: a templated prompt's question, not its schema and rules.
+        asked_question(rollout.question),
         rollout.gold_sql,
         train_step=rollout.train_step,
         group_index=group_index,

@@ -22,6 +22,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from rollout_core.actions import SQLAction
@@ -229,6 +230,31 @@ def prompt_messages(text: str) -> list[ChatMessage]:
     while messages and messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
         messages.pop()
     return messages or [{"role": "user", "content": text}]
+
+
+_QUESTION_HEADING = re.compile(r"^[ \t#*]*Question(?:[ \t]+\d+)?[ \t*]*:[ \t*]*", re.M)
+_NEXT_LABEL = re.compile(r"[ \t]*(?:#|[*]*[A-Z][A-Za-z ]{0,40}:)")
+
+
+@lru_cache(maxsize=1024)
+def asked_question(text: str) -> str:
+    """The question a prompt's user message asks. Where the message is a template with a
+    `Question:` section (OmniSQL's, which SkyRL-SQL and Arctic-Text2SQL-R1 train with; `#
+    Question:`; rollscope's own `Question: ...` line), that section: from the last such
+    heading (a few-shot template's examples come before it) to a blank line, the next
+    `Label:` line or a Markdown heading. Else the whole message."""
+    headings = list(_QUESTION_HEADING.finditer(text))
+    if not headings:
+        return text
+    last = headings[-1]
+    asked: list[str] = []
+    for line in text[last.end() :].split("\n"):
+        if not asked and not line.strip():
+            continue  # the heading on a line of its own
+        if not line.strip() or (asked and _NEXT_LABEL.match(line)):
+            break
+        asked.append(line)
+    return "\n".join(asked).strip() or text
 
 
 def last_user_text(messages: Sequence[Mapping[str, Any]]) -> str:
