@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -73,6 +73,20 @@ def _import_again(store: Store, fmt: Format, dump: Path) -> tuple[Importer, File
     return importer, result
 
 
+def _stopped_after(call: Callable[..., None], nth: int) -> Callable[..., None]:
+    """`call`, with a Ctrl-C landing just after its `nth` run."""
+    calls = 0
+
+    def stopped(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        call(*args)
+        if calls == nth:
+            raise KeyboardInterrupt
+
+    return stopped
+
+
 def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,16 +137,7 @@ def test_a_stop_inside_a_write_leaves_none_of_its_batch(
     write_step(dump, 1, 250)
     fmt = format_of(dump, "verl")
     indexed = writes.index_episodes  # the last statement of a batch's transaction
-    calls = 0
-
-    def stopped_in_the_second_write(conn: Any, ids: Any) -> None:
-        nonlocal calls
-        calls += 1
-        indexed(conn, ids)
-        if calls == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(writes, "index_episodes", stopped_in_the_second_write)
+    monkeypatch.setattr(writes, "index_episodes", _stopped_after(indexed, 2))
     first = _stopped_import(store, fmt, dump)
     assert _whole_episodes(store) == [(100, 100, 200)]
     assert rows(store, "SELECT count(*) FROM episode_sources") == [(100,)]
@@ -155,16 +160,7 @@ def test_a_stop_just_after_a_write_commits_counts_its_batch(
     write_step(dump, 1, 250)
     fmt = format_of(dump, "verl")
     write = StoreSink._write
-    calls = 0
-
-    def stopped_after_the_second_commit(sink: StoreSink, batch: Any) -> None:
-        nonlocal calls
-        calls += 1
-        write(sink, batch)
-        if calls == 2:
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(StoreSink, "_write", stopped_after_the_second_commit)
+    monkeypatch.setattr(StoreSink, "_write", _stopped_after(write, 2))
     first = _stopped_import(store, fmt, dump)
     assert _whole_episodes(store) == [(200, 200, 400)]
     assert [r.episodes for r in first.in_hand] == [200]
