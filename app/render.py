@@ -69,16 +69,17 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
     s = detail.summary
     head = Text()
     head.append(f"episode {s.id}", style="bold")
-    head.append(
-        f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}  db {s.db_id}\n"
-    )
+    where = f"  db {s.db_id}" if s.db_id else ""  # an import names no database
+    head.append(f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}{where}\n")
     head.append(s.question)  # model- and dataset-written text is always plain Text, never markup
     if s.forked_from is not None:
         head.append(
             f"\nfork of episode {s.forked_from}: steps before {s.fork_step} replayed",
             style="italic",
         )
-    parts: list[Panel | Text | Syntax] = [head, Syntax(detail.gold_sql, "sql", word_wrap=True)]
+    parts: list[Panel | Text | Syntax] = [head]
+    if detail.gold_sql:
+        parts += [Text("gold SQL:", style="bold"), Syntax(detail.gold_sql, "sql", word_wrap=True)]
     parts += [_annotation_line(a) for a in detail.annotations]
     for step in detail.steps:
         if prompts:

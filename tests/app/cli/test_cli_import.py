@@ -43,6 +43,21 @@ def test_import_then_runs_shows_the_run_and_its_source(tmp_path: Path) -> None:
     assert listed.returncode == 0, listed.stderr
     (run,) = json.loads(listed.stdout)
     assert (run["kind"], run["source_format"], run["episodes_finished"]) == ("import", "verl", 2)
+    # The file names no database: `show` says none rather than "db " and nothing.
+    shown = rollscope("show", "1", "--store", db)
+    assert shown.returncode == 0, shown.stderr
+    head, question, label, gold = shown.stdout.splitlines()[:4]
+    assert head.startswith("episode 1  run v  question q-") and head.endswith("#0")
+    assert (question, label, gold.strip()) == ("Database: concerts. Q?", "gold SQL:", "SELECT 1")
+    # A chat log holds no gold SQL: no label over an empty block.
+    log = tmp_path / "chat.jsonl"
+    line = {"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "4"}],
+            "reward": 1.0}  # fmt: skip
+    log.write_text(json.dumps(line) + "\n")
+    assert rollscope("import", log, "--name", "chat", "--store", db).returncode == 0
+    shown = rollscope("show", "3", "--store", db)
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines()[1] == "Q?" and "gold SQL" not in shown.stdout
 
 
 def test_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
