@@ -147,7 +147,7 @@ def accuracy_line(
         title="Accuracy per run (95% bootstrap CI over questions)",
         yaxis_tickformat=".0%",
         yaxis_title="accuracy",
-        # Fixed: runs all at 0% or 100% leave autorange nothing to span, and it drew 0-200%.
+        # Its whole range: runs all at 0% or 100% leave autorange nothing to span (0-200%).
         yaxis_range=[-0.05, 1.05],
         height=320,
         margin={"l": 40, "r": 10, "t": 40, "b": 40},
