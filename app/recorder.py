@@ -87,10 +87,21 @@ class Recorder:
         its reward is at least this."""
         if kind not in ("batch", "training"):
             raise RecorderError(f"kind must be 'batch' or 'training', not {kind!r}")
+        # Checked before the run is made: a bad one would have failed later, on its thread.
+        self.correct_at = _finite(correct_at, "correct_at")
+        every = _whole(flush_every, "flush_every")
+        if every is None or every < 1:
+            raise RecorderError(
+                f"flush_every is {flush_every!r}: give the episodes held before a write, 1 or more"
+            )
+        self.flush_every = every
+        self.flush_seconds = _finite(flush_seconds, "flush_seconds")
+        if not 0 < self.flush_seconds <= MAX_FLUSH_SECONDS:
+            raise RecorderError(
+                f"flush_seconds is {self.flush_seconds}: give the seconds an episode may wait "
+                f"for its write, above 0 and at most {MAX_FLUSH_SECONDS:.0f}"
+            )
         self.store = store if isinstance(store, Store) else Store(store)
-        self.correct_at = correct_at
-        self.flush_every = flush_every
-        self.flush_seconds = flush_seconds
         found = self.store.find_run(run)
         if found is not None:
             if not resume:
@@ -318,6 +329,8 @@ class Recorder:
 
 _FLUSH_POLL_MIN = 0.05
 """Seconds between the flusher's looks at least, whatever `flush_seconds` says."""
+MAX_FLUSH_SECONDS = 3600.0
+"""An hour's wait at most: a longer one is no flush by time, and one past time_t overflows."""
 
 
 def _finite(value: Any, what: str) -> float:

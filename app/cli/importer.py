@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import signal
 import threading
 import time
@@ -26,6 +27,8 @@ if TYPE_CHECKING:
 
 _Opt = typer.Option
 _FORMATS = "auto, trl, verl, skyrl, rllm, verifiers, messages"
+MAX_POLL_SECONDS = 3600.0
+"""Past an hour a follow hardly follows; and a wait past time_t overflows."""
 
 
 def import_command(
@@ -79,8 +82,10 @@ def import_command(
         fail(str(exc))
     if questions is None and db_dir is not None:
         fail("--db-dir goes with --questions (the questions file whose databases it holds)")
-    if poll <= 0:
-        fail(f"--poll must be above 0 seconds, got {poll}")
+    if not 0 < poll <= MAX_POLL_SECONDS:  # NaN too
+        fail(f"--poll must be above 0 and at most {MAX_POLL_SECONDS:.0f} seconds, got {poll}")
+    if not math.isfinite(correct_at):
+        fail(f"--correct-at must be a finite number (a reward), got {correct_at}")
     fmt = _format(path, format_name, follow, quiet)
     options = ImportOptions(
         path=path, name=name, strict=strict, questions=questions, db_dir=db_dir,

@@ -277,6 +277,28 @@ def test_a_call_it_cannot_record_says_what_to_pass(
     assert rows(rec.store, "SELECT count(*) FROM episodes") == [(0,)]
 
 
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        # A wait of NaN seconds returned at once (the flusher spun); one past time_t raised on
+        # the flusher's thread, after the run was made.
+        ({"flush_seconds": float("nan")}, "flush_seconds is nan, not a finite number"),
+        ({"flush_seconds": 1e300}, "flush_seconds is 1e+300: give the seconds an episode"),
+        ({"flush_seconds": 0}, "flush_seconds is 0.0: give the seconds an episode may wait"),
+        ({"flush_every": 0}, "flush_every is 0: give the episodes held before a write, 1 or"),
+        ({"flush_every": 2.5}, "flush_every is 2.5, not a whole number"),
+        # No reward is at least NaN: every episode given no `correct` would read wrong.
+        ({"correct_at": float("nan")}, "correct_at is nan, not a finite number"),
+    ],
+)
+def test_settings_it_cannot_keep_are_refused_before_the_run_is_made(
+    tmp_path: Path, settings: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(RecorderError, match="^" + re.escape(message)):
+        Recorder(_url(tmp_path), run="r", **settings)
+    assert not (tmp_path / "s.db").exists()
+
+
 def _answer() -> list[dict[str, str]]:
     return [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "ANSWER 5"}]
 

@@ -81,6 +81,18 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
         rollscope("import", _dump(tmp_path / "d"), "--name", "x", "--db-dir", "db", "--store", db),
         "--db-dir goes with --questions",
     )
+    # A wait of NaN seconds returned at once (a busy loop); one past time_t, a traceback.
+    for poll in ("nan", "inf", "0"):
+        _one_line_error(
+            rollscope("import", tmp_path / "d", "--name", "x", "--follow", "--poll", poll,
+                      "--store", db),
+            "--poll must be above 0 and at most 3600 seconds",
+        )  # fmt: skip
+    # No reward is at least NaN: every rollout would have read wrong.
+    _one_line_error(
+        rollscope("import", tmp_path / "d", "--name", "x", "--correct-at", "nan", "--store", db),
+        "--correct-at must be a finite number",
+    )
     assert not db.exists()
 
 
