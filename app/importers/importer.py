@@ -24,9 +24,10 @@ the run's sink, nothing twice and nothing half.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from app.importers.check import Checker
 from app.importers.rollouts import (
@@ -162,6 +163,7 @@ class Importer:
             self.created = True
         else:
             self._check_same_source(found.kind, found.source_format, found.source_path)
+            self._check_same_questions(found.spec)
             self.run_id = found.id
             self.store.set_run_status(self.run_id, "running")
         self._sink = self.store.sink(self.run_id)
@@ -201,6 +203,30 @@ class Importer:
             raise ImportFailure(
                 f"run {name!r} imports {fmt} files from {path}, not {self.fmt.name} files from "
                 f"{self.root}; import these under another --name"
+            )
+
+    def _check_same_questions(self, spec: Mapping[str, Any]) -> None:
+        """A run is re-graded throughout or not at all: reading on, the run's --questions
+        are taken again when none are given, and others are refused."""
+        name = self.options.name
+        questions, db_dir = spec.get("questions_path") or "", spec.get("db_dir") or ""
+        if self._checker is None:
+            if questions:
+                self._checker = Checker(questions, db_dir)
+                self.on_note(f"re-grading against {questions}, as the run's first import did")
+            return
+        given = self._checker.dataset
+        if not questions:
+            raise ImportFailure(
+                f"run {name!r} was imported without --questions, so none of its episodes so far "
+                "is re-graded; import again without --questions, or all the files under another "
+                "--name"
+            )
+        if (str(given.questions_path), str(given.db_dir)) != (questions, db_dir):
+            raise ImportFailure(
+                f"run {name!r} is re-graded against {questions} (databases in {db_dir}), not "
+                f"{given.questions_path}; import again without --questions (the run's are "
+                "taken), or under another --name"
             )
 
     def finish(self, status: RunStatus, error: str | None = None) -> None:

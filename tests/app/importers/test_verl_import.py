@@ -248,6 +248,41 @@ def test_questions_demo_names_the_demo_benchmark(store: Store, tmp_path: Path) -
     assert rows(store, _WHERE_FROM) == [("demo", str(demo.questions_path), str(demo.db_dir))]
 
 
+def test_a_run_read_on_is_re_graded_against_its_own_questions_or_not_at_all(
+    store: Store, tmp_path: Path
+) -> None:
+    from app.importers.importer import ImportFailure
+    from rollout_core.datasets import load_named_dataset
+
+    first, second = load_named_dataset("demo").questions[:2]
+    dump = tmp_path / "dump"
+
+    def dump_step(step: int, gold: str, question: str) -> None:
+        output = sql_response([(f"<solution>{gold}</solution>", None)])
+        verl_dump(dump, step, [sql_prompt(question)], [output], [""], [1.0], {})
+
+    dump_step(1, first.gold_sql, first.question)
+    run_import(store, dump, "graded", questions="demo")
+    # Read on without --questions: the run's are taken again (it said nothing and left the
+    # new episode un-graded, and its question under an id made from the text).
+    dump_step(2, second.gold_sql, second.question)
+    notes: list[str] = []
+    run_import(store, dump, "graded", on_note=notes.append)
+    assert rows(store, "SELECT e.question_id, s.regraded FROM episodes e JOIN episode_sources s "
+                "ON s.episode_id = e.id ORDER BY e.id") == [(first.id, "correct"),
+                                                            (second.id, "correct")]  # fmt: skip
+    assert f"re-grading against {load_named_dataset('demo').questions_path}" in notes[0]
+    # Other questions, or questions for a run imported without them, would leave it half
+    # re-graded: refused, and nothing read.
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    with pytest.raises(ImportFailure, match=r"run 'graded' is re-graded against .*; import again"):
+        run_import(store, dump, "graded", questions=str(questions), db_dir=str(db_dir))
+    run_import(store, dump, "plain")
+    with pytest.raises(ImportFailure, match="run 'plain' was imported without --questions"):
+        run_import(store, dump, "plain", questions="demo")
+    assert rows(store, "SELECT count(*) FROM episodes") == [(4,)]
+
+
 def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path) -> None:
     output = sql_response([("<sql>SELECT 1</sql>", "1"), ("I cannot tell.", None)])
     verl_dump(tmp_path / "dump", 1, [sql_prompt("Q?"), sql_prompt("R?")],
