@@ -206,6 +206,15 @@ class EpisodeDetail:
     run: RunSummary
     annotations: list[Annotation] = field(default_factory=list)
     """Tags and notes on the episode and its steps, oldest first."""
+    train_step: int | None = None
+    """The trainer's global step it was played at (a training run's, an import's)."""
+    group_index: int | None = None
+    """Its GRPO group, numbered over the run; None where its question's samples are its group
+    (a batch run)."""
+    tokens_out: int | None = None
+    """Tokens the model wrote over the episode, when its policy or file counted them."""
+    mean_logprob: float | None = None
+    """Their mean log-probability, when recorded."""
 
 
 @dataclass(frozen=True, slots=True)

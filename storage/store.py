@@ -567,6 +567,10 @@ class Store:
                 Episode.progress,
                 Episode.operational,
                 Episode.error,
+                Episode.train_step,
+                Episode.group_index,
+                Episode.tokens_out,
+                Episode.mean_logprob,
             )
             .join(Run, Run.id == Episode.run_id)
             .where(Episode.id.in_(episode_ids))
@@ -603,6 +607,10 @@ class Store:
                     ],
                     run=runs[r.run_id],
                     annotations=notes[r.id],
+                    train_step=r.train_step,
+                    group_index=r.group_index,
+                    tokens_out=r.tokens_out,
+                    mean_logprob=r.mean_logprob,
                 )
             )
         return out

@@ -476,3 +476,31 @@ def test_an_imported_episode_carries_its_source_agent_and_rewards_by_name(tmp_pa
         (None, None, None, [], None, []),
     ]  # fmt: skip
     store.close()
+
+
+def test_a_training_episode_carries_its_step_group_and_tokens(tmp_path: Path) -> None:
+    # Reward by training step, or a GRPO group's spread, from the file alone: the columns the
+    # Training and GRPO groups pages read.
+    from app.recorder import Recorder
+
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    turns = [{"role": "assistant", "content": "ANSWER 5"}]
+    with Recorder(store, run="grpo", kind="training") as rec:
+        rec.episode(question="Q?", turns=turns, reward=1.0, step=7, tokens_out=12,
+                    mean_logprob=-0.5)  # fmt: skip
+        rec.episode(question="Q?", turns=turns, reward=0.0, step=7)
+        rec.episode(question="R?", turns=turns, reward=0.0, step=8)
+    played = sized_run(store, "played", 1)
+    jsonl, parquet = tmp_path / "o.jsonl", tmp_path / "o.parquet"
+    export_episodes(store, [rec.run_id, played], jsonl, "jsonl")
+    export_episodes(store, [rec.run_id, played], parquet, "parquet")
+    columns = ("train_step", "group_index", "sample_index", "tokens_out", "mean_logprob")
+    rows = [tuple(r[c] for c in columns) for r in _jsonl(jsonl)]
+    assert rows == [tuple(r[c] for c in columns) for r in pq.read_table(parquet).to_pylist()]
+    assert rows == [
+        (7, 0, 0, 12, -0.5),
+        (7, 0, 1, None, None),
+        (8, 1, 0, None, None),
+        (None, None, 0, None, None),  # a batch run: no step, its question's samples a group
+    ]
+    store.close()

@@ -95,8 +95,11 @@ def show(detail: EpisodeDetail) -> None:
         *([f"database {escape_markdown(ep.db_id)}"] if ep.db_id else []),
         f"question {escape_markdown(ep.question_id)}",
         f"sample {ep.sample_index}",
+        *([f"training step {detail.train_step}"] if detail.train_step is not None else []),
     ]
-    st.caption(" · ".join(parts))
+    with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
+        st.caption(" · ".join(parts), width="content")
+        _group_link(detail)
     if ep.outcome == "abandoned":
         st.caption(ABANDONED)
     if ep.forked_from is not None:
@@ -104,6 +107,20 @@ def show(detail: EpisodeDetail) -> None:
     origin.show(detail)
     if detail.error:
         show_error(detail.error)
+
+
+def _group_link(detail: EpisodeDetail) -> None:
+    """A link to the episode's GRPO group: a trainer's group, or its question's samples in a
+    run of several a question."""
+    ep, run = detail.summary, detail.run
+    query = [(nav.P_RUN, str(run.id)), (nav.P_QUESTION, ep.question_id)]
+    if detail.group_index is not None:
+        query.append((nav.P_GROUP, str(detail.group_index)))
+    elif int(run.spec.get("samples") or 1) == 1:
+        return
+    st.page_link(
+        nav.GROUPS, label="Its GRPO group", icon=":material/workspaces:", query_params=query
+    )
 
 
 def _fork_origin(detail: EpisodeDetail) -> None:

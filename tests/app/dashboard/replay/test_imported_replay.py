@@ -155,6 +155,24 @@ def test_replay_header_reads_in_words(served: Imported) -> None:
     assert "**correct**" in texts(verl)
 
 
+def test_replay_names_a_training_episodes_step_and_links_its_group(served: Imported) -> None:
+    store = Store(served.url, read_only=True)
+    (group,) = store.group_overview(served.verl).groups
+    store.close()
+    verl = open_page("replay/page.py", episode=str(_episode(served.url, served.verl, 2)))
+    (header,) = [c.value for c in verl.caption if "sample 2" in c.value]
+    assert header.endswith("· sample 2 · training step 1")
+    (link,) = [p.proto for p in verl.get("page_link") if "group" in p.proto.label.lower()]
+    assert (link.label, link.page) == ("Its GRPO group", "groups")
+    assert link.query_string == (
+        f"run={served.verl}&question={group.key.question_id}&group={group.key.group_index}"
+    )
+    # A chat log's episode has no training step, and its question one sample: no group.
+    chat = open_page("replay/page.py", episode=str(served.chat_episode))
+    assert "training step" not in texts(chat)
+    assert not [p for p in chat.get("page_link") if "group" in p.proto.label.lower()]
+
+
 def test_replay_says_token_confidence_is_left_out(served: Imported) -> None:
     at = open_page("replay/page.py", episode=str(served.chat_episode))
     assert [c.value for c in at.caption].count(NO_TOKENS) == 1

@@ -7,9 +7,9 @@ from app.dashboard.replay.context import ABANDONED
 from rollout_core.records import IterationBatch
 from storage.read_models import EpisodeFilter
 from storage.store import Store
-from tests.app.dashboard.apptest import open_page
+from tests.app.dashboard.apptest import open_page, texts
 from tests.support.benchmark import QUESTIONS
-from tests.support.dashboard_stores import XSS_OUTPUT, FixtureStore
+from tests.support.dashboard_stores import XSS_OUTPUT, AnalysisStore, FixtureStore
 from tests.support.records import finish, spec, start, step
 
 
@@ -114,3 +114,14 @@ def test_replay_says_what_an_abandoned_episode_is(labelled: FixtureStore) -> Non
     assert at.subheader[0].value == "Step 1 of 1: DESCRIBE"
     at = open_page("replay/page.py", episode=str(labelled.query_episode))
     assert ABANDONED not in [c.value for c in at.caption]
+
+
+def test_an_episode_of_a_run_of_several_samples_links_its_questions_samples(
+    fx: AnalysisStore,
+) -> None:
+    # A batch run's GRPO group is its question's samples: the link opens them, by question.
+    at = open_page("replay/page.py", episode=str(fx.solved_episode))
+    (link,) = [p.proto for p in at.get("page_link") if "GRPO group" in p.proto.label]
+    assert (link.label, link.page) == ("Its GRPO group", "groups")
+    assert link.query_string == f"run={fx.runs['ckpt-100']}&question=q-count"
+    assert "training step" not in texts(at)
