@@ -93,6 +93,9 @@ class FileStart:
     earlier: bool
     """The run recorded this path before (this version read in part, or another version):
     it may hold rows of it."""
+    replaces: bool = False
+    """This version is new, and the run recorded another version of the path before (a file
+    rewritten, or grown)."""
 
 
 _PATHS_A_QUERY = 500
@@ -131,7 +134,7 @@ def begin_files(
             {"run_id": run_id, "path": clean_text(f.path), "sha256": f.sha256, "bytes": f.size,
              "rows": f.rows, "started_at": now},
         ).scalar_one()  # fmt: skip
-        starts.append(FileStart(file_id, False, earlier=bool(versions)))
+        starts.append(FileStart(file_id, False, earlier=bool(versions), replaces=bool(versions)))
         versions.append((file_id, f.sha256, False))
         planned += f.rows
     if planned:

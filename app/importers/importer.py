@@ -56,6 +56,8 @@ from storage.sink import StoreSink
 from storage.store import Store
 from storage.writes import collector_paused
 
+_REWRITE = "rewritten file"
+"""Marks the group key of a rollout read from a rewritten file."""
 BATCH_EPISODES = 2000
 """Episodes a write holds: a transaction per batch, a batch's records in memory at most."""
 NOTES_PER_FILE = 5
@@ -318,11 +320,17 @@ class Importer:
         # The file as its digest found it: what an appending writer adds meanwhile is the
         # next reading's.
         part, carried, after = Part(end=digest.size), 0, None
-        if last is not None and self._grown(taken.path, last, digest):
+        grown = last is not None and self._grown(taken.path, last, digest)
+        if grown:
+            assert last is not None
             # Only the new lines are read, and only rows a reading since may have written can
             # be held; the bad lines the last reading counted still count.
             part = Part(last.size, last.rows + 1, digest.size)
             carried, after = last.skipped, last.file_id
+        # A rewritten file (a trainer resumed from a checkpoint plays its step again): its new
+        # rollouts are another generation of the step, in groups of their own, not samples
+        # added to the groups the run holds.
+        rewritten = start.replaces and not grown
         held = self.store.imported_digests(self.run_id, rel, after) if start.earlier else Counter()
         fmt = self.fmt
         rows = fmt.rows(taken.path, part) if isinstance(fmt, JsonLines) else fmt.rows(taken.path)
@@ -347,7 +355,7 @@ class Importer:
                 self._bad(result, row.line, row.problem or "not a rollout")
                 continue
             for rollout in row.rollouts:
-                self._add(batch, rollout, row, start.file_id, result)
+                self._add(batch, rollout, row, start.file_id, result, rewritten)
             # After the row's last episode: a row's episodes are written together, or none.
             if len(batch.finished) >= BATCH_EPISODES:
                 batch.write()
@@ -358,7 +366,7 @@ class Importer:
             self.on_note(
                 f"{rel}: {counted(gone, 'row')} imported from it before "
                 f"{'is' if gone == 1 else 'are'} no longer in it (it was rewritten); "
-                "the run keeps them"
+                "the run keeps them, and the new rollouts make groups of their own"
             )
         return FileRead(start.file_id, rel, taken.rows, carried + result.skipped, start.earlier)
 
@@ -389,8 +397,16 @@ class Importer:
                 self.on_note(f"skipped {message}")
 
     def _add(
-        self, batch: _Batch, rollout: Rollout, row: Row, file_id: int, result: FileResult
+        self,
+        batch: _Batch,
+        rollout: Rollout,
+        row: Row,
+        file_id: int,
+        result: FileResult,
+        rewritten: bool = False,
     ) -> None:
+        """Add a rollout's records to the batch; `rewritten`: its file (the version `file_id`)
+        rewrote one the run read before, and its groups are its own."""
         own, numbering = self._own, self._numbering
         assert own is not None and numbering is not None
         actions = turn_actions(rollout.turns)
@@ -416,7 +432,11 @@ class Importer:
             rollout,
             qid,
             numbering.sample(qid),
-            numbering.group(rollout.train_step, qid, rollout.group),
+            numbering.group(
+                rollout.train_step,
+                qid,
+                (_REWRITE, file_id, rollout.group) if rewritten else rollout.group,
+            ),
             source=SourceRow(file_id, row.line, row.sha256, regraded, filled, rollout.agent),
             checked=checked,
             correct_at=self.options.correct_at,

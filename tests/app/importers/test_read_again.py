@@ -112,16 +112,20 @@ def test_a_rewritten_file_adds_its_new_rollouts_and_keeps_the_old(
     # A trainer resumed from a checkpoint plays a step again and writes its file anew.
     path = _write(tmp_path / "dump" / "2.jsonl", [_rollout("Question 0?", 0.0)] * 3)
     run_import(store, tmp_path / "dump")
-    _write(path, [_rollout("Question 0?", 1.0), _rollout("Question 0?", 0.0)])
+    _write(path, [_rollout("Question 0?", 1.0), _rollout("Question 0?", 0.0),
+                  _rollout("Question 0?", 0.5)])  # fmt: skip
     _, notes = notes_import(store, tmp_path / "dump", "imported")
     assert notes == [
         "2.jsonl: 2 rows imported from it before are no longer in it (it was rewritten); "
-        "the run keeps them"
+        "the run keeps them, and the new rollouts make groups of their own"
     ]
-    assert rows(store, "SELECT reward, count(*) FROM episodes GROUP BY reward") == [
-        (0.0, 3),
-        (1.0, 1),
-    ]
+    # The step's new samples are a group of their own: joined to the first reading's group,
+    # its mean and advantages would mix two generations the trainer never compared.
+    grouped = "SELECT group_index, group_concat(reward) FROM episodes GROUP BY 1 ORDER BY 1"
+    assert rows(store, grouped) == [(0, "0.0,0.0,0.0"), (1, "1.0,0.5")]
+    # Read again unchanged: nothing new, and nothing moves.
+    _, (result,) = run_import(store, tmp_path / "dump")
+    assert result.already and rows(store, grouped) == [(0, "0.0,0.0,0.0"), (1, "1.0,0.5")]
 
 
 def test_a_trl_file_held_by_an_earlier_digest_adds_only_its_new_rows(
