@@ -4,7 +4,7 @@ the run's sink, nothing twice and nothing half.
 - Each file is recorded with its path and SHA-256 before its rows are read; a file the run read
   whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
   appending writer) that the run holds already, by digest, are passed over; a file rewritten
-  since keeps in the run what it gave before.
+  since keeps in the run what it gave before, and its new rows make GRPO groups of their own.
 - A JSONL file grown by appending (its first bytes are those the last whole reading found, up
   to a newline) is read on from there: a file followed while it grows for hours costs its new
   lines, not all of it again.
@@ -320,9 +320,9 @@ class Importer:
         # The file as its digest found it: what an appending writer adds meanwhile is the
         # next reading's.
         part, carried, after = Part(end=digest.size), 0, None
-        grown = last is not None and self._grown(taken.path, last, digest)
-        if grown:
-            assert last is not None
+        grown = False
+        if last is not None and self._grown(taken.path, last, digest):
+            grown = True
             # Only the new lines are read, and only rows a reading since may have written can
             # be held; the bad lines the last reading counted still count.
             part = Part(last.size, last.rows + 1, digest.size)
