@@ -214,6 +214,11 @@ class Importer:
         questions, db_dir = spec.get("questions_path") or "", spec.get("db_dir") or ""
         if self._checker is None:
             if questions:
+                if not Path(questions).is_file():
+                    raise ImportFailure(
+                        f"run {name!r} is re-graded against {questions}, which is gone; put it "
+                        "back, or import all the files under another --name"
+                    )
                 self._checker = Checker(questions, db_dir)
                 self.on_note(f"re-grading against {questions}, as the run's first import did")
             return

@@ -281,6 +281,12 @@ def test_a_run_read_on_is_re_graded_against_its_own_questions_or_not_at_all(
     with pytest.raises(ImportFailure, match="run 'plain' was imported without --questions"):
         run_import(store, dump, "plain", questions="demo")
     assert rows(store, "SELECT count(*) FROM episodes") == [(4,)]
+    # The run's questions file gone since: said, not "pass 'demo' or a questions file",
+    # which would then be refused as other questions.
+    run_import(store, dump, "moved", questions=str(questions), db_dir=str(db_dir))
+    questions.unlink()
+    with pytest.raises(ImportFailure, match=r"run 'moved' is re-graded against .*, which is gone"):
+        run_import(store, dump, "moved")
 
 
 def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path) -> None:
