@@ -410,8 +410,8 @@ class Importer:
         result: FileResult,
         rewritten: bool = False,
     ) -> None:
-        """Add a rollout's records to the batch; `rewritten`: its file (the version `file_id`)
-        rewrote one the run read before, and its groups are its own."""
+        """Add a rollout's records to the batch; `rewritten`: its file rewrote one the run read
+        before, and the rollouts such files give make groups of their own."""
         own, numbering = self._own, self._numbering
         assert own is not None and numbering is not None
         actions = turn_actions(rollout.turns)
@@ -440,7 +440,8 @@ class Importer:
             numbering.group(
                 rollout.train_step,
                 qid,
-                (_REWRITE, file_id, rollout.group) if rewritten else rollout.group,
+                # Not by file: rLLM rewrites a file an episode, and a group spans many.
+                (_REWRITE, rollout.group) if rewritten else rollout.group,
             ),
             source=SourceRow(file_id, row.line, row.sha256, regraded, filled, rollout.agent),
             checked=checked,

@@ -128,6 +128,28 @@ def test_a_rewritten_file_adds_its_new_rollouts_and_keeps_the_old(
     assert result.already and rows(store, grouped) == [(0, "0.0,0.0,0.0"), (1, "1.0,0.5")]
 
 
+def test_rewritten_files_of_an_episode_each_make_one_new_group(
+    store: Store, tmp_path: Path
+) -> None:
+    # rLLM logs a file an episode: a step played again rewrites each of its files, and the
+    # new episodes of a task are one group, as the first ones were.
+    from tests.app.importers.test_other_formats import _rllm_episode
+    from tests.app.importers.writers import rllm_log_episode
+
+    def play(correct: int) -> None:
+        for sample in range(3):
+            episode = _rllm_episode("task-a", sample, sample < correct)
+            episode["metadata"] = {"attempt": correct}  # sampled again: no file is the same
+            rllm_log_episode(tmp_path / "logs", episode, step=1)
+
+    play(correct=1)
+    run_import(store, tmp_path / "logs")
+    play(correct=2)
+    run_import(store, tmp_path / "logs")
+    grouped = "SELECT group_index, group_concat(reward) FROM episodes GROUP BY 1 ORDER BY 1"
+    assert rows(store, grouped) == [(0, "1.0,0.0,0.0"), (1, "1.0,1.0,0.0")]
+
+
 def test_a_trl_file_held_by_an_earlier_digest_adds_only_its_new_rows(
     store: Store, tmp_path: Path
 ) -> None:
