@@ -177,6 +177,14 @@ def members(
     return key, [(int(i), float(r or 0.0), o == "correct") for i, r, o, _ in rows]
 
 
+def size(session: Session, run_id: int, key: GroupKey) -> int:
+    """How many finished episodes the group has (`members` without reading them)."""
+    counted = select(func.count()).where(
+        Episode.run_id == run_id, Episode.outcome.is_not(None), *key_conditions(key)
+    )
+    return int(session.scalar(counted) or 0)
+
+
 def question_texts(session: Session, run_id: int, question_ids: Sequence[str]) -> dict[str, str]:
     """Question id -> text, for some questions of a run: the text of each question's first
     episode (every episode of a question has its text). Its id comes from the run's index of

@@ -668,6 +668,11 @@ class Store:
             texts = groups.question_texts(session, run_id, wanted) if wanted else {}
         return dataclasses.replace(found, questions=texts)
 
+    def group_size(self, run_id: int, key: GroupKey) -> int:
+        """How many finished episodes a GRPO group has (`groups.size`)."""
+        with Session(self._engine) as session:
+            return groups.size(session, run_id, key)
+
     def get_group(self, run_id: int, key: GroupKey) -> GroupDetail | None:
         """One GRPO group: its statistics and its finished episodes (with steps and their GRPO
         advantages), by sample index; None when the run has no finished episode of it."""

@@ -12,7 +12,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 import streamlit as st
 
 from app.dashboard.settings import Settings, load_settings
-from storage.read_models import EpisodeDetail, RunSummary
+from storage.read_models import EpisodeDetail, GroupKey, RunSummary
 from storage.store import Store
 
 P = ParamSpec("P")
@@ -120,6 +120,12 @@ def get_run(store: Store, run_id: int) -> RunSummary | None:
 def get_run_uncached(run_id: int) -> RunSummary | None:
     """One run read now, for a live progress view (the Training page follows a running run)."""
     return store().get_run(run_id)
+
+
+@cached_read(LIVE_TTL)
+def group_size(store: Store, run_id: int, key: GroupKey) -> int:
+    """How many finished episodes a GRPO group has."""
+    return store.group_size(run_id, key)
 
 
 @cached_read(LIVE_TTL)

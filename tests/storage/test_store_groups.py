@@ -144,6 +144,9 @@ def test_a_group_has_its_members_by_sample_with_advantages_and_steps(store: Stor
 
     one = store.get_group(run_id, GroupKey("q-one"))
     assert one is not None and [m.detail.summary.sample_index for m in one.members] == [0]
+    # Its size alone, as Replay asks before linking an episode's group.
+    sizes = [store.group_size(run_id, GroupKey(q)) for q in ("q-mixed", "q-one", "q-nope")]
+    assert sizes == [4, 1, 0]
 
 
 def test_an_unknown_group_or_run_has_none(store: Store) -> None:

@@ -18,7 +18,7 @@ from app.dashboard.episodes import reads as list_reads
 from app.dashboard.episodes.query import ListQuery, Neighbour
 from app.dashboard.replay import origin
 from app.plural import counted
-from storage.read_models import EpisodeDetail
+from storage.read_models import EpisodeDetail, GroupKey
 
 ABANDONED = (
     ":material/logout: Abandoned: its player stopped before the episode ended (a client that "
@@ -110,14 +110,15 @@ def show(detail: EpisodeDetail) -> None:
 
 
 def _group_link(detail: EpisodeDetail) -> None:
-    """A link to the episode's GRPO group: a trainer's group, or its question's samples in a
-    run of several a question."""
+    """A link to the episode's GRPO group (a trainer's group, else its question's samples in
+    the run), when it has other members."""
     ep, run = detail.summary, detail.run
+    key = GroupKey(ep.question_id, detail.group_index)
+    if data.group_size(run.id, key) < 2:
+        return
     query = [(nav.P_RUN, str(run.id)), (nav.P_QUESTION, ep.question_id)]
     if detail.group_index is not None:
         query.append((nav.P_GROUP, str(detail.group_index)))
-    elif int(run.spec.get("samples") or 1) == 1:
-        return
     st.page_link(
         nav.GROUPS, label="Its GRPO group", icon=":material/workspaces:", query_params=query
     )

@@ -235,6 +235,10 @@ def test_groups_of_an_import_without_training_steps_are_questions(
     training = open_page("training/page.py", run=str(run))
     assert any("carry no training step" in i.value for i in training.info)
     assert [h.value for h in training.subheader] == []
+    # Replay of one of them links its group: the question's samples.
+    replay = open_page("replay/page.py", episode=str(_episode(str(tmp_path / "store.db"), run)))
+    (link,) = [p.proto for p in replay.get("page_link") if p.proto.label == "Its GRPO group"]
+    assert link.query_string == f"run={run}&question={question_id}"
 
 
 def test_replay_names_the_agent_of_a_line_of_several(
