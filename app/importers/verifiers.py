@@ -3,9 +3,10 @@
 Written by `save_outputs` (verifiers/utils/save_utils.py; appending as rollouts finish):
 `outputs/evals/{env}--{model}/{run_id}/results.jsonl`, one rollout a line as `state_to_output`
 makes it: `example_id`, `prompt` and `completion` (chat messages, or text), `answer`, `reward`,
-`metrics` (each reward function's value, also flattened to top-level keys), `info`,
-`is_truncated`, `stop_condition`, `error`, `timing`, `token_usage`; beside it `metadata.json`
-(`env_id`, `model`, ...). Evaluations have no training step: a group is one example's rollouts.
+`metrics` (each reward function's value, also flattened to top-level keys), `info` (a
+text-to-SQL environment's `db_id` in it), `is_truncated`, `stop_condition`, `error`, `timing`,
+`token_usage`; beside it `metadata.json` (`env_id`, `model`, ...). Evaluations have no training
+step: a group is one example's rollouts.
 verifiers 0.4 (its v1 API) writes `traces.jsonl` instead, a line an episode of traces, which
 `app.importers.verifiers_traces` reads; so does prime-rl, training on verifiers environments,
 a file per training step.
@@ -113,6 +114,9 @@ def _result_rollout(data: dict[str, Any]) -> Rollout:
     seconds, turn_seconds = _timing(data.get("timing"), len(turns))
     usage = data.get("token_usage")
     tokens = measured(usage.get("output_tokens")) if isinstance(usage, Mapping) else None
+    # A text-to-SQL environment's dataset row keeps its database in `info` (Spider's, BIRD's).
+    info = data.get("info")
+    db_id = info.get("db_id") if isinstance(info, Mapping) else None
     return Rollout(
         prompt=prompt,
         turns=turns,
@@ -121,6 +125,7 @@ def _result_rollout(data: dict[str, Any]) -> Rollout:
         reward=reward,
         rewards=rewards,
         gold_sql=answer if isinstance(answer, str) and is_sql(answer) else "",
+        db_id=db_id if isinstance(db_id, str) else "",
         truncated=data.get("is_truncated") is True,
         error=error_text(data.get("error")),
         seconds=seconds,

@@ -158,6 +158,7 @@ def test_verifiers_results_take_the_model_from_metadata_and_group_by_example(
                         {"role": "assistant", "content": f"ANSWER {sample}"},
                     ],
                     "answer": gold,
+                    "info": {"db_id": "concerts"},  # the dataset row's, as SQL environments keep it
                     "reward": float(sample == 0),
                     "metrics": {"exact": float(sample == 0), "format": 1.0},
                     "is_truncated": False,
@@ -174,6 +175,7 @@ def test_verifiers_results_take_the_model_from_metadata_and_group_by_example(
         "FROM episodes WHERE run_id = ? GROUP BY question_id ORDER BY 1",
         run_id,
     ) == [("0", 3, 1.0, None, None), ("1", 3, 1.0, None, None)]
+    assert rows(store, "SELECT DISTINCT db_id FROM episodes") == [("concerts",)]
     steps = rows(
         store, "SELECT step_no, action, argument, observation FROM steps WHERE episode_id = 1"
     )
