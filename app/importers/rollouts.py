@@ -326,7 +326,19 @@ def episode_records(
 def turn_actions(turns: Sequence[Turn]) -> list[SQLAction]:
     """The action each turn took (the last one ends the rollout)."""
     last = len(turns) - 1
-    return [turn_action(t, final=i == last) for i, t in enumerate(turns)]
+    actions = [turn_action(t, final=i == last) for i, t in enumerate(turns)]
+    final = turns[-1] if turns else None
+    if (
+        final is not None
+        and not actions[-1].parsed
+        and final.reply is None
+        and any(t.tool_calls for t in turns)
+        and final.output.strip()
+    ):
+        # In a tool-calling conversation the model's last message without a call is its
+        # answer, whatever it says: the protocol's end of the model's turn, not a turn limit.
+        actions[-1] = SQLAction("ANSWER", final.output.strip())
+    return actions
 
 
 def _outcome(rollout: Rollout, answered: bool, correct_at: float) -> Outcome:

@@ -249,6 +249,38 @@ def test_chat_logs_with_steps_groups_models_and_named_rewards(store: Store, tmp_
     ]
 
 
+def test_a_tool_calling_chats_last_message_is_its_answer(store: Store, tmp_path: Path) -> None:
+    # OpenAI's tool protocol: the model calls tools, then replies without a call, and that
+    # reply ends its turn. A tagged rollout ending on a turn with no reply ran out of turns.
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "run_sql", "arguments": json.dumps({"sql": COUNT_SQL})},
+    }
+    chat = [
+        {"role": "user", "content": COUNT_Q},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "| 5 |"},
+        {"role": "assistant", "content": "There are 5 singers."},
+    ]
+    tagged = [{"role": "user", "content": COUNT_Q},
+              {"role": "assistant", "content": f"<sql>{COUNT_SQL}</sql>"},
+              {"role": "user", "content": "<observation>| 5 |</observation>"},
+              {"role": "assistant", "content": "Let me think about it more."}]  # fmt: skip
+    log = tmp_path / "chat.jsonl"
+    log.write_text("".join(json.dumps({"messages": m, "reward": 0.0}) + "\n"
+                           for m in (chat, tagged)))  # fmt: skip
+    run_import(store, log, "chat")
+    assert rows(store, "SELECT outcome, answer FROM episodes ORDER BY id") == [
+        ("wrong", "There are 5 singers."),
+        ("budget_exhausted", None),
+    ]
+    assert rows(store, "SELECT action, argument, parsed FROM steps WHERE episode_id = 1") == [
+        ("QUERY", COUNT_SQL, 1),
+        ("ANSWER", "There are 5 singers.", 1),
+    ]
+
+
 def test_truncations_and_errors_the_files_report_are_kept(store: Store, tmp_path: Path) -> None:
     response = sql_response([(f"<sql>{COUNT_SQL}</sql>", "| 5 |"), ("<solution>SELECT", None)])
     skyrl_dump(
