@@ -96,8 +96,14 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
         else:
             flag = "  (recorded unparsed)"
         action = action_label(step, played_here=detail.run.played_here)
-        body.append(f"action: {action}{flag}\n", style="bold yellow" if flag else "bold")
-        body.append(step.observation, style="red" if step.error else "")
+        body.append(f"action: {action}{flag}", style="bold yellow" if flag else "bold")
+        if step.parsed and step.argument:
+            # What the action ran or answered: inside a tag, a tool call or a fence of the
+            # output, not always where a reader finds it.
+            body.append(" " + step.argument, style="cyan")
+        if step.observation:
+            body.append("\nobservation: ", style="bold")
+            body.append(step.observation, style="red" if step.error else "")
         title = f"step {step.step_no}  reward {step.reward:+.3f}"
         if step.truncated:
             title += "  output cut"

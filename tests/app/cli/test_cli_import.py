@@ -49,6 +49,12 @@ def test_import_then_runs_shows_the_run_and_its_source(tmp_path: Path) -> None:
     head, question, label, gold = shown.stdout.splitlines()[:4]
     assert head.startswith("episode 1  run v  question q-") and head.endswith("#0")
     assert (question, label, gold.strip()) == ("Database: concerts. Q?", "gold SQL:", "SELECT 1")
+    # Each step's action with what it ran, which sits inside the output's tags, and what came
+    # back, labelled.
+    shown_lines = [line.strip("│ ") for line in shown.stdout.splitlines()]
+    assert shown_lines.count("action: QUERY SELECT 1") == 1
+    assert shown_lines.count("observation: 1") == 1
+    assert shown_lines.count("action: ANSWER SELECT 1") == 1
     # A chat log holds no gold SQL: no label over an empty block.
     log = tmp_path / "chat.jsonl"
     line = {"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "4"}],
