@@ -137,6 +137,9 @@ class Importer:
         )
         self._own: OwnQuestions | None = None
         """The ids rollscope's own runs know questions by (read at `open`)."""
+        self._model: str | None = None
+        """The model the run records (its first rollout's, where the files name one)."""
+        self._other_model_told = False
 
     # -- the run ------------------------------------------------------------------------------
 
@@ -163,7 +166,9 @@ class Importer:
                 source_path=str(self.root),
             )
             self.created = True
+            self._model = spec.checkpoint
         else:
+            self._model = found.checkpoint
             self._check_same_source(found.kind, found.source_format, found.source_path)
             self._check_same_questions(found.spec)
             self.run_id = found.id
@@ -414,6 +419,14 @@ class Importer:
         before, and the rollouts such files give make groups of their own."""
         own, numbering = self._own, self._numbering
         assert own is not None and numbering is not None
+        if self._model and rollout.model not in (None, self._model) and not self._other_model_told:
+            # A run records one model: another's rollouts would pass for its own in Compare.
+            self._other_model_told = True
+            self.on_note(
+                f"{result.path}:{row.line}: a rollout of model {rollout.model!r}, in a run of "
+                f"{self._model!r}; a run is one model's: to compare them, import each model's "
+                "rollouts under its own --name"
+            )
         actions = turn_actions(rollout.turns)
         checked = regraded = None
         filled: tuple[int, ...] = ()

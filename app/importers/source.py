@@ -9,6 +9,7 @@ importer decides what to do with a bad row (count it, or stop with `--strict`).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import math
 import re
@@ -22,6 +23,9 @@ import orjson
 from app.importers.rollouts import Rollout
 
 _CHUNK = 1 << 20
+_ROWS_NAMING_A_MODEL = 100
+"""Rows of the first file looked at for the run's model: a log whose first lines name none
+(a system check, a warm-up) names it soon after, and a file of none is not read whole."""
 
 
 class BadRow(ValueError):
@@ -104,10 +108,12 @@ class Format:
         return None
 
     def first_model(self, root: Path) -> str | None:
-        """The model the first row of the first file names, if it names one (a run records
-        one model)."""
-        for row in (r for f in self.files(root)[:1] for r in self.rows(f)):
-            return (row.rollout.model or None) if row.rollout is not None else None
+        """The model the first file's first rows name, if one does (a run records one
+        model)."""
+        rows = (r for f in self.files(root)[:1] for r in self.rows(f))
+        for row in itertools.islice(rows, _ROWS_NAMING_A_MODEL):
+            if row.rollout is not None and row.rollout.model:
+                return row.rollout.model
         return None
 
 

@@ -249,6 +249,27 @@ def test_chat_logs_with_steps_groups_models_and_named_rewards(store: Store, tmp_
     ]
 
 
+def test_a_chat_log_of_two_models_says_a_run_is_one_models(store: Store, tmp_path: Path) -> None:
+    # The run records one model: the second model's rollouts would pass for the first's in
+    # Compare, so the import says where they begin. Its first lines may name none.
+    log = tmp_path / "evals.jsonl"
+    lines = [
+        {"messages": [{"role": "user", "content": COUNT_Q},
+                      {"role": "assistant", "content": f"ANSWER {n}"}],
+         "reward": 1.0, **({"model": model} if model else {})}
+        for n, model in enumerate((None, "ckpt-1000", "ckpt-2000", "ckpt-2000"))
+    ]  # fmt: skip
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    notes: list[str] = []
+    run_id, _ = run_import(store, log, "evals", on_note=notes.append)
+    run = store.get_run(run_id)
+    assert run is not None and run.checkpoint == "ckpt-1000"
+    assert notes == [
+        "evals.jsonl:3: a rollout of model 'ckpt-2000', in a run of 'ckpt-1000'; a run is one "
+        "model's: to compare them, import each model's rollouts under its own --name"
+    ]
+
+
 def test_a_tool_calling_chats_last_message_is_its_answer(store: Store, tmp_path: Path) -> None:
     # OpenAI's tool protocol: the model calls tools, then replies without a call, and that
     # reply ends its turn. A tagged rollout ending on a turn with no reply ran out of turns.
