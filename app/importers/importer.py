@@ -4,7 +4,8 @@ the run's sink, nothing twice and nothing half.
 - Each file is recorded with its path and SHA-256 before its rows are read; a file the run read
   whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
   appending writer) that the run holds already, by digest, are passed over; a file rewritten
-  since keeps in the run what it gave before, and its new rows make GRPO groups of their own.
+  since keeps in the run what it gave before; its new rows make GRPO groups of their own when
+  rows it gave are gone from it (a step played again), else they join the step's groups.
 - A JSONL file grown by appending (its first bytes are those the last whole reading found, up
   to a newline) is read on from there: a file followed while it grows for hours costs its new
   lines, not all of it again.
@@ -337,14 +338,15 @@ class Importer:
             # be held; the bad lines the last reading counted still count.
             part = Part(last.size, last.rows + 1, digest.size)
             carried, after = last.skipped, last.file_id
-        # A rewritten file (a trainer resumed from a checkpoint plays its step again): its new
-        # rollouts are another generation of the step, in groups of their own, not samples
-        # added to the groups the run holds.
-        rewritten = start.replaces and not grown
         held = self.store.imported_digests(self.run_id, rel, after) if start.earlier else Counter()
-        fmt = self.fmt
-        rows = fmt.rows(taken.path, part) if isinstance(fmt, JsonLines) else fmt.rows(taken.path)
-        for row in rows:
+        # A file rewritten without rows the run read from it (a trainer resumed from a
+        # checkpoint plays its step again): its new rollouts are another generation of the
+        # step, in groups of their own. One that still holds them all (a writer that rewrites
+        # its log whole, a line repaired) only adds rows, to the groups the run holds.
+        rewritten = (
+            start.replaces and not grown and bool(held) and _lost(self._rows(taken, part), held)
+        )
+        for row in self._rows(taken, part):
             # A row is held when the run holds a row of this file with its bytes, wherever it
             # stands now (lines move when a bad line is deleted); each held row once, with the
             # episodes it gave (a v1 line gives one a trained agent).
@@ -379,6 +381,12 @@ class Importer:
                 "the run keeps them, and the new rollouts make groups of their own"
             )
         return FileRead(start.file_id, rel, taken.rows, carried + result.skipped, start.earlier)
+
+    def _rows(self, taken: _Taken, part: Part) -> Iterator[Row]:
+        """The file's rows as its digest found them (a JSONL file's `part`)."""
+        if isinstance(self.fmt, JsonLines):
+            return self.fmt.rows(taken.path, part)
+        return self.fmt.rows(taken.path)
 
     def _grown(self, path: Path, last: LastReading, digest: FileDigest) -> bool:
         """Whether the file is the one its last whole reading found, with lines appended: it
@@ -462,6 +470,15 @@ class Importer:
             actions=actions,
         )
         batch.add(start, steps, finish, result)
+
+
+def _lost(rows: Iterable[Row], held: Counter[bytes]) -> bool:
+    """Whether these rows no longer hold some of the rows the run read from their file."""
+    left = held.copy()
+    for row in rows:
+        if (key := _held_key(row, left)) is not None:
+            left[key] = max(0, left[key] - max(1, len(row.rollouts)))
+    return any(left.values())
 
 
 def _held_key(row: Row, held: Counter[bytes]) -> bytes | None:

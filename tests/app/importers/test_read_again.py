@@ -128,6 +128,21 @@ def test_a_rewritten_file_adds_its_new_rollouts_and_keeps_the_old(
     assert result.already and rows(store, grouped) == [(0, "0.0,0.0,0.0"), (1, "1.0,0.5")]
 
 
+def test_a_file_rewritten_whole_with_more_rows_adds_them_to_their_groups(
+    store: Store, tmp_path: Path
+) -> None:
+    # A loop that writes its log anew each time (or a line repaired by hand): the rows the
+    # run read are all still there, and the new ones are more samples of the same groups.
+    first = [_rollout("Question 0?", 0.0), _rollout("Question 0?", 1.0)]
+    path = _write(tmp_path / "dump" / "1.jsonl", ["not json", *first])
+    run_import(store, tmp_path / "dump")
+    _write(path, [_rollout("Question 0?", 0.5), *first])  # the bad line replaced
+    _, notes = notes_import(store, tmp_path / "dump", "imported")
+    assert notes == []
+    grouped = "SELECT group_index, count(*), sum(reward) FROM episodes GROUP BY 1 ORDER BY 1"
+    assert rows(store, grouped) == [(0, 3, 1.5)]
+
+
 def test_rewritten_files_of_an_episode_each_make_one_new_group(
     store: Store, tmp_path: Path
 ) -> None:
