@@ -350,8 +350,7 @@ class Importer:
             # A row is held when the run holds a row of this file with its bytes, wherever it
             # stands now (lines move when a bad line is deleted); each held row once, with the
             # episodes it gave (a v1 line gives one a trained agent).
-            if held and (key := _held_key(row, held)) is not None:
-                held[key] = max(0, held[key] - max(1, len(row.rollouts)))
+            if held and _take_held(row, held):
                 result.known += 1
                 continue
             if row.incomplete:
@@ -476,9 +475,18 @@ def _lost(rows: Iterable[Row], held: Counter[bytes]) -> bool:
     """Whether these rows no longer hold some of the rows the run read from their file."""
     left = held.copy()
     for row in rows:
-        if (key := _held_key(row, left)) is not None:
-            left[key] = max(0, left[key] - max(1, len(row.rollouts)))
+        _take_held(row, left)
     return any(left.values())
+
+
+def _take_held(row: Row, held: Counter[bytes]) -> bool:
+    """Whether the run holds this row already; if so, it is counted off `held` (with the
+    episodes it gave: a v1 line gives one a trained agent)."""
+    key = _held_key(row, held)
+    if key is None:
+        return False
+    held[key] = max(0, held[key] - max(1, len(row.rollouts)))
+    return True
 
 
 def _held_key(row: Row, held: Counter[bytes]) -> bytes | None:

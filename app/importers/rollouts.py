@@ -327,17 +327,13 @@ def turn_actions(turns: Sequence[Turn]) -> list[SQLAction]:
     """The action each turn took (the last one ends the rollout)."""
     last = len(turns) - 1
     actions = [turn_action(t, final=i == last) for i, t in enumerate(turns)]
-    final = turns[-1] if turns else None
-    if (
-        final is not None
-        and not actions[-1].parsed
-        and final.reply is None
-        and any(t.tool_calls for t in turns)
-        and final.output.strip()
-    ):
+    if not turns or actions[-1].parsed or turns[-1].reply is not None:
+        return actions
+    answer = turns[-1].output.strip()
+    if answer and any(t.tool_calls for t in turns):
         # In a tool-calling conversation the model's last message without a call is its
         # answer, whatever it says: the protocol's end of the model's turn, not a turn limit.
-        actions[-1] = SQLAction("ANSWER", final.output.strip())
+        actions[-1] = SQLAction("ANSWER", answer)
     return actions
 
 
