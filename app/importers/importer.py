@@ -175,6 +175,9 @@ class Importer:
             self.run_id = found.id
             self.store.set_run_status(self.run_id, "running")
         self._sink = self.store.sink(self.run_id)
+        left_out = self.fmt.left_out(self.root) if self.root.is_dir() else None
+        if left_out:
+            self.on_note(left_out)
         self._own = OwnQuestions(self.store)
         if not self.created:
             self._match_earlier_questions()

@@ -33,6 +33,7 @@ from app.importers.source import (
     problem_text,
 )
 from app.importers.turns import Turn, content_text, last_user_text, message_turns
+from app.plural import counted
 
 _STEP_DIR = re.compile(r"(\w+?)_step_(\d+)_epoch_(\d+)\Z")
 _QUESTION_KEYS = ("question", "problem", "instruction", "prompt", "query_text")
@@ -51,12 +52,23 @@ class RLLM(Format):
         if _STEP_DIR.match(root.name):
             dirs = [root]
         else:
-            base = root / "episodes" if (root / "episodes").is_dir() else root
-            dirs = [d for d in base.iterdir() if d.is_dir() and _STEP_DIR.match(d.name)]
-            train = [d for d in dirs if d.name.startswith("train_")]
-            dirs = train or dirs
+            train, others = _step_dirs(root)
+            dirs = train or others
         dirs.sort(key=_dir_order)
         return [f for d in dirs for f in sorted(d.glob("episode_*.json"))]
+
+    def left_out(self, root: Path) -> str | None:
+        if root.is_file() or _STEP_DIR.match(root.name):
+            return None
+        train, others = _step_dirs(root)
+        if not train or not others:
+            return None
+        modes = sorted({d.name.split("_step_", 1)[0] for d in others})
+        return (
+            f"read the train_step_* folders only, not {counted(len(others), 'folder')} of "
+            f"{' and '.join(modes)} episodes; import one by its path, under another --name, to "
+            "read it"
+        )
 
     def row_count(self, path: Path, digest: FileDigest) -> int:
         return 1
@@ -75,6 +87,15 @@ class RLLM(Format):
             yield Row(1, digest, rollout(json_object(raw)))
         except (BadRow, KeyError, TypeError, ValueError) as exc:
             yield Row(1, digest, None, problem_text(exc))
+
+
+def _step_dirs(root: Path) -> tuple[list[Path], list[Path]]:
+    """The `<mode>_step_<N>_epoch_<E>` folders under the root (or its `episodes/`): the
+    training ones, and the others (validation)."""
+    base = root / "episodes" if (root / "episodes").is_dir() else root
+    dirs = [d for d in base.iterdir() if d.is_dir() and _STEP_DIR.match(d.name)]
+    train = [d for d in dirs if d.name.startswith("train_")]
+    return train, [d for d in dirs if not d.name.startswith("train_")]
 
 
 def _dir_order(d: Path) -> tuple[int, int, str]:

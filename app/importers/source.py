@@ -95,6 +95,11 @@ class Format:
         """The file's rows, one at a time."""
         raise NotImplementedError
 
+    def left_out(self, root: Path) -> str | None:
+        """What of the folder looks like rollouts but `files` does not read, in words, so that
+        an import does not pass it over silently (None: nothing)."""
+        return None
+
     def row_count(self, path: Path, digest: FileDigest) -> int:
         """How many rows the file holds (an estimate for line-based files: blank lines count)."""
         return digest.lines

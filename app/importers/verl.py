@@ -24,6 +24,7 @@ from app.importers.source import (
     text_field,
 )
 from app.importers.turns import last_user_text, prompt_messages, split_turns
+from app.plural import counted
 from rollout_core.records import ChatMessage
 
 _NOT_REWARDS = frozenset({"step"})
@@ -38,12 +39,24 @@ class Verl(JsonLines):
     def files(self, root: Path) -> list[Path]:
         if root.is_file():
             return [root]
-        every = list(root.glob("*.jsonl"))
-        numbered = [p for p in every if p.stem.isdigit()]
+        numbered, others = _step_files(root)
         if numbered:
             return sorted(numbered, key=lambda p: int(p.stem))
         # Renamed or copied dumps: each line names its step.
-        return sorted(every, key=lambda p: (step_of(p.stem), p.name))
+        return sorted(others, key=lambda p: (step_of(p.stem), p.name))
+
+    def left_out(self, root: Path) -> str | None:
+        if root.is_file():
+            return None
+        numbered, others = _step_files(root)
+        if not numbered or not others:
+            return None
+        names = sorted(p.name for p in others)
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        return (
+            f"read the <step>.jsonl files only, not {counted(len(names), 'other .jsonl file')} "
+            f"({shown}); import one by its path, under another --name, to read it"
+        )
 
     def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollout]:
         prompts: dict[str, tuple[list[ChatMessage], str, str]] = {}
@@ -77,3 +90,9 @@ class Verl(JsonLines):
             )
 
         return rollout
+
+
+def _step_files(root: Path) -> tuple[list[Path], list[Path]]:
+    """The folder's `.jsonl` files named by a step number, and the others."""
+    every = list(root.glob("*.jsonl"))
+    return [p for p in every if p.stem.isdigit()], [p for p in every if not p.stem.isdigit()]

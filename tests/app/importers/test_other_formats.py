@@ -115,8 +115,13 @@ def test_rllm_episode_logs_use_the_files_verdict_and_task_groups(
         for sample in range(3):
             rllm_log_episode(base, _rllm_episode("task-a", sample, sample == 0), step)
         rllm_log_episode(base, _rllm_episode("task-a", 9, False), step, mode="val")
-    run_id, results = run_import(store, base, "rllm")
+    notes: list[str] = []
+    run_id, results = run_import(store, base, "rllm", on_note=notes.append)
     assert len(results) == 6  # the training episodes; val_step_* folders are a run of their own
+    assert notes == [
+        "read the train_step_* folders only, not 2 folders of val episodes; import one by its "
+        "path, under another --name, to read it"
+    ]
     assert rows(
         store,
         "SELECT train_step, count(*), sum(outcome = 'correct'), count(DISTINCT group_index) "

@@ -319,3 +319,20 @@ def test_a_token_level_score_is_summed_and_kept_by_its_name(store: Store, tmp_pa
         "JOIN episode_rewards r ON r.episode_id = e.id ORDER BY e.id"
     )
     assert rows(store, named) == [(1.0, "score", 1.0), (0.5, "score", 0.5)]
+
+
+def test_other_jsonl_files_beside_the_step_files_are_named_not_passed_over(
+    store: Store, tmp_path: Path
+) -> None:
+    dump = write_run(tmp_path)
+    notes: list[str] = []
+    run_import(store, dump, "alone", on_note=notes.append)
+    assert notes == []
+    for name in ("val_3.jsonl", "notes.jsonl"):
+        (dump / name).write_text((dump / "1.jsonl").read_text())
+    _, results = run_import(store, dump, "beside", on_note=notes.append)
+    assert [r.path for r in results] == ["1.jsonl", "2.jsonl"]
+    assert notes == [
+        "read the <step>.jsonl files only, not 2 other .jsonl files (notes.jsonl, "
+        "val_3.jsonl); import one by its path, under another --name, to read it"
+    ]
