@@ -5,6 +5,7 @@ Pages come from the route table in `components/nav.py`; add a page there.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from urllib.parse import urlparse
 
 import streamlit as st
@@ -20,25 +21,36 @@ st.set_page_config(page_title="rollscope", page_icon=PAGE_ICON, layout="wide")
 
 
 def pages(settings: Settings) -> list[st.Page]:
-    """The pages this dashboard serves, first the default; aliases are hidden pages."""
+    """The pages this dashboard serves, first the default; aliases are hidden pages that
+    forward to their page."""
     out: list[st.Page] = []
     for i, route in enumerate(nav.ROUTES):
         if route.writes and settings.read_only:
             continue
-        out.append(
-            st.Page(
-                route.path,
-                title=route.title,
-                icon=route.icon,
-                url_path=route.url_path,
-                default=i == 0,
-            )
+        target = st.Page(
+            route.path,
+            title=route.title,
+            icon=route.icon,
+            url_path=route.url_path,
+            default=i == 0,
         )
+        out.append(target)
         out.extend(
-            st.Page(route.path, title=route.title, url_path=alias, visibility="hidden")
+            st.Page(_forward(target), title=route.title, url_path=alias, visibility="hidden")
             for alias in route.aliases
         )
     return out
+
+
+def _forward(target: st.Page) -> Callable[[], None]:
+    """An alias's page: opens its page with the link's parameters, so that the menu lights
+    the page's entry (a hidden page of its own lit none)."""
+
+    def forward() -> None:
+        query = st.query_params
+        st.switch_page(target, query_params={key: query.get_all(key) for key in query})
+
+    return forward
 
 
 def missing_page(url: str | None, known: set[str]) -> str | None:
@@ -60,6 +72,8 @@ _pages = pages(_settings)
 page = st.navigation(_pages, position="top")
 params.clear_notices()
 _known = {p.url_path for p in _pages} | {nav.ROUTES[0].url_path}  # the default's own path
-if (missing := missing_page(st.context.url, _known)) is not None:
-    params.notice(f"There is no page /{missing} in this dashboard; this is {page.title}.")
+if missing_page(st.context.url, _known) is not None:
+    # Not named: Streamlit reads "/xreplay" as page "replay" under a base path "/x", and
+    # reports only "/x".
+    params.notice(f"This dashboard has no page at that address; this is {page.title}.")
 page.run()

@@ -50,17 +50,22 @@ def test_episodes_sort_keeps_two_consecutive_picks(dashboard: Dashboard, page: A
 def test_runs_alias_and_bad_links_give_notices_not_tracebacks(
     dashboard: Dashboard, page: Any
 ) -> None:
-    # Issue 12, bug 4.
+    # Issue 12, bug 4. An alias forwards to its page, and the menu lights that page's entry.
+    lit = page.locator("[data-testid='stTopNavLink'][aria-current='page']")
     page.goto(dashboard.url("/runs"))
     page.get_by_role("heading", name="Runs").wait_for()
     wait_idle(page)
     assert page.get_by_text("Page not found").count() == 0
+    assert lit.inner_text().strip().endswith("Runs")
     # The Question map at its title's path, not read as "map" under a base path "question_".
+    runs = f"run={dashboard.store.run_a}&run={dashboard.store.run_b}"
     for path in ("/question_map", "/question-map"):
-        page.goto(dashboard.url(f"{path}?run={dashboard.store.run_a}&run={dashboard.store.run_b}"))
+        page.goto(dashboard.url(f"{path}?{runs}"))
         page.get_by_role("heading", name="Question map").wait_for()
+        page.wait_for_url(re.compile(rf"/map\?{runs}$"))
         wait_idle(page)
-        assert page.get_by_text("There is no page").count() == 0
+        assert lit.inner_text().strip().endswith("Question map")
+        assert page.get_by_text("no page at that address").count() == 0
     page.goto(dashboard.url(f"/episodes?run={dashboard.store.run_a}&cursor=xyz&size=7"))
     page.get_by_text("Episodes 1-6 of 6").wait_for()
     notice = page.locator("[data-testid='stAlert']").first
