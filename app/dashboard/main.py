@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import nav, params
+from app.dashboard.components import browser, nav, params
 from app.dashboard.components.icon import PAGE_ICON
 from app.dashboard.settings import Settings
 
@@ -22,35 +22,35 @@ st.set_page_config(page_title="rollscope", page_icon=PAGE_ICON, layout="wide")
 
 def pages(settings: Settings) -> list[st.Page]:
     """The pages this dashboard serves, first the default; aliases are hidden pages that
-    forward to their page."""
+    move to their page."""
     out: list[st.Page] = []
     for i, route in enumerate(nav.ROUTES):
         if route.writes and settings.read_only:
             continue
-        target = st.Page(
-            route.path,
-            title=route.title,
-            icon=route.icon,
-            url_path=route.url_path,
-            default=i == 0,
+        default = i == 0
+        out.append(
+            st.Page(
+                route.path,
+                title=route.title,
+                icon=route.icon,
+                url_path=route.url_path,
+                default=default,
+            )
         )
-        out.append(target)
+        # The default page is served at the root.
+        target = "" if default else route.url_path
         out.extend(
-            st.Page(_forward(target), title=route.title, url_path=alias, visibility="hidden")
+            st.Page(_mover(target), title=route.title, url_path=alias, visibility="hidden")
             for alias in route.aliases
         )
     return out
 
 
-def _forward(target: st.Page) -> Callable[[], None]:
-    """An alias's page: opens its page with the link's parameters, so that the menu lights
-    the page's entry (a hidden page of its own lit none)."""
-
-    def forward() -> None:
-        query = st.query_params
-        st.switch_page(target, query_params={key: query.get_all(key) for key in query})
-
-    return forward
+def _mover(url_path: str) -> Callable[[], None]:
+    """An alias's page: loads the link at its page's path, so that the menu lights that
+    page's entry (a hidden page of its own lit none). Not `st.switch_page`: it pushes a history
+    entry, and Back to the alias would move forward again."""
+    return lambda: browser.move_to(url_path)
 
 
 def missing_page(url: str | None, known: set[str]) -> str | None:

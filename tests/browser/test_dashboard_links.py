@@ -54,6 +54,7 @@ def test_runs_alias_and_bad_links_give_notices_not_tracebacks(
     lit = page.locator("[data-testid='stTopNavLink'][aria-current='page']")
     page.goto(dashboard.url("/runs"))
     page.get_by_role("heading", name="Runs").wait_for()
+    page.wait_for_url(re.compile(r":\d+/$"))
     wait_idle(page)
     assert page.get_by_text("Page not found").count() == 0
     assert lit.inner_text().strip().endswith("Runs")
@@ -66,6 +67,12 @@ def test_runs_alias_and_bad_links_give_notices_not_tracebacks(
         wait_idle(page)
         assert lit.inner_text().strip().endswith("Question map")
         assert page.get_by_text("no page at that address").count() == 0
+    # An alias leaves no history entry: Back from it does not bounce forward again.
+    page.go_back()
+    page.wait_for_url(re.compile(rf"/map\?{runs}$"))
+    page.go_back()
+    page.wait_for_url(re.compile(r":\d+/$"))  # /runs, moved to the root
+    page.get_by_role("heading", name="Runs").wait_for()
     page.goto(dashboard.url(f"/episodes?run={dashboard.store.run_a}&cursor=xyz&size=7"))
     page.get_by_text("Episodes 1-6 of 6").wait_for()
     notice = page.locator("[data-testid='stAlert']").first

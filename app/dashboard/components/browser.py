@@ -1,6 +1,7 @@
 """Things Streamlit has no command for, done by a few lines of script in a same-origin iframe (no
 library, nothing fetched): a "Copy link" button, keys that click buttons of the page, quiet
-query parameters that browser Back skips, and following a page link from a script."""
+query parameters that browser Back skips, following a page link from a script, and moving
+an alias's link to its page."""
 
 from __future__ import annotations
 
@@ -136,3 +137,23 @@ def follow(key: str, token: str) -> None:
     """
     script = _FOLLOW_SCRIPT % key
     st.iframe(f"<!-- {token} --><script>{script}</script>", height=1, width=1)
+
+
+# Run by a script element of the page: this sandboxed frame may not navigate the page itself.
+_MOVE_SCRIPT = r"""
+location.replace(
+  location.pathname.replace(/\/*$/, "").replace(/[^/]*$/, %s) + location.search + location.hash
+);
+"""
+_IN_PAGE_SCRIPT = """
+const doc = window.parent.document, script = doc.createElement("script");
+script.textContent = %s;
+doc.head.appendChild(script);
+"""
+
+
+def move_to(url_path: str) -> None:
+    """Load this page's link at another path (the same parameters), replacing its history
+    entry: an alias left in history would send Back forward again."""
+    script = _IN_PAGE_SCRIPT % json.dumps(_MOVE_SCRIPT % json.dumps(url_path))
+    st.iframe(f"<script>{script}</script>", height=1, width=1)
