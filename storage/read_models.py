@@ -105,6 +105,9 @@ class EpisodeFilter:
     max_reward: float | None = None
     min_steps: int | None = None
     max_steps: int | None = None
+    min_train_step: int | None = None
+    """Only episodes of this training step or a later one (an episode with none is left out)."""
+    max_train_step: int | None = None
     has_sql_error: bool | None = None
     has_unparsed: bool | None = None
     finished_only: bool = True
@@ -140,6 +143,8 @@ class EpisodeSummary:
     """For a fork's episode: the first step its own policy played."""
     failure_class: FailureClass | None = None
     """Why it ended as it did (`rollout_core.failure_classes`); None while it is played."""
+    train_step: int | None = None
+    """The trainer's global step it was played at (a training run's, an import's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,8 +211,6 @@ class EpisodeDetail:
     run: RunSummary
     annotations: list[Annotation] = field(default_factory=list)
     """Tags and notes on the episode and its steps, oldest first."""
-    train_step: int | None = None
-    """The trainer's global step it was played at (a training run's, an import's)."""
     group_index: int | None = None
     """Its GRPO group, numbered over the run; None where its question's samples are its group
     (a batch run)."""

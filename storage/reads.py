@@ -142,6 +142,10 @@ def episode_conditions(
         c.append(Episode.steps >= flt.min_steps)
     if flt.max_steps is not None:
         c.append(Episode.steps <= flt.max_steps)
+    if flt.min_train_step is not None:
+        c.append(Episode.train_step >= flt.min_train_step)
+    if flt.max_train_step is not None:
+        c.append(Episode.train_step <= flt.max_train_step)
     if flt.has_sql_error is not None:
         c.append(Episode.has_sql_error.is_(flt.has_sql_error))
     if flt.has_unparsed is not None:
@@ -312,6 +316,7 @@ _SUMMARY_COLUMNS = (
     Episode.forked_from,
     Episode.fork_step,
     Episode.failure_class,
+    Episode.train_step,
 )
 
 
@@ -340,6 +345,7 @@ def episode_summary(row: AnyRow) -> EpisodeSummary:
         forked_from=row.forked_from,
         fork_step=row.fork_step,
         failure_class=cast(FailureClass | None, row.failure_class),
+        train_step=row.train_step,
     )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +38,7 @@ class Truth:
     has_sql_error: bool
     has_unparsed: bool
     raw: str
+    train_step: int | None = None
 
 
 @pytest.fixture
@@ -81,14 +83,16 @@ def filled(store: Store) -> tuple[Store, int, int, list[Truth]]:
              "outcome": None, "reward": None, "steps": 1, "duration": None,
              "has_unparsed": i == 0, "has_sql_error": False, "raw": ""}
         )  # fmt: skip
-    for i in range(10):
+    for i in range(10):  # a training run: three questions a training step
         q = f"q{i:02d}"
         outcome: Outcome = "correct" if i % 2 else "wrong"
-        store.sink(b).write(play(q, 0, outcome, i / 10, 2, db_id="pets_1"))
+        batch = play(q, 0, outcome, i / 10, 2, db_id="pets_1")
+        trained = [dataclasses.replace(batch.started[0], train_step=i // 3)]
+        store.sink(b).write(dataclasses.replace(batch, started=trained))
         rows.append(
             {"run_id": b, "question_id": q, "sample_index": 0, "db_id": "pets_1",
              "outcome": outcome, "reward": i / 10, "steps": 2, "duration": 1.0,
-             "has_unparsed": False, "has_sql_error": False, "raw": ""}
+             "has_unparsed": False, "has_sql_error": False, "raw": "", "train_step": i // 3}
         )  # fmt: skip
     listed = store.list_episodes(EpisodeFilter(finished_only=False), limit=1000).items
     by_key = {(e.run_id, e.question_id, e.sample_index): e for e in listed}
@@ -183,7 +187,9 @@ def _check(
 ) -> None:
     assert len(want) >= at_least, "the fixture must exercise this filter"
     page = store.list_episodes(flt, limit=1000, with_total=True)
-    assert sorted(e.id for e in page.items) == sorted(t.id for t in want)
+    assert sorted((e.id, e.train_step) for e in page.items) == sorted(
+        (t.id, t.train_step) for t in want
+    )
     assert page.total == len(want)
 
 
@@ -210,6 +216,13 @@ def test_every_filter(filled: tuple[Store, int, int, list[Truth]]) -> None:
         ),
         (EpisodeFilter(min_steps=3), [t for t in fin if t.steps >= 3]),
         (EpisodeFilter(max_steps=1), [t for t in fin if t.steps <= 1]),
+        # A training step range leaves out the episodes with none (run A's).
+        (EpisodeFilter(min_train_step=2), [t for t in fin if (t.train_step or -1) >= 2]),
+        (EpisodeFilter(max_train_step=0), [t for t in fin if t.train_step == 0]),
+        (
+            EpisodeFilter(min_train_step=1, max_train_step=2),
+            [t for t in fin if t.train_step in (1, 2)],
+        ),
         (EpisodeFilter(has_sql_error=True), [t for t in fin if t.has_sql_error]),
         (EpisodeFilter(has_sql_error=False), [t for t in fin if not t.has_sql_error]),
         (EpisodeFilter(has_unparsed=True), [t for t in fin if t.has_unparsed]),

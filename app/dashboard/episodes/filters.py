@@ -86,6 +86,16 @@ def show(run_names: dict[int, str]) -> None:
             st.number_input(
                 "Max steps", value=None, min_value=0, step=1, width=120, **_bound("ep_smax", known)
             )
+            for key, label in (("ep_tmin", "From training step"), ("ep_tmax", "To training step")):
+                st.number_input(
+                    label,
+                    value=None,
+                    min_value=0,
+                    step=1,
+                    width=150,
+                    help="The step of the training run the episode was played at",
+                    **_bound(key, known),
+                )
             st.selectbox(
                 "SQL error", list(params.TRISTATE), width=110, **_bound("ep_sqlerr", known)
             )

@@ -39,6 +39,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
             {
                 "open": ":material/play_arrow: open",
                 "run": e.run_name,
+                "training step": e.train_step,
                 "outcome": outcome_label(e.outcome),
                 "reward": e.reward,
                 "steps": e.steps,
@@ -59,6 +60,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
         columns=[
             "open",
             "run",
+            *(["training step"] if any(e.train_step is not None for e in items) else []),
             "outcome",
             "reward",
             "steps",
@@ -114,6 +116,7 @@ def show(page: Page[EpisodeSummary]) -> None:
                 width=text_width(rows["outcome"], least=60, most=_MOST_PX)
             ),
             "tags": st.column_config.ListColumn(width=_tags_width(rows["tags"])),
+            "training step": st.column_config.NumberColumn(format="%d"),
             "reward": st.column_config.NumberColumn(format="%.3f"),
             "seconds": st.column_config.NumberColumn(format="%.2f"),
             "question": st.column_config.TextColumn(

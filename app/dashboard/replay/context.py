@@ -95,7 +95,7 @@ def show(detail: EpisodeDetail) -> None:
         *([f"database {escape_markdown(ep.db_id)}"] if ep.db_id else []),
         f"question {escape_markdown(ep.question_id)}",
         f"sample {ep.sample_index}",
-        *([f"training step {detail.train_step}"] if detail.train_step is not None else []),
+        *([f"training step {step}"] if (step := detail.summary.train_step) is not None else []),
     ]
     with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
         st.caption(" · ".join(parts), width="content")

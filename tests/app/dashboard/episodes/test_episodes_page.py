@@ -11,6 +11,7 @@ from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page
 from tests.support.dashboard_stores import FixtureStore
+from tests.support.long_training import LongTraining
 
 
 def test_episodes_filters_by_run_and_outcome_from_the_url(store_env: FixtureStore) -> None:
@@ -160,3 +161,31 @@ def test_run_names_questions_and_tags_get_columns_that_hold_them(labelled: Fixtu
     assert isinstance(widths["run"], int) and widths["run"] >= 6 * longest_run
     assert isinstance(widths["question"], int) and widths["question"] >= 6 * longest_question
     assert isinstance(widths["tags"], int) and widths["tags"] >= 6 * len("look-again") + 16
+
+
+def test_a_training_runs_episodes_filter_by_training_step_and_show_it(
+    long_training: LongTraining,
+) -> None:
+    run = str(long_training.run_id)
+    at = open_page("episodes/page.py", run=run, tmin="3", tmax="4")
+    rows = at.dataframe[0].value
+    assert sorted(set(rows["training step"])) == [3, 4]
+    assert len(rows) == 12  # six episodes a step
+    assert (at.number_input(key="ep_tmin").value, at.number_input(key="ep_tmax").value) == (3, 4)
+    at.number_input(key="ep_tmax").set_value(3).run()
+    assert at.query_params["tmax"] == "3"
+    assert set(at.dataframe[0].value["training step"]) == {3}
+    # A bad bound is told and ignored; the Replay list carries the range.
+    at = open_page("episodes/page.py", run=run, tmin="x", tmax="1")
+    assert "tmin='x' in the link is not a training step" in at.warning[0].value
+    assert set(at.dataframe[0].value["training step"]) == {0, 1}
+    query, problems = episode_query.from_query_string(f"run={run}&tmin=2&tmax=5", {int(run)})
+    assert problems == [] and (query.flt.min_train_step, query.flt.max_train_step) == (2, 5)
+    assert episode_query.to_query_string(query) == f"run={run}&tmin=2&tmax=5"
+
+
+def test_a_run_without_training_steps_has_no_training_step_column(
+    store_env: FixtureStore,
+) -> None:
+    at = open_page("episodes/page.py", run=str(store_env.run_a))
+    assert "training step" not in at.dataframe[0].value.columns
