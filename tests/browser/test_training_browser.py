@@ -130,3 +130,30 @@ def test_a_flipped_questions_open_shows_it_at_both_steps(
     for step in (0, 2):
         page.get_by_text(f"Training step {step}: ", exact=False).first.wait_for()
     assert len(page.context.pages) == 1
+
+
+def test_clicking_a_curves_point_opens_that_steps_episodes(
+    flipped: tuple[str, int], page: Any
+) -> None:
+    base_url, run_id = flipped
+    page.goto(f"{base_url}/training?run={run_id}")
+    plot = page.locator(".js-plotly-plot").first  # Accuracy
+    plot.wait_for()
+    wait_idle(page)
+    point = plot.evaluate(
+        """gd => {
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            const trace = gd.data[0], i = trace.x.indexOf(2);
+            const box = gd.getBoundingClientRect();
+            return [box.left + xa._offset + xa.d2p(2), box.top + ya._offset + ya.d2p(trace.y[i])];
+        }"""
+    )
+    page.mouse.move(point[0], point[1])
+    page.locator(".hoverlayer").get_by_text("step 2").first.wait_for()
+    page.mouse.click(point[0], point[1])
+    page.wait_for_url(re.compile(rf"/episodes\?run={run_id}&tmin=2&tmax=2$"))
+    page.get_by_text("Episodes 1-4 of 4").wait_for()
+    # One history entry: Back is Training again.
+    page.go_back()
+    page.wait_for_url(re.compile(rf"/training\?run={run_id}$"))
+    plot.wait_for()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from urllib.parse import urlencode
 
 import streamlit as st
 
@@ -128,7 +129,22 @@ attempt();
 """
 
 
-def follow(key: str, token: str) -> None:
+def go(
+    key: str,
+    page: str,
+    query: Sequence[tuple[str, str]],
+    label: str,
+    icon: str = ":material/open_in_new:",
+) -> None:
+    """Open another page with these parameters, by a page link the browser follows (see
+    `_follow`): one history entry, and Back returns here. The link, labelled, stays in view
+    while the page opens; `key` is its container's."""
+    with st.container(key=key):
+        st.page_link(page, label=label, icon=icon, query_params=list(query))
+    _follow(key, urlencode(query))
+
+
+def _follow(key: str, token: str) -> None:
     """Click the page link inside the container keyed `key`, once per `token`.
 
     `st.switch_page` with query parameters leaves a history entry of the old page's path with

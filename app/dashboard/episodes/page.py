@@ -7,8 +7,7 @@ import dataclasses
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import nav, params
-from app.dashboard.components.browser import follow
+from app.dashboard.components import browser, nav, params
 from app.dashboard.components.header import header
 from app.dashboard.episodes import filters, reads, table
 from app.dashboard.episodes import query as episode_query
@@ -41,19 +40,14 @@ run_names = {r.id: f"{r.name} (#{r.id})" for r in runs}
 filters.show(run_names)
 query = episode_query.from_values(st.session_state.to_dict(), tuple(params.get_all(nav.P_CURSOR)))
 if opening is not None:
-    # The row's "open" button: Replay gets this list, for its back link and prev/next. A page
-    # link (clicked by the browser) rather than st.switch_page: see `browser.follow`.
-    with st.container(key="ep_open_link"):
-        st.page_link(
-            nav.REPLAY,
-            label=f"Opening the replay of episode {opening}...",
-            icon=":material/replay:",
-            query_params={
-                nav.P_EPISODE: str(opening),
-                nav.P_FROM: episode_query.to_query_string(query),
-            },
-        )
-    follow("ep_open_link", str(opening))
+    # The row's "open" button: Replay gets this list, for its back link and prev/next.
+    browser.go(
+        "ep_open_link",
+        nav.REPLAY,
+        [(nav.P_EPISODE, str(opening)), (nav.P_FROM, episode_query.to_query_string(query))],
+        f"Opening the replay of episode {opening}...",
+        icon=":material/replay:",
+    )
 try:
     page = reads.list_page(query)
 except ValueError as exc:  # a cursor cut or edited by hand, or made for another order

@@ -52,8 +52,10 @@ FIELDS: tuple[Field, ...] = (
     Field("ep_rmax", "rmax", lambda _: number("rmax", float, "a number")),
     Field("ep_smin", "smin", lambda _: number("smin", int, "a step count", 0)),
     Field("ep_smax", "smax", lambda _: number("smax", int, "a step count", 0)),
-    Field("ep_tmin", "tmin", lambda _: number("tmin", int, "a training step", 0)),
-    Field("ep_tmax", "tmax", lambda _: number("tmax", int, "a training step", 0)),
+    Field(
+        "ep_tmin", nav.P_TRAIN_FROM, lambda _: number(nav.P_TRAIN_FROM, int, "a training step", 0)
+    ),
+    Field("ep_tmax", nav.P_TRAIN_TO, lambda _: number(nav.P_TRAIN_TO, int, "a training step", 0)),
     Field("ep_sqlerr", "sqlerr", lambda _: tristate("sqlerr", "a yes/no")),
     Field("ep_unparsed", "unparsed", lambda _: tristate("unparsed", "a yes/no")),
     Field("ep_sort", "sort", lambda _: choice("sort", SORTS, "id", "a sort order")),

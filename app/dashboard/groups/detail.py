@@ -6,8 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.dashboard.components import nav
-from app.dashboard.components.browser import follow
+from app.dashboard.components import browser, nav
 from app.dashboard.components.confidence import has_confidence
 from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
@@ -40,19 +39,17 @@ def _replay_clicked(episode_ids: list[int]) -> None:
 
 
 def _follow_to_replay() -> None:
-    """After a click on a sample's "open": its replay, by a page link the browser follows, as
-    Episodes opens one (see `browser.follow`)."""
+    """After a click on a sample's "open": its replay, as Episodes opens one."""
     opening = st.session_state.pop(_REPLAYING, None)
     if opening is None:
         return
-    with st.container(key="gr_replay_link"):
-        st.page_link(
-            nav.REPLAY,
-            label=f"Opening the replay of episode {opening}...",
-            icon=":material/replay:",
-            query_params={nav.P_EPISODE: str(opening)},
-        )
-    follow("gr_replay_link", str(opening))
+    browser.go(
+        "gr_replay_link",
+        nav.REPLAY,
+        [(nav.P_EPISODE, str(opening))],
+        f"Opening the replay of episode {opening}...",
+        icon=":material/replay:",
+    )
 
 
 def _members_table(group: GroupDetail) -> None:

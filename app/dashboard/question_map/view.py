@@ -7,8 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard.analysis import BOOTSTRAP_RESAMPLES, SOLVED_RATE
-from app.dashboard.components import nav, params
-from app.dashboard.components.browser import follow
+from app.dashboard.components import browser, nav, params
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
 from app.dashboard.question_map.matrix import PairFlips, first_with_flips
@@ -55,14 +54,6 @@ def no_shared_questions(whole: reads.MapView) -> None:
     )
 
 
-def _go(key: str, page: str, query: list[tuple[str, str]], label: str) -> None:
-    """Open another page by a link the browser follows (see `browser.follow`), as Episodes
-    opens a replay: one history entry, and Back returns here."""
-    with st.container(key=key):
-        st.page_link(page, label=label, icon=":material/open_in_new:", query_params=query)
-    follow(key, "&".join(f"{k}={v}" for k, v in query))
-
-
 def heatmap_section(view: reads.MapView, names: list[str]) -> None:
     """The success-rate heatmap; a click on a cell opens GRPO groups on that run's samples of
     the question."""
@@ -89,7 +80,7 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
     points = event.selection.points if event is not None else []
     if points and "point_index" in points[0]:
         run_id, question_id = cell_of(qmap, int(points[0]["point_index"]))
-        _go(
+        browser.go(
             "map_cell_link",
             nav.GROUPS,
             [(nav.P_RUN, str(run_id)), (nav.P_QUESTION, question_id)],
@@ -130,7 +121,7 @@ def flips_section(pairs: list[PairFlips], by_id: dict[int, RunSummary]) -> None:
     opening = st.session_state.pop(_OPENING, None)
     if opening is not None:
         before, after, question_id = opening
-        _go(
+        browser.go(
             "map_flip_link",
             nav.COMPARE,
             [(nav.P_RUN, str(before)), (nav.P_RUN, str(after)), (nav.P_QUESTION, question_id)],

@@ -182,6 +182,12 @@ def _x_axis(fig: go.Figure, xs: Sequence[int]) -> None:
         fig.update_xaxes(tick0=steps[0], dtick=gap)
 
 
+def marked(curves: Curves) -> bool:
+    """Whether the curves mark each point (a click opens its episodes): a longer run's are
+    lines alone, which a browser draws faster."""
+    return len(curves.points) <= _MARKERS_UP_TO
+
+
 def has_values(curves: Curves, chart: Chart) -> bool:
     """Whether any step has a value of the chart's quantities (an import's files hold no
     token log-probs or counts)."""
@@ -194,7 +200,7 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
     fig = go.Figure()
     points = curves.points
     xs = [s.train_step for s in points]
-    markers = len(points) <= _MARKERS_UP_TO
+    markers = marked(curves)
     hover = _hover_data(curves, chart.drawn)
     tail = "<br>%{customdata[0]} · %{customdata[1]} episodes%{customdata[2]}<extra></extra>"
     # A trend of one or two points is those points again.
@@ -260,7 +266,7 @@ def signal_figure(curves: Curves) -> go.Figure:
     fig = go.Figure()
     xs = [p.train_step for p in curves.points]
     hover = _hover_data(curves)
-    bars = len(xs) <= _MARKERS_UP_TO
+    bars = marked(curves)
     totals = [sum(point.values()) for point in curves.sources]
     for i, source in enumerate(SIGNAL_SOURCES):
         counts = [point[source] for point in curves.sources]

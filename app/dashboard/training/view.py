@@ -8,7 +8,7 @@ import streamlit as st
 
 from app.dashboard import analysis, data
 from app.dashboard.analysis import SOLVED_RATE
-from app.dashboard.components import nav, params
+from app.dashboard.components import browser, nav, params
 from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.render import (
     escape_markdown,
@@ -18,7 +18,7 @@ from app.dashboard.components.render import (
     show_text,
 )
 from app.dashboard.training import charts, reads
-from app.dashboard.training.curves import at_step, shown_steps
+from app.dashboard.training.curves import Curves, at_step, shown_steps
 from app.dashboard.training.flips import QuestionFlip
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
@@ -78,6 +78,7 @@ def curves(run_id: int) -> None:
     st.caption(
         "Hover a point for the questions its step drew: a step's numbers move with which "
         "questions it drew as much as with what the model learned."
+        + (" Click it to open its episodes." if (clickable := charts.marked(found)) else "")
     )
     drawn = [c for c in charts.CHARTS if charts.has_values(found, c)]
     if left := [c.title.lower() for c in charts.CHARTS if c not in drawn]:
@@ -92,9 +93,40 @@ def curves(run_id: int) -> None:
             st.columns(2), enumerate(figures[start : start + 2], start), strict=False
         ):
             with col:
-                st.plotly_chart(fig, width="stretch", key=f"tr_{i}")
+                st.plotly_chart(
+                    fig,
+                    width="stretch",
+                    key=f"tr_{i}",
+                    on_select="rerun" if clickable else "ignore",
+                    selection_mode="points",
+                )
                 if note:
                     st.caption(note)
+    if clickable:
+        _open_clicked_step(run.id, found, [f"tr_{i}" for i in range(len(figures))])
+
+
+def _open_clicked_step(run_id: int, found: Curves, keys: list[str]) -> None:
+    """A click on a chart's point opens Episodes on that point's training steps."""
+    for key in keys:
+        state = st.session_state.get(key)
+        points = state.selection.points if state is not None else []
+        if points and "x" in points[0]:
+            break
+    else:
+        return
+    last = int(points[0]["x"])
+    xs = [p.train_step for p in found.points]
+    if last not in xs:  # the run has moved on since the click
+        return
+    first = found.firsts[xs.index(last)]
+    which = f"step {last}" if first == last else f"steps {first}-{last}"
+    browser.go(
+        "tr_step_link",
+        nav.EPISODES,
+        [(nav.P_RUN, str(run_id)), (nav.P_TRAIN_FROM, str(first)), (nav.P_TRAIN_TO, str(last))],
+        f"Opening the episodes of {which}...",
+    )
 
 
 def _open_flip(question_ids: list[str]) -> None:

@@ -158,7 +158,9 @@ def test_each_quantity_has_its_own_axis_unit_and_colour(env: TrainingStore) -> N
 
 
 def test_hovers_say_the_step_and_the_questions_it_drew(env: TrainingStore) -> None:
-    figures = _figures(open_page("training/page.py", run=str(env.run_id)))
+    at = open_page("training/page.py", run=str(env.run_id))
+    assert "Click it to open its episodes." in texts(at)  # its points are marked
+    figures = _figures(at)
     accuracy = figures["Accuracy"]["data"][0]
     assert accuracy["hovertemplate"].startswith("accuracy %{y:.1%}<br>%{customdata[0]}")
     step_0, step_1, _ = accuracy["customdata"]
@@ -201,6 +203,8 @@ def test_a_run_of_thousands_of_groups_says_what_each_step_drew_and_what_flipped(
     # Its records hold no tokens: those two charts are named as not drawn instead of empty.
     assert len(figures) == 6  # the signal chart among them
     assert "Not drawn, as this run's records hold none: " in texts(at)
+    # Lines alone, with no point to click: the page does not offer it.
+    assert "Click it" not in texts(at)
     accuracy = figures["Accuracy"]["data"][0]
     assert len(accuracy["x"]) == LONG_STEPS // 2  # a point for two steps
     first, *_, last = accuracy["customdata"]
