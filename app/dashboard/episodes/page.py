@@ -12,7 +12,7 @@ from app.dashboard.components.header import header
 from app.dashboard.episodes import filters, reads, table
 from app.dashboard.episodes import query as episode_query
 from app.dashboard.episodes.export import export_menu
-from storage.read_models import EpisodeSummary, Page
+from storage.read_models import EpisodeFilter, EpisodeSummary, Page, RunSummary
 
 
 def _window(page: Page[EpisodeSummary]) -> str:
@@ -23,6 +23,32 @@ def _window(page: Page[EpisodeSummary]) -> str:
         f" (searched the newest {page.text_window:,} episodes; "
         "tick **Search all episodes** for older ones)"
     )
+
+
+def _why_none(flt: EpisodeFilter, runs: list[RunSummary]) -> str:
+    """What in the filters leaves nothing to list, where it is plain: a range whose low end
+    is above its high end, a training-step range over runs without training steps."""
+    reasons = [
+        f"**{low_name}** {low:g} is above **{high_name}** {high:g}"
+        for low_name, low, high_name, high in (
+            ("Min reward", flt.min_reward, "Max reward", flt.max_reward),
+            ("Min steps", flt.min_steps, "Max steps", flt.max_steps),
+            ("From training step", flt.min_train_step, "To training step", flt.max_train_step),
+        )
+        if low is not None and high is not None and low > high
+    ]
+    chosen = [r for r in runs if not flt.run_ids or r.id in flt.run_ids]
+    stepped = flt.min_train_step is not None or flt.max_train_step is not None
+    if stepped and chosen and not any(r.is_training for r in chosen):
+        which = (
+            "no run here is one"
+            if not flt.run_ids
+            else "the run chosen is not one"
+            if len(chosen) == 1
+            else "none of the runs chosen is one"
+        )
+        reasons.append(f"A training step range lists a training run's episodes, and {which}")
+    return "".join(f" {r}." for r in reasons)
 
 
 def _go_to(cursors: list[str]) -> None:
@@ -63,7 +89,7 @@ with tools:
     export_menu(query.flt, page.total, {r.id: r.name for r in runs}, at_least=page.total_capped)
 if not page.items:
     none = "No episodes match these filters" if not query.cursors else "No more episodes"
-    head.info(f"{none}{_window(page)}.")
+    head.info(f"{none}{_window(page)}.{_why_none(query.flt, runs)}")
 else:
     head.caption(
         f"Episodes {start + 1}-{start + len(page.items)} of {total}{_window(page)}. "

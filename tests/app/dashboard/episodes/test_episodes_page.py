@@ -189,3 +189,17 @@ def test_a_run_without_training_steps_has_no_training_step_column(
 ) -> None:
     at = open_page("episodes/page.py", run=str(store_env.run_a))
     assert "training step" not in at.dataframe[0].value.columns
+
+
+def test_an_empty_list_says_which_filter_leaves_nothing(store_env: FixtureStore) -> None:
+    at = open_page("episodes/page.py", rmin="0.5", rmax="0.2", smin="3", smax="1")
+    assert at.info[0].value == (
+        "No episodes match these filters. **Min reward** 0.5 is above **Max reward** 0.2. "
+        "**Min steps** 3 is above **Max steps** 1."
+    )
+    at = open_page("episodes/page.py", run=str(store_env.run_a), tmin="5", tmax="2")
+    assert at.info[0].value == (
+        "No episodes match these filters. **From training step** 5 is above **To training "
+        "step** 2. A training step range lists a training run's episodes, and the run chosen "
+        "is not one."
+    )
