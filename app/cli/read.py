@@ -59,6 +59,13 @@ def export(
         Path | None,
         typer.Option(help="File to write (default: RUN.FORMAT, or rollscope-export.FORMAT)."),
     ] = None,
+    training_steps: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FROM-TO",
+            help="Only the episodes played at these training steps: 100-200, 150, 100- or -200.",
+        ),
+    ] = None,
 ) -> None:
     """Write runs' finished episodes with their steps to one JSONL or Parquet file.
 
@@ -67,9 +74,12 @@ def export(
     first). The file appears only when complete.
     """
     from app.export import EXPORT_FORMATS, default_output, export_episodes
+    from storage.read_models import EpisodeFilter
 
     if fmt not in EXPORT_FORMATS:
         fail(f"unknown format {fmt!r} (choose {' or '.join(EXPORT_FORMATS)})")
+    low, high = _step_range(training_steps) if training_steps is not None else (None, None)
+    flt = EpisodeFilter(min_train_step=low, max_train_step=high)
     if bool(run_refs) == all_runs:
         fail("name the runs to export: --run NAME (repeatable) or --all, not both")
     if output is not None:
@@ -89,11 +99,34 @@ def export(
     target = output or default_output([r.name for r in chosen], fmt)
     _check_output(target)
     try:
-        count = export_episodes(st, [r.id for r in chosen], target, fmt)
+        count = export_episodes(st, [r.id for r in chosen], target, fmt, flt)
     except OSError as exc:
         fail(f"cannot write {target}: {exc.strerror or exc}")
     text = f"wrote {counted(count, 'episode')} of {counted(len(chosen), 'run')} to {target}"
-    out.print(text, highlight=False)
+    if training_steps is not None:
+        text += f" (training steps {training_steps.strip()})"
+        if not count:
+            text += ": no finished episode of these runs was played at those steps"
+    # One line, as given: a path may hold "[...]", which is not markup.
+    out.print(text, highlight=False, markup=False, soft_wrap=True)
+
+
+def _step_range(text: str) -> tuple[int | None, int | None]:
+    """`100-200`, `150`, `100-` or `-200` as (from, to); a bad range exits with its reason."""
+    low, dash, high = text.strip().partition("-")
+    try:
+        bounds = [int(b) if b.strip() else None for b in (low, high if dash else low)]
+    except ValueError:
+        bounds = []
+    if len(bounds) != 2 or bounds == [None, None] or any(b is not None and b < 0 for b in bounds):
+        fail(
+            f"--training-steps {text!r} is not a range of training steps; give FROM-TO in whole "
+            "steps: 100-200, 150, 100- or -200"
+        )
+    first, last = bounds
+    if first is not None and last is not None and first > last:
+        fail(f"--training-steps {text!r} runs backwards; give the lower step first")
+    return first, last
 
 
 def _check_output(path: Path) -> None:

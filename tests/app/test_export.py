@@ -19,6 +19,8 @@ import pytest
 import app.export
 from app.export import default_output, export_episodes
 from app.export_schema import ExportSchemaError, arrow_type, converter, episode_schema, shape_of
+from app.plural import counted
+from app.recorder import Recorder
 from storage.read_models import EpisodeDetail, EpisodeFilter, EpisodeSummary, StoredStep
 from storage.store import Store
 from tests.support.benchmark import make_benchmark
@@ -402,9 +404,45 @@ def test_cli_exports_a_played_run(tmp_path: Path) -> None:
     assert actions == ["DESCRIBE", "QUERY", "ANSWER"] * 12
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A Recorder's training run: two questions, two samples each, at steps 0 to 4."""
+    url = f"sqlite:///{tmp_path_factory.mktemp('trained') / 'store.db'}"
+    with Recorder(url, run="grpo", kind="training") as rec:
+        for step in range(5):
+            for question in ("How many singers?", "How many concerts?"):
+                for _ in range(2):
+                    turns = [{"role": "assistant", "content": "ANSWER 6"}]
+                    rec.episode(question=question, turns=turns, reward=1.0, step=step)
+    return url
+
+
+@pytest.mark.parametrize(
+    ("steps", "want"), [("1-2", [1, 2]), ("3", [3]), ("3-", [3, 4]), ("-1", [0, 1]), ("7-9", [])]
+)
+def test_cli_exports_a_range_of_training_steps(
+    trained: str, tmp_path: Path, steps: str, want: list[int]
+) -> None:
+    out = tmp_path / "steps.jsonl"
+    res = rollscope(
+        "export", "--run", "grpo", "--training-steps", steps, "--output", out, "--store", trained,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    assert sorted({r["train_step"] for r in _jsonl(out)}) == want
+    assert len(_jsonl(out)) == 4 * len(want)
+    said = f"wrote {counted(4 * len(want), 'episode')} of 1 run to {out} (training steps {steps})"
+    assert said in res.stdout
+    assert ("no finished episode of these runs" in res.stdout) == (not want)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--run", "small", "--training-steps", "x"], "'x' is not a range of training steps"),
+        (["--run", "small", "--training-steps", "-"], "'-' is not a range of training steps"),
+        (["--run", "small", "--training-steps", "2--1"], "'2--1' is not a range"),
+        (["--run", "small", "--training-steps", "5-2"], "'5-2' runs backwards"),
         (["--run", "nope"], "no run 'nope' in the store"),
         (["--run", "small", "--format", "csv"], "unknown format 'csv'"),
         (["--run", "small", "--output", "missing/out.jsonl"], "folder missing does not exist"),
