@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 import typer
+from rich.markup import escape
 
 from app.cli.demo import demo
 from app.cli.env_server import env_server
@@ -55,8 +56,8 @@ def main() -> None:
         if trouble is None:
             raise  # a bug: its traceback is what to report
         err.print(
-            f"[bold red]error:[/] {trouble.cause}: {trouble.fix}, then try again",
-            highlight=False,
+            f"[bold red]error:[/] {escape(f'{trouble.cause}: {trouble.fix}')}, then try again",
+            markup=True,
             soft_wrap=True,
         )
         sys.exit(1)
@@ -67,10 +68,10 @@ def _usage_error(exc: Exception, exit_code: int) -> None:
     """Click's usage errors (unknown flag, wrong type): one line like every other error, not a
     five-line box. typer vendors click, so its exceptions are matched by their shape."""
     if type(exc).__name__ == "NoArgsIsHelpError":
-        out.print(exc.format_message(), highlight=False, markup=False)  # type: ignore[attr-defined]
+        out.print(exc.format_message())  # type: ignore[attr-defined]
         sys.exit(exit_code)
     ctx = getattr(exc, "ctx", None)
     hint = f" (see `{ctx.command_path} --help`)" if ctx is not None else ""
     message = " ".join(exc.format_message().split())  # type: ignore[attr-defined]
-    err.print(f"[bold red]error:[/] {message}{hint}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message + hint)}", markup=True, soft_wrap=True)
     sys.exit(exit_code)

@@ -44,16 +44,16 @@ def demo(
     )
     st = open_store(store)
     try:
-        report = build_demo(st, settings, log=lambda line: err.print(line, highlight=False))
+        report = build_demo(st, settings, log=lambda line: err.print(line))
     except batch.Cancelled as exc:
         fail(str(exc), code=130)
     except USER_ERRORS as exc:
         fail(one_line(exc))
     out.print(runs_table(st.list_runs()))
-    out.print(f"demo ready in {report.seconds['total']:.0f} s: store {store}", highlight=False)
+    out.print(f"demo ready in {report.seconds['total']:.0f} s: store {store}")
     if serve_after:
         from app.dashboard.serve import serve
 
-        out.print(f"dashboard: http://127.0.0.1:{port}", highlight=False)
+        out.print(f"dashboard: http://127.0.0.1:{port}")
         st.close()
         serve(store, port=port, checkpoint_roots=[work_dir.resolve()])

@@ -103,7 +103,6 @@ def env_server(
             f"serving run {spec.name!r} (dataset {data.name}) at http://{shown}:{bound} "
             f"(WebSocket ws://{shown}:{bound}/ws), {counted(max_sessions, 'session')} "
             f"at most{by}{abandoned}",
-            highlight=False,
             soft_wrap=True,
         )
 
@@ -123,7 +122,6 @@ def env_server(
     count = stored.episodes_finished if stored is not None else 0
     err.print(
         f"stopped: run {spec.name!r} is completed with {counted(count, 'episode')}",
-        highlight=False,
     )
 
 

@@ -83,7 +83,6 @@ def fork(
             err.print(
                 f"forking {len(plan.spec.fork.points) if plan.spec.fork else 0} of "
                 f"{found.failed} failed episodes of run {run_ref!r}{skipped}",
-                highlight=False,
             )
         batch.plan_tasks(st, plan, set())  # a source gone or a changed question: refused now
         prepared = batch.prepare(plan)

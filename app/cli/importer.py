@@ -123,8 +123,6 @@ def import_command(
 
                 err.print(
                     f"following {path} into run {name!r} (Ctrl-C stops)",
-                    highlight=False,
-                    markup=False,
                 )
                 follow_files(
                     importer,
@@ -153,8 +151,6 @@ def import_command(
         _summary(importer, results, time.monotonic() - started)
         err.print(
             f"stopped: importing again under --name {name!r} reads on from here",
-            highlight=False,
-            markup=False,
         )
         raise typer.Exit(130) from None
     except ImportFailure as exc:
@@ -184,7 +180,7 @@ def import_command(
         )
     importer.finish("completed")
     if not results:
-        err.print(f"no {fmt.label} files in {path}", highlight=False, markup=False)
+        err.print(f"no {fmt.label} files in {path}")
     _summary(importer, results, time.monotonic() - started)
 
 
@@ -265,18 +261,18 @@ def _format(path: Path, name: str, follow: bool, quiet: bool) -> Format:
                 fail(str(exc))
             if not waited and not quiet:
                 what = "rollout files in" if path.exists() else "the trainer to make"
-                err.print(f"waiting for {what} {path} ...", highlight=False, markup=False)
+                err.print(f"waiting for {what} {path} ...")
             waited = True
             try:
                 time.sleep(1.0)
             except KeyboardInterrupt:
-                err.print("stopped before any rollout file came; nothing imported", highlight=False)
+                err.print("stopped before any rollout file came; nothing imported")
                 raise typer.Exit(130) from None
 
 
 def _note(text: str, quiet: bool) -> None:
     if not quiet:
-        err.print(text, highlight=False, markup=False, soft_wrap=True)
+        err.print(text, soft_wrap=True)
 
 
 def _file_line(r: FileResult) -> None:
@@ -288,7 +284,7 @@ def _file_line(r: FileResult) -> None:
         known = f", {r.known:,} held already" if r.known else ""
         skipped = f", {counted(r.skipped, 'bad line')} skipped" if r.skipped else ""
         text = f"{r.path}: {counted(r.episodes, 'episode')}{known}{skipped}"
-    err.print(text, highlight=False, markup=False, soft_wrap=True)
+    err.print(text, soft_wrap=True)
 
 
 class _FileLines:
@@ -327,7 +323,7 @@ class _FileLines:
         if self.before:
             left = "it is" if self.before == 1 else "they are"
             parts.append(f"{counted(self.before, 'file')} imported before, left as {left}")
-        err.print(f"{self.folder}/: {'; '.join(parts)}", highlight=False, markup=False)
+        err.print(f"{self.folder}/: {'; '.join(parts)}")
         self.folder = None
         self.files = self.before = self.episodes = self.known = 0
 
@@ -361,4 +357,4 @@ def _summary(importer: Importer, results: list[FileResult], seconds: float) -> N
         line += (
             f"; {counted(unmatched, 'episode')} matched no question of --questions (not re-graded)"
         )
-    out.print(line, highlight=False, markup=False, soft_wrap=True)
+    out.print(line, soft_wrap=True)

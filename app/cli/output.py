@@ -12,8 +12,12 @@ from rich.markup import escape
 from rollout_core.errors import RollscopeError
 
 # Piped output (CI logs, `| less`) gets a wide table rather than rich's 80-column default.
-out = Console(width=None if sys.stdout.isatty() else 150)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else 150)
+# Printed text is taken as it is: it names runs, tags and paths, where "[red]" is text, not
+# markup, and a number is not to be coloured. A message that styles says `markup=True`.
+out = Console(width=None if sys.stdout.isatty() else 150, markup=False, highlight=False)
+err = Console(
+    stderr=True, width=None if sys.stderr.isatty() else 150, markup=False, highlight=False
+)
 
 USER_ERRORS = (RollscopeError, OSError)
 """The project's own errors (bad input, an unusable file or store) and file errors: one line,
@@ -23,7 +27,7 @@ exit 2. Anything else is a bug and keeps its traceback."""
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr, a non-zero exit, no traceback."""
     # The message names paths and files' values: `[red]` in one is text, not markup.
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -32,7 +32,7 @@ def play(
 ) -> None:
     """Play the run into `st` (opened from `url`); exit 1 when it failed, 130 when stopped."""
     progress = Progress(
-        TextColumn("[bold]{task.description}"),
+        TextColumn("{task.description}", style="bold", markup=False),  # a run's name: text
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("{task.fields[rate]} ep/s  acc {task.fields[acc]}"),
@@ -79,7 +79,6 @@ def play(
     out.print(
         f"run {summary.id} {summary.name!r}: {counted(stats.episodes, 'episode')} in "
         f"{stats.wall_seconds:.1f} s ({eps:.1f} ep/s), accuracy {stats.accuracy:.1%}",
-        highlight=False,
     )
 
 

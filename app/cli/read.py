@@ -108,7 +108,7 @@ def export(
         if not count:
             text += ": no finished episode of these runs was played at those steps"
     # One line, as given: a path may hold "[...]", which is not markup.
-    out.print(text, highlight=False, markup=False, soft_wrap=True)
+    out.print(text, soft_wrap=True)
 
 
 def _step_range(text: str) -> tuple[int | None, int | None]:

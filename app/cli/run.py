@@ -52,7 +52,7 @@ def run(opts: RunOptions) -> None:
 def _ray_fanout(target: RayTarget, st: Store) -> Fanout:
     from app.fanout.cluster import RayFanout  # imports Ray itself only when it starts
 
-    return RayFanout(target, st, on_note=lambda text: err.print(text, highlight=False))
+    return RayFanout(target, st, on_note=lambda text: err.print(text))
 
 
 run_command = command_from(RunOptions, run)

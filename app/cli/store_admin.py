@@ -11,11 +11,7 @@ def migrate(store: StoreOpt = DEFAULT_STORE) -> None:
     upgrade = open_store(store).schema_upgrade
     assert upgrade is not None  # a writer always reports what it did
     if upgrade.before == upgrade.after:
-        out.print(
-            f"store {store}: already at schema {upgrade.after}", highlight=False, soft_wrap=True
-        )
+        out.print(f"store {store}: already at schema {upgrade.after}", soft_wrap=True)
     else:
         before = upgrade.before or "none (new store)"
-        out.print(
-            f"store {store}: schema {before} -> {upgrade.after}", highlight=False, soft_wrap=True
-        )
+        out.print(f"store {store}: schema {before} -> {upgrade.after}", soft_wrap=True)

@@ -40,12 +40,12 @@ def tag(
         if remove:
             if not st.remove_annotation(episode_id, clean_tag(tag_name), step=step):
                 fail(f"{where} has no tag {tag_name.strip()!r} (see `rollscope tags --run RUN`)")
-            out.print(f"{where}: removed {tag_name.strip()!r}", highlight=False)
+            out.print(f"{where}: removed {tag_name.strip()!r}")
             return
         made = st.annotate(episode_id, tag_name, note=note, step=step, author=author or _login())
     except USER_ERRORS as exc:
         fail(one_line(exc))
-    out.print(f"{where}: tagged {made.tag!r}", highlight=False)
+    out.print(f"{where}: tagged {made.tag!r}")
 
 
 def tags(
@@ -91,11 +91,11 @@ def tags(
         ]
         print(json.dumps(jsonable(rows), indent=2))
     elif not details:
-        out.print(f"no episode carries the tag {tag_name.strip()!r}", highlight=False)
+        out.print(f"no episode carries the tag {tag_name.strip()!r}")
     else:
         out.print(annotated_table(details, tag_name.strip()))
         if page.next_cursor is not None:
-            out.print(f"(first {len(details)} shown; --limit for more)", highlight=False)
+            out.print(f"(first {len(details)} shown; --limit for more)")
 
 
 def _login() -> str | None:

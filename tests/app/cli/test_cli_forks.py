@@ -110,7 +110,8 @@ def test_tag_list_and_remove_from_the_shell(recorded: Path, tmp_path: Path) -> N
     store = _copy(recorded, tmp_path)
     res = rollscope("tag", "1", "wrong-join", "--note", "joined on name", "--store", store,
                     "--author", "ada")  # fmt: skip
-    assert res.returncode == 0, res.stderr and "episode 1: tagged 'wrong-join'" in res.stdout
+    assert res.returncode == 0, res.stderr
+    assert "episode 1: tagged 'wrong-join'" in res.stdout
     assert rollscope("tag", "1", "wrong-join", "--step", "1", "--store", store).returncode == 0
     assert rollscope("tag", "2", "wrong-join", "--store", store).returncode == 0
     counts = json.loads(rollscope("tags", "--store", store, "--json").stdout)
@@ -125,6 +126,17 @@ def test_tag_list_and_remove_from_the_shell(recorded: Path, tmp_path: Path) -> N
     res = rollscope("tag", "1", "wrong-join", "--step", "1", "--remove", "--store", store)
     assert res.returncode == 0 and "removed 'wrong-join'" in res.stdout
     assert _rows(store, "SELECT count(*) FROM annotations") == [(2,)]
+
+
+def test_a_tag_that_looks_like_markup_is_printed_as_it_is(recorded: Path, tmp_path: Path) -> None:
+    # Rich read "[red]x[/red]" as markup: `tagged 'x'`, and a table of tags showed "x".
+    store = _copy(recorded, tmp_path)
+    res = rollscope("tag", "1", "[red]x[/red]", "--store", store)
+    assert res.returncode == 0, res.stderr
+    assert "episode 1: tagged '[red]x[/red]'" in res.stdout
+    assert "[red]x[/red]" in rollscope("tags", "--store", store).stdout
+    res = rollscope("tag", "1", "[b]never[/b]", "--remove", "--store", store)
+    assert res.returncode == 2 and "no tag '[b]never[/b]'" in res.stderr
 
 
 @pytest.mark.parametrize(
