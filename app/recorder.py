@@ -166,6 +166,7 @@ class Recorder:
         seconds: float | None = None,
         tokens_out: int | None = None,
         mean_logprob: float | None = None,
+        advantage: float | None = None,
     ) -> None:
         """Record one finished rollout.
 
@@ -176,7 +177,8 @@ class Recorder:
         the training step and the GRPO group (by default the question's samples at the step).
         `seconds`: how long the rollout took, if the loop timed it (else the store holds NULL).
         `tokens_out`: the tokens the model wrote over the rollout; `mean_logprob`: their mean
-        log-probability (Training charts both), if the loop has them.
+        log-probability (Training charts both), if the loop has them. `advantage`: the one
+        the trainer gave the rollout, if the loop has it (GRPO groups shows it beside its own).
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
@@ -197,6 +199,7 @@ class Recorder:
                 f"mean_logprob is {logprob}: a log-probability is 0 or less (give the mean of "
                 "the tokens' log-probabilities, not of their probabilities)"
             )
+        given_advantage = None if advantage is None else _finite(advantage, "advantage")
         _check_text(question, "question", "the question's text")
         _check_text(question_id, "question_id", "an id, e.g. 'spider-dev-0042'", optional=True)
         try:
@@ -234,6 +237,7 @@ class Recorder:
             seconds=took,
             tokens_out=written,
             mean_logprob=logprob,
+            advantage=given_advantage,
         )
         # Under the lock: the flusher may move the run's questions to new ids meanwhile.
         with self._lock:

@@ -350,6 +350,9 @@ class EpisodeRecord(EpisodeRef):
     rewards: Mapping[str, float] | None = None
     """The episode's rewards by name (one per reward function or column of the file it came
     from), when its producer has them; `reward` is their total as the producer gave it."""
+    trainer_advantage: float | None = None
+    """The advantage its trainer gave it, when the trainer reports one (TRL's completions
+    files); GRPO groups computes its own from the rewards beside it."""
     source: SourceRow | None = None
     """For an imported episode: the file row it was read from."""
 

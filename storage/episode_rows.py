@@ -97,6 +97,7 @@ OUTCOME_COLUMNS = (
     "failure_class",
     "tokens_out",
     "mean_logprob",
+    "trainer_advantage",
     "ended_at",
 )
 """An episode's columns that stay NULL until it finishes."""
@@ -117,6 +118,7 @@ def outcome_values(
         e.failure_class or failure_class,
         e.tokens_out,
         e.mean_logprob,
+        e.trainer_advantage,
         now,
     )
 

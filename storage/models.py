@@ -218,6 +218,9 @@ class Episode(Base):
     """Mean log-probability of the model's tokens over the whole episode, when recorded."""
     tokens_out: Mapped[int | None]
     """Tokens the model wrote in the episode, when recorded."""
+    trainer_advantage: Mapped[float | None] = mapped_column(Float)
+    """The advantage its trainer gave it, as the trainer reported it (TRL's completions files'
+    `advantage`); NULL where none did (rollscope's own runs: GRPO groups computes one)."""
 
 
 class Step(Base):

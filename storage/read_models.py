@@ -218,6 +218,8 @@ class EpisodeDetail:
     """Tokens the model wrote over the episode, when its policy or file counted them."""
     mean_logprob: float | None = None
     """Their mean log-probability, when recorded."""
+    trainer_advantage: float | None = None
+    """The advantage its trainer gave it, when the trainer reported one (TRL's files)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -570,6 +570,7 @@ class Store:
                 Episode.group_index,
                 Episode.tokens_out,
                 Episode.mean_logprob,
+                Episode.trainer_advantage,
             )
             .join(Run, Run.id == Episode.run_id)
             .where(Episode.id.in_(episode_ids))
@@ -609,6 +610,7 @@ class Store:
                     group_index=r.group_index,
                     tokens_out=r.tokens_out,
                     mean_logprob=r.mean_logprob,
+                    trainer_advantage=r.trainer_advantage,
                 )
             )
         return out

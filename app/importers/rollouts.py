@@ -88,6 +88,8 @@ class Rollout:
     agent: str | None = None
     """The agent whose trace it is, when the file names one (a v1 episode's line holds one a
     trained agent)."""
+    advantage: float | None = None
+    """The advantage the trainer gave the rollout, when the file holds it (TRL's)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -318,6 +320,7 @@ def episode_records(
         error=rollout.error,
         failure_class=classify_episode(outcome, facts, gold_seen=gold_seen_from_progress(progress)),
         rewards=dict(rollout.rewards) or None,
+        trainer_advantage=rollout.advantage,
         source=source,
     )
     return start, steps, finish

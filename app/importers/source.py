@@ -302,6 +302,14 @@ def measured(value: Any) -> float | None:
     return float(value)
 
 
+def finite(value: Any) -> float | None:
+    """A number the file may give (an advantage): a finite one, of any sign; None for
+    anything else, so that a rollout is whole without it."""
+    if not _is_number(value) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
 def optional_int(value: Any, what: str) -> int | None:
     if value is None:
         return None

@@ -28,6 +28,7 @@ from app.importers.source import (
     Format,
     Row,
     ends_with,
+    finite,
     json_kind,
     optional_int,
     problem_text,
@@ -149,6 +150,7 @@ def rollout(data: Mapping[str, Any], reward_columns: list[str], file_step: int) 
     }
     question = last_user_text(prompt)
     step = data.get("step", file_step)
+    advantage = data.get("advantage")
     return Rollout(
         prompt=prompt,
         turns=turns,
@@ -157,4 +159,5 @@ def rollout(data: Mapping[str, Any], reward_columns: list[str], file_step: int) 
         reward=math.fsum(rewards.values()),
         rewards=rewards,
         train_step=optional_int(step, "step"),
+        advantage=finite(advantage),
     )

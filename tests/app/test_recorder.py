@@ -172,14 +172,14 @@ def test_a_rollouts_duration_is_stored_when_the_loop_timed_it(tmp_path: Path) ->
     assert rows(rec.store, known) == [(2.5, None, None, None), (None, None, None, None)]
 
 
-def test_the_loops_token_count_and_mean_log_probability_are_stored(tmp_path: Path) -> None:
+def test_the_loops_token_count_log_probability_and_advantage_are_stored(tmp_path: Path) -> None:
     import torch
 
     turns = [{"role": "assistant", "content": "ANSWER: 5"}]
     with Recorder(_url(tmp_path), run="r", kind="training") as rec:
         rec.episode(
             question="Q?", turns=turns, reward=1.0, step=1, tokens_out=torch.tensor(42),
-            mean_logprob=torch.tensor(-0.25),
+            mean_logprob=torch.tensor(-0.25), advantage=torch.tensor(-0.75),
         )  # fmt: skip
         rec.episode(question="Q?", turns=turns, reward=0.0, step=1)  # not given: NULL
         for call, problem in (
@@ -187,11 +187,13 @@ def test_the_loops_token_count_and_mean_log_probability_are_stored(tmp_path: Pat
             ({"tokens_out": 4.5}, "tokens_out is 4.5, not a whole number"),
             ({"mean_logprob": 0.7}, "mean_logprob is 0.7: a log-probability is 0 or less"),
             ({"mean_logprob": float("nan")}, "mean_logprob is nan, not a finite number"),
+            ({"advantage": float("inf")}, "advantage is inf, not a finite number"),
+            ({"advantage": "high"}, "advantage is 'high'"),
         ):
             with pytest.raises(RecorderError, match="^" + re.escape(problem)):
                 rec.episode(question="Q?", turns=turns, reward=1.0, **call)
-    known = "SELECT tokens_out, mean_logprob FROM episodes ORDER BY id"
-    assert rows(rec.store, known) == [(42, -0.25), (None, None)]
+    known = "SELECT tokens_out, mean_logprob, trainer_advantage FROM episodes ORDER BY id"
+    assert rows(rec.store, known) == [(42, -0.25, -0.75), (None, None, None)]
 
 
 def test_held_episodes_reach_the_store_without_another_call(tmp_path: Path) -> None:

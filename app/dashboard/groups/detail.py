@@ -52,8 +52,16 @@ def _follow_to_replay() -> None:
     )
 
 
+_SAME_ADVANTAGE = 1e-3
+"""How far the trainer's advantage may be from the computed one and still be the same (the
+file rounds it, the trainer's epsilon differs)."""
+
+
 def _members_table(group: GroupDetail) -> None:
     rows = []
+    # The trainer's own advantages, where its files hold them (TRL's): beside the computed
+    # ones, which assume GRPO's default scaling and equal reward weights.
+    reported = any(m.detail.trainer_advantage is not None for m in group.members)
     for m, split in zip(group.members, split_members(group), strict=True):
         s = m.detail.summary
         rows.append(
@@ -65,6 +73,7 @@ def _members_table(group: GroupDetail) -> None:
                 "correctness": split.correctness,
                 "shaping": split.shaping,
                 "advantage": m.advantage,
+                **({"trainer's advantage": m.detail.trainer_advantage} if reported else {}),
                 "from correctness": split.advantage_correctness,
                 "from shaping": split.advantage_shaping,
                 "class": FAILURE_LABELS.get(s.failure_class, "-") if s.failure_class else "-",
@@ -95,6 +104,12 @@ def _members_table(group: GroupDetail) -> None:
                 help="The rest of the reward: QUERY progress rewards and error penalties.",
             ),
             "advantage": signed,
+            "trainer's advantage": st.column_config.NumberColumn(
+                format="%+.3f",
+                help="The advantage the trainer gave the sample, as its files hold it. The "
+                "advantage beside it is computed from the rewards as GRPO does by default; they "
+                "differ where the trainer weighs its rewards or scales them otherwise.",
+            ),
             "from correctness": st.column_config.NumberColumn(
                 format="%+.3f", help="The advantage's part that the correctness terms give."
             ),
@@ -103,6 +118,16 @@ def _members_table(group: GroupDetail) -> None:
             ),
         },
     )
+    if reported and any(
+        m.detail.trainer_advantage is not None
+        and abs(m.detail.trainer_advantage - m.advantage) > _SAME_ADVANTAGE
+        for m in group.members
+    ):
+        st.caption(
+            "The trainer gave these samples other advantages (**trainer's advantage**) than "
+            "GRPO's default computes from their rewards: it weighed or scaled the rewards "
+            "otherwise, and trained on its own."
+        )
 
 
 def _member_label(group: GroupDetail, i: int) -> str:

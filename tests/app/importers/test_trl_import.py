@@ -83,17 +83,18 @@ def test_each_row_is_an_episode_with_its_step_rewards_and_completion_byte_for_by
         assert result.episodes == len(frame)
         stored = rows(
             store,
-            "SELECT e.reward, st.raw_output, src.line FROM episodes e "
+            "SELECT e.reward, e.trainer_advantage, st.raw_output, src.line FROM episodes e "
             "JOIN steps st ON st.episode_id = e.id "
             "JOIN episode_sources src ON src.episode_id = e.id "
             "WHERE e.run_id = ? AND e.train_step = ? ORDER BY src.line",
             run_id,
             step,
         )
-        assert [line for _, _, line in stored] == list(range(1, len(frame) + 1))
-        for (reward, raw, _), (_, row) in zip(stored, frame.iterrows(), strict=True):
+        assert [line for *_, line in stored] == list(range(1, len(frame) + 1))
+        for (reward, advantage, raw, _), (_, row) in zip(stored, frame.iterrows(), strict=True):
             assert raw == row["completion"][0]["content"]  # byte for byte
             assert reward == pytest.approx(row["looks_like_sql"] + row["brevity"])
+            assert advantage == row["advantage"]  # the trainer's own, as the file holds it
         named = rows(
             store,
             "SELECT r.name, r.value FROM episode_rewards r JOIN episodes e ON e.id = r.episode_id"

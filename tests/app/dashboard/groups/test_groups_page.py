@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.recorder import Recorder
 from rollout_core.failure_classes import FAILURE_LABELS
-from storage.read_models import GroupKey
+from storage.read_models import EpisodeFilter, EpisodeSummary, GroupKey
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.support.dashboard_stores import AnalysisStore
@@ -77,6 +78,43 @@ def test_a_group_shows_its_samples_rewards_advantages_and_steps(fx: AnalysisStor
     assert not at.get("html")
     at.slider[0].set_value(2).run()
     assert "ANSWER" in texts(at)
+
+
+def test_a_group_shows_the_trainers_advantages_beside_its_own_where_recorded(
+    tmp_path: Path, serve_store: Callable[[str], None]
+) -> None:
+    url = str(tmp_path / "store.db")
+    # Weighted rewards (as a trainer's reward_weights do): its advantages are not GRPO's
+    # default ones computed from the total.
+    with Recorder(url, run="weighted", kind="training") as rec:
+        for reward, advantage in ((1.0, 0.9), (0.0, -0.9), (0.5, 0.0)):
+            turns = [{"role": "assistant", "content": "ANSWER 6"}]
+            rec.episode(
+                question="How many singers?",
+                turns=turns,
+                reward=reward,
+                step=0,
+                advantage=advantage,
+            )
+        rec.episode(question="How many concerts?", turns=turns, reward=1.0, step=0)
+    serve_store(url)
+    read = Store(url, read_only=True)
+
+    def group_of(episode: EpisodeSummary) -> AppTest:
+        detail = read.get_episode(episode.id)
+        assert detail is not None
+        link = {"run": str(episode.run_id), "group": str(detail.group_index)}
+        return open_page("groups/page.py", question=episode.question_id, **link)
+
+    first, *_, last = read.list_episodes(EpisodeFilter()).items
+    at = group_of(first)
+    members = at.dataframe[0].value
+    assert list(members["trainer's advantage"]) == [0.9, -0.9, 0.0]
+    assert list(members["advantage"]) == pytest.approx([1.0, -1.0, 0.0], abs=1e-3)
+    assert "The trainer gave these samples other advantages" in texts(at)
+    at = group_of(last)  # recorded without one
+    assert "trainer's advantage" not in at.dataframe[0].value.columns
+    assert "The trainer gave" not in texts(at)
 
 
 def test_a_zero_variance_group_is_flagged(fx: AnalysisStore) -> None:
