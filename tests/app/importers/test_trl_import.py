@@ -11,6 +11,7 @@ import pytest
 pytest.importorskip("trl")
 
 from app.trl import checkpointing_off
+from storage.read_models import GroupKey
 from storage.store import Store
 from tests.app.importers.conftest import rows, run_import
 from tests.support.benchmark import QUESTIONS
@@ -116,6 +117,15 @@ def test_each_row_is_an_episode_with_its_step_rewards_and_completion_byte_for_by
         run_id,
     )
     assert {n for (n,) in sizes} == {GROUP}
+    # On TRL's default settings (rewards summed, scaled by the group's std) the advantage GRPO
+    # groups computes is the one the trainer trained on.
+    keys = rows(store, "SELECT DISTINCT question_id, group_index FROM episodes WHERE run_id = ?",
+                run_id)  # fmt: skip
+    for question_id, group_index in keys:
+        group = store.get_group(run_id, GroupKey(question_id, group_index))
+        assert group is not None
+        for member in group.members:
+            assert member.advantage == pytest.approx(member.detail.trainer_advantage, abs=1e-4)
 
 
 def test_importing_the_output_dir_twice_adds_nothing(store: Store, output_dir: Path) -> None:
