@@ -95,7 +95,12 @@ def show(detail: EpisodeDetail) -> None:
         *([f"database {escape_markdown(ep.db_id)}"] if ep.db_id else []),
         f"question {escape_markdown(ep.question_id)}",
         f"sample {ep.sample_index}",
-        *([f"training step {step}"] if (step := detail.summary.train_step) is not None else []),
+        *([f"training step {step}"] if (step := ep.train_step) is not None else []),
+        *(
+            [f"trainer's advantage {advantage:+.3f}"]
+            if (advantage := detail.trainer_advantage) is not None
+            else []
+        ),
     ]
     with st.container(horizontal=True, vertical_alignment="center", gap="medium"):
         st.caption(" · ".join(parts), width="content")

@@ -17,6 +17,7 @@ from app.dashboard.components.render import BOX_PX, box_height
 from app.dashboard.groups.detail import NO_CONFIDENCE
 from app.dashboard.replay.tokens import NO_TOKENS
 from app.dashboard.settings import ENV_READ_ONLY
+from app.recorder import Recorder
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
@@ -171,6 +172,22 @@ def test_replay_names_a_training_episodes_step_and_links_its_group(served: Impor
     chat = open_page("replay/page.py", episode=str(served.chat_episode))
     assert "training step" not in texts(chat)
     assert not [p for p in chat.get("page_link") if "group" in p.proto.label.lower()]
+
+
+def test_replay_names_the_advantage_a_trainer_gave_the_episode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = str(tmp_path / "store.db")
+    turns = [{"role": "assistant", "content": "ANSWER 6"}]
+    with Recorder(url, run="trained", kind="training") as rec:
+        rec.episode(question="How many?", turns=turns, reward=1.0, step=3, advantage=-0.75)
+        rec.episode(question="How many?", turns=turns, reward=0.0, step=3)
+    serve_env(monkeypatch, url)
+    given, untold = _episode(url, 1, 0), _episode(url, 1, 1)
+    (header,) = [c.value for c in open_page("replay/page.py", episode=str(given)).caption
+                 if "sample 0" in c.value]  # fmt: skip
+    assert header.endswith("· training step 3 · trainer's advantage -0.750")
+    assert "advantage" not in texts(open_page("replay/page.py", episode=str(untold)))
 
 
 def test_replay_says_token_confidence_is_left_out(served: Imported) -> None:
