@@ -98,7 +98,9 @@ def running_postgres() -> Iterator[PgServer]:
             "PostgreSQL binaries not found (initdb, pg_ctl under /usr/lib/postgresql/*/bin): "
             "apt-get install postgresql to run the PostgreSQL store tests"
         )
-    tmp = Path(tempfile.mkdtemp(prefix="rollscope-pg-"))
+    # Not "rollscope-": the hostile-SQL tests fail on any such name new in the temp dir, and
+    # another test process may start its server while they run.
+    tmp = Path(tempfile.mkdtemp(prefix="test-postgres-"))
     prefix: list[str] = []
     if os.geteuid() == 0:
         # PostgreSQL refuses to run as root: run it as the `postgres` system user.
