@@ -120,9 +120,7 @@ def env_server(
     run.complete()
     stored = opened.get_run(run.run_id)
     count = stored.episodes_finished if stored is not None else 0
-    err.print(
-        f"stopped: run {spec.name!r} is completed with {counted(count, 'episode')}",
-    )
+    err.print(f"stopped: run {spec.name!r} is completed with {counted(count, 'episode')}")
 
 
 def _bind(host: str, port: int) -> socket.socket:

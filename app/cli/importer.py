@@ -121,9 +121,7 @@ def import_command(
             if follow:
                 from app.importers.follow import follow as follow_files
 
-                err.print(
-                    f"following {path} into run {name!r} (Ctrl-C stops)",
-                )
+                err.print(f"following {path} into run {name!r} (Ctrl-C stops)")
                 follow_files(
                     importer,
                     on_file=on_file,
@@ -149,9 +147,7 @@ def import_command(
             replace(r, skipped=0, unreadable=False) for r in importer.in_hand if r.episodes
         )
         _summary(importer, results, time.monotonic() - started)
-        err.print(
-            f"stopped: importing again under --name {name!r} reads on from here",
-        )
+        err.print(f"stopped: importing again under --name {name!r} reads on from here")
         raise typer.Exit(130) from None
     except ImportFailure as exc:
         lines.flush()

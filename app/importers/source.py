@@ -294,20 +294,19 @@ def number(value: Any, what: str) -> float:
     return result
 
 
-def measured(value: Any) -> float | None:
-    """A timing or a count the file gives (seconds, tokens): a finite number, 0 or more; None
-    for anything else. A rollout is whole without them, so a bad one is left out, not the row."""
-    if not _is_number(value) or not math.isfinite(value) or value < 0:
-        return None
-    return float(value)
-
-
 def finite(value: Any) -> float | None:
     """A number the file may give (an advantage): a finite one, of any sign; None for
     anything else, so that a rollout is whole without it."""
     if not _is_number(value) or not math.isfinite(value):
         return None
     return float(value)
+
+
+def measured(value: Any) -> float | None:
+    """A timing or a count the file gives (seconds, tokens): a finite number, 0 or more; None
+    for anything else. A rollout is whole without them, so a bad one is left out, not the row."""
+    found = finite(value)
+    return found if found is not None and found >= 0 else None
 
 
 def optional_int(value: Any, what: str) -> int | None:
