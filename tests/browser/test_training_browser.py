@@ -157,3 +157,76 @@ def test_clicking_a_curves_point_opens_that_steps_episodes(
     page.go_back()
     page.wait_for_url(re.compile(rf"/training\?run={run_id}$"))
     plot.wait_for()
+
+
+_DRAG_ENDS = """(gd, [low, high]) => {
+    const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+    const box = gd.getBoundingClientRect(), left = box.left + xa._offset;
+    return [left + xa.d2p(low), left + xa.d2p(high), box.top + ya._offset + ya._length / 2];
+}"""
+
+
+def _drag(page: Any, plot: Any, low: float, high: float) -> None:
+    """Drag across a chart from training step `low` to `high`, as a user's mouse does."""
+    start, end, y = plot.evaluate(_DRAG_ENDS, [low, high])
+    page.mouse.move(start, y)
+    page.mouse.down()
+    page.mouse.move(end, y + 30, steps=8)
+    page.mouse.up()
+
+
+@pytest.fixture(scope="module")
+def long_run(chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A finished run of 240 training steps, one group of two a step: its curves are lines
+    without a mark at each point."""
+    root = tmp_path_factory.mktemp("training-long")
+    store = Store(str(root / "store.db"))
+    run_id = store.create_run(spec("grpo-long", kind="training"), episodes_planned=480)
+    sink = store.sink(run_id)
+    for step_no in range(240):
+        for k in range(2):
+            right = k == 0 and step_no >= 120
+            actions = ["DESCRIBE", "ANSWER" if right else "QUERY"]
+            _play(sink, "q1", 2 * step_no + k, actions, right, (step_no, step_no))
+    store.set_run_status(run_id, "completed")
+    store.close()
+    proc, base_url = start_dashboard(f"sqlite:///{root / 'store.db'}", root / "dash.log")
+    yield base_url, run_id
+    stop(proc)
+
+
+def test_dragging_across_a_long_curve_opens_the_episodes_of_its_steps(
+    long_run: tuple[str, int], page: Any
+) -> None:
+    base_url, run_id = long_run
+    page.goto(f"{base_url}/training?run={run_id}")
+    page.get_by_text("Drag across steps to open their episodes.").wait_for()
+    plot = page.locator(".js-plotly-plot").nth(1)  # Reward
+    plot.wait_for()
+    wait_idle(page)
+    assert plot.evaluate("gd => gd.data[0].mode") == "lines"  # no point to click
+    _drag(page, plot, 99.5, 110.5)
+    page.wait_for_url(re.compile(rf"/episodes\?run={run_id}&tmin=100&tmax=110$"))
+    page.get_by_text("Episodes 1-22 of 22").wait_for()
+    page.go_back()
+    page.wait_for_url(re.compile(rf"/training\?run={run_id}$"))
+    plot.wait_for()
+
+
+def test_a_drag_across_a_short_curve_opens_its_points_and_one_between_them_says_so(
+    flipped: tuple[str, int], page: Any
+) -> None:
+    base_url, run_id = flipped
+    page.goto(f"{base_url}/training?run={run_id}")
+    page.get_by_text("or pick the box select tool and drag across steps").wait_for()
+    plot = page.locator(".js-plotly-plot").first
+    plot.wait_for()
+    wait_idle(page)
+    plot.hover()
+    plot.locator("[data-title='Box Select']").click()
+    _drag(page, plot, 1.2, 1.8)
+    page.get_by_text("No point between steps 1 and 2: drag across a point.").wait_for()
+    assert re.search(rf"/training\?run={run_id}$", page.url)
+    _drag(page, plot, 0.6, 2.4)
+    page.wait_for_url(re.compile(rf"/episodes\?run={run_id}&tmin=1&tmax=2$"))
+    page.get_by_text("Episodes 1-6 of 6").wait_for()

@@ -24,6 +24,8 @@ _LAYOUT: dict[str, Any] = {
     "height": 320,
     "legend": {"orientation": "h", "yanchor": "top", "y": -0.3, "x": 0},
     "hovermode": "closest",
+    # A box selected picks a range of training steps (the page opens their episodes).
+    "selectdirection": "h",
 }
 _MAX_TICKS = 10
 _TREND_FROM = 3
@@ -188,6 +190,12 @@ def marked(curves: Curves) -> bool:
     return len(curves.points) <= _MARKERS_UP_TO
 
 
+def _drag(marked: bool) -> dict[str, Any]:
+    """What a drag across the chart does: with points marked it pans (the dashboard's default
+    where a click picks a point), and with lines alone it selects a range of steps."""
+    return {} if marked else {"dragmode": "select"}
+
+
 def has_values(curves: Curves, chart: Chart) -> bool:
     """Whether any step has a value of the chart's quantities (an import's files hold no
     token log-probs or counts)."""
@@ -231,7 +239,12 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
                 hovertemplate=_value("trend", chart.tickformat)
                 + f" (mean of {window} points)<extra></extra>",
             )
-    layout: dict[str, Any] = {**_LAYOUT, "title": chart.title, "yaxis_title": chart.axis}
+    layout: dict[str, Any] = {
+        **_LAYOUT,
+        **_drag(markers),
+        "title": chart.title,
+        "yaxis_title": chart.axis,
+    }
     if chart.tickformat:
         layout["yaxis_tickformat"] = chart.tickformat
     if chart.tickformat == RATE:  # a rate: its whole range, not -100%..100% around a flat 0
@@ -293,6 +306,7 @@ def signal_figure(curves: Curves) -> go.Figure:
             )
     fig.update_layout(
         **{**_LAYOUT, "title": "Learning signal by source", "yaxis_title": "share of groups"},
+        **_drag(bars),
         barmode="stack",
         bargap=0.1,
         yaxis_tickformat=RATE,

@@ -67,6 +67,16 @@ def curves_of(steps: Sequence[TrainingStep], max_points: int = MAX_POINTS) -> Cu
     return Curves(len(steps), steps[-1] if steps else None, points, per_point, firsts, drawn)
 
 
+def steps_of_points(curves: Curves, low: float, high: float) -> tuple[int, int] | None:
+    """The first and last training step of the points drawn between x `low` and `high` (a
+    range dragged across a chart), each point's steps whole; None when no point is there."""
+    low, high = min(low, high), max(low, high)
+    inside = [i for i, p in enumerate(curves.points) if low <= p.train_step <= high]
+    if not inside:
+        return None
+    return curves.firsts[inside[0]], curves.points[inside[-1]].train_step
+
+
 def _drawn_text(drawn: Sequence[DrawnQuestion]) -> str:
     """'q-3 2/4 correct, q-7 0/4' for a point's questions, most played first."""
     ranked = sorted(drawn, key=lambda d: (-d.episodes, d.question_id))

@@ -18,7 +18,7 @@ from app.dashboard.components.render import (
     show_text,
 )
 from app.dashboard.training import charts, reads
-from app.dashboard.training.curves import Curves, at_step, shown_steps
+from app.dashboard.training.curves import Curves, at_step, shown_steps, steps_of_points
 from app.dashboard.training.flips import QuestionFlip
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
@@ -26,6 +26,8 @@ from storage.read_models import EpisodeDetail, RunSummary
 from storage.training import TrainingEpisode
 
 _OPEN_FLIP = "tr_open_flip"
+_TOLD_EMPTY = "tr_told_empty"
+"""The last dragged range that held no point, told once."""
 
 
 def settings_caption(run: RunSummary) -> None:
@@ -75,10 +77,15 @@ def curves(run_id: int) -> None:
             f"{found.steps:,} training steps: each point is the mean of {found.per_point} "
             "consecutive steps (weighted by their episodes, or groups for the group metrics)."
         )
+    clickable = charts.marked(found)
     st.caption(
         "Hover a point for the questions its step drew: a step's numbers move with which "
-        "questions it drew as much as with what the model learned."
-        + (" Click it to open its episodes." if (clickable := charts.marked(found)) else "")
+        "questions it drew as much as with what the model learned. "
+        + (
+            "Click a point to open its episodes, or pick the box select tool and drag across steps."
+            if clickable
+            else "Drag across steps to open their episodes."
+        )
     )
     drawn = [c for c in charts.CHARTS if charts.has_values(found, c)]
     if left := [c.title.lower() for c in charts.CHARTS if c not in drawn]:
@@ -97,29 +104,41 @@ def curves(run_id: int) -> None:
                     fig,
                     width="stretch",
                     key=f"tr_{i}",
-                    on_select="rerun" if clickable else "ignore",
-                    selection_mode="points",
+                    on_select="rerun",
+                    selection_mode=("points", "box") if clickable else "box",
                 )
                 if note:
                     st.caption(note)
-    if clickable:
-        _open_clicked_step(run.id, found, [f"tr_{i}" for i in range(len(figures))])
+    _open_picked_steps(run.id, found, [f"tr_{i}" for i in range(len(figures))])
 
 
-def _open_clicked_step(run_id: int, found: Curves, keys: list[str]) -> None:
-    """A click on a chart's point opens Episodes on that point's training steps."""
+def _open_picked_steps(run_id: int, found: Curves, keys: list[str]) -> None:
+    """A click on a chart's point, or a range dragged across a chart, opens Episodes on the
+    training steps of the points picked."""
     for key in keys:
         state = st.session_state.get(key)
-        points = state.selection.points if state is not None else []
-        if points and "x" in points[0]:
+        if state is None:
+            continue
+        # A drag also selects the points in its range: its box says the range whole.
+        picked = state.selection.box or state.selection.points
+        if picked and "x" in picked[0]:
             break
     else:
         return
-    last = int(points[0]["x"])
-    xs = [p.train_step for p in found.points]
-    if last not in xs:  # the run has moved on since the click
+    x = picked[0]["x"]
+    low, high = (x, x) if isinstance(x, int | float) else (min(x), max(x))
+    steps = steps_of_points(found, low, high)
+    if steps is None:
+        # Once a range: a live run's curves rerun every few seconds, with the range still
+        # selected. A clicked point that is gone (the run has moved on) says nothing.
+        if low != high and st.session_state.get(_TOLD_EMPTY) != (low, high):
+            st.session_state[_TOLD_EMPTY] = (low, high)
+            st.toast(
+                f"No point between steps {low:.0f} and {high:.0f}: drag across a point.",
+                icon=":material/info:",
+            )
         return
-    first = found.firsts[xs.index(last)]
+    first, last = steps
     which = f"step {last}" if first == last else f"steps {first}-{last}"
     browser.go(
         "tr_step_link",

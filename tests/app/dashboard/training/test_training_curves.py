@@ -8,7 +8,13 @@ import dataclasses
 import pytest
 
 from app.dashboard.training import charts
-from app.dashboard.training.curves import curves_of, shown_steps, trend, trend_window
+from app.dashboard.training.curves import (
+    curves_of,
+    shown_steps,
+    steps_of_points,
+    trend,
+    trend_window,
+)
 from storage.training import DrawnQuestion, TrainingStep
 
 ACCURACY = next(c for c in charts.CHARTS if c.title == "Accuracy")
@@ -55,6 +61,18 @@ def test_a_long_run_is_drawn_as_means_of_consecutive_steps() -> None:
     assert trace.customdata[0][0] == "steps 0-2 (mean)"
     assert "%{customdata[0]}" in trace.hovertemplate
     assert trended.name == "trend (mean of 83 points)"
+
+
+def test_a_range_dragged_across_a_chart_is_its_points_steps_whole() -> None:
+    steps = [_step(n, episodes=2, accuracy=0.5, logprob=None) for n in range(0, 3000, 2)]
+    curves = curves_of(steps, max_points=1000)  # points of two steps: 0-2 at 2, 4-6 at 6, ...
+    assert curves.per_point == 2
+    assert steps_of_points(curves, 5.2, 13.9) == (4, 10)  # the points at 6 and 10
+    assert steps_of_points(curves, 13.9, 5.2) == (4, 10)  # dragged right to left
+    assert steps_of_points(curves, -50, 2) == (0, 2)
+    assert steps_of_points(curves, 2995, 9000) == (2996, 2998)  # past the last point
+    assert steps_of_points(curves, 6.5, 9.5) is None  # between two points
+    assert steps_of_points(curves_of([]), 0, 10) is None
 
 
 def test_a_short_run_is_drawn_step_by_step() -> None:

@@ -159,7 +159,7 @@ def test_each_quantity_has_its_own_axis_unit_and_colour(env: TrainingStore) -> N
 
 def test_hovers_say_the_step_and_the_questions_it_drew(env: TrainingStore) -> None:
     at = open_page("training/page.py", run=str(env.run_id))
-    assert "Click it to open its episodes." in texts(at)  # its points are marked
+    assert "Click a point to open its episodes" in texts(at)  # its points are marked
     figures = _figures(at)
     accuracy = figures["Accuracy"]["data"][0]
     assert accuracy["hovertemplate"].startswith("accuracy %{y:.1%}<br>%{customdata[0]}")
