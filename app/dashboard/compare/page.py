@@ -37,6 +37,7 @@ def _open_question(question_id: str, codec: Codec[str], run_ids: list[int]) -> N
 
 
 notices = header("Compare", copy_link=True)
+params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_SAMPLE)
 all_runs = data.list_runs()
 if len(all_runs) < 2:
     st.info("Compare needs two runs - record them with `rollscope run ...` first.")

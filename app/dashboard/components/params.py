@@ -9,6 +9,7 @@ each write is a browser history entry, and a write on load would trap browser Ba
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -61,6 +62,17 @@ def get_id(name: str, what: str) -> int | None:
 def get_all(name: str) -> list[str]:
     """Every non-blank value of a repeated query parameter."""
     return [v.strip() for v in raw(name) if v.strip()]
+
+
+def expect(*names: str) -> None:
+    """Note each query parameter of the URL that the page does not read (`runs=` for `run=`),
+    with the one it likely means: a link's typo is otherwise ignored without a word."""
+    for name in st.query_params:  # Streamlit's own (`embed`) are not listed
+        if name in names:
+            continue
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {close[0]}=?" if close else f"it reads {', '.join(names) or 'none'}"
+        notice(f"{name}= in the link is not a parameter of this page ({hint}); ignored.")
 
 
 # -- writing -------------------------------------------------------------------------------------
@@ -151,12 +163,13 @@ def clear_notices() -> None:
 
 
 def ids(name: str, known: Collection[int], what: str = "run") -> Codec[list[int]]:
-    """A repeated id parameter (`run=3&run=4`); ids not in `known` are noted and dropped."""
+    """A repeated id parameter (`run=3&run=4`, or as people type it, `run=3,4`); ids not in
+    `known` are noted and dropped."""
 
     def parse(values: list[str]) -> tuple[list[int], list[str]]:
         out: list[int] = []
         problems: list[str] = []
-        for v in (x.strip() for x in values if x.strip()):
+        for v in (x.strip() for value in values for x in value.split(",") if x.strip()):
             if not v.isdigit():
                 problems.append(f"{name}={v!r} in the link is not a {what} id; ignored.")
             elif int(v) not in known:
@@ -196,10 +209,12 @@ def _listed(options: Sequence[object]) -> str:
 
 
 def choices(name: str, options: Sequence[str], what: str) -> Codec[list[str]]:
-    """A repeated value out of `options`; others are noted and dropped."""
+    """A repeated value out of `options` (`outcome=wrong&outcome=error`, or `wrong,error`);
+    others are noted and dropped."""
 
     def parse(values: list[str]) -> tuple[list[str], list[str]]:
-        out = [v for v in dict.fromkeys(x.strip() for x in values if x.strip())]
+        given = (x.strip() for value in values for x in value.split(","))
+        out = [v for v in dict.fromkeys(given) if v]
         bad = [v for v in out if v not in options]
         problems = [f"{name}={v!r} in the link is not {what}; ignored." for v in bad]
         return [v for v in out if v in options], problems

@@ -56,6 +56,7 @@ def _go_to(cursors: list[str]) -> None:
 
 
 notices = header("Episodes", copy_link=True)
+params.expect(nav.P_CURSOR, *(f.param for f in episode_query.FIELDS))
 opening = table.opening()
 runs = data.list_runs()
 if not runs:

@@ -24,6 +24,7 @@ def _group_param() -> int | None:
 
 
 notices = header("GRPO groups", copy_link=True)
+params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_GROUP)
 runs = data.list_runs()
 if not runs:
     st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")

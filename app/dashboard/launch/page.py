@@ -11,6 +11,7 @@ from app.dashboard.components.header import header
 from app.dashboard.launch import fields, follow
 
 notices = header("Launch")
+params.expect(nav.P_RUN)
 settings = data.settings()
 if settings.read_only:
     st.info("This dashboard is read-only; launching runs is switched off.")

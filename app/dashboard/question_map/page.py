@@ -11,6 +11,7 @@ from app.dashboard.components.header import header
 from app.dashboard.question_map import reads, view
 
 notices = header("Question map", copy_link=True)
+params.expect(nav.P_RUN, view.P_SHARED)
 runs = data.list_runs()
 if len(runs) < 2:
     st.info("The map needs two runs on the same questions - record them with `rollscope run`.")

@@ -38,6 +38,7 @@ def _transcript(detail: EpisodeDetail) -> None:
 
 
 notices = header("Replay", copy_link=True, keys=player.KEYS, quiet=player.QUIET)
+params.expect(nav.P_EPISODE, nav.P_STEP, nav.P_FROM)
 episode_id = params.get_id(nav.P_EPISODE, "an episode id")
 detail = None if episode_id is None else data.get_episode(episode_id)
 if detail is None:

@@ -137,6 +137,7 @@ def _watch_for_new(newest: int | None) -> None:
 
 
 notices = header("Runs", copy_link=True)
+params.expect(nav.P_RUN)
 runs = data.list_runs()
 any_active = any(r.status in lifecycle.ACTIVE for r in runs)
 if not any_active:

@@ -19,6 +19,7 @@ NO_RUNS = (
 )
 
 notices = header("Training", copy_link=True)
+params.expect(nav.P_RUN, nav.P_QUESTION)
 runs = [r for r in data.list_runs() if r.is_training]
 if not runs:
     st.info(NO_RUNS)

@@ -21,6 +21,22 @@ from tests.support.dashboard_stores import FixtureStore
         ("replay/page.py", {"episode": "1", "step": "99"}, "step='99' in the link is not a step"),
         ("compare/page.py", {"run": ["1", "2"], "question": "nope"}, "question='nope'"),
         (None, {"run": "abc"}, "run='abc' in the link is not a run id"),
+        (
+            "compare/page.py",
+            {"runs": "1,2"},
+            "runs= in the link is not a parameter of this page (did you mean run=?); ignored.",
+        ),
+        (
+            None,
+            {"runz": "1"},
+            "runz= in the link is not a parameter of this page (did you mean run=?)",
+        ),
+        (
+            "replay/page.py",
+            {"x": "1"},
+            "x= in the link is not a parameter of this page (it reads episode, step, from)",
+        ),
+        ("episodes/page.py", {"tmni": "3"}, "(did you mean tmin=?)"),
     ],
 )
 def test_a_bad_link_parameter_gets_a_notice_and_a_default(
@@ -37,3 +53,30 @@ def test_a_notice_names_the_allowed_steps_once(store_env: FixtureStore) -> None:
     at = open_page("replay/page.py", episode=str(store_env.query_episode), step="99")
     (notice,) = [w.value.replace("\\", "") for w in at.warning]
     assert notice == "step='99' in the link is not a step of this episode (1-3); showing 1."
+
+
+@pytest.mark.parametrize(
+    ("page", "query"),
+    [
+        ("compare/page.py", {"run": ["1", "2"]}),
+        ("episodes/page.py", {"run": "1", "tmin": "0", "tmax": "9", "cursor": []}),
+        ("replay/page.py", {"episode": "1", "step": "1", "from": "run=1"}),
+        ("groups/page.py", {"run": "1", "question": "q", "group": "0"}),
+        ("training/page.py", {"run": "1", "question": "q"}),
+        ("question_map/page.py", {"run": ["1", "2"], "shared": "0"}),
+        (None, {"run": ["1", "2"]}),
+    ],
+)
+def test_a_pages_own_parameters_are_not_called_unknown(
+    store_env: FixtureStore, page: str | None, query: dict[str, str | list[str]]
+) -> None:
+    at = open_page(page, **query)
+    assert not [w.value for w in at.warning if "not a parameter of this page" in w.value]
+
+
+def test_runs_typed_with_commas_are_each_chosen(store_env: FixtureStore) -> None:
+    at = open_page("compare/page.py", run=f"{store_env.run_a},{store_env.run_b}")
+    assert at.multiselect[0].value == [store_env.run_a, store_env.run_b]
+    assert not [w.value for w in at.warning if "link" in w.value]
+    at = open_page("episodes/page.py", outcome="wrong,correct")
+    assert at.multiselect(key="ep_outcomes").value == ["wrong", "correct"]
