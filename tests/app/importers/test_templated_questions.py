@@ -5,6 +5,9 @@ stay two questions."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -75,3 +78,52 @@ def test_an_imported_template_prompt_gives_its_question_and_keeps_its_prompt(
         store, "SELECT prompt FROM step_prompts WHERE step_no = 1 ORDER BY episode_id LIMIT 1"
     )
     assert "CREATE TABLE singer (id INT);" in prompt[0] and "Instructions:" in prompt[0]
+
+
+def _schema(db: Path) -> str:
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        found = conn.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND sql NOT NULL")
+        return "\n".join(sql for (sql,) in found)
+
+
+def test_spider_rollouts_in_a_template_take_spiders_ids_and_are_regraded(
+    store: Store, tmp_path: Path, spider: Path
+) -> None:
+    # A SkyRL-SQL run on Spider dev as verl dumps it: OmniSQL's prompt with each database's
+    # real schema, and a final <solution> that is the gold SQL (score 1) or a wrong one.
+    questions = json.loads((spider / "questions.json").read_text())[:40]
+    prompts, outputs, scores = [], [], []
+    for i, q in enumerate(questions):
+        db = spider / "database" / q["db_id"] / f"{q['db_id']}.sqlite"
+        prompts.append(omnisql_prompt(_schema(db), q["question"]))
+        right = i % 3 != 0
+        final = q["query"] if right else "SELECT 'no such answer'"
+        outputs.append(
+            sql_response(
+                [
+                    ("<sql>SELECT count(*) FROM sqlite_master</sql>", "5"),
+                    (f"<solution>{final}</solution>", None),
+                ]
+            )
+        )
+        scores.append(1.0 if right else 0.0)
+    gold = [q["query"] for q in questions]
+    verl_dump(tmp_path / "dump", 1, prompts, outputs, gold, scores, {})
+    run_import(
+        store,
+        tmp_path / "dump",
+        questions=str(spider / "questions.json"),
+        db_dir=str(spider / "database"),
+    )
+    stored = rows(
+        store,
+        "SELECT e.question_id, e.question, e.reward, s.regraded FROM episodes e "
+        "JOIN episode_sources s ON s.episode_id = e.id ORDER BY e.id",
+    )
+    assert [(qid, text) for qid, text, _, _ in stored] == [
+        (q["id"], q["question"]) for q in questions
+    ]
+    # rollscope's grade of each final SQL against the gold agrees with the file's score.
+    assert [regraded for *_, regraded in stored] == [
+        "correct" if score else "wrong" for score in scores
+    ]
