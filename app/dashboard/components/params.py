@@ -22,6 +22,8 @@ N = TypeVar("N", int, float)
 _SEEN = "_url_seen:"
 """Session-state prefix: the URL values a bound widget was last synchronised with."""
 _NOTICES = "_url_notices"
+_TAKEN = "_url_taken"
+"""Session-state key: the query parameters the page shown takes (`expect`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,9 @@ def get_all(name: str) -> list[str]:
 
 def expect(*names: str) -> None:
     """Note each query parameter of the URL that the page does not read (`runs=` for `run=`),
-    with the one it likely means: a link's typo is otherwise ignored without a word."""
+    with the one it likely means: a link's typo is otherwise ignored without a word. The
+    page's next change of the URL (`write`) leaves them out."""
+    st.session_state[_TAKEN] = names
     for name in st.query_params:  # Streamlit's own (`embed`) are not listed
         if name in names:
             continue
@@ -79,8 +83,18 @@ def expect(*names: str) -> None:
 
 
 def write(name: str, values: Sequence[str]) -> None:
-    """Set (or, with no values, remove) a query parameter, only when it changes."""
+    """Set (or, with no values, remove) a query parameter, only when it changes; parameters
+    the page does not take (see `expect`) go with that change, in the same history entry."""
     values = list(values)
+    taken = st.session_state.get(_TAKEN)
+    stray = [k for k in st.query_params if taken is not None and k not in taken]
+    if stray:
+        query = {k: st.query_params.get_all(k) for k in st.query_params if k not in stray}
+        query.pop(name, None)
+        if values:
+            query[name] = values
+        st.query_params.from_dict(query)
+        return
     if raw(name) == values:
         return
     if not values:

@@ -80,3 +80,14 @@ def test_runs_typed_with_commas_are_each_chosen(store_env: FixtureStore) -> None
     assert not [w.value for w in at.warning if "link" in w.value]
     at = open_page("episodes/page.py", outcome="wrong,correct")
     assert at.multiselect(key="ep_outcomes").value == ["wrong", "correct"]
+
+
+def test_a_parameter_the_page_does_not_take_goes_at_the_users_next_change(
+    store_env: FixtureStore,
+) -> None:
+    at = open_page("compare/page.py", runs="1,2")
+    assert any("runs= in the link" in w.value for w in at.warning)
+    at.multiselect[0].set_value([store_env.run_a, store_env.run_b]).run()
+    assert "runs" not in at.query_params
+    assert at.query_params["run"] == [str(store_env.run_a), str(store_env.run_b)]
+    assert not [w.value for w in at.warning if "link" in w.value]
