@@ -59,12 +59,19 @@ STD_BIN = 0.05
 
 
 def overview(
-    session: Session, run_id: int, *, limit: int, question: str | None = None
+    session: Session,
+    run_id: int,
+    *,
+    limit: int,
+    question: str | None = None,
+    min_train_step: int | None = None,
+    max_train_step: int | None = None,
 ) -> GroupOverview:
     """A run's groups summed up (counted by where their spread comes from, and the std
     histogram), with the groups it lists: the `limit` of highest reward std (ties by question,
     then a training run's steps in number order), or every group of `question`; no question
-    texts (`question_texts`).
+    texts (`question_texts`). A training run's groups can be those of a range of training
+    steps (either end inclusive, None for open); a run without training steps has none there.
 
     One GROUP BY that reads one index alone (`stats_query`); the summary is counted in one
     pass over its rows, and a record made only for the groups listed: a long training run has
@@ -72,7 +79,12 @@ def overview(
     """
     training = is_training_run(session, run_id)
     # On the connection: a row per group, which the ORM would handle one by one for nothing.
-    rows = session.connection().execute(stats_query(run_id, training)).all()
+    query = stats_query(run_id, training)
+    if min_train_step is not None:
+        query = query.where(Episode.train_step >= min_train_step)
+    if max_train_step is not None:
+        query = query.where(Episode.train_step <= max_train_step)
+    rows = session.connection().execute(query).all()
     k = len(key_columns(training))
     qid_at = k - 1  # the question is the last key column
     std_from_sums, source_of = grpo.std_from_sums, grpo.signal_source

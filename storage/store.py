@@ -657,13 +657,27 @@ class Store:
             return aggregates.distributions(session, run_ids)
 
     def group_overview(
-        self, run_id: int, *, limit: int = 500, question: str | None = None
+        self,
+        run_id: int,
+        *,
+        limit: int = 500,
+        question: str | None = None,
+        min_train_step: int | None = None,
+        max_train_step: int | None = None,
     ) -> GroupOverview:
         """A run's GRPO groups (its finished samples of one question; in a training run, of one
         question at one training step) summed up, with the `limit` of highest reward standard
-        deviation listed, or every group of `question`, and their questions' texts."""
+        deviation listed, or every group of `question`, and their questions' texts; a training
+        run's groups of a range of training steps when given one (`groups.overview`)."""
         with Session(self._engine) as session:
-            found = groups.overview(session, run_id, limit=limit, question=question)
+            found = groups.overview(
+                session,
+                run_id,
+                limit=limit,
+                question=question,
+                min_train_step=min_train_step,
+                max_train_step=max_train_step,
+            )
             wanted = sorted({g.key.question_id for g in found.groups})
             texts = groups.question_texts(session, run_id, wanted) if wanted else {}
         return dataclasses.replace(found, questions=texts)

@@ -14,7 +14,7 @@ from sqlalchemy.dialects import sqlite
 
 from rollout_core.records import IterationBatch
 from storage.groups import stats_query
-from storage.read_models import GroupKey
+from storage.read_models import GroupKey, GroupOverview
 from storage.store import Store
 from storage.training import (
     DrawnQuestion,
@@ -83,6 +83,29 @@ def test_steps_count_their_groups_by_source_as_the_groups_overview_does(store: S
     assert {k: first.by_source[k] + second.by_source[k] for k in first.by_source} == (
         overview.by_source
     )
+
+
+def test_a_range_of_training_steps_sums_and_lists_only_its_groups(store: Store) -> None:
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=12)
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(2), [1.0, 0.0], (0, 0))  # correctness
+    play_group(sink, "q1", range(2, 4), [0.0, 0.0], (1, 1))  # none
+    play_group(sink, "q2", range(2), [1.0, 1.1], (1, 2))  # shaping only
+    play_group(sink, "q2", range(2, 4), [1.0, 0.0], (2, 3))  # correctness
+    play_group(sink, "q3", range(4), [0.0, 1.0, 1.0, 0.0], (3, 4))  # correctness
+
+    def keys(found: GroupOverview) -> list[tuple[int | None, str]]:
+        return sorted((g.key.train_step, g.key.question_id) for g in found.groups)
+
+    middle = store.group_overview(run_id, min_train_step=1, max_train_step=2)
+    assert keys(middle) == [(1, "q1"), (1, "q2"), (2, "q2")]
+    assert (middle.total, middle.episodes, middle.largest) == (3, 6, 2)
+    assert middle.by_source == {"correctness": 1, "shaping only": 1, "none": 1}
+    assert keys(store.group_overview(run_id, min_train_step=2)) == [(2, "q2"), (3, "q3")]
+    assert keys(store.group_overview(run_id, max_train_step=0)) == [(0, "q1")]
+    assert keys(store.group_overview(run_id, min_train_step=1, question="q1")) == [(1, "q1")]
+    none = store.group_overview(run_id, min_train_step=4)
+    assert (none.total, none.groups) == (0, [])
 
 
 def test_a_question_across_training_in_order(training: tuple[Store, int]) -> None:

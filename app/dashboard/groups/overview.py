@@ -7,7 +7,7 @@ from urllib.parse import quote
 import pandas as pd
 import streamlit as st
 
-from app.dashboard.components import nav
+from app.dashboard.components import nav, params
 from app.dashboard.components.render import fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
@@ -139,18 +139,59 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
         )
 
 
-def show(run: RunSummary, question: str | None = None) -> None:
-    """The run's groups; a training run's groups of one question only, when `question`."""
+StepRange = tuple[int | None, int | None]
+"""A training run's first and last training step shown (None: that end open)."""
+_TRAIN_FROM, _TRAIN_TO = "gr_tmin", "gr_tmax"
+
+
+def step_range(run: RunSummary) -> StepRange:
+    """The range of training steps whose groups are shown: two inputs bound to the link's
+    `tmin` and `tmax`, for a run whose groups are by step (else every step)."""
+    if not by_step(run):
+        return None, None
+    bounds: list[int | None] = []
+    with st.container(horizontal=True):
+        for key, param, label in (
+            (_TRAIN_FROM, nav.P_TRAIN_FROM, "From training step"),
+            (_TRAIN_TO, nav.P_TRAIN_TO, "To training step"),
+        ):
+            codec = params.number(param, int, "a training step", 0)
+            bound = params.bind(key, param, codec)
+            bounds.append(
+                st.number_input(label, value=None, min_value=0, step=1, width=170, **bound)
+            )
+    return bounds[0], bounds[1]
+
+
+def _steps_words(steps: StepRange) -> str:
+    """'training steps 3-7', 'training steps from 3', 'training steps up to 7'."""
+    first, last = steps
+    if first is not None and last is not None:
+        return f"training step {first}" if first == last else f"training steps {first}-{last}"
+    return f"training steps from {first}" if first is not None else f"training steps up to {last}"
+
+
+def show(run: RunSummary, question: str | None = None, steps: StepRange = (None, None)) -> None:
+    """The run's groups; a training run's groups of one question only, when `question`, and
+    of a range of training steps, when `steps` has an end."""
     training = is_training(run)
-    found = reads.overview(run.id, question if training else None)
+    steps = steps if training else (None, None)
+    ranged = steps != (None, None)
+    at = f" at {_steps_words(steps)}" if ranged else ""
+    first, last = steps
+    if first is not None and last is not None and first > last:
+        st.info(f"**From training step** {first} is above **To training step** {last}.")
+        return
+    found = reads.overview(run.id, question if training else None, steps)
     if question is not None and training and found.total and not found.groups:
         st.warning(
-            f"{run.name} has no finished episode of question {question}; showing all its groups."
+            f"{run.name} has no finished episode of question {question}{at}; showing all its "
+            "groups."
         )
         question = None
-        found = reads.overview(run.id)
+        found = reads.overview(run.id, None, steps)
     if not found.total:
-        st.info(f"{run.name} has no finished episodes yet.")
+        st.info(f"{run.name} has {f'no group{at}' if ranged else 'no finished episodes yet'}.")
         return
     if found.largest < 2:
         st.info(
@@ -177,7 +218,11 @@ def show(run: RunSummary, question: str | None = None) -> None:
             f"The {counted(len(listed), 'group')} of question {question}; **open** one to see it."
         )
     elif len(listed) < found.total:
-        st.caption(f"The {counted(len(listed), 'group')} with the highest std of {found.total}.")
+        st.caption(
+            f"The {counted(len(listed), 'group')} with the highest std of {found.total}{at}."
+        )
+    elif ranged:
+        st.caption(f"The {counted(len(listed), 'group')}{at}.")
     table = pd.DataFrame(
         [
             {

@@ -24,7 +24,7 @@ def _group_param() -> int | None:
 
 
 notices = header("GRPO groups", copy_link=True)
-params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_GROUP)
+params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_GROUP, nav.P_TRAIN_FROM, nav.P_TRAIN_TO)
 runs = data.list_runs()
 if not runs:
     st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")
@@ -55,13 +55,15 @@ if question is None and group_index is not None:
         f"{nav.P_GROUP}={group_index} in the link comes without its question "
         f"({nav.P_QUESTION}=...); showing all groups."
     )
-params.show_notices(notices)
 run = by_id[run_id]
+listing = question is None or (group_index is None and overview.by_step(run, question))
+steps = overview.step_range(run) if listing else (None, None)
+params.show_notices(notices)
 agents.show([run])
 if question is None:
-    overview.show(run)
-elif group_index is None and overview.by_step(run, question):
+    overview.show(run, steps=steps)
+elif listing:
     # A question without its group (a link from the question map): its groups to pick from.
-    overview.show(run, question)
+    overview.show(run, question, steps)
 else:
     detail.show(run, GroupKey(question, group_index))

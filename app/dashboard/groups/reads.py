@@ -11,9 +11,18 @@ LISTED = 500
 
 
 @cached_read()
-def overview(store: Store, run_id: int, question: str | None = None) -> GroupOverview:
-    """A run's GRPO groups summed up, listing those of highest reward std (or of `question`)."""
-    return store.group_overview(run_id, limit=LISTED, question=question)
+def overview(
+    store: Store,
+    run_id: int,
+    question: str | None = None,
+    steps: tuple[int | None, int | None] = (None, None),
+) -> GroupOverview:
+    """A run's GRPO groups summed up, listing those of highest reward std (or of `question`);
+    a training run's at a range of training `steps` (first, last; None for an open end)."""
+    first, last = steps
+    return store.group_overview(
+        run_id, limit=LISTED, question=question, min_train_step=first, max_train_step=last
+    )
 
 
 @cached_read()

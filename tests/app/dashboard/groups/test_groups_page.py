@@ -238,6 +238,30 @@ def test_a_training_question_the_run_never_played_says_so_and_shows_all_groups(
     assert "Groups by reward variance" in [h.value for h in at.subheader]
 
 
+def test_a_range_of_training_steps_counts_and_lists_only_its_groups(
+    training_run: tuple[str, int],
+) -> None:
+    _, run_id = training_run
+    at = open_page("groups/page.py", run=str(run_id), tmin="1", tmax="1")
+    assert [n.value for n in at.number_input] == [1, 1]
+    assert _metrics(at)["groups"] == "2"  # q1 and q2 at step 1; q1 at step 0 left out
+    table = at.dataframe[0].value
+    assert sorted(zip(table["question id"], table["training step"], strict=True)) == [
+        ("q1", 1), ("q2", 1)
+    ]  # fmt: skip
+    assert "The 2 groups at training step 1." in texts(at)
+    # The inputs change the range as the link does, and one past the run's steps says so.
+    at.number_input(key="gr_tmax").set_value(None).run()
+    assert "tmax" not in at.query_params and at.query_params["tmin"] == "1"
+    at.number_input(key="gr_tmin").set_value(7).run()
+    assert "grpo has no group at training steps from 7." in texts(at)
+    at = open_page("groups/page.py", run=str(run_id), tmin="2", tmax="0")
+    assert "**From training step** 2 is above **To training step** 0." in texts(at)
+    # A question's groups within the range.
+    at = open_page("groups/page.py", run=str(run_id), question="q1", tmin="0", tmax="0")
+    assert list(at.dataframe[0].value["training step"]) == [0]
+
+
 # -- where the spread comes from -----------------------------------------------------------------
 
 
