@@ -25,6 +25,23 @@ def _window(page: Page[EpisodeSummary]) -> str:
     )
 
 
+def _groups_link(flt: EpisodeFilter, runs: list[RunSummary]) -> None:
+    """A link to the GRPO groups of the training steps listed, for one training run's range
+    (a drag across a Training chart lands here)."""
+    steps = [(nav.P_TRAIN_FROM, flt.min_train_step), (nav.P_TRAIN_TO, flt.max_train_step)]
+    if len(flt.run_ids) != 1 or all(v is None for _, v in steps):
+        return
+    run = next((r for r in runs if r.id == flt.run_ids[0]), None)
+    if run is None or not run.is_training:
+        return
+    st.page_link(
+        nav.GROUPS,
+        label="GRPO groups of these training steps",
+        icon=":material/workspaces:",
+        query_params=[(nav.P_RUN, str(run.id)), *((p, str(v)) for p, v in steps if v is not None)],
+    )
+
+
 def _why_none(flt: EpisodeFilter, runs: list[RunSummary]) -> str:
     """What in the filters leaves nothing to list, where it is plain: a range whose low end
     is above its high end, a training-step range over runs without training steps."""
@@ -96,6 +113,8 @@ else:
         f"Episodes {start + 1}-{start + len(page.items)} of {total}{_window(page)}. "
         "**open** replays an episode; Replay keeps this list for its back link."
     )
+    with head:
+        _groups_link(query.flt, runs)
     table.show(page)
 
 pager = st.container(horizontal=True, gap="small")  # buttons at their own width, never clipped

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from app.dashboard.episodes import query as episode_query
 from storage.read_models import EpisodeFilter
@@ -182,6 +183,19 @@ def test_a_training_runs_episodes_filter_by_training_step_and_show_it(
     query, problems = episode_query.from_query_string(f"run={run}&tmin=2&tmax=5", {int(run)})
     assert problems == [] and (query.flt.min_train_step, query.flt.max_train_step) == (2, 5)
     assert episode_query.to_query_string(query) == f"run={run}&tmin=2&tmax=5"
+
+
+def test_one_training_runs_steps_link_to_their_grpo_groups(long_training: LongTraining) -> None:
+    run = str(long_training.run_id)
+
+    def links(at: AppTest) -> list[tuple[str, str]]:
+        found = [p.proto for p in at.get("page_link") if "GRPO groups" in p.proto.label]
+        return [(p.label, p.query_string) for p in found]
+
+    at = open_page("episodes/page.py", run=run, tmin="3", tmax="4")
+    assert links(at) == [("GRPO groups of these training steps", f"run={run}&tmin=3&tmax=4")]
+    assert not links(open_page("episodes/page.py", run=run))  # no range
+    assert not links(open_page("episodes/page.py", tmin="3"))  # not one run
 
 
 def test_a_run_without_training_steps_has_no_training_step_column(
