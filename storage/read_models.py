@@ -23,6 +23,21 @@ T = TypeVar("T")
 EpisodeSort = Literal["id", "reward", "steps", "duration", "question_id"]
 
 
+class RunStep(NamedTuple):
+    """One training step of a run: the episodes a trainer played at that step."""
+
+    run_id: int
+    train_step: int
+
+    def __str__(self) -> str:
+        return f"{self.run_id}@{self.train_step}"
+
+
+RunKey = int | RunStep
+"""What Compare sets beside another: a whole run (its id), or one training step of a run (an
+evaluation's checkpoint, where an imported run evaluated the same questions at each step)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     """One run with its metrics, as the Runs page and `rollscope runs` show it."""
@@ -67,6 +82,19 @@ class RunSummary:
     """The file or folder an import read."""
     skipped_lines: int = 0
     """Malformed lines or rows an import left out."""
+    train_step: int | None = None
+    """Set when the figures (episodes, accuracy, reward, steps, parse failures) are those of
+    one training step of the run, not the whole run's (`Store.run_at_step`)."""
+
+    @property
+    def key(self) -> RunKey:
+        """The run's id, or the run and its step for the figures of one training step."""
+        return self.id if self.train_step is None else RunStep(self.id, self.train_step)
+
+    @property
+    def label(self) -> str:
+        """Its name, and the training step its figures are of, if any."""
+        return self.name if self.train_step is None else f"{self.name} @ step {self.train_step}"
 
     @property
     def is_training(self) -> bool:
@@ -243,8 +271,9 @@ class QuestionComparison:
     question_id: str
     db_id: str
     question: str
-    cells: dict[int, RunCell]
-    """run_id -> its result; a run that did not play the question has no entry."""
+    cells: dict[RunKey, RunCell]
+    """run id (or run and training step) -> its result; a run that did not play the question
+    has no entry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,8 +282,9 @@ class QuestionOutcomes:
     statistics over every question two runs played."""
 
     question_id: str
-    cells: dict[int, RunCell]
-    """run_id -> its result (`episode_ids` left empty); a run that did not play it is absent."""
+    cells: dict[RunKey, RunCell]
+    """run id (or run and training step) -> its result (`episode_ids` left empty); a run that
+    did not play it is absent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -271,6 +301,12 @@ class Distribution:
     outcome_counts: dict[str, int]
     failure_counts: dict[str, int] = field(default_factory=dict)
     """Finished episodes per failure class (every class, zeros included)."""
+    train_step: int | None = None
+    """Set when the counts are of one training step of the run, not the whole run's."""
+
+    @property
+    def key(self) -> RunKey:
+        return self.run_id if self.train_step is None else RunStep(self.run_id, self.train_step)
 
 
 class GroupKey(NamedTuple):

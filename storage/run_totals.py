@@ -16,7 +16,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, delete, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Table,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from rollout_core.records import ACTION_KINDS
@@ -111,11 +121,15 @@ class RunChange:
 
     def dropped(self, rows: Iterable[Sequence[Any]]) -> None:
         """Episodes deleted, as rows of `DROPPED_COLUMNS`."""
+        self._rows(rows, -1)
+
+    def _rows(self, rows: Iterable[Sequence[Any]], weight: int) -> None:
+        """Episodes as rows of `DROPPED_COLUMNS`, in (weight 1) or out (-1)."""
         for outcome, failure_class, reward, steps, unparsed, *actions in rows:
             if outcome is not None:
-                self.finished(outcome, failure_class, reward or 0.0, steps, weight=-1)
+                self.finished(outcome, failure_class, reward or 0.0, steps, weight=weight)
             by_action = dict(zip(ACTION_KINDS, actions, strict=True))
-            self.steps({a: -n for a, n in (by_action | {UNPARSED: unparsed}).items()})
+            self.steps({a: weight * n for a, n in (by_action | {UNPARSED: unparsed}).items()})
 
     def apply(self, conn: Connection, run_id: int) -> None:
         """Write the change, in the caller's transaction."""
@@ -128,6 +142,15 @@ class RunChange:
             if n
         ]
         executemany(conn, _upsert(conn.dialect.name), rows)
+
+
+def counted(conn: Connection, scope: Sequence[ColumnElement[bool]]) -> RunChange:
+    """The totals and counts of the episodes `scope` selects, as the write path counts a
+    run's, read row by row: for a few thousand episodes, such as one training step of a run
+    (a side of Compare). `recompute` groups whole runs in SQL."""
+    change = RunChange()
+    change._rows(conn.execute(select(*DROPPED_COLUMNS).where(*scope)), 1)
+    return change
 
 
 _ADD = (

@@ -68,6 +68,7 @@ from storage.read_models import (
     Page,
     QuestionComparison,
     QuestionOutcomes,
+    RunKey,
     RunSummary,
     TagCount,
 )
@@ -617,33 +618,34 @@ class Store:
 
     def compare_runs(
         self,
-        run_ids: Sequence[int],
+        runs: Sequence[RunKey],
         *,
         limit: int = 100,
         cursor: str | None = None,
         with_episode_ids: bool = True,
     ) -> Page[QuestionComparison]:
-        """Per-question results of several runs, over the questions any of them played;
-        `with_episode_ids=False` leaves each cell's episode ids out (a list needs counts)."""
+        """Per-question results of several runs (a `RunStep`: one training step of a run),
+        over the questions any of them played; `with_episode_ids=False` leaves each cell's
+        episode ids out (a list needs counts)."""
         with Session(self._engine) as session:
             return aggregates.compare_page(
-                session, run_ids, limit, cursor, with_episode_ids=with_episode_ids
+                session, runs, limit, cursor, with_episode_ids=with_episode_ids
             )
 
     def compare_question(
-        self, run_ids: Sequence[int], question_id: str
+        self, runs: Sequence[RunKey], question_id: str
     ) -> QuestionComparison | None:
-        """One question's results in each run, with the episode ids; None when none played it."""
+        """One question's results in each run (or training step), with the episode ids; None
+        when none played it."""
         with Session(self._engine) as session:
-            found = aggregates.comparisons(
-                session, list(dict.fromkeys(run_ids)), [question_id], with_episode_ids=True
-            )
+            found = aggregates.comparisons(session, runs, [question_id], with_episode_ids=True)
             return found[0] if found else None
 
-    def compare_outcomes(self, run_ids: Sequence[int]) -> list[QuestionOutcomes]:
-        """Episode and correct counts per question and run, over every question they finished."""
+    def compare_outcomes(self, runs: Sequence[RunKey]) -> list[QuestionOutcomes]:
+        """Episode and correct counts per question and run (or training step), over every
+        question they finished."""
         with Session(self._engine) as session:
-            return aggregates.compare_outcomes(session, run_ids)
+            return aggregates.compare_outcomes(session, runs)
 
     def outcome_matrix(self, run_ids: Sequence[int]) -> OutcomeMatrix:
         """Finished and correct episodes per question and run (the question x checkpoint
@@ -651,10 +653,10 @@ class Store:
         with Session(self._engine) as session:
             return aggregates.outcome_matrix(session, run_ids)
 
-    def run_distributions(self, run_ids: Sequence[int]) -> list[Distribution]:
-        """Action mix, reward and steps histograms per run, computed in SQL."""
+    def run_distributions(self, runs: Sequence[RunKey]) -> list[Distribution]:
+        """Action mix, reward and steps histograms per run (or training step of a run)."""
         with Session(self._engine) as session:
-            return aggregates.distributions(session, run_ids)
+            return aggregates.distributions(session, runs)
 
     def group_overview(
         self,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import (
@@ -26,8 +26,9 @@ from sqlalchemy.orm import Session
 
 from rollout_core import grpo
 from rollout_core.records import Outcome
-from storage import groups
+from storage import groups, run_totals
 from storage.models import Episode
+from storage.read_models import RunSummary
 from storage.sql_limits import literal_limit
 from storage.store import Store
 
@@ -300,6 +301,42 @@ def played_steps(store: Store, run_id: int, question_id: str) -> list[int]:
     )
     with Session(store._engine) as session:
         return [int(step) for step in session.scalars(stmt) if step is not None]
+
+
+def finished_steps(store: Store, run_id: int) -> list[int]:
+    """The training steps at which the run has a finished episode, in order (read from the
+    training index)."""
+    e = Episode
+    stmt = (
+        select(e.train_step)
+        .where(e.run_id == run_id, e.train_step.is_not(None), e.outcome.is_not(None))
+        .distinct()
+        .order_by(e.train_step)
+    )
+    with Session(store._engine) as session:
+        return [int(step) for step in session.scalars(stmt) if step is not None]
+
+
+def run_at_step(store: Store, run: RunSummary, step: int) -> RunSummary:
+    """The run with the figures of one training step's episodes in place of the whole run's
+    (episodes, accuracy, reward, steps, parse failures), its `train_step` set: a side of
+    Compare. Counted as the write path counts a run's (`run_totals`)."""
+    with Session(store._engine) as session:
+        scope = [Episode.run_id == run.id, Episode.train_step == step]
+        t = run_totals.counted(session.connection(), scope).totals
+    finished, steps = int(t["finished_episodes"]), int(t["step_sum"])
+    return replace(
+        run,
+        train_step=step,
+        episodes_planned=finished,
+        episodes_finished=finished,
+        correct=int(t["correct_episodes"]),
+        errors=int(t["error_episodes"]),
+        accuracy=t["correct_episodes"] / finished if finished else None,
+        mean_reward=t["reward_sum"] / finished if finished else None,
+        mean_steps=t["finished_step_sum"] / finished if finished else None,
+        parse_failure_rate=t["unparsed_sum"] / steps if steps else None,
+    )
 
 
 def question_episodes(

@@ -11,7 +11,7 @@ import numpy as np
 
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
-from storage.read_models import RunCell, RunSummary, StoredStep
+from storage.read_models import RunCell, RunKey, RunSummary, StoredStep
 
 Cell = Literal["both right", "only A", "only B", "both wrong"]
 CELLS: tuple[Cell, ...] = ("both right", "only A", "only B", "both wrong")
@@ -27,7 +27,7 @@ class HasCells(Protocol):
     @property
     def question_id(self) -> str: ...
     @property
-    def cells(self) -> Mapping[int, RunCell]: ...
+    def cells(self) -> Mapping[RunKey, RunCell]: ...
 
 
 Row = TypeVar("Row", bound=HasCells)
@@ -45,7 +45,7 @@ class BootstrapInterval:
 
 
 def paired_questions(
-    rows: Sequence[Row], run_a: int, run_b: int
+    rows: Sequence[Row], run_a: RunKey, run_b: RunKey
 ) -> tuple[list[Row], np.ndarray, np.ndarray]:
     """Questions both runs played, with each run's success rate on them."""
     both = [r for r in rows if _played(r, run_a) and _played(r, run_b)]
@@ -90,7 +90,7 @@ def outcome_cell(rate_a: float, rate_b: float) -> Cell:
     return "both wrong"
 
 
-def outcome_matrix(rows: Sequence[Row], run_a: int, run_b: int) -> dict[Cell, list[Row]]:
+def outcome_matrix(rows: Sequence[Row], run_a: RunKey, run_b: RunKey) -> dict[Cell, list[Row]]:
     """The paired questions grouped by the four outcome cells."""
     both, a, b = paired_questions(rows, run_a, run_b)
     cells: dict[Cell, list[Row]] = {c: [] for c in CELLS}
@@ -132,19 +132,19 @@ def _step_key(step: StoredStep) -> tuple[str, str]:
     return step.action, " ".join(step.argument.split()).lower()
 
 
-def _played(row: HasCells, run_id: int) -> bool:
+def _played(row: HasCells, run_id: RunKey) -> bool:
     cell = row.cells.get(run_id)
     return cell is not None and cell.episodes > 0
 
 
-def _rate(row: HasCells, run_id: int) -> float:
+def _rate(row: HasCells, run_id: RunKey) -> float:
     return row.cells[run_id].correct / row.cells[run_id].episodes
 
 
 # -- shared questions and run quality ------------------------------------------------------------
 
 
-def same_questions(rows: Sequence[HasCells], a: int, b: int) -> bool:
+def same_questions(rows: Sequence[HasCells], a: RunKey, b: RunKey) -> bool:
     """Whether the two runs finished exactly the same questions (and at least one)."""
     qa = {r.question_id for r in rows if _played(r, a)}
     qb = {r.question_id for r in rows if _played(r, b)}

@@ -132,6 +132,30 @@ def test_a_flipped_questions_open_shows_it_at_both_steps(
     assert len(page.context.pages) == 1
 
 
+def test_compare_sets_two_training_steps_of_the_run_side_by_side(
+    flipped: tuple[str, int], page: Any
+) -> None:
+    base_url, run_id = flipped
+    page.goto(f"{base_url}/compare")
+    picker = page.locator("[data-testid='stMultiSelect']").get_by_role("combobox")
+    for step in (0, 2):
+        picker.click()
+        picker.fill(f"@ step {step}")
+        option = f"grpo-flips (#{run_id}) @ step {step}"
+        page.get_by_role("option", name=option, exact=True).click()
+        wait_idle(page)
+    page.wait_for_url(re.compile(rf"/compare\?run={run_id}(@|%40)0&run={run_id}(@|%40)2$"))
+    # q-learnt, wrong at step 0 and right at step 2; q-often wrong at both: +50 points.
+    page.get_by_text("grpo-flips @ step 2 − grpo-flips @ step 0: +50.0 pts").wait_for()
+    page.get_by_text("only grpo-flips @ step 2: 1").wait_for()
+    assert page.locator("[data-testid='stException']").count() == 0
+    page.keyboard.press("Escape")
+    wait_idle(page)
+    screenshot(page, "compare-steps")
+    page.reload()
+    page.get_by_text("grpo-flips @ step 2 − grpo-flips @ step 0: +50.0 pts").wait_for()
+
+
 def test_clicking_a_curves_point_opens_that_steps_episodes(
     flipped: tuple[str, int], page: Any
 ) -> None:

@@ -1,24 +1,25 @@
-"""Compare: two or more runs on the questions they share, overall and question by question."""
+"""Compare: two or more runs (or training steps of a run) on the questions they share, overall
+and question by question."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.compare import reads, side_by_side, stats
+from app.dashboard.compare import reads, side_by_side, sides, stats
 from app.dashboard.compare import summary as compare_summary
 from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
 from app.dashboard.components.params import Codec
 from app.dashboard.failures import mix as failure_mix
 from app.dashboard.runs.reads import run_distributions
-from storage.read_models import QuestionComparison
+from storage.read_models import QuestionComparison, RunKey, RunStep, RunSummary
 
 _RUNS = "cmp_runs"
 _QUESTION = "cmp_question"
 
 
-def _new_runs(run_ids: list[int]) -> None:
+def _new_runs(run_ids: list[RunKey]) -> None:
     # Other runs, other questions: the picker goes back to its default, samples to the first.
     params.forget(_QUESTION, nav.P_QUESTION)
     side_by_side.forget_samples(run_ids)
@@ -30,7 +31,7 @@ def _question_codec(rows: list[QuestionComparison], default: str) -> Codec[str]:
     )
 
 
-def _open_question(question_id: str, codec: Codec[str], run_ids: list[int]) -> None:
+def _open_question(question_id: str, codec: Codec[str], run_ids: list[RunKey]) -> None:
     params.assign(_QUESTION, nav.P_QUESTION, codec, question_id)
     side_by_side.forget_samples(run_ids)
     st.toast(f"Question {question_id} is shown side by side below.", icon=":material/south:")
@@ -39,18 +40,25 @@ def _open_question(question_id: str, codec: Codec[str], run_ids: list[int]) -> N
 notices = header("Compare", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_SAMPLE)
 all_runs = data.list_runs()
-if len(all_runs) < 2:
-    st.info("Compare needs two runs - record them with `rollscope run ...` first.")
-    st.stop()
-
 by_id = {r.id: r for r in all_runs}
-run_codec = params.ids(nav.P_RUN, by_id)
+steps = {r.id: reads.finished_steps(r.id) for r in all_runs if r.is_training}
+offered = sides.options(all_runs, steps)
+if len(offered) < 2:
+    st.info(
+        "Compare needs two runs, or a training run of two steps - record them with "
+        "`rollscope run ...` first."
+    )
+    st.stop()
+run_codec = sides.codec(nav.P_RUN, offered, by_id)
 with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
-    chosen_ids: list[int] = st.multiselect(
-        "Runs (the first is the baseline)",
-        list(by_id),
-        format_func=lambda i: f"{by_id[i].name} (#{i})",
-        **params.bind(_RUNS, nav.P_RUN, run_codec, on_change=lambda: _new_runs(list(by_id))),
+    chosen_ids: list[RunKey] = st.multiselect(
+        "Runs, or training steps of a run (the first is the baseline)",
+        offered,
+        format_func=lambda k: sides.name_of(k, by_id),
+        help="A training step (`name @ step 200`) compares that step's episodes alone: an "
+        "evaluation run each few steps on the same questions compares checkpoint with "
+        "checkpoint.",
+        **params.bind(_RUNS, nav.P_RUN, run_codec, on_change=lambda: _new_runs(offered)),
     )
     if len(chosen_ids) == 2:
         st.button(
@@ -58,19 +66,28 @@ with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
             icon=":material/swap_horiz:",
             on_click=params.assign,
             args=(_RUNS, nav.P_RUN, run_codec, chosen_ids[::-1]),
-            help=f"Make {by_id[chosen_ids[1]].name} the baseline",
+            help=f"Make {sides.name_of(chosen_ids[1], by_id)} the baseline",
         )
 if len(chosen_ids) < 2:
     params.show_notices(notices)
-    st.info("Choose two or more runs.")
+    st.info("Choose two or more runs, or two training steps of one run.")
     st.stop()
 
-runs = [by_id[i] for i in chosen_ids]
+
+def _side(key: RunKey) -> RunSummary:
+    """A chosen run, or a run with the figures of one of its training steps."""
+    if isinstance(key, RunStep):
+        at = reads.run_at_step(key.run_id, key.train_step)
+        return at if at is not None else by_id[key.run_id]
+    return by_id[key]
+
+
+runs = [_side(k) for k in chosen_ids]
 outcomes = reads.compare_outcomes(tuple(chosen_ids))
 rows, capped = reads.compare_all(tuple(chosen_ids))
 rows = stats.shared_first(rows, chosen_ids)
 # One pairing per run: its card's accuracy and delta and its interval are the same numbers.
-pairings = {r.id: stats.pairing(outcomes, runs[0].id, r.id) for r in runs[1:]}
+pairings = {r.key: stats.pairing(outcomes, runs[0].key, r.key) for r in runs[1:]}
 compare_summary.headline(runs, outcomes, pairings)
 agents.show(runs)
 if capped:
@@ -79,8 +96,8 @@ if capped:
         f"the first {reads.QUESTION_CAP}."
     )
 for other in runs[1:]:
-    compare_summary.interval(pairings[other.id], runs[0], other)
-compare_summary.pooled_steps(runs)
+    compare_summary.interval(pairings[other.key], runs[0], other)
+compare_summary.pooled_steps(runs, steps)
 
 differing = [r.question_id for r in rows if stats.runs_differ(r, chosen_ids)]
 compared = sum(stats.played_by(r, chosen_ids) >= 2 for r in rows)
@@ -97,9 +114,8 @@ if len(runs) == 2:
         outcomes, {r.question_id: r for r in rows}, runs[0], runs[1], open_question
     )
     dist_a, dist_b = run_distributions(tuple(chosen_ids))
-    failure_mix.show_shift(
-        dist_a, dist_b, runs[0].name, runs[1].name, shared=pairings[runs[1].id].interval is not None
-    )
+    shared = pairings[runs[1].key].interval is not None
+    failure_mix.show_shift(dist_a, dist_b, runs[0].label, runs[1].label, shared=shared)
 else:
     st.subheader("Per-question success rate")
     st.caption(

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from app.dashboard.data import cached_read
-from storage.read_models import QuestionComparison, QuestionOutcomes
+from storage import training
+from storage.read_models import QuestionComparison, QuestionOutcomes, RunKey, RunSummary
 from storage.store import Store
 
 QUESTION_CAP = 5000
@@ -12,7 +13,7 @@ _PAGE = 500
 
 
 @cached_read()
-def compare_all(store: Store, run_ids: tuple[int, ...]) -> tuple[list[QuestionComparison], bool]:
+def compare_all(store: Store, run_ids: tuple[RunKey, ...]) -> tuple[list[QuestionComparison], bool]:
     """Per-question results of the runs (up to `QUESTION_CAP`) and whether the cap cut them
     short; counts only: `compare_question` has one question's episodes."""
     items: list[QuestionComparison] = []
@@ -29,13 +30,26 @@ def compare_all(store: Store, run_ids: tuple[int, ...]) -> tuple[list[QuestionCo
 
 @cached_read()
 def compare_question(
-    store: Store, run_ids: tuple[int, ...], question_id: str
+    store: Store, run_ids: tuple[RunKey, ...], question_id: str
 ) -> QuestionComparison | None:
     """One question's results in each run, with its episodes' ids."""
     return store.compare_question(run_ids, question_id)
 
 
 @cached_read()
-def compare_outcomes(store: Store, run_ids: tuple[int, ...]) -> list[QuestionOutcomes]:
+def compare_outcomes(store: Store, run_ids: tuple[RunKey, ...]) -> list[QuestionOutcomes]:
     """Episode and correct counts of the runs on every question they finished."""
     return store.compare_outcomes(run_ids)
+
+
+@cached_read()
+def finished_steps(store: Store, run_id: int) -> list[int]:
+    """The training steps at which a run finished episodes (the sides it offers)."""
+    return training.finished_steps(store, run_id)
+
+
+@cached_read()
+def run_at_step(store: Store, run_id: int, step: int) -> RunSummary | None:
+    """A run with the figures of one of its training steps; None when the run is gone."""
+    run = store.get_run(run_id)
+    return None if run is None else training.run_at_step(store, run, step)

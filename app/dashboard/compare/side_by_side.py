@@ -26,17 +26,25 @@ from app.dashboard.components.render import (
 )
 from app.dashboard.replay import origin, requery
 from app.plural import counted
-from storage.read_models import EpisodeDetail, QuestionComparison, RunCell, RunSummary
+from storage.read_models import (
+    EpisodeDetail,
+    QuestionComparison,
+    RunCell,
+    RunKey,
+    RunStep,
+    RunSummary,
+)
 
 
-def sample_key(run_id: int) -> str:
-    """Widget key of a run's sample picker."""
+def sample_key(run_id: RunKey) -> str:
+    """Widget key of a run's (or a training step's) sample picker."""
     return f"cmp_sample_{run_id}"
 
 
-def sample_codec(run_id: int, count: int, default: int = 0) -> Codec[int]:
-    """A run's sample index inside the repeated `sample=RUN:INDEX` parameter (the default,
-    sample 0 or the one a shown fork continues, left out)."""
+def sample_codec(run_id: RunKey, count: int, default: int = 0) -> Codec[int]:
+    """A run's sample index inside the repeated `sample=RUN:INDEX` parameter (`5@200:3` for a
+    training step of a run; the default, sample 0 or the one a shown fork continues, left
+    out)."""
     prefix = f"{run_id}:"
 
     def parse(values: list[str]) -> tuple[int, list[str]]:
@@ -46,7 +54,7 @@ def sample_codec(run_id: int, count: int, default: int = 0) -> Codec[int]:
         if mine[-1].isdigit() and int(mine[-1]) < count:
             return int(mine[-1]), []
         return default, [
-            f"sample={prefix}{mine[-1]} in the link is not a sample of run {run_id} "
+            f"sample={prefix}{mine[-1]} in the link is not a sample of {_named(run_id)} "
             f"(0-{count - 1}); showing sample {default}."
         ]
 
@@ -57,7 +65,13 @@ def sample_codec(run_id: int, count: int, default: int = 0) -> Codec[int]:
     return Codec(parse, dump)
 
 
-def _follow_forks(run_ids: Sequence[int]) -> None:
+def _named(key: RunKey) -> str:
+    if isinstance(key, RunStep):
+        return f"run {key.run_id} at step {key.train_step}"
+    return f"run {key}"
+
+
+def _follow_forks(run_ids: Sequence[RunKey]) -> None:
     # Another sample of a fork run: the other runs show the episodes it continues again.
     reset = {str(i) for i in run_ids}
     kept = [v for v in params.raw(nav.P_SAMPLE) if v.partition(":")[0] not in reset]
@@ -66,7 +80,7 @@ def _follow_forks(run_ids: Sequence[int]) -> None:
         st.session_state.pop(sample_key(run_id), None)
 
 
-def forget_samples(run_ids: Sequence[int]) -> None:
+def forget_samples(run_ids: Sequence[RunKey]) -> None:
     """Back to the first sample of every run (a new question)."""
     params.write(nav.P_SAMPLE, [])
     for run_id in run_ids:
@@ -84,28 +98,28 @@ class _Column:
 def _pick_samples(played: list[tuple[RunSummary, RunCell]]) -> list[_Column]:
     """Each run's sample picker; a fork run's is read first, so that the run it continues shows
     the episode its chosen sample continues unless the link says otherwise."""
-    forks = [run.id for run, _ in played if fork_source(run) is not None]
-    others = [run.id for run, _ in played if run.id not in forks]
+    forks = [run.key for run, _ in played if fork_source(run) is not None]
+    others = [run.key for run, _ in played if run.key not in forks]
     continued: set[int] = set()
-    bound: dict[int, dict[str, Any]] = {}
-    for run, cell in sorted(played, key=lambda p: p[0].id not in forks):
+    bound: dict[RunKey, dict[str, Any]] = {}
+    for run, cell in sorted(played, key=lambda p: p[0].key not in forks):
         count = len(cell.episode_ids)
         default = 0
-        if run.id not in forks:
+        if run.key not in forks:
             default = next((i for i, e in enumerate(cell.episode_ids) if e in continued), 0)
         if count > 1:
-            bound[run.id] = params.bind(
-                sample_key(run.id),
+            bound[run.key] = params.bind(
+                sample_key(run.key),
                 nav.P_SAMPLE,
-                sample_codec(run.id, count, default),
-                on_change=(lambda: _follow_forks(others)) if run.id in forks else None,
+                sample_codec(run.key, count, default),
+                on_change=(lambda: _follow_forks(others)) if run.key in forks else None,
             )
-        if run.id in forks:
-            chosen = st.session_state.get(sample_key(run.id), 0) if count > 1 else 0
+        if run.key in forks:
+            chosen = st.session_state.get(sample_key(run.key), 0) if count > 1 else 0
             detail = data.get_episode(cell.episode_ids[min(chosen, count - 1)])
             if detail is not None and detail.summary.forked_from is not None:
                 continued.add(detail.summary.forked_from)
-    return [_Column(run, cell, bound.get(run.id)) for run, cell in played]
+    return [_Column(run, cell, bound.get(run.key)) for run, cell in played]
 
 
 def _sample_names(cell: RunCell) -> Callable[[int], str]:
@@ -122,7 +136,7 @@ def _sample_names(cell: RunCell) -> Callable[[int], str]:
 def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
     """The question's episodes of each run that played it, side by side."""
     st.markdown(escape_markdown(row.question))
-    played = [(run, row.cells[run.id]) for run in runs if row.cells.get(run.id)]
+    played = [(run, row.cells[run.key]) for run in runs if row.cells.get(run.key)]
     played = [(run, cell) for run, cell in played if cell.episode_ids]
     if not played:
         st.info("None of these runs has an episode of this question.")
@@ -168,11 +182,11 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
             )
     # "#N" means a run id elsewhere: a sample is named as such.
     traced = [
-        (f"{short_name(run.name)} #{run.id} · sample {d.summary.sample_index}", d.steps)
+        (f"{short_name(run.label)} #{run.id} · sample {d.summary.sample_index}", d.steps)
         for run, d in details
     ]
     if any(has_confidence(steps) for _, steps in traced):
-        colors = [run_color(run.id) for run, _ in details]
+        colors = _colors([run for run, _ in details])
         st.plotly_chart(
             confidence_chart(traced, colors=colors), width="stretch", key="cmp_confidence"
         )
@@ -183,7 +197,7 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
         )
     _gold(details)
     if len(details) < 2:
-        names = ", ".join(run.name for run, _ in details) or "no run"
+        names = ", ".join(run.label for run, _ in details) or "no run"
         st.info(f"Only {names} played this question: there is nothing to compare it with.")
         _steps(details, None, {})
         return
@@ -196,6 +210,17 @@ def show(row: QuestionComparison, runs: Sequence[RunSummary]) -> None:
     elif not forks:
         st.warning(f"First divergence at step {diverge + 1}.")
     _steps(details, diverge, forks)
+
+
+def _colors(runs: Sequence[RunSummary]) -> list[str]:
+    """Each shown episode's line colour: its run's, and for a second step of one run, the run
+    colour after it (two steps of a run would otherwise draw alike)."""
+    seen: dict[int, int] = {}
+    colors = []
+    for run in runs:
+        seen[run.id] = seen.get(run.id, -1) + 1
+        colors.append(run_color(run.id + seen[run.id]))
+    return colors
 
 
 def _gold(details: Sequence[tuple[RunSummary, EpisodeDetail]]) -> None:
@@ -275,7 +300,7 @@ def fork_points(details: Sequence[tuple[RunSummary, EpisodeDetail]]) -> dict[int
         source, step = d.summary.forked_from, d.summary.fork_step
         if source is None or step is None or source not in shown:
             continue
-        found[step - 1] = ForkPoint(run.name, shown[source].name, source, step)
+        found[step - 1] = ForkPoint(run.label, shown[source].label, source, step)
     return found
 
 

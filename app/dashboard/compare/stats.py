@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from app.dashboard import analysis
 from app.dashboard.analysis import BootstrapInterval, HasCells, Row
+from storage.read_models import RunKey
 
 
 @dataclass(frozen=True, slots=True)
@@ -16,8 +17,8 @@ class Pairing:
     success rate per question (a question counts once, however many samples it has), so the
     difference of the two is the centre of the paired-bootstrap interval."""
 
-    base_id: int
-    run_id: int
+    base_id: RunKey
+    run_id: RunKey
     question_ids: frozenset[str]
     base: float | None
     """The baseline's accuracy on these questions; None when there are none."""
@@ -35,7 +36,7 @@ class Pairing:
         return None if self.interval is None else self.interval.diff
 
 
-def pairing(rows: Sequence[HasCells], base: int, run: int) -> Pairing:
+def pairing(rows: Sequence[HasCells], base: RunKey, run: RunKey) -> Pairing:
     """`run` against `base` over the questions both finished."""
     both, rates_base, rates_run = analysis.paired_questions(rows, base, run)
     interval = analysis.bootstrap_accuracy_diff(rates_base, rates_run)
@@ -49,7 +50,7 @@ def pairing(rows: Sequence[HasCells], base: int, run: int) -> Pairing:
     )
 
 
-def solved(row: HasCells, run_id: int) -> bool | None:
+def solved(row: HasCells, run_id: RunKey) -> bool | None:
     """Whether the run solves the question (half or more of its samples correct, as the
     outcome matrix counts); None when it did not play it."""
     cell = row.cells.get(run_id)
@@ -58,7 +59,7 @@ def solved(row: HasCells, run_id: int) -> bool | None:
     return cell.success_rate >= analysis.SOLVED_RATE
 
 
-def played_by(row: HasCells, run_ids: Sequence[int]) -> int:
+def played_by(row: HasCells, run_ids: Sequence[RunKey]) -> int:
     """How many of the runs played the question."""
     return sum(solved(row, i) is not None for i in run_ids)
 
@@ -67,11 +68,11 @@ DIFFERS_LEGEND = "≠: one run solves the question (half or more of its samples 
 """What the ≠ beside a question means, wherever Compare marks one."""
 
 
-def runs_differ(row: HasCells, run_ids: Sequence[int]) -> bool:
+def runs_differ(row: HasCells, run_ids: Sequence[RunKey]) -> bool:
     """Whether one of the runs solves the question and another that played it does not."""
     return len({s for i in run_ids if (s := solved(row, i)) is not None}) > 1
 
 
-def shared_first(rows: Sequence[Row], run_ids: Sequence[int]) -> list[Row]:
+def shared_first(rows: Sequence[Row], run_ids: Sequence[RunKey]) -> list[Row]:
     """The questions all the runs played first, then those fewer played (in their order)."""
     return sorted(rows, key=lambda r: -played_by(r, run_ids))

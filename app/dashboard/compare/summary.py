@@ -11,7 +11,6 @@ import streamlit as st
 from app.dashboard import analysis
 from app.dashboard.compare import stats
 from app.dashboard.compare.stats import Pairing
-from app.dashboard.components import nav
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.render import (
     escape_markdown,
@@ -20,7 +19,7 @@ from app.dashboard.components.render import (
     fmt_points,
     fmt_signed,
 )
-from storage.read_models import QuestionComparison, QuestionOutcomes, RunSummary
+from storage.read_models import QuestionComparison, QuestionOutcomes, RunKey, RunSummary
 
 MIN_CI_QUESTIONS = 5
 """Fewest shared questions a bootstrap interval is printed for: over fewer, its resamples take
@@ -33,8 +32,10 @@ OpenQuestion = Callable[[str], None]
 
 
 def run_label(run: RunSummary) -> str:
-    """A run's name in markdown, after a dot in its colour."""
-    return f"{swatch(run.id)} **{escape_markdown(run.name)}** #{run.id}"
+    """A run's name in markdown, after a dot in its colour (and the training step its
+    figures are of, for one step of a run)."""
+    step = "" if run.train_step is None else f" · step {run.train_step:,}"
+    return f"{swatch(run.id)} **{escape_markdown(run.name)}** #{run.id}{step}"
 
 
 def _metric(
@@ -55,19 +56,19 @@ def _metric(
 def headline(
     runs: Sequence[RunSummary],
     outcomes: Sequence[QuestionOutcomes],
-    pairings: Mapping[int, Pairing],
+    pairings: Mapping[RunKey, Pairing],
 ) -> None:
     """One wrapping row of metrics per run. Accuracy is over the questions a run shares with
     the baseline, the baseline's over the same ones (whole-run figures under them); the other
     deltas show only when both played the same questions."""
     base = runs[0]
-    played = {run.id: sum(stats.played_by(r, [run.id]) for r in outcomes) for run in runs}
+    played = {run.key: sum(stats.played_by(r, [run.key]) for r in outcomes) for run in runs}
     shared = [p for p in pairings.values() if p.questions]
     # Every run shares the same questions with the baseline: the baseline's card shows its
     # accuracy on them; otherwise each run's card names the baseline's on its own.
     common = shared[0] if len({p.question_ids for p in shared}) == 1 else None
     st.caption(
-        f"Deltas against the baseline {escape_markdown(base.name)} (#{base.id}), on the "
+        f"Deltas against the baseline {escape_markdown(base.label)} (#{base.id}), on the "
         "questions each run shares with it. Accuracy: the mean success rate per question on "
         "them, a question counting once however many samples it has."
     )
@@ -77,17 +78,18 @@ def headline(
         st.markdown(run_label(run))
         with st.container(horizontal=True, gap="small", vertical_alignment="center"):
             if run is base:
-                _base_metrics(run, common, played[run.id])
-            elif pairings[run.id].questions == 0:
+                _base_metrics(run, common, played[run.key])
+            elif pairings[run.key].questions == 0:
                 st.caption("shares no questions with the baseline: no deltas")
             else:
-                same = analysis.same_questions(outcomes, base.id, run.id)
-                _run_metrics(base, run, pairings[run.id], played[run.id], same, common is None)
+                same = analysis.same_questions(outcomes, base.key, run.key)
+                _run_metrics(base, run, pairings[run.key], played[run.key], same, common is None)
 
 
 def _base_metrics(base: RunSummary, common: Pairing | None, played: int) -> None:
     if common is None:
-        _metric("accuracy (whole run)", fmt_pct(base.accuracy), None, fmt_points, lower=False)
+        title = f"accuracy (whole {_what(base)})"
+        _metric(title, fmt_pct(base.accuracy), None, fmt_points, lower=False)
     else:
         _metric(
             f"accuracy ({common.questions} shared)",
@@ -119,12 +121,14 @@ def _run_metrics(
     notes = []
     if name_base:
         notes.append(
-            f"{escape_markdown(base.name)}: {fmt_pct(pair.base)} on the same {pair.questions}"
+            f"{escape_markdown(base.label)}: {fmt_pct(pair.base)} on the same {pair.questions}"
         )
     if whole := _whole_run(run, pair.run, played, pair.questions):
         notes.append(whole)
     if not same:
-        notes.append("reward, steps, parse failures: whole runs, other questions: no deltas")
+        notes.append(
+            f"reward, steps, parse failures: whole {_what(run)}s, other questions: no deltas"
+        )
     if notes:
         st.caption("  \n".join(notes))
 
@@ -134,9 +138,14 @@ def _whole_run(run: RunSummary, shown: float | None, played: int, shared: int) -
     if played == shared and fmt_pct(run.accuracy) == fmt_pct(shown):
         return None
     return (
-        f"whole run: {fmt_pct(run.accuracy)} of its {run.episodes_finished:,} episodes"
+        f"whole {_what(run)}: {fmt_pct(run.accuracy)} of its {run.episodes_finished:,} episodes"
         f" on {played:,} question{'s' if played != 1 else ''}"
     )
+
+
+def _what(run: RunSummary) -> str:
+    """What a side's own figures cover: its run, or one training step of it."""
+    return "run" if run.train_step is None else "step"
 
 
 def _others(run: RunSummary) -> list[tuple[str, str, bool]]:
@@ -161,11 +170,11 @@ def interval(pair: Pairing, a: RunSummary, b: RunSummary) -> None:
     ci = pair.interval
     if ci is None:
         st.info(
-            f"{a.name} and {b.name} share no questions: no accuracy difference to show.",
+            f"{a.label} and {b.label} share no questions: no accuracy difference to show.",
             icon=":material/block:",
         )
         return
-    names = f"{escape_markdown(b.name)} − {escape_markdown(a.name)}"
+    names = f"{escape_markdown(b.label)} − {escape_markdown(a.label)}"
     over = f"the {ci.n} question{'s' if ci.n != 1 else ''} both played"
     if ci.n < MIN_CI_QUESTIONS:
         st.markdown(
@@ -180,16 +189,26 @@ def interval(pair: Pairing, a: RunSummary, b: RunSummary) -> None:
     )
 
 
-def pooled_steps(runs: Sequence[RunSummary]) -> None:
+def pooled_steps(runs: Sequence[RunSummary], steps: Mapping[int, Sequence[int]]) -> None:
     """Say that a training run's (or an import's) episodes of every training step count here:
-    a run that learned shows its mean over the steps, not its last step."""
-    pooled = [r.name for r in runs if r.is_training]
+    a run that learned shows its mean over the steps, not its last step; one step of it can
+    be compared instead."""
+    pooled = [r for r in runs if r.train_step is None and len(steps.get(r.id, ())) > 1]
     if pooled:
-        names = ", ".join(escape_markdown(n) for n in pooled)
+        names = ", ".join(escape_markdown(r.name) for r in pooled)
+        first = pooled[0]
         st.caption(
             f"{names}: every episode counts here, from every training step the run holds, so "
-            "a run that learned shows its mean over the steps; Training shows it step by step."
+            "a run that learned shows its mean over the steps. To compare one step's episodes, "
+            f"choose it above (`{escape_markdown(first.name)} (#{first.id}) @ step "
+            f"{steps[first.id][-1]}`); Training shows the run step by step."
         )
+
+
+def column(run: RunSummary) -> str:
+    """A run's column in a question table: its name and id, and its training step if any."""
+    step = "" if run.train_step is None else f" @ step {run.train_step}"
+    return f"{run.name} #{run.id}{step}"
 
 
 def question_table(rows: Sequence[QuestionComparison], runs: Sequence[RunSummary]) -> pd.DataFrame:
@@ -198,16 +217,16 @@ def question_table(rows: Sequence[QuestionComparison], runs: Sequence[RunSummary
     for r in rows:
         rec: dict[str, object] = {
             "question id": r.question_id,
-            "differs": "≠" if stats.runs_differ(r, [run.id for run in runs]) else "",
+            "differs": "≠" if stats.runs_differ(r, [run.key for run in runs]) else "",
             "database": r.db_id,
             "question": r.question,
         }
         for run in runs:
-            cell = r.cells.get(run.id)
-            rec[f"{run.name} #{run.id}"] = None if cell is None else cell.success_rate
+            cell = r.cells.get(run.key)
+            rec[column(run)] = None if cell is None else cell.success_rate
         records.append(rec)
     columns = ["question id", "differs", "database", "question"]
-    return pd.DataFrame(records, columns=columns + [f"{run.name} #{run.id}" for run in runs])
+    return pd.DataFrame(records, columns=columns + [column(run) for run in runs])
 
 
 def clickable_questions(
@@ -232,9 +251,7 @@ def clickable_questions(
         on_select=picked,
         selection_mode="single-row",
         key=key,
-        column_config={
-            f"{run.name} #{run.id}": st.column_config.NumberColumn(format="percent") for run in runs
-        }
+        column_config={column(run): st.column_config.NumberColumn(format="percent") for run in runs}
         | {"question": st.column_config.TextColumn(width="large")},
     )
     if len(rows) > LIST_CAP:
@@ -251,10 +268,10 @@ def matrix(
     """The four outcome counts over the shared questions; each cell lists its questions, and
     a click on one opens it side by side."""
     st.subheader("Per-question outcomes")
-    cells = analysis.outcome_matrix(outcomes, a.id, b.id)
+    cells = analysis.outcome_matrix(outcomes, a.key, b.key)
     shared = sum(len(v) for v in cells.values())
     if shared == 0:
-        st.info(f"{a.name} and {b.name} share no questions.", icon=":material/block:")
+        st.info(f"{a.label} and {b.label} share no questions.", icon=":material/block:")
         return
     caption = f"Over the {shared} questions both runs played."
     if any(c.episodes > 1 for r in outcomes for c in r.cells.values()):
@@ -265,19 +282,14 @@ def matrix(
             [len(cells["both right"]), len(cells["only B"])],
             [len(cells["only A"]), len(cells["both wrong"])],
         ],
-        index=[f"{b.name} right", f"{b.name} wrong"],
-        columns=[f"{a.name} right", f"{a.name} wrong"],
+        index=[f"{b.label} right", f"{b.label} wrong"],
+        columns=[f"{a.label} right", f"{a.label} wrong"],
     )
     st.dataframe(grid)
     for cell in analysis.CELLS:
-        label = cell.replace(" A", f" {a.name}").replace(" B", f" {b.name}")
+        label = cell.replace(" A", f" {a.label}").replace(" B", f" {b.label}")
         rows = [listed[o.question_id] for o in cells[cell] if o.question_id in listed]
         with st.expander(f"{label}: {len(cells[cell])}", expanded=cell in ("only A", "only B")):
             clickable_questions(
                 rows, [a, b], key=f"cmp_cell_{cell.replace(' ', '_')}", open_question=open_question
             )
-
-
-def question_link(runs: Sequence[RunSummary], question_id: str) -> list[tuple[str, str]]:
-    """Query parameters of Compare showing these runs and a question."""
-    return [(nav.P_RUN, str(r.id)) for r in runs] + [(nav.P_QUESTION, question_id)]

@@ -40,14 +40,14 @@ def agents_line(run_name: str, agents: Sequence[str]) -> str | None:
 def agents_of(runs: Sequence[RunSummary]) -> dict[int, tuple[str, ...]]:
     """The agents each run's traces name, for the runs whose files name any."""
     # Only a verifiers import names agents; other runs are not read for them.
-    traced = tuple(r.id for r in runs if r.source_format == "verifiers")
+    traced = tuple(dict.fromkeys(r.id for r in runs if r.source_format == "verifiers"))
     return run_agents(traced) if traced else {}
 
 
 def show(runs: Sequence[RunSummary]) -> None:
     """A caption for each run of several agents' traces."""
     found = agents_of(runs)
-    for run in runs:
+    for run in {r.id: r for r in runs}.values():  # a run compared at two steps: said once
         line = agents_line(run.name, found.get(run.id, ()))
         if line is not None:
             st.caption(line)

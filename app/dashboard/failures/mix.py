@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -12,7 +12,7 @@ import streamlit as st
 from app.dashboard.components import nav
 from rollout_core.failure_classes import FAILURE_LABELS
 from rollout_core.records import FAILURE_CLASSES, FailureClass
-from storage.read_models import Distribution
+from storage.read_models import Distribution, RunKey
 
 P_CLASS = "class"
 """Episodes page: a failure class to filter by, repeated for several."""
@@ -40,14 +40,14 @@ def shares(dist: Distribution) -> dict[FailureClass, float]:
     return {c: dist.failure_counts.get(c, 0) / total if total else 0.0 for c in FAILURE_CLASSES}
 
 
-def mix_chart(dists: Sequence[Distribution], names: dict[int, str]) -> go.Figure:
+def mix_chart(dists: Sequence[Distribution], names: Mapping[RunKey, str]) -> go.Figure:
     """Share of finished episodes in each failure class, one stacked bar per run.
 
     Horizontal bars, the first run at the top: run names read across instead of on end, and
     the legend goes under the bars, where a narrow chart still has room for eight classes.
     """
     fig = go.Figure()
-    labels = [names.get(d.run_id, str(d.run_id)) for d in dists]
+    labels = [names.get(d.key, str(d.key)) for d in dists]
     for c in FAILURE_CLASSES:
         fig.add_bar(
             name=FAILURE_LABELS[c],
@@ -79,9 +79,12 @@ def mix_chart(dists: Sequence[Distribution], names: dict[int, str]) -> go.Figure
     return fig
 
 
-def episodes_link(run_id: int, failure_class: FailureClass) -> str:
-    """The Episodes page filtered to one run and class."""
-    return f"episodes?{nav.P_RUN}={run_id}&{P_CLASS}={failure_class}"
+def episodes_link(dist: Distribution, failure_class: FailureClass) -> str:
+    """The Episodes page filtered to one run (and training step, for a step's counts) and
+    class."""
+    step = dist.train_step
+    at = "" if step is None else f"&{nav.P_TRAIN_FROM}={step}&{nav.P_TRAIN_TO}={step}"
+    return f"episodes?{nav.P_RUN}={dist.run_id}{at}&{P_CLASS}={failure_class}"
 
 
 def shift_table(a: Distribution, b: Distribution, name_a: str, name_b: str) -> pd.DataFrame:
@@ -96,8 +99,8 @@ def shift_table(a: Distribution, b: Distribution, name_a: str, name_b: str) -> p
                 f"{name_a} share": share_a[c],
                 f"{name_b} share": share_b[c],
                 "change (points)": 100 * (share_b[c] - share_a[c]),
-                f"open {name_a}": episodes_link(a.run_id, c),
-                f"open {name_b}": episodes_link(b.run_id, c),
+                f"open {name_a}": episodes_link(a, c),
+                f"open {name_b}": episodes_link(b, c),
             }
             for c in FAILURE_CLASSES
         ]
@@ -129,4 +132,4 @@ def show_shift(
             f"open {name_b}": st.column_config.LinkColumn(display_text="episodes"),
         },
     )
-    st.plotly_chart(mix_chart([a, b], {a.run_id: name_a, b.run_id: name_b}), width="stretch")
+    st.plotly_chart(mix_chart([a, b], {a.key: name_a, b.key: name_b}), width="stretch")

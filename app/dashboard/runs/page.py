@@ -13,7 +13,7 @@ from app.dashboard.runs import charts, links, reads
 from app.dashboard.runs import table as run_table
 from app.plural import counted
 from storage import lifecycle
-from storage.read_models import RunSummary
+from storage.read_models import RunKey, RunSummary
 
 NO_RUNS = "No runs yet - run `rollscope run --policy oracle --dataset demo` to record one."
 LIVE_SECONDS = 2.0
@@ -123,7 +123,7 @@ def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
     left.plotly_chart(charts.reward_strip(dists, by_id), width="stretch", key="runs_rspread")
     right.plotly_chart(charts.steps_spread(dists, by_id), width="stretch", key="runs_sspread")
     st.plotly_chart(charts.action_mix(dists, by_id), width="stretch", key="runs_mix")
-    names = {r.id: charts.run_label(r) for r in shown}
+    names: dict[RunKey, str] = {r.id: charts.run_label(r) for r in shown}
     st.plotly_chart(failure_mix.mix_chart(dists, names), width="stretch", key="runs_classes")
 
 

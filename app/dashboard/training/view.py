@@ -188,6 +188,7 @@ def flips(run: RunSummary) -> None:
         st.metric("right → wrong", len(found.to_wrong), width="content")
         st.metric("wrong → right", len(found.to_right), width="content")
         st.metric("drawn at two steps or more", found.questions, width="content")
+    _compare_link(run.id, reads.steps_view(run.id, reads.progress_of(run)).curves)
     listed = [("right → wrong", f) for f in found.to_wrong]
     listed += [("wrong → right", f) for f in found.to_right]
     if not listed:
@@ -210,6 +211,19 @@ def flips(run: RunSummary) -> None:
             ),
             "question": st.column_config.TextColumn(width="medium"),
         },
+    )
+
+
+def _compare_link(run_id: int, found: Curves) -> None:
+    """Compare, with the run's first training step against its last (each its own side)."""
+    if found.steps < 2 or found.last is None:
+        return
+    first, last = found.firsts[0], found.last.train_step
+    st.page_link(
+        nav.COMPARE,
+        label=f"Compare step {first} with step {last}: every question both played",
+        icon=":material/compare:",
+        query_params=[(nav.P_RUN, f"{run_id}@{first}"), (nav.P_RUN, f"{run_id}@{last}")],
     )
 
 

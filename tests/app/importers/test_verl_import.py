@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.read_models import RunStep
 from storage.store import Store
 from tests.app.importers.conftest import rows, run_import
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
@@ -141,6 +142,32 @@ def test_importing_again_adds_nothing_and_a_new_step_file_adds_only_itself(
     run = store.get_run(run_id)
     assert run is not None and run.status == "completed"
     assert (run.episodes_finished, run.episodes_planned) == (24, 24)
+
+
+def test_a_validation_dirs_steps_compare_as_checkpoints_on_the_same_questions(
+    store: Store, tmp_path: Path
+) -> None:
+    # trainer.validation_data_dir: each evaluation the same questions, a file a step.
+    dump = tmp_path / "validation_data"
+    for step, right in ((50, (0,)), (100, (0, 1))):
+        inputs, outputs, gts, scores = [], [], [], []
+        for i, (_, question, gold) in enumerate(PLAYED):
+            turns = [(f"<solution>{gold if i in right else WRONG_SQL}</solution>", None)]
+            inputs.append(sql_prompt(question))
+            outputs.append(sql_response(turns))
+            gts.append(gold)
+            scores.append(1.0 if i in right else 0.0)
+        verl_dump(dump, step, inputs, outputs, gts, scores, {})
+    run_id, _ = run_import(store, dump, "verl-val")
+    first, last = RunStep(run_id, 50), RunStep(run_id, 100)
+    outcomes = store.compare_outcomes([first, last])
+    assert len(outcomes) == len(PLAYED)
+    cells = [{k: c.correct for k, c in o.cells.items()} for o in outcomes]
+    assert sorted(cells, key=lambda c: (c[first], c[last])) == [
+        {first: 0, last: 0},
+        {first: 0, last: 1},
+        {first: 1, last: 1},
+    ]
 
 
 def test_questions_regrade_the_final_sql_apart_and_fill_a_missing_observation(

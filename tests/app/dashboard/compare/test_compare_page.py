@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.dashboard.components.colors import run_color
+from storage.read_models import RunStep
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
@@ -19,7 +20,7 @@ from tests.support.dashboard_stores import (
     build_analysis_store,
 )
 from tests.support.records import play, spec
-from tests.support.stores import write_run
+from tests.support.stores import play_group, write_run
 
 
 def _metric_deltas(at: object) -> dict[str, list[str]]:
@@ -68,7 +69,9 @@ def test_compare_statistics_cover_questions_beyond_the_list_cap(
 def test_compare_needs_two_runs_and_ignores_unknown_ids(store_env: FixtureStore) -> None:
     at = open_page("compare/page.py", run=[str(store_env.run_a), "777"])
     assert "777" in at.warning[0].value
-    assert "Choose two or more runs." in [i.value for i in at.info]
+    assert "Choose two or more runs, or two training steps of one run." in [
+        i.value for i in at.info
+    ]
 
 
 def test_compare_three_runs_shows_the_per_question_table(store_env: FixtureStore) -> None:
@@ -200,23 +203,105 @@ def test_the_confidence_chart_draws_each_run_in_its_own_colour(
         assert all(" · sample " in t["name"] for t in traces)
 
 
-def test_a_training_run_is_said_to_count_every_step(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _evaluated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, int]:
+    """A store served with `eval` and `eval-2` (batch runs on q1 and q2) and `grpo`, a
+    training run evaluated on q1 and q2 at steps 10 (1 of 4 right) and 20 (3 of 4)."""
     store = Store(str(tmp_path / "s.db"))
     batches = [play("q1", 0, "correct", 1.0, 1), play("q2", 0, "wrong", 0.0, 1)]
     base = write_run(store, spec("eval"), batches)
     other = write_run(store, spec("eval-2"), batches)
-    trained = write_run(store, spec("grpo", kind="training"), batches)
+    grpo = store.create_run(spec("grpo", kind="training"), episodes_planned=8)
+    sink = store.sink(grpo)
+    play_group(sink, "q1", range(0, 2), [1.0, 0.0], (10, 0))
+    play_group(sink, "q2", range(0, 2), [0.0, 0.0], (10, 1))
+    play_group(sink, "q1", range(2, 4), [1.0, 1.0], (20, 2))
+    play_group(sink, "q2", range(2, 4), [1.0, 0.0], (20, 3))
+    store.set_run_status(grpo, "completed")
     store.close()
     serve_env(monkeypatch, str(tmp_path / "s.db"))
+    return base, other, grpo
+
+
+def test_a_training_run_is_said_to_count_every_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, other, trained = _evaluated(tmp_path, monkeypatch)
     at = open_page("compare/page.py", run=[str(base), str(trained)])
-    assert any(
-        c.value.startswith("grpo: every episode counts here, from every training step")
-        for c in at.caption
-    )
+    said = [c.value for c in at.caption if "every training step" in c.value]
+    assert said and said[0].startswith("grpo: every episode counts here")
+    assert f"grpo (#{trained}) @ step 20" in said[0]  # how to pick one step instead
     plain = open_page("compare/page.py", run=[str(base), str(other)])
     assert not any("every training step" in c.value for c in plain.caption)
+    # One step of it is no mean over steps.
+    one = open_page("compare/page.py", run=[str(base), f"{trained}@20"])
+    assert not any("every training step" in c.value for c in one.caption)
+
+
+def test_two_training_steps_of_one_run_compare_as_two_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, grpo = _evaluated(tmp_path, monkeypatch)
+    at = open_page("compare/page.py", run=[f"{grpo}@10", f"{grpo}@20"], question="q2")
+    picker = at.multiselect(key="cmp_runs")
+    assert picker.value == [RunStep(grpo, 10), RunStep(grpo, 20)]
+    shown = texts(at)
+    assert f"Deltas against the baseline grpo @ step 10 (#{grpo})" in shown.replace("\\", "")
+    # Per question: step 10 is right on q1 1 of 2 times and q2 never, step 20 on q1 2 of 2
+    # times and q2 1 of 2: 25% and 75%.
+    metrics = {m.label: (m.value, m.delta) for m in at.metric}
+    assert metrics["accuracy (2 shared)"] == ("75.0%", "+50.0 pts")
+    grid = at.dataframe[0].value
+    assert list(grid.index) == ["grpo @ step 20 right", "grpo @ step 20 wrong"]
+    assert grid.to_numpy().tolist() == [[1, 1], [0, 0]]
+    # The failure classes link to each step's episodes.
+    shift = next(df.value for df in at.dataframe if "class" in df.value.columns)
+    assert shift["open grpo @ step 10"].str.contains("tmin=10&tmax=10").all()
+    assert shift["grpo @ step 20 episodes"].sum() == 4
+    # Two bars, one a step: the same run's two steps are not stacked into one.
+    (bars,) = [c for c in at.get("plotly_chart") if "share of episodes" in c.proto.spec]
+    correct = json.loads(bars.proto.spec)["data"][0]
+    assert correct["y"] == ["grpo @ step 10", "grpo @ step 20"] and correct["x"] == [0.25, 0.75]
+    # Side by side: each step's own samples of q2, and each sample picker in the link.
+    assert f"grpo** #{grpo} · step 20" in shown.replace("\\", "")
+    later = at.selectbox(key=f"cmp_sample_{grpo}@20")
+    assert later.label == "Sample (1/2 correct)"
+    later.set_value(1).run()
+    assert at.query_params["sample"] == f"{grpo}@20:1"
+    assert at.query_params["run"] == [f"{grpo}@10", f"{grpo}@20"]
+
+
+def test_one_training_run_of_two_steps_is_enough_to_compare(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    one = Store(str(tmp_path / "one.db"))
+    write_run(one, spec("eval"), [play("q1", 0, "correct", 1.0, 1)])
+    one.close()
+    serve_env(monkeypatch, str(tmp_path / "one.db"))
+    assert "Compare needs two runs" in open_page("compare/page.py").info[0].value
+    store = Store(str(tmp_path / "s.db"))
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    grpo = store.create_run(spec("grpo", kind="training"), episodes_planned=4)
+    play_group(store.sink(grpo), "q1", range(0, 2), [1.0, 0.0], (10, 0))
+    play_group(store.sink(grpo), "q1", range(2, 4), [1.0, 1.0], (20, 1))
+    store.close()
+    at = open_page("compare/page.py")
+    assert at.info[0].value == "Choose two or more runs, or two training steps of one run."
+    options = at.multiselect(key="cmp_runs").options
+    assert options == [f"grpo (#{grpo})", f"grpo (#{grpo}) @ step 10", f"grpo (#{grpo}) @ step 20"]
+    at = open_page("compare/page.py", run=[f"{grpo}@10", f"{grpo}@20"])
+    assert {m.label: m.value for m in at.metric}["accuracy (1 shared)"] == "100.0%"
+
+
+def test_a_training_step_in_a_link_that_the_run_lacks_is_said_and_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, _, grpo = _evaluated(tmp_path, monkeypatch)
+    at = open_page("compare/page.py", run=[str(base), f"{grpo}@15", f"{grpo}@x", f"{base}@10"])
+    warned = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert f"Run {grpo} has no finished episode at training step 15; ignored." in warned
+    assert f"run='{grpo}@x' in the link is not a run id" in warned
+    assert f"Run {base} has no finished episode at training step 10; ignored." in warned
+    assert at.multiselect(key="cmp_runs").value == [base]
 
 
 def test_failure_classes_of_runs_that_share_no_question_say_so(

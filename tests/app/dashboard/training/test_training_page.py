@@ -100,7 +100,7 @@ def test_one_question_at_its_first_middle_and_last_steps(env: TrainingStore) -> 
     assert "First divergence at action 2." in [w.value for w in at.warning]
     # A query's result shows under it, as on Compare (the DESCRIBE's folds away).
     assert "obs 2" in [c.value for c in at.code]
-    links = [e.proto for e in at.get("page_link")]
+    links = [e.proto for e in at.get("page_link") if e.proto.label == "Replay"]
     assert len(links) == 3 and all("replay" in link.page for link in links)
     assert all(link.query_string.startswith("episode=") for link in links)
 
@@ -193,6 +193,11 @@ def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -
     assert (row["flip"], row["question id"]) == ("wrong → right", "q1")
     assert (row["first step"], row["correct at first"]) == (0, "0/2")
     assert (row["last step"], row["correct at last"]) == (2, "2/2")
+    # The run's first step against its last, on Compare.
+    (link,) = [e.proto for e in at.get("page_link") if "Compare" in e.proto.label]
+    assert link.label.startswith("Compare step 0 with step 2")
+    run = env.run_id
+    assert "compare" in link.page and link.query_string == f"run={run}%400&run={run}%402"
 
 
 def test_a_run_of_thousands_of_groups_says_what_each_step_drew_and_what_flipped(

@@ -1,0 +1,74 @@
+"""What Compare sets side by side: whole runs, or one training step of a run.
+
+An evaluation a trainer ran every few steps on the same questions (verl's validation files,
+SkyRL's evaluations, rLLM's and prime-rl's eval steps) imports as one run whose episodes
+carry their step: its checkpoints are its steps. In a link a step reads `run=5@200`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+
+from app.dashboard.components.params import Codec
+from storage.read_models import RunKey, RunStep, RunSummary
+
+
+def options(runs: Sequence[RunSummary], steps: Mapping[int, Sequence[int]]) -> list[RunKey]:
+    """Every run, then each training step of the runs that have them (the runs' list first,
+    so a run is found without scrolling past thousands of steps)."""
+    keys: list[RunKey] = [r.id for r in runs]
+    keys.extend(RunStep(r.id, s) for r in runs for s in steps.get(r.id, ()))
+    return keys
+
+
+def parse_key(text: str) -> RunKey | None:
+    """`5` or `5@200` as a key; None for anything else."""
+    run, at, step = text.partition("@")
+    if not run.isdigit() or (at and not step.lstrip("-").isdigit()):
+        return None
+    return RunStep(int(run), int(step)) if at else int(run)
+
+
+def codec(name: str, known: Collection[RunKey], runs: Collection[int]) -> Codec[list[RunKey]]:
+    """The repeated side parameter (`run=3&run=5@200`, or `run=3,5@200`); sides not in
+    `known` are noted and dropped."""
+
+    def parse(values: list[str]) -> tuple[list[RunKey], list[str]]:
+        out: list[RunKey] = []
+        problems: list[str] = []
+        for v in (x.strip() for value in values for x in value.split(",") if x.strip()):
+            key = parse_key(v)
+            if key is None:
+                problems.append(
+                    f"{name}={v!r} in the link is not a run id (or a run and a training step, "
+                    f"as in {name}=5@200); ignored."
+                )
+            elif key not in known:
+                problems.append(_unknown(key, runs))
+            elif key not in out:
+                out.append(key)
+        return out, problems
+
+    return Codec(parse, lambda value: [str(k) for k in value])
+
+
+def _unknown(key: RunKey, runs: Collection[int]) -> str:
+    if isinstance(key, RunStep) and key.run_id in runs:
+        return (
+            f"Run {key.run_id} has no finished episode at training step {key.train_step}; ignored."
+        )
+    return (
+        f"No run with id {key.run_id if isinstance(key, RunStep) else key} in this store; ignored."
+    )
+
+
+def name_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
+    """A side as the run picker lists it."""
+    if isinstance(key, RunStep):
+        return f"{by_id[key.run_id].name} (#{key.run_id}) @ step {key.train_step}"
+    return f"{by_id[key].name} (#{key})"
+
+
+def widget_id(key: RunKey) -> str:
+    """A side in a widget key or a link's `sample=` prefix: `5`, or `5@200`."""
+    return str(key)
