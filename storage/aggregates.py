@@ -20,6 +20,7 @@ from storage.read_models import (
     RunCell,
     RunKey,
     RunStep,
+    run_of,
 )
 from storage.run_totals import UNPARSED, counted
 
@@ -67,7 +68,7 @@ def comparisons(
     for key, qid, n, correct, low in _counts_by_question(
         session, keys, Episode.question_id.in_(qids), lowest=True
     ):
-        cells[qid][key] = RunCell(_run_of(key), n, correct, [])
+        cells[qid][key] = RunCell(run_of(key), n, correct, [])
         first[qid] = min(int(low or 0), first.get(qid, int(low or 0)))
     # The question's text and database from one episode each, by primary key.
     about = {
@@ -79,7 +80,7 @@ def comparisons(
         )
     }
     if with_episode_ids:
-        runs = sorted({_run_of(k) for k in keys})
+        runs = sorted({run_of(k) for k in keys})
         for qid, run_id, train_step, eid in session.execute(
             select(Episode.question_id, Episode.run_id, Episode.train_step, Episode.id)
             .where(
@@ -95,10 +96,6 @@ def comparisons(
             if train_step is not None and (at := RunStep(run_id, train_step)) in held:
                 held[at].episode_ids.append(eid)
     return [QuestionComparison(q, *about[q], cells[q]) for q in qids if q in about]
-
-
-def _run_of(key: RunKey) -> int:
-    return key.run_id if isinstance(key, RunStep) else key
 
 
 def _episodes_of(key: RunKey) -> list[ColumnElement[bool]]:
@@ -131,31 +128,44 @@ def _counts_by_question(
     """Per key and question, in question order: (key, question id, episodes, correct, and
     with `lowest` the lowest episode id, else None).
 
-    A grouped read per key, joined with UNION ALL: a run and one of its training steps can
-    both be compared, so one episode may count for two keys.
+    The whole runs in one GROUP BY (question, run) on the (run_id, question_id, ...) index;
+    each training step in a grouped read of its own, joined with UNION ALL (a run and one of
+    its steps can both be compared, so one episode may count for two keys).
     """
+    runs = [k for k in keys if not isinstance(k, RunStep)]
     parts = []
-    for i, key in enumerate(keys):
-        src = _finished_of(key, f"side_{i}", *where)
-        correct = func.sum(case((src.c.outcome == "correct", 1), else_=0))
-        first = func.min(src.c.id) if lowest else literal(None)
+    if runs:
+        e = Episode
         parts.append(
-            select(
-                literal(i).label("side"), src.c.question_id, func.count(), correct, first
-            ).group_by(src.c.question_id)
+            select(e.run_id, literal(None), e.question_id, func.count(), _correct(e.outcome))
+            .add_columns(func.min(e.id) if lowest else literal(None))
+            .where(e.run_id.in_(runs), e.outcome.is_not(None), *where)
+            .group_by(e.question_id, e.run_id)
         )
-    merged = union_all(*parts).subquery()
-    rows = session.execute(select(merged).order_by(merged.c.question_id, merged.c.side))
-    return [(keys[side], qid, int(n), int(c or 0), low) for side, qid, n, c, low in rows]
+    for i, key in enumerate(k for k in keys if isinstance(k, RunStep)):
+        src = _finished_of(key, f"step_{i}", *where)
+        parts.append(
+            select(literal(key.run_id), literal(key.train_step), src.c.question_id)
+            .add_columns(func.count(), _correct(src.c.outcome))
+            .add_columns(func.min(src.c.id) if lowest else literal(None))
+            .group_by(src.c.question_id)
+        )
+    if len(parts) == 1:
+        stmt = parts[0].order_by(parts[0].selected_columns[2])
+    else:
+        merged = union_all(*parts).subquery()
+        stmt = select(merged).order_by(merged.c[2])
+    # Through Core: tens of thousands of small rows, and the ORM's handling of each costs
+    # more than the query.
+    rows = session.connection().execute(stmt)
+    return [
+        (run if step is None else RunStep(run, step), qid, int(n), int(c or 0), low)
+        for run, step, qid, n, c, low in rows
+    ]
 
 
-def _correct() -> Any:
-    return func.sum(case((Episode.outcome == "correct", 1), else_=0))
-
-
-def _cell_counts() -> tuple[Any, Any, Any, Any]:
-    """Columns of a (question, run) group: question id, run id, episodes, correct ones."""
-    return Episode.question_id, Episode.run_id, func.count(), _correct()
+def _correct(outcome: Any) -> Any:
+    return func.sum(case((outcome == "correct", 1), else_=0))
 
 
 def compare_outcomes(session: Session, keys: Sequence[RunKey]) -> list[QuestionOutcomes]:
@@ -173,38 +183,33 @@ def compare_outcomes(session: Session, keys: Sequence[RunKey]) -> list[QuestionO
     for key, qid, n, correct, _ in _counts_by_question(session, keys):
         if not out or out[-1].question_id != qid:
             out.append(QuestionOutcomes(qid, {}))
-        out[-1].cells[key] = RunCell(_run_of(key), n, correct, [])
+        out[-1].cells[key] = RunCell(run_of(key), n, correct, [])
     return out
 
 
-def outcome_matrix(session: Session, run_ids: Sequence[int]) -> OutcomeMatrix:
-    """Episode and correct counts of every question any of the runs finished, per run.
+def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:
+    """Episode and correct counts of every question any of the runs (or training steps of
+    runs) finished, per run.
 
-    One GROUP BY on the (run_id, question_id, outcome, reward) index through Core (no ORM
-    row loading): 10 runs x 5,000 questions is 50,000 small rows.
+    A GROUP BY per run on the (run_id, question_id, outcome, reward) index (the training
+    index for a step), through Core: 10 runs x 5,000 questions is 50,000 small rows.
     """
-    ids = list(dict.fromkeys(run_ids))
-    col = {r: j for j, r in enumerate(ids)}
-    if not ids:
-        return OutcomeMatrix(ids, [], [], [])
-    rows = session.connection().execute(
-        select(*_cell_counts())
-        .where(Episode.run_id.in_(ids), Episode.outcome.is_not(None))
-        .group_by(Episode.question_id, Episode.run_id)
-        .order_by(Episode.question_id)
-    )
+    keys = list(dict.fromkeys(keys))
+    col = {k: j for j, k in enumerate(keys)}
+    if not keys:
+        return OutcomeMatrix(keys, [], [], [])
     qids: list[str] = []
     episodes: list[list[int]] = []
     correct: list[list[int]] = []
-    width = len(ids)
-    for qid, run_id, n, n_correct in rows:
+    width = len(keys)
+    for key, qid, n, n_correct, _ in _counts_by_question(session, keys):
         if not qids or qids[-1] != qid:
             qids.append(qid)
             episodes.append([0] * width)
             correct.append([0] * width)
-        episodes[-1][col[run_id]] = int(n)
-        correct[-1][col[run_id]] = int(n_correct or 0)
-    return OutcomeMatrix(ids, qids, episodes, correct)
+        episodes[-1][col[key]] = n
+        correct[-1][col[key]] = n_correct
+    return OutcomeMatrix(keys, qids, episodes, correct)
 
 
 def _next_question_ids(
@@ -263,7 +268,7 @@ def _distribution(key: RunKey, counts: dict[str, dict[str, int]]) -> Distributio
     outcomes = dict.fromkeys(OUTCOMES, 0) | counts.get("outcome", {})
     classes = dict.fromkeys(FAILURE_CLASSES, 0) | counts.get("class", {})
     return Distribution(
-        _run_of(key),
+        run_of(key),
         actions,
         reward_bins(counts.get("reward", {})),
         steps,

@@ -38,6 +38,11 @@ RunKey = int | RunStep
 evaluation's checkpoint, where an imported run evaluated the same questions at each step)."""
 
 
+def run_of(key: RunKey) -> int:
+    """The run a key names, or whose training step it names."""
+    return key.run_id if isinstance(key, RunStep) else key
+
+
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     """One run with its metrics, as the Runs page and `rollscope runs` show it."""
@@ -419,7 +424,8 @@ class OutcomeMatrix:
     """Finished episodes and correct ones per question (rows, by id) and run (columns, in
     the order asked): the question x checkpoint map's input, as dense rows."""
 
-    run_ids: list[int]
+    run_ids: list[RunKey]
+    """The runs (or training steps of runs) in the order asked."""
     question_ids: list[str]
     episodes: list[list[int]]
     """[question][run]: finished episodes; 0 where the run did not play the question."""

@@ -647,11 +647,11 @@ class Store:
         with Session(self._engine) as session:
             return aggregates.compare_outcomes(session, runs)
 
-    def outcome_matrix(self, run_ids: Sequence[int]) -> OutcomeMatrix:
-        """Finished and correct episodes per question and run (the question x checkpoint
-        map), over every question any of the runs finished."""
+    def outcome_matrix(self, runs: Sequence[RunKey]) -> OutcomeMatrix:
+        """Finished and correct episodes per question and run (or training step of a run:
+        the question x checkpoint map), over every question any of them finished."""
         with Session(self._engine) as session:
-            return aggregates.outcome_matrix(session, run_ids)
+            return aggregates.outcome_matrix(session, runs)
 
     def run_distributions(self, runs: Sequence[RunKey]) -> list[Distribution]:
         """Action mix, reward and steps histograms per run (or training step of a run)."""

@@ -12,6 +12,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, TypeVar
 import streamlit as st
 
 from app.dashboard.settings import Settings, load_settings
+from storage import training
 from storage.read_models import EpisodeDetail, GroupKey, RunSummary
 from storage.store import Store
 
@@ -115,6 +116,13 @@ def list_runs(store: Store, limit: int = 200) -> list[RunSummary]:
 def get_run(store: Store, run_id: int) -> RunSummary | None:
     """One run, or None when the id is unknown."""
     return store.get_run(run_id)
+
+
+@cached_read(LIVE_TTL)
+def finished_steps(store: Store, run_id: int) -> list[int]:
+    """The training steps at which a run finished episodes: the steps Compare and the
+    Question map offer as sides of their own."""
+    return training.finished_steps(store, run_id)
 
 
 def get_run_uncached(run_id: int) -> RunSummary | None:

@@ -115,3 +115,15 @@ def test_a_training_steps_distribution_and_figures_are_its_own(
     assert (run.key, run.label, run.episodes_finished) == (val, "val", 8)
     empty = run_at_step(store, run, 150)
     assert (empty.episodes_finished, empty.accuracy, empty.mean_reward) == (0, None, None)
+
+
+def test_the_question_map_takes_training_steps_as_columns(
+    evaluated: tuple[Store, int, int],
+) -> None:
+    store, val, batch = evaluated
+    first, last = RunStep(val, 100), RunStep(val, 200)
+    matrix = store.outcome_matrix([first, last, batch, val])
+    assert matrix.run_ids == [first, last, batch, val]
+    assert matrix.question_ids == ["q1", "q2", "q3"]
+    assert matrix.episodes == [[2, 2, 1, 4], [2, 2, 0, 4], [0, 0, 1, 0]]
+    assert matrix.correct == [[1, 2, 1, 3], [0, 1, 0, 1], [0, 0, 0, 0]]

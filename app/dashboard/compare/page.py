@@ -6,9 +6,9 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.compare import reads, side_by_side, sides, stats
+from app.dashboard.compare import reads, side_by_side, stats
 from app.dashboard.compare import summary as compare_summary
-from app.dashboard.components import agents, nav, params
+from app.dashboard.components import agents, nav, params, sides
 from app.dashboard.components.header import header
 from app.dashboard.components.params import Codec
 from app.dashboard.failures import mix as failure_mix
@@ -41,7 +41,7 @@ notices = header("Compare", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_SAMPLE)
 all_runs = data.list_runs()
 by_id = {r.id: r for r in all_runs}
-steps = {r.id: reads.finished_steps(r.id) for r in all_runs if r.is_training}
+steps = {r.id: data.finished_steps(r.id) for r in all_runs if r.is_training}
 offered = sides.options(all_runs, steps)
 if len(offered) < 2:
     st.info(

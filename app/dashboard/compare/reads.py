@@ -43,12 +43,6 @@ def compare_outcomes(store: Store, run_ids: tuple[RunKey, ...]) -> list[Question
 
 
 @cached_read()
-def finished_steps(store: Store, run_id: int) -> list[int]:
-    """The training steps at which a run finished episodes (the sides it offers)."""
-    return training.finished_steps(store, run_id)
-
-
-@cached_read()
 def run_at_step(store: Store, run_id: int, step: int) -> RunSummary | None:
     """A run with the figures of one of its training steps; None when the run is gone."""
     run = store.get_run(run_id)

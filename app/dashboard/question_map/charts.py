@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 
 from app.dashboard.components.colors import plot_label, run_color
 from app.dashboard.question_map.matrix import AccuracyPoint, QuestionMap
+from storage.read_models import RunKey, run_of
 
 LABELLED_ROWS = 60
 """Up to this many questions the y axis names each one; beyond, hover names them."""
@@ -93,7 +94,7 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     fig.update_xaxes(
         range=[-0.5, runs - 0.5],
         tickvals=list(range(runs)),
-        ticktext=[plot_label(r, n) for r, n in zip(qmap.run_ids, names, strict=True)],
+        ticktext=[plot_label(run_of(r), n) for r, n in zip(qmap.run_ids, names, strict=True)],
         showgrid=False,
         zeroline=False,
     )
@@ -109,8 +110,9 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     return fig
 
 
-def cell_of(qmap: QuestionMap, point_index: int) -> tuple[int, str]:
-    """(run id, question id) of a heatmap point from its index in the overlay."""
+def cell_of(qmap: QuestionMap, point_index: int) -> tuple[RunKey, str]:
+    """(run id or run and step, question id) of a heatmap point from its index in the
+    overlay."""
     row, col = divmod(point_index, len(qmap.run_ids))
     return qmap.run_ids[col], qmap.question_ids[row]
 
@@ -126,11 +128,11 @@ def accuracy_line(
     down = [None if p.low is None or p.accuracy is None else p.accuracy - p.low for p in points]
     fig = go.Figure()
     fig.add_scatter(
-        x=[plot_label(p.run_id, n) for p, n in zip(points, names, strict=True)],
+        x=[plot_label(run_of(p.run_id), n) for p, n in zip(points, names, strict=True)],
         y=acc,
         mode="lines+markers" if joined else "markers",
         line_color="#9e9e9e",
-        marker={"color": [run_color(p.run_id) for p in points], "size": 11},
+        marker={"color": [run_color(run_of(p.run_id)) for p in points], "size": 11},
         error_y={
             "type": "data",
             "array": up,

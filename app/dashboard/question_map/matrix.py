@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.dashboard.analysis import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, SOLVED_RATE
-from storage.read_models import OutcomeMatrix
+from storage.read_models import OutcomeMatrix, RunKey
 
 # Resamples drawn per block: bounds the count matrix at ~block x questions floats.
 _BLOCK = 250
@@ -20,7 +20,8 @@ class QuestionMap:
     """Success rates of runs (columns, in the order given) on questions (rows, easiest first:
     highest mean success rate over the runs that played them, then by id)."""
 
-    run_ids: list[int]
+    run_ids: list[RunKey]
+    """The runs, or training steps of runs, in the order given."""
     question_ids: list[str]
     rates: np.ndarray
     """(questions, runs) success rates; NaN where a run did not play the question."""
@@ -49,8 +50,8 @@ class Flip:
 class PairFlips:
     """What changed between two consecutive runs, over the questions both played."""
 
-    run_before: int
-    run_after: int
+    run_before: RunKey
+    run_after: RunKey
     regressions: list[Flip]
     """Solved before (success rate >= SOLVED_RATE), not after."""
     improvements: list[Flip]
@@ -62,7 +63,7 @@ class PairFlips:
 class AccuracyPoint:
     """A run's accuracy (mean success rate over the questions it played) with its interval."""
 
-    run_id: int
+    run_id: RunKey
     accuracy: float | None
     low: float | None
     high: float | None

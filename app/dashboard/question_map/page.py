@@ -1,34 +1,46 @@
-"""Question map: success per question and run as a heatmap, the questions each run lost or
-gained against the one before, and accuracy across the runs with confidence intervals."""
+"""Question map: success per question and run (or training step of a run) as a heatmap, the
+questions each run lost or gained against the one before, and accuracy across the runs with
+confidence intervals."""
 
 from __future__ import annotations
 
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import agents, nav, params
+from app.dashboard.components import agents, nav, params, sides
 from app.dashboard.components.header import header
 from app.dashboard.question_map import reads, view
+from storage.read_models import RunKey, run_of
 
 notices = header("Question map", copy_link=True)
 params.expect(nav.P_RUN, view.P_SHARED)
 runs = data.list_runs()
-if len(runs) < 2:
-    st.info("The map needs two runs on the same questions - record them with `rollscope run`.")
-    st.stop()
 by_id = {r.id: r for r in runs}
+steps = {r.id: data.finished_steps(r.id) for r in runs if r.is_training}
+offered = sides.options(runs, steps)
+if len(offered) < 2:
+    st.info(
+        "The map needs two runs on the same questions, or a training run of two steps - "
+        "record them with `rollscope run`."
+    )
+    st.stop()
 given = params.get_all(nav.P_RUN)
 for twice in sorted({v for v in given if given.count(v) > 1}):
     params.notice(f"{nav.P_RUN}={twice} comes more than once in the link; the map reads it once.")
-chosen_ids: list[int] = st.multiselect(
-    "Runs, in order (checkpoints oldest first)",
-    list(by_id),
-    format_func=lambda i: f"{by_id[i].name} (#{i})",
-    **params.bind("map_runs", nav.P_RUN, params.ids(nav.P_RUN, by_id)),
+chosen_ids: list[RunKey] = st.multiselect(
+    "Runs, or training steps of a run, in order (checkpoints oldest first)",
+    offered,
+    format_func=lambda k: sides.name_of(k, by_id),
+    help="A training step (`name @ step 200`) maps that step's episodes alone: an evaluation "
+    "run each few steps on the same questions maps checkpoint by checkpoint.",
+    **params.bind("map_runs", nav.P_RUN, sides.codec(nav.P_RUN, offered, by_id)),
 )
 params.show_notices(notices)
 if len(chosen_ids) < 2:
-    st.info("Choose two or more runs, in the order to read them (e.g. checkpoints by step).")
+    st.info(
+        "Choose two or more runs (or training steps of a run), in the order to read them "
+        "(e.g. checkpoints by step)."
+    )
     st.stop()
 
 whole = reads.map_view(tuple(chosen_ids), False)
@@ -41,8 +53,8 @@ found = reads.map_view(tuple(chosen_ids), True) if shared_only else whole
 if not found.qmap.question_ids:
     view.no_shared_questions(whole)
     st.stop()
-names = [by_id[i].name for i in chosen_ids]
-agents.show([by_id[i] for i in chosen_ids])
-view.heatmap_section(found, names)
-view.accuracy_section(found, chosen_ids, names)
-view.flips_section(found.flips, by_id)
+names = {k: sides.label_of(k, by_id) for k in chosen_ids}
+agents.show([by_id[run_of(k)] for k in chosen_ids])
+view.heatmap_section(found, list(names.values()))
+view.accuracy_section(found, chosen_ids, list(names.values()))
+view.flips_section(found.flips, names)

@@ -14,6 +14,7 @@ from app.dashboard.question_map.matrix import (
     flips,
     played_by_all,
 )
+from storage.read_models import RunKey
 from storage.store import Store
 
 
@@ -35,7 +36,7 @@ class MapView:
 
 
 @cached_read()
-def map_view(store: Store, run_ids: tuple[int, ...], shared_only: bool) -> MapView:
+def map_view(store: Store, run_ids: tuple[RunKey, ...], shared_only: bool) -> MapView:
     """The map of the runs, in the order given: rates and flips; `shared_only`: over only the
     questions every run played, cut from the cached whole map of this same store. (Arguments
     go by position: a cache key tells `f(x)` from `f(shared_only=x)`.)"""
@@ -48,7 +49,9 @@ def map_view(store: Store, run_ids: tuple[int, ...], shared_only: bool) -> MapVi
 
 
 @cached_read()
-def map_accuracy(store: Store, run_ids: tuple[int, ...], shared_only: bool) -> list[AccuracyPoint]:
+def map_accuracy(
+    store: Store, run_ids: tuple[RunKey, ...], shared_only: bool
+) -> list[AccuracyPoint]:
     """Each run's accuracy with its bootstrap interval, from `map_view`'s cached map of this
     same store. Apart from `map_view` so the heatmap is on screen while the resampling runs."""
     return accuracy_intervals(map_view(run_ids, shared_only).qmap)

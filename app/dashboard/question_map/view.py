@@ -3,6 +3,8 @@ accuracy per run, and the flips between consecutive runs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pandas as pd
 import streamlit as st
 
@@ -11,7 +13,7 @@ from app.dashboard.components import browser, nav, params
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
 from app.dashboard.question_map.matrix import PairFlips, first_with_flips
-from storage.read_models import RunSummary
+from storage.read_models import RunKey, RunStep, run_of
 
 _OPEN_FLIP = "map_open_flip"
 _OPENING = "map_opening"
@@ -79,16 +81,19 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
     )
     points = event.selection.points if event is not None else []
     if points and "point_index" in points[0]:
-        run_id, question_id = cell_of(qmap, int(points[0]["point_index"]))
+        key, question_id = cell_of(qmap, int(points[0]["point_index"]))
+        at = [] if not isinstance(key, RunStep) else [
+            (nav.P_TRAIN_FROM, str(key.train_step)), (nav.P_TRAIN_TO, str(key.train_step))
+        ]  # fmt: skip
         browser.go(
             "map_cell_link",
             nav.GROUPS,
-            [(nav.P_RUN, str(run_id)), (nav.P_QUESTION, question_id)],
+            [(nav.P_RUN, str(run_of(key))), (nav.P_QUESTION, question_id), *at],
             f"Opening the samples of {question_id}...",
         )
 
 
-def accuracy_section(view: reads.MapView, run_ids: list[int], names: list[str]) -> None:
+def accuracy_section(view: reads.MapView, run_ids: list[RunKey], names: list[str]) -> None:
     """Each run's accuracy with its bootstrap interval."""
     # Full width, under the heatmap: side by side, a narrow window cut the chart's title and
     # turned its run names on end.
@@ -116,7 +121,7 @@ def _open_flip(pair: PairFlips, question_ids: list[str]) -> None:
         st.session_state[_OPENING] = (pair.run_before, pair.run_after, question_ids[click["row"]])
 
 
-def flips_section(pairs: list[PairFlips], by_id: dict[int, RunSummary]) -> None:
+def flips_section(pairs: list[PairFlips], names: Mapping[RunKey, str]) -> None:
     """How many questions each run lost and gained against the one before, and one pair's."""
     opening = st.session_state.pop(_OPENING, None)
     if opening is not None:
@@ -135,8 +140,8 @@ def flips_section(pairs: list[PairFlips], by_id: dict[int, RunSummary]) -> None:
     summary = pd.DataFrame(
         [
             {
-                "from": by_id[p.run_before].name,
-                "to": by_id[p.run_after].name,
+                "from": names[p.run_before],
+                "to": names[p.run_after],
                 "regressions": len(p.regressions),
                 "improvements": len(p.improvements),
                 "net": len(p.improvements) - len(p.regressions),
@@ -146,7 +151,7 @@ def flips_section(pairs: list[PairFlips], by_id: dict[int, RunSummary]) -> None:
         ]
     )
     st.dataframe(summary, hide_index=True, width="stretch")
-    labels = [f"{by_id[p.run_before].name} → {by_id[p.run_after].name}" for p in pairs]
+    labels = [f"{names[p.run_before]} → {names[p.run_after]}" for p in pairs]
     chosen = st.selectbox(
         "Flips of",
         range(len(pairs)),
@@ -155,7 +160,7 @@ def flips_section(pairs: list[PairFlips], by_id: dict[int, RunSummary]) -> None:
         key="map_pair",
     )
     pair = pairs[chosen]
-    before, after = by_id[pair.run_before].name, by_id[pair.run_after].name
+    before, after = names[pair.run_before], names[pair.run_after]
     rows = [
         {
             "open": ":material/compare: side by side",

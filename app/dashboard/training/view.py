@@ -188,7 +188,7 @@ def flips(run: RunSummary) -> None:
         st.metric("right → wrong", len(found.to_wrong), width="content")
         st.metric("wrong → right", len(found.to_right), width="content")
         st.metric("drawn at two steps or more", found.questions, width="content")
-    _compare_link(run.id, reads.steps_view(run.id, reads.progress_of(run)).curves)
+    _step_links(run.id)
     listed = [("right → wrong", f) for f in found.to_wrong]
     listed += [("wrong → right", f) for f in found.to_right]
     if not listed:
@@ -214,17 +214,40 @@ def flips(run: RunSummary) -> None:
     )
 
 
-def _compare_link(run_id: int, found: Curves) -> None:
-    """Compare, with the run's first training step against its last (each its own side)."""
-    if found.steps < 2 or found.last is None:
+MAP_STEPS = 10
+"""Training steps the link to the Question map names at most (evenly spaced, the first and
+the last among them): more columns than a narrow window can label."""
+
+
+def _step_links(run_id: int) -> None:
+    """Compare, with the run's first training step against its last, and the Question map of
+    its steps: each step a checkpoint of its own."""
+    steps = data.finished_steps(run_id)
+    if len(steps) < 2:
         return
-    first, last = found.firsts[0], found.last.train_step
-    st.page_link(
-        nav.COMPARE,
-        label=f"Compare step {first} with step {last}: every question both played",
-        icon=":material/compare:",
-        query_params=[(nav.P_RUN, f"{run_id}@{first}"), (nav.P_RUN, f"{run_id}@{last}")],
-    )
+    first, last = steps[0], steps[-1]
+    with st.container(horizontal=True, gap="medium"):
+        st.page_link(
+            nav.COMPARE,
+            label=f"Compare step {first} with step {last}",
+            icon=":material/compare:",
+            query_params=[(nav.P_RUN, f"{run_id}@{first}"), (nav.P_RUN, f"{run_id}@{last}")],
+        )
+        shown = spaced(steps, MAP_STEPS)
+        which = f"its {len(steps)}" if len(shown) == len(steps) else f"{len(shown)} of its"
+        st.page_link(
+            nav.MAP,
+            label=f"Question map of {which} steps",
+            icon=":material/grid_on:",
+            query_params=[(nav.P_RUN, f"{run_id}@{s}") for s in shown],
+        )
+
+
+def spaced(steps: list[int], most: int) -> list[int]:
+    """Up to `most` of the steps, evenly spaced, the first and the last among them."""
+    if len(steps) <= most:
+        return steps
+    return [steps[round(i * (len(steps) - 1) / (most - 1))] for i in range(most)]
 
 
 def question(run: RunSummary) -> None:

@@ -6,13 +6,17 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from streamlit.testing.v1 import AppTest
 
 from rollout_core.records import Outcome
+from storage.read_models import RunStep
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
+from tests.app.dashboard.conftest import serve_env
 from tests.support.dashboard_stores import AnalysisStore, ComparisonStore
 from tests.support.records import play, spec
+from tests.support.stores import play_group
 
 
 def test_the_map_shows_rates_flips_and_accuracy(fx: AnalysisStore) -> None:
@@ -141,3 +145,40 @@ def test_runs_on_the_same_questions_show_no_such_control(fx: AnalysisStore) -> N
     at = open_page("question_map/page.py", run=ids)
     assert not at.checkbox
     assert "every chosen run played" not in texts(at)
+
+
+def test_training_steps_of_one_run_map_as_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An evaluation at steps 10, 20 and 30 on q1 and q2, two samples each: q1 is learnt at
+    # step 20, q2 at step 30.
+    store = Store(str(tmp_path / "s.db"))
+    grpo = store.create_run(spec("val", kind="training"), episodes_planned=12)
+    sink = store.sink(grpo)
+    group = 0
+    for step, q1, q2 in ((10, [0.0, 0.0], [0.0, 0.0]), (20, [1.0, 1.0], [0.0, 0.0]),
+                         (30, [1.0, 1.0], [1.0, 0.0])):  # fmt: skip
+        for q, rewards in (("q1", q1), ("q2", q2)):
+            play_group(sink, q, range(group * 2, group * 2 + 2), rewards, (step, group))
+            group += 1
+    store.set_run_status(grpo, "completed")
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    steps = [f"{grpo}@10", f"{grpo}@20", f"{grpo}@30"]
+    at = open_page("question_map/page.py", run=steps)
+    assert at.multiselect[0].value == [RunStep(grpo, s) for s in (10, 20, 30)]
+    summary = at.dataframe[0].value
+    assert list(summary["from"]) == ["val @ step 10", "val @ step 20"]
+    assert list(summary["improvements"]) == [1, 1] and list(summary["regressions"]) == [0, 0]
+    heat, line = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+    assert [t.split("</span> ")[-1] for t in heat["layout"]["xaxis"]["ticktext"]] == [
+        f"val @ step {s} #{grpo}" for s in (10, 20, 30)
+    ]
+    assert line["data"][0]["y"] == [0.0, 0.5, 0.75]
+    # A flip opens the two steps side by side on Compare.
+    flips = at.dataframe[1].value
+    assert list(flips["question id"]) == ["q1"]
+    # Steps a link names that the run lacks are said; the rest are mapped.
+    at = open_page("question_map/page.py", run=[*steps[:2], f"{grpo}@15"])
+    assert f"Run {grpo} has no finished episode at training step 15" in at.warning[0].value
+    assert len(at.get("plotly_chart")) == 2

@@ -11,6 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
+from app.dashboard.training.view import spaced
 from rollout_core.records import IterationBatch, Outcome, Sink, TokenTrace
 from rollout_core.settings import TrainingSettings
 from storage.store import Store
@@ -193,11 +194,20 @@ def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -
     assert (row["flip"], row["question id"]) == ("wrong → right", "q1")
     assert (row["first step"], row["correct at first"]) == (0, "0/2")
     assert (row["last step"], row["correct at last"]) == (2, "2/2")
-    # The run's first step against its last, on Compare.
-    (link,) = [e.proto for e in at.get("page_link") if "Compare" in e.proto.label]
-    assert link.label.startswith("Compare step 0 with step 2")
+    # The run's first step against its last on Compare, and every step on the Question map.
+    links = {e.proto.label: e.proto for e in at.get("page_link") if "step" in e.proto.label}
     run = env.run_id
-    assert "compare" in link.page and link.query_string == f"run={run}%400&run={run}%402"
+    compare = links["Compare step 0 with step 2"]
+    assert "compare" in compare.page and compare.query_string == f"run={run}%400&run={run}%402"
+    qmap = links["Question map of its 3 steps"]
+    assert qmap.page == "map"
+    assert qmap.query_string == f"run={run}%400&run={run}%401&run={run}%402"
+
+
+def test_the_map_link_of_a_long_run_names_evenly_spaced_steps() -> None:
+    assert spaced([1, 2, 3], 10) == [1, 2, 3]
+    assert spaced(list(range(100, 200)), 4) == [100, 133, 166, 199]
+    assert spaced(list(range(0, 1000, 5)), 10)[::9] == [0, 995]
 
 
 def test_a_run_of_thousands_of_groups_says_what_each_step_drew_and_what_flipped(

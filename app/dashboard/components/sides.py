@@ -1,4 +1,5 @@
-"""What Compare sets side by side: whole runs, or one training step of a run.
+"""What Compare and the Question map set side by side: whole runs, or one training step of a
+run.
 
 An evaluation a trainer ran every few steps on the same questions (verl's validation files,
 SkyRL's evaluations, rLLM's and prime-rl's eval steps) imports as one run whose episodes
@@ -69,6 +70,8 @@ def name_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
     return f"{by_id[key].name} (#{key})"
 
 
-def widget_id(key: RunKey) -> str:
-    """A side in a widget key or a link's `sample=` prefix: `5`, or `5@200`."""
-    return str(key)
+def label_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
+    """A side's name in a chart or a table: the run's name, and its step for a step."""
+    if isinstance(key, RunStep):
+        return f"{by_id[key.run_id].name} @ step {key.train_step}"
+    return by_id[key].name
