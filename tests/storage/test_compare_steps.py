@@ -9,7 +9,7 @@ from storage.read_models import EpisodeFilter, RunStep
 from storage.store import Store
 from storage.training import finished_steps, run_at_step
 from tests.support.records import play, spec
-from tests.support.stores import play_group, write_run
+from tests.support.stores import paged_question_ids, play_group, write_run
 
 
 @pytest.fixture
@@ -73,14 +73,7 @@ def test_a_training_steps_cells_hold_that_steps_episodes(
     assert {k: len(c.episode_ids) for k, c in one.cells.items()} == {last: 2, batch: 1}
     assert store.compare_question([first], "q3") is None
     # Paged a question at a time, with the cursor naming the steps.
-    seen, cursor = [], None
-    while True:
-        part = store.compare_runs([first, batch], limit=1, cursor=cursor)
-        seen += [r.question_id for r in part.items]
-        cursor = part.next_cursor
-        if cursor is None:
-            break
-    assert seen == ["q1", "q2", "q3"]
+    assert paged_question_ids(store, [first, batch]) == ["q1", "q2", "q3"]
     with pytest.raises(ValueError):
         store.compare_runs(
             [last, batch], cursor=store.compare_runs([first, batch], limit=1).next_cursor

@@ -9,7 +9,7 @@ import pytest
 from rollout_core.records import IterationBatch
 from storage.store import Store
 from tests.support.records import play, spec, start, step
-from tests.support.stores import write_run
+from tests.support.stores import paged_question_ids, write_run
 
 
 @pytest.fixture
@@ -137,15 +137,7 @@ def test_a_question_list_holds_counts_and_one_question_its_episodes(
 
 def test_compare_runs_paging(two_runs: tuple[Store, int, int]) -> None:
     store, r1, r2 = two_runs
-    seen: list[str] = []
-    cursor = None
-    while True:
-        page = store.compare_runs([r1, r2], limit=1, cursor=cursor)
-        seen += [q.question_id for q in page.items]
-        cursor = page.next_cursor
-        if cursor is None:
-            break
-    assert seen == ["q1", "q2", "q3", "q4"]
+    assert paged_question_ids(store, [r1, r2]) == ["q1", "q2", "q3", "q4"]
     first = store.compare_runs([r1, r2], limit=1)
     with pytest.raises(ValueError, match="page cursor was made for runs="):
         store.compare_runs([r1], cursor=first.next_cursor)

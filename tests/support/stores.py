@@ -24,7 +24,7 @@ from rollout_core.records import (
     Sink,
 )
 from rollout_core.runner import plan_episodes, run_episodes
-from storage.read_models import EpisodeFilter
+from storage.read_models import EpisodeFilter, RunKey
 from storage.store import Store
 from storage.writes import merged
 from tests.support.records import finish, group, play, spec, start, step
@@ -98,6 +98,18 @@ def play_group(
     """Write a trainer's GRPO group (`tests.support.records.group`) to a run's sink."""
     for batch in group(q, samples, rewards, at, **kw):
         sink.write(batch)
+
+
+def paged_question_ids(store: Store, runs: Sequence[RunKey]) -> list[str]:
+    """The questions `compare_runs` lists for these runs, read a page of one at a time."""
+    seen: list[str] = []
+    cursor = None
+    while True:
+        page = store.compare_runs(runs, limit=1, cursor=cursor)
+        seen += [q.question_id for q in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            return seen
 
 
 def fill_store(url: str) -> tuple[int, list[int]]:

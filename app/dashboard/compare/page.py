@@ -41,7 +41,7 @@ notices = header("Compare", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_SAMPLE)
 all_runs = data.list_runs()
 by_id = {r.id: r for r in all_runs}
-steps = {r.id: data.finished_steps(r.id) for r in all_runs if r.is_training}
+steps = sides.steps_of(all_runs)
 offered = sides.options(all_runs, steps)
 if len(offered) < 2:
     st.info(

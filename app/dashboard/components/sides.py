@@ -10,8 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 
+from app.dashboard import data
 from app.dashboard.components.params import Codec
 from storage.read_models import RunKey, RunStep, RunSummary
+
+
+def steps_of(runs: Sequence[RunSummary]) -> dict[int, list[int]]:
+    """Each training run's (or import's) training steps with a finished episode."""
+    return {r.id: data.finished_steps(r.id) for r in runs if r.is_training}
 
 
 def options(runs: Sequence[RunSummary], steps: Mapping[int, Sequence[int]]) -> list[RunKey]:

@@ -16,8 +16,7 @@ notices = header("Question map", copy_link=True)
 params.expect(nav.P_RUN, view.P_SHARED)
 runs = data.list_runs()
 by_id = {r.id: r for r in runs}
-steps = {r.id: data.finished_steps(r.id) for r in runs if r.is_training}
-offered = sides.options(runs, steps)
+offered = sides.options(runs, sides.steps_of(runs))
 if len(offered) < 2:
     st.info(
         "The map needs two runs on the same questions, or a training run of two steps - "
