@@ -42,7 +42,9 @@ def _tick_runs(page: Any, run_names: list[str]) -> None:
         for attempt in range(3):
             _tick_row(page, grid, row)
             try:
-                page.wait_for_url(re.compile("run=\\d+.*" * ticked), timeout=10_000)
+                # Long enough for a loaded machine's rerun: a click the page took and is still
+                # drawing would be taken back by the next.
+                page.wait_for_url(re.compile("run=\\d+.*" * ticked), timeout=30_000)
                 break
             except PlaywrightTimeoutError:
                 # The live table (a run is in progress) redrew under the click, which never

@@ -49,12 +49,15 @@ if len(offered) < 2:
         "`rollscope run ...` first."
     )
     st.stop()
-run_codec = sides.codec(nav.P_RUN, offered, by_id)
+run_codec = sides.codec(nav.P_RUN, offered, by_id, sides.MOST_COMPARED)
 with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
     chosen_ids: list[RunKey] = st.multiselect(
         "Runs, or training steps of a run (the first is the baseline)",
         offered,
         format_func=lambda k: sides.name_of(k, by_id),
+        max_selections=sides.MOST_COMPARED,
+        # Enter on a search would choose every match: "step 1" is dozens of steps.
+        select_all=False,
         help="A training step (`name @ step 200`) compares that step's episodes alone: an "
         "evaluation run each few steps on the same questions compares checkpoint with "
         "checkpoint.",

@@ -14,6 +14,12 @@ from app.dashboard import data
 from app.dashboard.components.params import Codec
 from storage.read_models import RunKey, RunStep, RunSummary
 
+MOST_COMPARED = 20
+"""Runs (or steps) Compare sets side by side at most: as many as keep their colours apart,
+and columns that still read."""
+MOST_MAPPED = 50
+"""Runs (or steps) the Question map takes at most: a map wider than this reads as noise."""
+
 
 def steps_of(runs: Sequence[RunSummary]) -> dict[int, list[int]]:
     """Each training run's (or import's) training steps with a finished episode."""
@@ -36,9 +42,11 @@ def parse_key(text: str) -> RunKey | None:
     return RunStep(int(run), int(step)) if at else int(run)
 
 
-def codec(name: str, known: Collection[RunKey], runs: Collection[int]) -> Codec[list[RunKey]]:
+def codec(
+    name: str, known: Collection[RunKey], runs: Collection[int], most: int
+) -> Codec[list[RunKey]]:
     """The repeated side parameter (`run=3&run=5@200`, or `run=3,5@200`); sides not in
-    `known` are noted and dropped."""
+    `known` are noted and dropped, and those past the first `most` too."""
 
     def parse(values: list[str]) -> tuple[list[RunKey], list[str]]:
         out: list[RunKey] = []
@@ -54,7 +62,11 @@ def codec(name: str, known: Collection[RunKey], runs: Collection[int]) -> Codec[
                 problems.append(_unknown(key, runs))
             elif key not in out:
                 out.append(key)
-        return out, problems
+        if len(out) > most:
+            problems.append(
+                f"The link names {len(out)} runs and training steps; the first {most} are shown."
+            )
+        return out[:most], problems
 
     return Codec(parse, lambda value: [str(k) for k in value])
 

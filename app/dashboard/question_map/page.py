@@ -32,7 +32,8 @@ chosen_ids: list[RunKey] = st.multiselect(
     format_func=lambda k: sides.name_of(k, by_id),
     help="A training step (`name @ step 200`) maps that step's episodes alone: an evaluation "
     "run each few steps on the same questions maps checkpoint by checkpoint.",
-    **params.bind("map_runs", nav.P_RUN, sides.codec(nav.P_RUN, offered, by_id)),
+    max_selections=sides.MOST_MAPPED,
+    **params.bind("map_runs", nav.P_RUN, sides.codec(nav.P_RUN, offered, by_id, sides.MOST_MAPPED)),
 )
 params.show_notices(notices)
 if len(chosen_ids) < 2:

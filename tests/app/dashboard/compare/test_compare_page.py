@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from app.dashboard.components.colors import run_color
+from app.dashboard.components.sides import MOST_COMPARED
 from storage.read_models import RunStep
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
@@ -290,6 +291,25 @@ def test_one_training_run_of_two_steps_is_enough_to_compare(
     assert options == [f"grpo (#{grpo})", f"grpo (#{grpo}) @ step 10", f"grpo (#{grpo}) @ step 20"]
     at = open_page("compare/page.py", run=[f"{grpo}@10", f"{grpo}@20"])
     assert {m.label: m.value for m in at.metric}["accuracy (1 shared)"] == "100.0%"
+
+
+def test_a_link_of_more_sides_than_compare_shows_keeps_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(str(tmp_path / "s.db"))
+    grpo = store.create_run(spec("grpo", kind="training"), episodes_planned=2 * (MOST_COMPARED + 5))
+    for step in range(MOST_COMPARED + 5):
+        play_group(store.sink(grpo), "q1", range(2 * step, 2 * step + 2), [1.0, 0.0], (step, step))
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    at = open_page("compare/page.py", run=[f"{grpo}@{s}" for s in range(MOST_COMPARED + 5)])
+    picker = at.multiselect(key="cmp_runs")
+    assert picker.value == [RunStep(grpo, s) for s in range(MOST_COMPARED)]
+    assert picker.proto.max_selections == MOST_COMPARED
+    notice = (
+        f"The link names {MOST_COMPARED + 5} runs and training steps; the first {MOST_COMPARED}"
+    )
+    assert notice in at.warning[0].value
 
 
 def test_a_training_step_in_a_link_that_the_run_lacks_is_said_and_dropped(
