@@ -171,8 +171,7 @@ def import_command(
         importer.store.delete_run(importer.run_id)
         fail(
             f"no rollout in {path}: its {counted(len(results), 'file')} "
-            f"{'holds' if len(results) == 1 else 'hold'} no line; check the path",
-            code=1,
+            f"{'holds' if len(results) == 1 else 'hold'} no line; check the path"
         )
     importer.finish("completed")
     if not results:
@@ -215,9 +214,9 @@ def _sigterm_as_interrupt(stopped_by: list[str]) -> Iterator[None]:
 
 
 def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -> None:
-    """Exit 1: a wrong --format or a file of another kind. A run this import made is removed
-    (it holds nothing), so the same --name works once the files or the format are right; a run
-    it read on into keeps what it held, with these lines counted as skipped."""
+    """Exit 2 (bad input): a wrong --format or a file of another kind. A run this import made
+    is removed (it holds nothing), so the same --name works once the files or the format are
+    right; a run it read on into keeps what it held, with these lines counted as skipped."""
     skipped = sum(r.skipped for r in results)
     first = next((p for r in results for p in r.problems), "")
     what = (
@@ -236,7 +235,7 @@ def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -
         importer.store.delete_run(importer.run_id)
     else:
         importer.finish("completed")
-    fail(why, code=1)
+    fail(why)
 
 
 def _format(path: Path, name: str, follow: bool, quiet: bool) -> Format:

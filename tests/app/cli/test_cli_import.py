@@ -232,7 +232,7 @@ def test_a_file_that_cannot_be_read_is_called_that(tmp_path: Path) -> None:
     (completions / "completions_00002.parquet").write_bytes(b"PAR1 this is no parquet PAR1")
     db = tmp_path / "s.db"
     done = rollscope("import", tmp_path / "out", "--name", "t", "--store", db)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     assert "completions/completions_00002.parquet: could not be read, skipped" in done.stderr
     assert "no rollout in" in done.stderr and "no file could be read (1 file; first:" in done.stderr
     # Beside a good file: the run has its episodes, and the summary tells the file apart
@@ -317,7 +317,7 @@ def test_empty_files_make_no_run(tmp_path: Path) -> None:
     (tmp_path / "d" / "2.jsonl").write_text("\n  \n")
     db = tmp_path / "s.db"
     done = rollscope("import", tmp_path / "d", "--name", "v", "--store", db)
-    assert done.returncode == 1, done.stderr
+    assert done.returncode == 2, done.stderr
     assert "error: no rollout in" in done.stderr and "its 2 files hold no line" in done.stderr
     with closing(sqlite3.connect(db)) as conn:
         assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
@@ -332,7 +332,7 @@ def test_importing_again_says_nothing_is_new(tmp_path: Path) -> None:
     # A new file the run cannot read: the hint is about the file, not the format.
     (dump / "2.jsonl").write_text("{cut\n")
     broken = rollscope("import", dump, "--name", "v", "--store", db)
-    assert broken.returncode == 1, broken.stderr
+    assert broken.returncode == 2, broken.stderr
     assert "the run's earlier files read as verl: check these" in broken.stderr
     assert "check --format" not in broken.stderr
 

@@ -213,7 +213,7 @@ def test_hostile_text_is_stored_as_text(store: Store, tmp_path: Path) -> None:
 def test_an_import_with_no_good_line_fails_and_leaves_no_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # A wrong --format reads every line as bad: exit 1, the first problem named, and no empty
+    # A wrong --format reads every line as bad: exit 2, the first problem named, and no empty
     # run under the name, so the same command with the right format works.
     good = {"messages": [{"role": "user", "content": "How many?"},
                          {"role": "assistant", "content": "ANSWER 1"}], "reward": 1.0}  # fmt: skip
@@ -221,7 +221,7 @@ def test_an_import_with_no_good_line_fails_and_leaves_no_run(
     db = tmp_path / "store.db"
     code, said = in_process(monkeypatch, capsys, "import", path, "--format", "messages",
                             "--name", "chat", "--store", db)  # fmt: skip
-    assert code == 1
+    assert code == 2
     assert "no rollout in" in said and "every line read was bad (2 lines; first:" in said
     assert "chat.jsonl:1: not JSON" in said and "check --format" in said
     assert _plain(db, "SELECT count(*) FROM runs") == [(0,)]
@@ -253,6 +253,6 @@ def test_a_file_of_bad_lines_read_on_into_a_run_keeps_the_run(
     assert in_process(monkeypatch, capsys, *args)[0] == 0
     _jsonl(folder / "b.jsonl", ["not json"])
     code, said = in_process(monkeypatch, capsys, *args)
-    assert code == 1 and "every line read was bad (1 line; first: b.jsonl:1" in said
+    assert code == 2 and "every line read was bad (1 line; first: b.jsonl:1" in said
     assert _plain(db, "SELECT status, skipped_lines FROM runs") == [("completed", 1)]
     assert _plain(db, "SELECT count(*) FROM episodes") == [(1,)]
