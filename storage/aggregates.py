@@ -69,7 +69,8 @@ def comparisons(
         session, keys, Episode.question_id.in_(qids), lowest=True
     ):
         cells[qid][key] = RunCell(run_of(key), n, correct, [])
-        first[qid] = min(int(low or 0), first.get(qid, int(low or 0)))
+        if low is not None:
+            first[qid] = min(low, first.get(qid, low))
     # The question's text and database from one episode each, by primary key.
     about = {
         qid: (db_id, question)
@@ -111,8 +112,8 @@ def _finished_of(key: RunKey, name: str, *where: ColumnElement[bool]) -> Any:
 
     A step's rows are read first, as a materialized CTE: SQLite's sampled statistics rate
     (run, training step) no more selective than the run alone, and a grouped or ordered read
-    of the step would walk the whole run through its question index (0.9 s at 1M episodes
-    where the step's 5,000 rows take 2 ms).
+    of the step would walk the whole run through its question index (docs/benchmarks.md,
+    "Compare over training steps").
     """
     rows = select(Episode.question_id, Episode.outcome, Episode.id).where(
         *_episodes_of(key), Episode.outcome.is_not(None), *where
@@ -172,9 +173,9 @@ def compare_outcomes(session: Session, keys: Sequence[RunKey]) -> list[QuestionO
     """Every question any of the runs (or training steps of runs) finished, with each one's
     episode and correct counts.
 
-    A grouped read on the (run_id, question_id) index per run, a row per question and run
-    (the training step index for a step): the Compare page's statistics cover all questions
-    without loading their text or episodes.
+    One grouped read on the (run_id, question_id) index for the runs (and one on the training
+    index for each step), a row per question and run: the Compare page's statistics cover all
+    questions without loading their text or episodes.
     """
     keys = list(dict.fromkeys(keys))
     if not keys:
@@ -191,8 +192,8 @@ def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:
     """Episode and correct counts of every question any of the runs (or training steps of
     runs) finished, per run.
 
-    A GROUP BY per run on the (run_id, question_id, outcome, reward) index (the training
-    index for a step), through Core: 10 runs x 5,000 questions is 50,000 small rows.
+    One GROUP BY on the (run_id, question_id, outcome, reward) index for the runs (and one on
+    the training index for each step): 10 runs x 5,000 questions is 50,000 small rows.
     """
     keys = list(dict.fromkeys(keys))
     col = {k: j for j, k in enumerate(keys)}

@@ -34,8 +34,9 @@ class RunStep(NamedTuple):
 
 
 RunKey = int | RunStep
-"""What Compare sets beside another: a whole run (its id), or one training step of a run (an
-evaluation's checkpoint, where an imported run evaluated the same questions at each step)."""
+"""What Compare and the Question map set side by side: a whole run (its id), or one training
+step of a run (an evaluation's checkpoint, where an imported run evaluated the same questions
+at each step)."""
 
 
 def run_of(key: RunKey) -> int:
@@ -89,7 +90,7 @@ class RunSummary:
     """Malformed lines or rows an import left out."""
     train_step: int | None = None
     """Set when the figures (episodes, accuracy, reward, steps, parse failures) are those of
-    one training step of the run, not the whole run's (`Store.run_at_step`)."""
+    one training step of the run, not the whole run's (`storage.training.run_at_step`)."""
 
     @property
     def key(self) -> RunKey:

@@ -50,8 +50,9 @@ COLUMNS = (
 """The totals on a run's row: finished, correct and errored episodes; the reward and step sums
 of the finished ones; the steps, and the unparsed ones, of all the run's episodes."""
 
-# What deleting an episode takes out of its run's numbers, in `dropped`'s order.
-DROPPED_COLUMNS = (
+# What an episode counts for in its run's numbers (and deleting it takes out), in the order
+# `RunChange.episodes` reads.
+COUNTED_COLUMNS = (
     Episode.outcome,
     Episode.failure_class,
     Episode.reward,
@@ -120,11 +121,11 @@ class RunChange:
                 self.finished(outcome, failure_class, reward or 0.0, steps, weight=-1)
 
     def dropped(self, rows: Iterable[Sequence[Any]]) -> None:
-        """Episodes deleted, as rows of `DROPPED_COLUMNS`."""
-        self._rows(rows, -1)
+        """Episodes deleted, as rows of `COUNTED_COLUMNS`."""
+        self.episodes(rows, -1)
 
-    def _rows(self, rows: Iterable[Sequence[Any]], weight: int) -> None:
-        """Episodes as rows of `DROPPED_COLUMNS`, in (weight 1) or out (-1)."""
+    def episodes(self, rows: Iterable[Sequence[Any]], weight: int = 1) -> None:
+        """Episodes as rows of `COUNTED_COLUMNS`, in (weight 1) or out (-1)."""
         for outcome, failure_class, reward, steps, unparsed, *actions in rows:
             if outcome is not None:
                 self.finished(outcome, failure_class, reward or 0.0, steps, weight=weight)
@@ -149,7 +150,7 @@ def counted(conn: Connection, scope: Sequence[ColumnElement[bool]]) -> RunChange
     run's, read row by row: for a few thousand episodes, such as one training step of a run
     (a side of Compare). `recompute` groups whole runs in SQL."""
     change = RunChange()
-    change._rows(conn.execute(select(*DROPPED_COLUMNS).where(*scope)), 1)
+    change.episodes(conn.execute(select(*COUNTED_COLUMNS).where(*scope)))
     return change
 
 

@@ -72,7 +72,7 @@ from storage.read_models import (
     RunSummary,
     TagCount,
 )
-from storage.run_totals import DROPPED_COLUMNS, RunChange
+from storage.run_totals import COUNTED_COLUMNS, RunChange
 from storage.sink import StoreSink
 from storage.text_clean import clean_json
 from storage.writes import lookup_episodes, now_utc, retry_locked
@@ -432,7 +432,7 @@ class Store:
                 gone = session.execute(
                     delete(Episode)
                     .where(Episode.run_id == run_id, Episode.outcome.is_(None))
-                    .returning(*DROPPED_COLUMNS)
+                    .returning(*COUNTED_COLUMNS)
                 ).all()
                 change = RunChange()
                 change.dropped(gone)

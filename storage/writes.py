@@ -49,7 +49,7 @@ from storage.episode_rows import (
 )
 from storage.imports import write_extras
 from storage.models import Episode, Run, Step
-from storage.run_totals import DROPPED_COLUMNS, RunChange
+from storage.run_totals import COUNTED_COLUMNS, RunChange
 from storage.text_clean import clean_text
 from storage.text_search import index_episodes
 from storage.token_codec import encode_trace, trace_means
@@ -283,7 +283,7 @@ def _insert_started(
 
 _DELETE_CHUNK = 1024
 """Keys per DELETE at most: two parameters each, well under either database's limit."""
-_DROPPED = ", ".join(c.name for c in DROPPED_COLUMNS)
+_DROPPED = ", ".join(c.name for c in COUNTED_COLUMNS)
 """Built once: each column's name is an ORM attribute lookup, and at a transaction an
 iteration the lookups cost more than the DELETE."""
 
@@ -291,7 +291,7 @@ iteration the lookups cost more than the DELETE."""
 def _delete_unfinished(
     conn: Connection, run_id: int, keys: Sequence[tuple[str, int]]
 ) -> list[tuple[Any, ...]]:
-    """Delete the run's unfinished episodes of these keys; their `DROPPED_COLUMNS`."""
+    """Delete the run's unfinished episodes of these keys; their `COUNTED_COLUMNS`."""
     # Driver SQL on the driver's cursor: SQLAlchemy expanding the (question, sample) IN list,
     # and then its result bookkeeping, each cost ten times the DELETE itself, which finds
     # nothing but on a resume.

@@ -81,7 +81,10 @@ def _side(key: RunKey) -> RunSummary:
     """A chosen run, or a run with the figures of one of its training steps."""
     if isinstance(key, RunStep):
         at = reads.run_at_step(key.run_id, key.train_step)
-        return at if at is not None else by_id[key.run_id]
+        if at is None:  # deleted since the list of runs was read
+            st.info(f"Run {key.run_id} is no longer in this store; reload the page.")
+            st.stop()
+        return at
     return by_id[key]
 
 

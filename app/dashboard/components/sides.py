@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from app.dashboard import data
 from app.dashboard.components.params import Codec
-from storage.read_models import RunKey, RunStep, RunSummary
+from storage.read_models import RunKey, RunStep, RunSummary, run_of
 
 MOST_COMPARED = 20
 """Runs (or steps) Compare sets side by side at most: as many as keep their colours apart,
@@ -76,9 +76,7 @@ def _unknown(key: RunKey, runs: Collection[int]) -> str:
         return (
             f"Run {key.run_id} has no finished episode at training step {key.train_step}; ignored."
         )
-    return (
-        f"No run with id {key.run_id if isinstance(key, RunStep) else key} in this store; ignored."
-    )
+    return f"No run with id {run_of(key)} in this store; ignored."
 
 
 def name_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
