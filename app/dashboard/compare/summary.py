@@ -200,8 +200,8 @@ def pooled_steps(runs: Sequence[RunSummary], steps: Mapping[int, Sequence[int]])
         st.caption(
             f"{names}: every episode counts here, from every training step the run holds, so "
             "a run that learned shows its mean over the steps. To compare one step's episodes, "
-            f"choose it above (`{escape_markdown(first.name)} (#{first.id}) @ step "
-            f"{steps[first.id][-1]}`); Training shows the run step by step."
+            f"choose it above ({escape_markdown(first.name)} (#{first.id}) @ step "
+            f"{steps[first.id][-1]}); Training shows the run step by step."
         )
 
 
