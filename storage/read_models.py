@@ -44,6 +44,11 @@ def run_of(key: RunKey) -> int:
     return key.run_id if isinstance(key, RunStep) else key
 
 
+def side_label(name: str, train_step: int | None) -> str:
+    """A run's name, and the training step a side of it is, if one."""
+    return name if train_step is None else f"{name} @ step {train_step}"
+
+
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     """One run with its metrics, as the Runs page and `rollscope runs` show it."""
@@ -100,7 +105,7 @@ class RunSummary:
     @property
     def label(self) -> str:
         """Its name, and the training step its figures are of, if any."""
-        return self.name if self.train_step is None else f"{self.name} @ step {self.train_step}"
+        return side_label(self.name, self.train_step)
 
     @property
     def is_training(self) -> bool:

@@ -12,7 +12,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from app.dashboard import data
 from app.dashboard.components.params import Codec
-from storage.read_models import RunKey, RunStep, RunSummary, run_of
+from storage.read_models import RunKey, RunStep, RunSummary, run_of, side_label
 
 MOST_COMPARED = 20
 """Runs (or steps) Compare sets side by side at most: as many as keep their colours apart,
@@ -88,6 +88,5 @@ def name_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
 
 def label_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
     """A side's name in a chart or a table: the run's name, and its step for a step."""
-    if isinstance(key, RunStep):
-        return f"{by_id[key.run_id].name} @ step {key.train_step}"
-    return by_id[key].name
+    step = key.train_step if isinstance(key, RunStep) else None
+    return side_label(by_id[run_of(key)].name, step)

@@ -82,13 +82,14 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
     points = event.selection.points if event is not None else []
     if points and "point_index" in points[0]:
         key, question_id = cell_of(qmap, int(points[0]["point_index"]))
-        at = [] if not isinstance(key, RunStep) else [
-            (nav.P_TRAIN_FROM, str(key.train_step)), (nav.P_TRAIN_TO, str(key.train_step))
-        ]  # fmt: skip
+        query = [(nav.P_RUN, str(run_of(key))), (nav.P_QUESTION, question_id)]
+        if isinstance(key, RunStep):  # that step's group of the question
+            step = str(key.train_step)
+            query += [(nav.P_TRAIN_FROM, step), (nav.P_TRAIN_TO, step)]
         browser.go(
             "map_cell_link",
             nav.GROUPS,
-            [(nav.P_RUN, str(run_of(key))), (nav.P_QUESTION, question_id), *at],
+            query,
             f"Opening the samples of {question_id}...",
         )
 
