@@ -7,16 +7,15 @@ so a mistake never leaves a run behind as "running".
 from __future__ import annotations
 
 import contextlib
-import signal
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from types import FrameType
 from typing import Protocol
 
 from app.forks import fork_tasks
+from app.stopping import stop_on_signals
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.policies.base import Policy
 from rollout_core.policies.registry import make_policy
@@ -167,26 +166,6 @@ def _closed_on_error(fanout: Fanout | None) -> Iterator[None]:
         raise
 
 
-@contextmanager
-def _stop_on_signals(flag: threading.Event) -> Iterator[None]:
-    """SIGINT/SIGTERM ask the job to stop after the current iteration's write."""
-
-    def handler(signum: int, frame: FrameType | None) -> None:
-        if flag.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt  # a second Ctrl-C stops at once
-        flag.set()
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    old = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 class _Heartbeat(threading.Thread):
     """Keeps the run's heartbeat fresh while a long policy call blocks the main thread."""
 
@@ -238,7 +217,7 @@ def play_run(
     beat = _Heartbeat(store, run_id)
     beat.start()
     try:
-        with _stop_on_signals(stop):
+        with stop_on_signals(stop):
             if prepared.fanout is not None:
                 stats = prepared.fanout.play(
                     store, run_id, prepared.plan, tasks,

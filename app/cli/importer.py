@@ -3,14 +3,9 @@
 from __future__ import annotations
 
 import math
-import signal
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -74,7 +69,8 @@ def import_command(
     column kept by name), with its training step and GRPO group. Importing the same files again
     adds nothing; --follow imports each new file of a training run as it appears.
     """
-    from app.importers.importer import Importer, ImportFailure, ImportOptions
+    from app.importers.importer import Importer, ImportFailure, ImportOptions, ImportStopped
+    from app.stopping import stop_on_signals
 
     try:
         name = checked_run_name(name)
@@ -115,9 +111,8 @@ def import_command(
         if not quiet:
             lines.add(result)
 
-    stopped_by = ["Ctrl-C"]
-    try:
-        with _sigterm_as_interrupt(stopped_by):
+    with stop_on_signals(importer.stop) as signals:
+        try:
             if follow:
                 from app.importers.follow import follow as follow_files
 
@@ -129,42 +124,50 @@ def import_command(
                     on_look=lines.flush,  # what a look imported is told before the next
                     poll=poll,
                 )
-            else:
-                for result in importer.import_files(importer.files()):
-                    on_file(result)
-                lines.flush()
-    except KeyboardInterrupt:
-        lines.flush()
-        # A follow ends with Ctrl-C: the run is complete as far as the files went.
-        importer.finish(
-            "completed" if follow else "cancelled",
-            None if follow else f"stopped by {stopped_by[-1]}",
-        )
-        # The files it stopped in: the episodes written from them are kept. What else they
-        # held (the batch in hand, bad lines, counted on the run once a file is finished) is
-        # read again by the next import, so it is not told here.
-        results.extend(
-            replace(r, skipped=0, unreadable=False) for r in importer.in_hand if r.episodes
-        )
+                raise ImportStopped  # a follow ends when it is asked to stop
+            for result in importer.import_files(importer.files()):
+                on_file(result)
+            lines.flush()
+        except (KeyboardInterrupt, ImportStopped):
+            lines.flush()
+            # A follow ends with Ctrl-C: the run is complete as far as the files went.
+            importer.finish(
+                "completed" if follow else "cancelled",
+                None if follow else f"stopped by {signals[-1] if signals else 'Ctrl-C'}",
+            )
+            # The files it stopped in: the episodes written from them are kept. What else
+            # they held (the batch in hand, bad lines, counted on the run once a file is
+            # finished) is read again by the next import, so it is not told here.
+            results.extend(
+                replace(r, skipped=0, unreadable=False) for r in importer.in_hand if r.episodes
+            )
+            _summary(importer, results, time.monotonic() - started)
+            err.print(f"stopped: importing again under --name {name!r} reads on from here")
+            raise typer.Exit(130) from None
+        except ImportFailure as exc:
+            lines.flush()
+            importer.finish("failed", str(exc))
+            fail(str(exc))
+        except Exception as exc:
+            lines.flush()
+            importer.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+            if isinstance(exc, USER_ERRORS):
+                fail(one_line(exc), code=1)
+            raise
+        # A stop asked for from here on waits for the run's status and the summary: the
+        # files are all in.
+        _finish(importer, results, path)
         _summary(importer, results, time.monotonic() - started)
-        err.print(f"stopped: importing again under --name {name!r} reads on from here")
-        raise typer.Exit(130) from None
-    except ImportFailure as exc:
-        lines.flush()
-        importer.finish("failed", str(exc))
-        fail(str(exc))
-    except Exception as exc:
-        lines.flush()
-        importer.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
-        if isinstance(exc, USER_ERRORS):
-            fail(one_line(exc), code=1)
-        raise
+        if signals:
+            err.print(f"{signals[-1]} came after the last file was in: the import is complete")
+
+
+def _finish(importer: Importer, results: list[FileResult], path: Path) -> None:
+    """Mark the run completed; a run of bad lines only, or of no line, is refused (exit 2)."""
     if _all_bad(results):
         _refuse_all_bad(importer, results, path)
-    if (
-        importer.created
-        and not follow
-        and not any(r.episodes or r.skipped or r.known or r.pending for r in results)
+    if importer.created and not any(
+        r.episodes or r.skipped or r.known or r.pending for r in results
     ):
         # Files with no line in them (empty, or blank lines only): no run for nothing.
         importer.finish("failed", "no rollout in the files")
@@ -175,8 +178,7 @@ def import_command(
         )
     importer.finish("completed")
     if not results:
-        err.print(f"no {fmt.label} files in {path}")
-    _summary(importer, results, time.monotonic() - started)
+        err.print(f"no {importer.fmt.label} files in {path}")
 
 
 def _no_files(fmt: Format, path: Path) -> str:
@@ -192,25 +194,6 @@ def _no_files(fmt: Format, path: Path) -> str:
 def _all_bad(results: list[FileResult]) -> bool:
     """Lines were read and not one of them was a rollout (nor one the run held already)."""
     return any(r.skipped for r in results) and not any(r.episodes or r.known for r in results)
-
-
-@contextmanager
-def _sigterm_as_interrupt(stopped_by: list[str]) -> Iterator[None]:
-    """SIGTERM (a job scheduler's stop) ends the import as Ctrl-C does: between two batches,
-    never inside an episode. `stopped_by` gets the signal's name."""
-
-    def handler(_signum: int, _frame: FrameType | None) -> None:
-        stopped_by.append("SIGTERM")
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -> None:

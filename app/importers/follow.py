@@ -6,8 +6,8 @@ over one look. A file its writer keeps appending to (vf-eval's `traces.jsonl`, a
 is taken whenever it ends whole once it has been growing for `GROWING_SECONDS`, and read on
 from where its last reading ended. The files a look finds ready are imported together, after
 the questions a rollscope run has played since are matched (as at `Importer.open`). The run
-stays `running`, its heartbeat fresh, so Runs and Training show it live; Ctrl-C (or `stop`)
-ends the loop between two batches, never inside an episode.
+stays `running`, its heartbeat fresh, so Runs and Training show it live; `stop` (which
+Ctrl-C sets) ends the loop between two rows, never inside a write.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from app.importers.importer import FileResult, Importer
 
 POLL_SECONDS = 1.0
 BEAT_SECONDS = 5.0
+PAUSE_SLICE_SECONDS = 0.05
+"""How soon a pause between looks sees a stop."""
 GROWING_SECONDS = 2.0
 """How long a file may keep growing before what it holds so far is taken: what a growing file
 gains shows in the dashboard within about this and one poll."""
@@ -36,9 +38,9 @@ def follow(
     growing: float = GROWING_SECONDS,
     stop: threading.Event | None = None,
 ) -> None:
-    """Import new whole files until `stop` is set (or Ctrl-C); `on_look` after each look
-    that imported some."""
-    stop = stop or threading.Event()
+    """Import new whole files until `stop` (by default the importer's own) is set;
+    `on_look` after each look that imported some."""
+    stop = stop or importer.stop
     seen: dict[Path, tuple[int, int]] = {}
     done: dict[Path, tuple[int, int]] = {}
     changed: dict[Path, float] = {}
@@ -78,4 +80,12 @@ def follow(
         if time.monotonic() - beat >= BEAT_SECONDS:
             importer.heartbeat()
             beat = time.monotonic()
-        stop.wait(poll)
+        _pause(stop, poll)
+
+
+def _pause(stop: threading.Event, seconds: float) -> None:
+    """Sleep up to `seconds`, less once `stop` is set. Not `stop.wait`: the Ctrl-C handler that
+    sets `stop` runs on this thread, and would wait forever for the lock `wait` holds."""
+    end = time.monotonic() + seconds
+    while not stop.is_set() and (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, PAUSE_SLICE_SECONDS))

@@ -10,8 +10,9 @@ the run's sink, nothing twice and nothing half.
   to a newline) is read on from there: a file followed while it grows for hours costs its new
   lines, not all of it again.
 - Episodes are written whole (start, steps and finish in one transaction), a batch at a time:
-  a crash or Ctrl-C loses the batch in hand, never half an episode, and importing again writes
-  what is missing.
+  a crash loses the batch in hand, never half an episode, and importing again writes what is
+  missing. A stop (`Importer.stop`, which Ctrl-C and SIGTERM set) is taken between two rows,
+  never inside a write.
 - Files go in groups of about a batch's rows (a large file alone, many small ones together),
   begun together, their episodes written a batch at a time, finished together: a file an
   episode (rLLM) costs a share of a few transactions, not three of its own.
@@ -24,6 +25,7 @@ the run's sink, nothing twice and nothing half.
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -67,6 +69,12 @@ NOTES_PER_FILE = 5
 
 class ImportFailure(RollscopeError, ValueError):
     """The import cannot go on; the message says why and what to do."""
+
+
+class ImportStopped(Exception):
+    """The import was asked to stop (`Importer.stop`): raised between two rows, with the
+    batches written before it whole in the store and the batch in hand left for the next
+    import."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +139,8 @@ class Importer:
         self.in_hand: list[FileResult] = []
         """The files of the group being read, each with the episodes it has written so far:
         what a stop mid-group has written."""
+        self.stop = threading.Event()
+        """Set to stop the import before its next row (a follow: before its next look)."""
         self._sink: StoreSink | None = None
         self._numbering: Numbering | None = None
         self._checker = (
@@ -350,6 +360,8 @@ class Importer:
             start.replaces and not grown and bool(held) and _lost(self._rows(taken, part), held)
         )
         for row in self._rows(taken, part):
+            if self.stop.is_set():
+                raise ImportStopped
             # A row is held when the run holds a row of this file with its bytes, wherever it
             # stands now (lines move when a bad line is deleted); each held row once, with the
             # episodes it gave (a v1 line gives one a trained agent).

@@ -190,6 +190,63 @@ def test_sigterm_stops_an_import_as_ctrl_c_does(
     assert signal.getsignal(signal.SIGTERM) == before
 
 
+def test_a_sigterm_inside_a_write_lets_the_write_finish_then_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A stop raised where the signal lands cut a batch's transaction in two; the batch is now
+    # written and the import stops before its next row, with the store free for the run's
+    # status.
+    from app.importers import importer as importer_module
+    from storage import sink as sink_module
+
+    dump, db = tmp_path / "d", tmp_path / "s.db"
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    verl_dump(dump, 1, [sql_prompt(f"Q{i}?") for i in range(3)], [output] * 3, ["SELECT 1"] * 3,
+              [1.0] * 3, {})  # fmt: skip
+    write_batch = sink_module.write_batch
+
+    def signalled(*args: Any, **kwargs: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGTERM)  # inside the batch's transaction
+        return write_batch(*args, **kwargs)
+
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 1)
+    monkeypatch.setattr(sink_module, "write_batch", signalled)
+    code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "v", "--store", db)
+    assert code == 130 and "stopped: importing again" in said, said
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT status, error FROM runs").fetchall() == [
+            ("cancelled", "stopped by SIGTERM")
+        ]
+        assert conn.execute("SELECT count(*), count(outcome) FROM episodes").fetchone() == (1, 1)
+    monkeypatch.setattr(sink_module, "write_batch", write_batch)
+    code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "v", "--store", db)
+    assert code == 0, said
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT count(*), count(outcome) FROM episodes").fetchone() == (3, 3)
+
+
+def test_a_sigterm_once_the_files_are_in_leaves_the_import_complete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from app.importers.importer import Importer
+
+    dump, db = tmp_path / "d", tmp_path / "s.db"
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    verl_dump(dump, 1, [sql_prompt("Q?")], [output], ["SELECT 1"], [1.0], {})
+    finish = Importer.finish
+
+    def signalled(self: Importer, status: Any, error: str | None = None) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # as the run is marked completed
+        finish(self, status, error)
+
+    monkeypatch.setattr(Importer, "finish", signalled)
+    code, said = in_process(monkeypatch, capsys, "import", dump, "--name", "v", "--store", db)
+    assert code == 0, said
+    assert "SIGTERM came after the last file was in: the import is complete" in said
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("completed",)]
+
+
 def test_a_stop_mid_group_tells_only_the_files_whose_episodes_it_wrote(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
