@@ -70,11 +70,12 @@ def split_turns(text: str) -> list[Turn]:
     output: str | None = None
     replies: list[str] = []
     for found in _REPLY.finditer(text):
-        between = text[start : found.start()]
-        if output is None or (between.strip(" \t\n") and not _only_marks(between)):
+        between = _trim_start(_trim_role_end(text[start : found.start()]))
+        # Only template residue between two replies: several tool answers to one turn.
+        if output is None or between.strip():
             if output is not None:
                 turns.append(_turn(output, "\n".join(replies)))
-            output, replies = _trim_start(_trim_role_end(between)), []
+            output, replies = between, []
         replies.append(found.group(2).strip("\n"))
         start = found.end()
     assert output is not None
@@ -83,11 +84,6 @@ def split_turns(text: str) -> list[Turn]:
     if tail.strip():
         turns.append(_turn(tail, None))
     return turns
-
-
-def _only_marks(text: str) -> bool:
-    """Template residue between two replies (several tool answers to one turn)."""
-    return not _trim_start(_trim_role_end(text)).strip()
 
 
 def _trim_role_end(text: str) -> str:
