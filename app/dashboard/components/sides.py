@@ -86,6 +86,15 @@ def name_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
     return f"{by_id[key].name} (#{key})"
 
 
+def one_training_run(keys: Sequence[RunKey], by_id: Mapping[int, RunSummary]) -> RunSummary | None:
+    """The run, when every side is one of its training steps: a chart then names the run once
+    and each side by its step alone."""
+    runs = {run_of(k) for k in keys}
+    if len(runs) != 1 or not all(isinstance(k, RunStep) for k in keys):
+        return None
+    return by_id[runs.pop()]
+
+
 def label_of(key: RunKey, by_id: Mapping[int, RunSummary]) -> str:
     """A side's name in a chart or a table: the run's name, and its step for a step."""
     step = key.train_step if isinstance(key, RunStep) else None

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from app.dashboard.components.colors import plot_label, run_color
 from app.dashboard.question_map.matrix import AccuracyPoint, QuestionMap
-from storage.read_models import RunKey, run_of
+from storage.read_models import RunKey, RunStep, RunSummary, run_of
 
 LABELLED_ROWS = 60
 """Up to this many questions the y axis names each one; beyond, hover names them."""
@@ -23,8 +23,29 @@ is not, and never the grey of a cell not played (Cividis is grey at 50%)."""
 _NOT_PLAYED = "#e8e8e8"
 
 
-def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
-    """Success rate per question (rows, easiest at the top) and run (columns, in order).
+def column_labels(
+    keys: Sequence[RunKey], names: Sequence[str], one_run: RunSummary | None
+) -> list[str]:
+    """The runs' axis labels; `step N` alone when every column is a step of `one_run`, which
+    the chart's title names once (its name ten times over was cut, or turned on end)."""
+    return [
+        f"step {k.train_step}"
+        if one_run is not None and isinstance(k, RunStep)
+        else plot_label(run_of(k), n)
+        for k, n in zip(keys, names, strict=True)
+    ]
+
+
+def _columns(one_run: RunSummary | None) -> str:
+    """What the columns are, for a title."""
+    return "run" if one_run is None else f"training step of {plot_label(one_run.id, one_run.name)}"
+
+
+def heatmap(
+    qmap: QuestionMap, names: Sequence[str], one_run: RunSummary | None = None
+) -> go.Figure:
+    """Success rate per question (rows, easiest at the top) and run (columns, in order), or
+    training step of `one_run`.
 
     A heatmap cannot be selected in Streamlit, so an invisible scatter with one point per
     cell lies over it (SVG or WebGL by size, `SVG_OVERLAY_CELLS`): hovering names the cell,
@@ -94,12 +115,13 @@ def heatmap(qmap: QuestionMap, names: Sequence[str]) -> go.Figure:
     fig.update_xaxes(
         range=[-0.5, runs - 0.5],
         tickvals=list(range(runs)),
-        ticktext=[plot_label(run_of(r), n) for r, n in zip(qmap.run_ids, names, strict=True)],
+        ticktext=column_labels(qmap.run_ids, names, one_run),
         showgrid=False,
         zeroline=False,
+        automargin=True,  # rotated labels of long names keep their ends
     )
     fig.update_layout(
-        title="Success rate per question and run",
+        title=f"Success rate per question and {_columns(one_run)}",
         height=min(900, max(320, 18 * n + 140)),
         margin={"l": 10, "r": 10, "t": 40, "b": 40},
         plot_bgcolor=_NOT_PLAYED,
@@ -118,17 +140,21 @@ def cell_of(qmap: QuestionMap, point_index: int) -> tuple[RunKey, str]:
 
 
 def accuracy_line(
-    points: Sequence[AccuracyPoint], names: Sequence[str], *, joined: bool = True
+    points: Sequence[AccuracyPoint],
+    names: Sequence[str],
+    *,
+    joined: bool = True,
+    one_run: RunSummary | None = None,
 ) -> go.Figure:
-    """Each run's accuracy with its bootstrap 95% interval, runs in order; `joined`: a line
-    through them (not for runs that played different questions: their points do not compare
-    as a trend)."""
+    """Each run's (or training step of `one_run`'s) accuracy with its bootstrap 95% interval,
+    in order; `joined`: a line through them (not for runs that played different questions:
+    their points do not compare as a trend)."""
     acc = [p.accuracy for p in points]
     up = [None if p.high is None or p.accuracy is None else p.high - p.accuracy for p in points]
     down = [None if p.low is None or p.accuracy is None else p.accuracy - p.low for p in points]
     fig = go.Figure()
     fig.add_scatter(
-        x=[plot_label(run_of(p.run_id), n) for p, n in zip(points, names, strict=True)],
+        x=column_labels([p.run_id for p in points], names, one_run),
         y=acc,
         mode="lines+markers" if joined else "markers",
         line_color="#9e9e9e",
@@ -146,7 +172,9 @@ def accuracy_line(
         name="accuracy",
     )
     fig.update_layout(
-        title="Accuracy per run (95% bootstrap CI over questions)",
+        # The run's name takes the room of the interval's longer name.
+        title=f"Accuracy per {_columns(one_run)} "
+        + ("(95% bootstrap CI over questions)" if one_run is None else "(95% CI)"),
         yaxis_tickformat=".0%",
         yaxis_title="accuracy",
         # Its whole range: runs all at 0% or 100% leave autorange nothing to span (0-200%).
@@ -154,4 +182,5 @@ def accuracy_line(
         height=320,
         margin={"l": 40, "r": 10, "t": 40, "b": 40},
     )
+    fig.update_xaxes(automargin=True)
     return fig

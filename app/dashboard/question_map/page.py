@@ -54,7 +54,8 @@ if not found.qmap.question_ids:
     view.no_shared_questions(whole)
     st.stop()
 names = {k: sides.label_of(k, by_id) for k in chosen_ids}
+one_run = sides.one_training_run(chosen_ids, by_id)
 agents.show([by_id[run_of(k)] for k in chosen_ids])
-view.heatmap_section(found, list(names.values()))
-view.accuracy_section(found, chosen_ids, list(names.values()))
+view.heatmap_section(found, list(names.values()), one_run)
+view.accuracy_section(found, chosen_ids, list(names.values()), one_run)
 view.flips_section(found.flips, names)

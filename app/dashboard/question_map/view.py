@@ -13,7 +13,7 @@ from app.dashboard.components import browser, nav, params
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
 from app.dashboard.question_map.matrix import PairFlips, first_with_flips
-from storage.read_models import RunKey, RunStep, run_of
+from storage.read_models import RunKey, RunStep, RunSummary, run_of
 
 _OPEN_FLIP = "map_open_flip"
 _OPENING = "map_opening"
@@ -56,9 +56,11 @@ def no_shared_questions(whole: reads.MapView) -> None:
     )
 
 
-def heatmap_section(view: reads.MapView, names: list[str]) -> None:
-    """The success-rate heatmap; a click on a cell opens GRPO groups on that run's samples of
-    the question."""
+def heatmap_section(
+    view: reads.MapView, names: list[str], one_run: RunSummary | None = None
+) -> None:
+    """The success-rate heatmap (columns named by step alone when all are `one_run`'s); a click
+    on a cell opens GRPO groups on that run's samples of the question."""
     qmap = view.qmap
     which = (
         f"{len(qmap.question_ids)} questions every chosen run played ({view.left_out} of the "
@@ -73,7 +75,7 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
         "on GRPO groups."
     )
     event = st.plotly_chart(
-        heatmap(qmap, names),
+        heatmap(qmap, names, one_run),
         width="stretch",
         key="map_heatmap",
         on_select="rerun",
@@ -94,13 +96,23 @@ def heatmap_section(view: reads.MapView, names: list[str]) -> None:
         )
 
 
-def accuracy_section(view: reads.MapView, run_ids: list[RunKey], names: list[str]) -> None:
-    """Each run's accuracy with its bootstrap interval."""
+def accuracy_section(
+    view: reads.MapView,
+    run_ids: list[RunKey],
+    names: list[str],
+    one_run: RunSummary | None = None,
+) -> None:
+    """Each run's (or step's) accuracy with its bootstrap interval."""
     # Full width, under the heatmap: side by side, a narrow window cut the chart's title and
     # turned its run names on end.
     shared = view.qmap.complete
     st.plotly_chart(
-        accuracy_line(reads.map_accuracy(tuple(run_ids), view.shared_only), names, joined=shared),
+        accuracy_line(
+            reads.map_accuracy(tuple(run_ids), view.shared_only),
+            names,
+            joined=shared,
+            one_run=one_run,
+        ),
         width="stretch",
         key="map_accuracy",
     )

@@ -171,13 +171,24 @@ def test_training_steps_of_one_run_map_as_checkpoints(
     assert list(summary["from"]) == ["val @ step 10", "val @ step 20"]
     assert list(summary["improvements"]) == [1, 1] and list(summary["regressions"]) == [0, 0]
     heat, line = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
-    assert [t.split("</span> ")[-1] for t in heat["layout"]["xaxis"]["ticktext"]] == [
-        f"val @ step {s} #{grpo}" for s in (10, 20, 30)
-    ]
+    # The run is named once, in the titles, and each column by its step alone.
+    for chart in (heat, line):
+        assert chart["layout"]["title"]["text"].split("</span> ")[-1].startswith(f"val #{grpo}")
+    assert heat["layout"]["xaxis"]["ticktext"] == ["step 10", "step 20", "step 30"]
+    assert line["data"][0]["x"] == ["step 10", "step 20", "step 30"]
     assert line["data"][0]["y"] == [0.0, 0.5, 0.75]
     # A flip opens the two steps side by side on Compare.
     flips = at.dataframe[1].value
     assert list(flips["question id"]) == ["q1"]
+    # Beside a whole run, each column names its run.
+    at = open_page("question_map/page.py", run=[str(grpo), *steps[:2]])
+    heat = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert heat["layout"]["title"]["text"] == "Success rate per question and run"
+    assert [t.split("</span> ")[-1] for t in heat["layout"]["xaxis"]["ticktext"]] == [
+        f"val #{grpo}",
+        f"val @ step 10 #{grpo}",
+        f"val @ step 20 #{grpo}",
+    ]
     # Steps a link names that the run lacks are said; the rest are mapped.
     at = open_page("question_map/page.py", run=[*steps[:2], f"{grpo}@15"])
     assert f"Run {grpo} has no finished episode at training step 15" in at.warning[0].value
