@@ -1,11 +1,14 @@
-"""executemany for the write path's hot statements, straight to the driver on SQLite.
+"""executemany for the write path's hot statements, straight to the driver.
 
 At the runner's rates (tens of thousands of step rows a second), SQLAlchemy's per-row
 parameter handling (a dict per row, compiled-parameter processing) costs about as much as
 SQLite's own insert (measured: ORM bulk insert 2.4x slower than the driver's executemany, Core
 1.8x). On SQLite the rows go to the driver as tuples, each value converted by its type's
-own bind processor where it has one (floats made floats: numpy scalars reach the store);
-other backends, and statements whose defaults SQLAlchemy fills in, go through SQLAlchemy.
+own bind processor where it has one (floats made floats: numpy scalars reach the store).
+On PostgreSQL a plain INSERT's rows go by COPY FROM STDIN: psycopg's executemany sends a
+statement a row, and SQLAlchemy's multi-row INSERT ... RETURNING is parsed again at each
+call (too long for psycopg's cache); new episodes' ids are drawn from their sequence first.
+Other backends, and statements whose defaults SQLAlchemy fills in, go through SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -16,7 +19,17 @@ from functools import lru_cache
 from operator import itemgetter
 from typing import Any, cast
 
-from sqlalchemy import Boolean, Connection, Dialect, Float, Insert, LargeBinary, Table, insert
+from sqlalchemy import (
+    Boolean,
+    Connection,
+    Dialect,
+    Float,
+    Insert,
+    LargeBinary,
+    Table,
+    TableClause,
+    insert,
+)
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.compiler import SQLCompiler
@@ -37,6 +50,9 @@ def executemany(
         return
     conn = session.connection() if isinstance(session, Session) else session
     keys = tuple(rows[0])
+    if _copied(stmt, keys, conn.dialect):
+        _copy(conn, cast(Insert, stmt).table, keys, ([r[k] for k in keys] for r in rows))
+        return
     plan = _plan(stmt, keys, conn.dialect, False) if conn.dialect.name == "sqlite" else None
     if plan is None:
         conn.execute(stmt, list(rows))
@@ -58,6 +74,9 @@ def executemany_values(
     if not rows:
         return
     conn = session.connection() if isinstance(session, Session) else session
+    if _copied(stmt, keys, conn.dialect):
+        _copy(conn, cast(Insert, stmt).table, keys, rows)
+        return
     plan = (
         _plan(stmt, keys, conn.dialect, True, floats_exact)
         if conn.dialect.name == "sqlite"
@@ -130,11 +149,23 @@ def insert_returning(
 
     On SQLite one multi-row INSERT ... RETURNING per chunk of rows goes to the driver:
     SQLAlchemy's own (a bound-parameter dict and a pass over it per row) cost as much as
-    SQLite's insert into the twelve indexes of `episodes`.
+    SQLite's insert into the twelve indexes of `episodes`. On PostgreSQL, where `returning`
+    is the table's serial `id` and columns among `keys`, the ids are drawn from its sequence
+    and the rows go by COPY with them.
     """
     if not rows:
         return []
     conn = session.connection() if isinstance(session, Session) else session
+    if (
+        returning[0] == "id"
+        and "id" not in keys
+        and set(returning[1:]) <= set(keys)
+        and _copied(insert(table), ("id", *keys), conn.dialect)
+    ):
+        ids = _next_ids(conn, table, len(rows))
+        _copy(conn, table, ("id", *keys), ((i, *r) for i, r in zip(ids, rows, strict=True)))
+        at = [keys.index(c) for c in returning[1:]]
+        return [(i, *(r[j] for j in at)) for i, r in zip(ids, rows, strict=True)]
     plan = (
         _plan(_insert_into(table), keys, conn.dialect, True)
         if conn.dialect.name == "sqlite"
@@ -184,6 +215,41 @@ def _raised_as_sqlalchemy(conn: Connection, sql: str) -> Iterator[None]:
         yield
     except dbapi_error as exc:
         raise DBAPIError.instance(sql, None, exc, dbapi_error) from exc
+
+
+@lru_cache(maxsize=64)
+def _copied(stmt: UpdateBase, keys: tuple[str, ...], dialect: Dialect) -> bool:
+    """Whether `stmt`'s rows go by COPY: on PostgreSQL, a plain INSERT of exactly `keys` (no
+    RETURNING, no ON CONFLICT, no value or default SQLAlchemy fills in)."""
+    if dialect.name != "postgresql" or type(stmt) is not Insert:
+        return False
+    if stmt.returning_column_descriptions:
+        return False
+    compiled = stmt.compile(dialect=dialect, column_keys=list(keys))
+    return set(compiled.binds) == set(keys)
+
+
+def _copy(conn: Connection, table: TableClause, keys: Sequence[str], rows: Iterable[Any]) -> None:
+    """COPY rows (values in `keys`' order) into the table, in the caller's transaction."""
+    quote = conn.dialect.identifier_preparer.quote
+    sql = f"COPY {quote(table.name)} ({', '.join(map(quote, keys))}) FROM STDIN"
+    with (
+        closing(conn.connection.cursor()) as cursor,
+        _raised_as_sqlalchemy(conn, sql),
+        cursor.copy(sql) as copy,
+    ):
+        for row in rows:
+            copy.write_row(row)
+
+
+def _next_ids(conn: Connection, table: Table, n: int) -> list[int]:
+    """n new ids from the sequence of the table's serial `id` (PostgreSQL)."""
+    with closing(conn.connection.cursor()) as cursor:
+        cursor.execute(
+            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s)",
+            (table.name, n),
+        )
+        return [i for (i,) in cursor.fetchall()]
 
 
 @lru_cache(maxsize=16)

@@ -30,6 +30,7 @@ import pytest
 
 from storage.store import Store
 from tests.benchmarks.bench_sink import machine_reference
+from tests.support.postgres import PgServer
 
 pytestmark = [pytest.mark.benchmark, pytest.mark.timeout(7200)]
 
@@ -145,7 +146,7 @@ def write_trl(root: Path, episodes: int) -> Path:
     return root
 
 
-def run_import(path: Path, db: Path, *extra: str) -> dict[str, float]:
+def run_import(path: Path, db: Path | str, *extra: str) -> dict[str, float]:
     """`rollscope import` in its own process: wall and CPU seconds, peak RSS (MB)."""
     cmd = [sys.executable, "-m", "app.cli", "import", str(path), "--name", "bench", "--store",
            str(db), "--quiet", *extra]  # fmt: skip
@@ -194,6 +195,23 @@ def test_import_throughput_and_memory(tmp_path: Path) -> None:
             for f in source.rglob("*"):
                 if f.is_file():
                     f.unlink()
+
+
+def test_import_into_postgresql(tmp_path: Path, postgres_server: PgServer) -> None:
+    """20,480 verl episodes into a new PostgreSQL database and into a new SQLite file, in
+    turn, twice. The test session's server runs without fsync (`tests/support/postgres.py`)."""
+    episodes = 4 * PER_FILE
+    source = write_verl(tmp_path / "verl", episodes)
+    print(
+        f"\nrollscope import of {episodes:,} verl episodes; {os.cpu_count()} cores, machine "
+        f"reference {machine_reference():,.0f} rows/s"
+    )
+    print(f"{'store':<26} {'episodes':>9} {'wall s':>8} {'ep/s':>9} {'cpu s':>8} "
+          f"{'ep/cpu-s':>10} {'rss MB':>8} {'load':>5}")  # fmt: skip
+    for attempt in range(2):
+        with postgres_server.database(f"bench_import_{attempt}") as url:
+            print(_line("PostgreSQL (importer CPU)", episodes, run_import(source, url)))
+        print(_line("SQLite", episodes, run_import(source, tmp_path / f"{attempt}.db")))
 
 
 def test_where_an_import_spends_its_time(tmp_path: Path) -> None:
