@@ -216,8 +216,10 @@ def play_run(
 
     beat = _Heartbeat(store, run_id)
     beat.start()
-    try:
-        with stop_on_signals(stop):
+    # The handlers stay until the run's last status is written: a stop asked for once the
+    # episodes are in waits for it (the default SIGTERM would leave the run `running`).
+    with stop_on_signals(stop):
+        try:
             if prepared.fanout is not None:
                 stats = prepared.fanout.play(
                     store, run_id, prepared.plan, tasks,
@@ -238,23 +240,24 @@ def play_run(
                         on_episode=on_episode,
                         on_note=on_note,
                     )
-    except KeyboardInterrupt:
-        store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
-        raise Cancelled("interrupted: the run is marked cancelled") from None
-    except Exception as exc:
-        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        # A store that cannot take even this (a full disk) leaves the run `running`: it reads
-        # `interrupted` once this process is gone, and --resume takes it over all the same.
-        with contextlib.suppress(Exception):
-            store.set_run_status(run_id, "failed", error=message)
-        raise JobError(f"run failed: {message}") from exc
-    finally:
-        beat.stopped.set()
-    if stats.end == "cancelled":
-        store.set_run_status(run_id, "cancelled", error="stopped before the end")
-        raise Cancelled(
-            f"stopped: {stats.episodes} episodes written; the run is marked cancelled "
-            f"(continue it with --resume {run_id})"
-        )
-    store.set_run_status(run_id, "completed")
+        except KeyboardInterrupt:
+            store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
+            raise Cancelled("interrupted: the run is marked cancelled") from None
+        except Exception as exc:
+            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            # A store that cannot take even this (a full disk) leaves the run `running`: it
+            # reads `interrupted` once this process is gone, and --resume takes it over all
+            # the same.
+            with contextlib.suppress(Exception):
+                store.set_run_status(run_id, "failed", error=message)
+            raise JobError(f"run failed: {message}") from exc
+        finally:
+            beat.stopped.set()
+        if stats.end == "cancelled":
+            store.set_run_status(run_id, "cancelled", error="stopped before the end")
+            raise Cancelled(
+                f"stopped: {stats.episodes} episodes written; the run is marked cancelled "
+                f"(continue it with --resume {run_id})"
+            )
+        store.set_run_status(run_id, "completed")
     return stats
