@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import replace
@@ -150,7 +151,11 @@ def import_command(
             fail(str(exc))
         except Exception as exc:
             lines.flush()
-            importer.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+            # A store gone (a server shut down, a full disk) cannot take the status either:
+            # the run then reads `interrupted` once this process is gone, and the error told
+            # is the one that stopped the import.
+            with contextlib.suppress(Exception):
+                importer.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
             if isinstance(exc, USER_ERRORS):
                 fail(one_line(exc), code=1)
             raise

@@ -50,7 +50,7 @@ def store_trouble(exc: BaseException) -> StoreTrouble | None:
 
 
 def _classify(exc: BaseException) -> StoreTrouble | None:
-    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    detail = _first_line(exc)
     name = getattr(exc, "sqlite_errorname", None)
     if isinstance(name, str):
         for prefix, cause, fix in _SQLITE:
@@ -63,11 +63,32 @@ def _classify(exc: BaseException) -> StoreTrouble | None:
             if state.startswith(prefix):
                 return StoreTrouble(f"{cause} ({detail})", fix)
         return None
+    if _driver_connection_error(exc):
+        return StoreTrouble(
+            f"the store server could not be reached ({detail})", "check that the server is up"
+        )
     if getattr(exc, "connection_invalidated", False):  # SQLAlchemy saw the connection drop
-        return StoreTrouble(f"the connection to the store was lost ({detail})", "check the store")
+        said = _first_line(getattr(exc, "orig", None) or exc)  # the driver's words alone
+        return StoreTrouble(f"the connection to the store was lost ({said})", "check the store")
     if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return StoreTrouble(f"the disk is full ({exc.strerror or detail})", "free space on it")
     return None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _driver_connection_error(exc: BaseException) -> bool:
+    """psycopg's OperationalError without a SQLSTATE: no server answered (refused, shutting
+    down, the connection lost). Matched by its shape: the CLI does not import the driver."""
+    kind = type(exc)
+    return (
+        kind.__name__ == "OperationalError"
+        and kind.__module__.partition(".")[0] in {"psycopg", "psycopg2"}
+        and getattr(exc, "sqlstate", getattr(exc, "pgcode", None)) is None
+    )
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

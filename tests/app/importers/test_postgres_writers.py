@@ -4,11 +4,13 @@ every episode once, and importing the files again adds nothing."""
 
 from __future__ import annotations
 
+import multiprocessing
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -153,3 +155,70 @@ def test_a_follower_and_two_recorders_write_one_postgres_store_at_once(
         assert again.returncode == 0, again.stderr
         assert "nothing new (3 files imported before)" in again.stdout + again.stderr
         assert sql_rows(url, "SELECT count(*) FROM episodes") == [(72 + 2 * RECORDED,)]
+
+
+def _import_in_a_child(args: tuple[str | Path, ...], said: Path) -> int:
+    """`rollscope ARGS` in a forked process (this one's patches and all), its stderr to `said`;
+    its exit code. A process of its own: a run it leaves `running` is not this one's."""
+
+    def child() -> None:
+        from app import cli
+
+        sys.stderr = said.open("w")
+        sys.argv = ["rollscope", *map(str, args)]
+        cli.main()
+
+    process = multiprocessing.get_context("fork").Process(target=child)
+    process.start()
+    process.join(120)
+    assert process.exitcode is not None, "the import did not end in 120 s"
+    return process.exitcode
+
+
+def test_a_server_that_drops_the_import_is_told_in_one_line_and_importing_again_reads_on(
+    tmp_path: Path, postgres_server: PgServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The server ends the import's connection in its second batch and takes no new one (as in
+    # a shutdown), so the run's status cannot be written either. The command says why in one
+    # line and exits 1, with no partial episode; once the server takes connections again,
+    # importing again reads on to every episode.
+    from app.importers import importer as importer_module
+    from storage.sink import StoreSink
+
+    dump = tmp_path / "dump"
+    for step in (1, 2, 3):
+        write_step(dump, step)
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", EPISODES_A_FILE)
+    write, writes = StoreSink._write, []
+    with postgres_server.database("dropped") as url:
+        name = url.rsplit("/", 1)[1]
+
+        def dropped(self: StoreSink, batch: Any) -> None:
+            writes.append(batch)
+            if len(writes) == 2:
+                postgres_server.admin(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+                postgres_server.admin(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    f"WHERE datname = '{name}'"
+                )
+            write(self, batch)
+
+        monkeypatch.setattr(StoreSink, "_write", dropped)
+        args = ("import", dump, "--name", "v", "--store", url)
+        said = tmp_path / "said"
+        assert _import_in_a_child(args, said) == 1, said.read_text()
+        told = said.read_text()
+        assert "Traceback" not in told and told.count("error:") == 1, told
+        # Its pooled connection found dead, the write could not connect again.
+        assert "error: the store server could not be reached (connection failed" in told, told
+        postgres_server.admin(f"ALTER DATABASE {name} ALLOW_CONNECTIONS true")
+        assert sql_rows(url, "SELECT count(*), count(outcome) FROM episodes") == [
+            (EPISODES_A_FILE, EPISODES_A_FILE)
+        ]
+        assert sql_rows(url, "SELECT status FROM runs") == [("running",)]
+        monkeypatch.setattr(StoreSink, "_write", write)
+        assert _import_in_a_child(args, said) == 0, said.read_text()
+        assert sql_rows(url, "SELECT count(*), count(outcome) FROM episodes") == [
+            (3 * EPISODES_A_FILE, 3 * EPISODES_A_FILE)
+        ]
+        assert sql_rows(url, "SELECT status FROM runs") == [("completed",)]
