@@ -84,12 +84,12 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
     """Every group of the run counted by the source of its spread and by its right samples."""
 
     def count(n: int) -> str:
-        return f"{n} ({fmt_pct(n / found.total)})"
+        return f"{n:,} ({fmt_pct(n / found.total)})"
 
     by_source = found.by_source
     # A wrapping row: at 800 px seven fixed columns cut every value short.
     with st.container(horizontal=True, gap="large"):
-        st.metric("groups", found.total, width="content")
+        st.metric("groups", f"{found.total:,}", width="content")
         st.metric(
             "correctness signal",
             count(by_source["correctness"]),
@@ -111,17 +111,17 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
         )
         st.metric(
             "no correct sample",
-            found.none_correct,
+            f"{found.none_correct:,}",
             width="content",
             help="Groups without a correct sample, whatever their rewards (shaping-only and "
             "equal ones alike).",
         )
-        st.metric("all correct", found.all_correct, width="content")
+        st.metric("all correct", f"{found.all_correct:,}", width="content")
         st.metric("mean samples", fmt_num(found.mean_samples, 1), width="content")
     shaping = by_source["shaping only"]
     if shaping and run.source_format is not None:
         st.warning(
-            f"{shaping} of {found.total} groups get their advantages from "
+            f"{shaping:,} of {found.total:,} groups get their advantages from "
             f"{shaping_terms(run)} alone: none of their samples is correct, or all are. An "
             "imported episode whose file gives no verdict is correct when its reward reaches "
             "`rollscope import --correct-at` (1 by default); where a format reward alone "
@@ -130,7 +130,7 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
         )
     elif shaping:
         st.warning(
-            f"{shaping} of {found.total} groups get their advantages from shaping "
+            f"{shaping:,} of {found.total:,} groups get their advantages from shaping "
             "alone: none of their samples is correct, or all are, and their rewards differ only "
             "by QUERY progress rewards and −0.01 error penalties. Dividing by (std + 1e-4) scales "
             "those few hundredths to advantages as large as a right answer's: this is noise to "

@@ -60,8 +60,8 @@ def curves(run_id: int) -> None:
     # A wrapping row: at 800 px five fixed columns cut every value to "co…".
     with st.container(horizontal=True, gap="large"):
         st.metric("status", run.status, width="content")
-        st.metric("episodes", run.episodes_finished, width="content")
-        st.metric("training steps", found.steps, width="content")
+        st.metric("episodes", f"{run.episodes_finished:,}", width="content")
+        st.metric("training steps", f"{found.steps:,}", width="content")
         st.metric("accuracy (last step)", fmt_pct(last.accuracy if last else None), width="content")
         st.metric("reward (last step)", fmt_num(last.reward if last else None, 3), width="content")
     if not found.steps:
@@ -185,9 +185,9 @@ def flips(run: RunSummary) -> None:
         "episodes at both steps side by side, below."
     )
     with st.container(horizontal=True, gap="large"):
-        st.metric("right → wrong", len(found.to_wrong), width="content")
-        st.metric("wrong → right", len(found.to_right), width="content")
-        st.metric("drawn at two steps or more", found.questions, width="content")
+        st.metric("right → wrong", f"{len(found.to_wrong):,}", width="content")
+        st.metric("wrong → right", f"{len(found.to_right):,}", width="content")
+        st.metric("drawn at two steps or more", f"{found.questions:,}", width="content")
     _step_links(run.id)
     listed = [("right → wrong", f) for f in found.to_wrong]
     listed += [("wrong → right", f) for f in found.to_right]

@@ -339,12 +339,12 @@ def test_a_run_of_thousands_of_groups_counts_every_one_by_source(
     # 3,300 groups: the counts come from the store, whatever the page lists.
     at = open_page("groups/page.py", run=str(long_training.run_id))
     metrics = _metrics(at)
-    assert metrics["groups"] == "3300"
+    assert metrics["groups"] == "3,300"
     for name in ("correctness signal", "shaping only", "all rewards equal"):
-        assert metrics[name] == "1100 (33.3%)"
+        assert metrics[name] == "1,100 (33.3%)"
     # None correct: q-shaped at every step, q-learnt before the halfway step.
-    assert (metrics["no correct sample"], metrics["all correct"]) == ("1650", "550")
-    assert "1100 of 3300 groups get their advantages from shaping alone" in at.warning[0].value
+    assert (metrics["no correct sample"], metrics["all correct"]) == ("1,650", "550")
+    assert "1,100 of 3,300 groups get their advantages from shaping alone" in at.warning[0].value
     [chart] = at.get("plotly_chart")
     flat, correctness, shaping = json.loads(chart.proto.spec)["data"]
     assert (flat["y"], sum(correctness["y"]), sum(shaping["y"])) == ([1100], 1100, 1100)
