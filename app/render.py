@@ -46,7 +46,7 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
             Text(r.policy),
             Text(r.dataset),
             r.status,
-            f"{r.episodes_finished}/{r.episodes_planned}",
+            f"{r.episodes_finished:,}/{r.episodes_planned:,}",
             _pct(r.accuracy),
             _num(r.mean_reward, 3),
             _num(r.mean_steps, 1),

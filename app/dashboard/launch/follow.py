@@ -35,7 +35,7 @@ def _follow(run_id: int) -> None:
     st.progress(
         min(1.0, done),
         text=f"{run.name} (#{run.id}): {run.status}, "
-        f"{run.episodes_finished}/{run.episodes_planned} episodes",
+        f"{run.episodes_finished:,}/{run.episodes_planned:,} episodes",
     )
     exit_code = jobs.worker_exit_code(run_id)
     if run.status in lifecycle.ACTIVE and exit_code is not None:

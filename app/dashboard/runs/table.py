@@ -60,10 +60,10 @@ def progress_of(run: RunSummary) -> float | None:
 
 
 def episodes_text(run: RunSummary) -> str:
-    """`12/40`, finished of planned; `12` for a run with no plan."""
+    """`12/40`, finished of planned (`1,200/4,000`); `12` for a run with no plan."""
     if not _planned(run):
-        return str(run.episodes_finished)
-    return f"{run.episodes_finished}/{run.episodes_planned}"
+        return f"{run.episodes_finished:,}"
+    return f"{run.episodes_finished:,}/{run.episodes_planned:,}"
 
 
 def model_of(run: RunSummary) -> str:

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from app.dashboard.runs import charts
-from app.dashboard.runs.table import short_path
+from app.dashboard.runs.table import episodes_text, short_path
+from storage.read_models import RunSummary
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
 from tests.support.dashboard_stores import FixtureStore
@@ -217,3 +219,17 @@ def test_a_followed_import_shows_a_count_not_a_full_bar(empty_store: str, tmp_pa
     )
     table = at.dataframe[0].value
     assert table.loc[table["run"] == "live", "progress"].isna().all()
+
+
+def test_episode_counts_read_with_thousands_separators() -> None:
+    def run(finished: int, planned: int) -> RunSummary:
+        return RunSummary(
+            id=1, name="r", status="running", policy="p", checkpoint=None,
+            checkpoint_fingerprint=None, dataset="d", created_at=datetime.now(UTC),
+            started_at=None, ended_at=None, heartbeat_at=None, episodes_planned=planned,
+            episodes_finished=finished, correct=0, accuracy=None, mean_reward=None,
+            mean_steps=None, parse_failure_rate=None, error=None,
+        )  # fmt: skip
+
+    assert episodes_text(run(1_003_520, 2_000_000)) == "1,003,520/2,000,000"
+    assert episodes_text(run(12, 40)) == "12/40"
