@@ -9,6 +9,7 @@ from sqlalchemy import ColumnElement, case, func, literal, select, union, union_
 from sqlalchemy.orm import Session
 
 from rollout_core.records import ACTION_KINDS, FAILURE_CLASSES, OUTCOMES
+from storage.collector import collector_paused
 from storage.cursors import decode_cursor, encode_cursor
 from storage.models import Episode, RunCount
 from storage.read_models import (
@@ -181,10 +182,11 @@ def compare_outcomes(session: Session, keys: Sequence[RunKey]) -> list[QuestionO
     if not keys:
         return []
     out: list[QuestionOutcomes] = []
-    for key, qid, n, correct, _ in _counts_by_question(session, keys):
-        if not out or out[-1].question_id != qid:
-            out.append(QuestionOutcomes(qid, {}))
-        out[-1].cells[key] = RunCell(run_of(key), n, correct, [])
+    with collector_paused():  # a cell an object: a large run's are a hundred thousand
+        for key, qid, n, correct, _ in _counts_by_question(session, keys):
+            if not out or out[-1].question_id != qid:
+                out.append(QuestionOutcomes(qid, {}))
+            out[-1].cells[key] = RunCell(run_of(key), n, correct, [])
     return out
 
 
@@ -203,13 +205,14 @@ def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:
     episodes: list[list[int]] = []
     correct: list[list[int]] = []
     width = len(keys)
-    for key, qid, n, n_correct, _ in _counts_by_question(session, keys):
-        if not qids or qids[-1] != qid:
-            qids.append(qid)
-            episodes.append([0] * width)
-            correct.append([0] * width)
-        episodes[-1][col[key]] = n
-        correct[-1][col[key]] = n_correct
+    with collector_paused():
+        for key, qid, n, n_correct, _ in _counts_by_question(session, keys):
+            if not qids or qids[-1] != qid:
+                qids.append(qid)
+                episodes.append([0] * width)
+                correct.append([0] * width)
+            episodes[-1][col[key]] = n
+            correct[-1][col[key]] = n_correct
     return OutcomeMatrix(keys, qids, episodes, correct)
 
 

@@ -12,9 +12,9 @@ from contextlib import suppress
 from typing import TYPE_CHECKING
 
 from rollout_core.records import EpisodeKey, IterationBatch
+from storage.collector import collector_paused
 from storage.prompts import PromptEncoder
 from storage.writes import (
-    collector_paused,
     finished_among,
     merged,
     retry_locked,

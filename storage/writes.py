@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import gc
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -85,24 +83,6 @@ def is_lock_error(exc: BaseException) -> bool:
     """True for SQLite's transient 'database is locked' / 'busy' failures."""
     text = str(getattr(exc, "orig", exc)).lower()
     return isinstance(exc, OperationalError) and ("locked" in text or "busy" in text)
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Python's cyclic garbage collector off for a batch's write, back on after (if it was on).
-
-    A write makes tens of thousands of short-lived containers (rows, layouts, histories),
-    none in a cycle, so reference counting frees them all; the collector's passes over them
-    took a fifth of the sink's time, and promoted them to older generations whose full
-    passes walk the whole process. Safe with threads: each caller restores only what it found.
-    """
-    was_on = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_on:
-            gc.enable()
 
 
 def retry_locked(fn: Callable[[], T]) -> T:

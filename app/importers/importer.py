@@ -54,10 +54,10 @@ from rollout_core.records import (
     SourceRow,
     StepRecord,
 )
+from storage.collector import collector_paused
 from storage.imports import FileBytes, FileRead, FileStart, LastReading
 from storage.sink import StoreSink
 from storage.store import Store
-from storage.writes import collector_paused
 
 _REWRITE = "rewritten file"
 """Marks the group key of a rollout read from a rewritten file."""

@@ -20,13 +20,14 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from rollout_core.records import EpisodeKey, IterationBatch, RunSpec
+from storage.collector import collector_paused
 from storage.engine import get_engine
 from storage.lifecycle import HEARTBEAT_STALE_SECONDS, RunStateError
 from storage.models import Episode, Run, RunCount, Step
 from storage.read_models import EpisodeFilter
 from storage.run_totals import COLUMNS as TOTALS
 from storage.store import Store
-from storage.writes import STEP_COLUMNS, collector_paused, merged, retry_locked
+from storage.writes import STEP_COLUMNS, merged, retry_locked
 from tests.support.records import finish, play, spec, start, step
 
 
