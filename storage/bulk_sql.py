@@ -160,7 +160,7 @@ def insert_returning(
         returning[0] == "id"
         and "id" not in keys
         and set(returning[1:]) <= set(keys)
-        and _copied(insert(table), ("id", *keys), conn.dialect)
+        and _copied(_insert_into(table), ("id", *keys), conn.dialect)
     ):
         ids = _next_ids(conn, table, len(rows))
         _copy(conn, table, ("id", *keys), ((i, *r) for i, r in zip(ids, rows, strict=True)))
