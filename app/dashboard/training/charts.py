@@ -32,6 +32,9 @@ _TREND_FROM = 3
 """Points a curve needs before a trend is drawn beside them."""
 _MARKERS_UP_TO = 200
 """Points a curve marks each of; more are drawn as a line alone."""
+_GAPPED_BARS = 60
+"""Bars a gap is drawn between; past this many, a gap is a pixel or less and draws as stray
+white lines across the stack."""
 RATE = ".0%"
 _DRAWN_PER_LINE = 3
 
@@ -308,7 +311,7 @@ def signal_figure(curves: Curves) -> go.Figure:
         **{**_LAYOUT, "title": "Learning signal by source", "yaxis_title": "share of groups"},
         **_drag(bars),
         barmode="stack",
-        bargap=0.1,
+        bargap=0.1 if len(xs) <= _GAPPED_BARS else 0,
         yaxis_tickformat=RATE,
         yaxis_range=[0, 1],
     )

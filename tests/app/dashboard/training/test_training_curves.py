@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import plotly.graph_objects as go
 import pytest
 
 from app.dashboard.training import charts
@@ -169,3 +170,15 @@ def test_steps_logged_every_tenth_get_a_tick_each_and_no_trend_of_two() -> None:
     long = charts.figure(curves_of([_step(n, episodes=8, accuracy=0.5, logprob=None)
                                     for n in range(0, 400, 10)]), ACCURACY)  # fmt: skip
     assert long.layout.xaxis.dtick is None
+
+
+def test_a_long_runs_signal_bars_touch_and_a_short_runs_keep_their_gaps() -> None:
+    # A gap between 200 bars is under a pixel: it drew as stray white lines across the stack.
+    def signal(steps: int) -> go.Figure:
+        return charts.signal_figure(
+            curves_of([_step(n, episodes=8, accuracy=0.5, logprob=None) for n in range(steps)])
+        )
+
+    short, long = signal(48), signal(196)
+    assert {t.type for t in (*short.data, *long.data)} == {"bar"}
+    assert (short.layout.bargap, long.layout.bargap) == (0.1, 0)
