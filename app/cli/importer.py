@@ -142,7 +142,7 @@ def import_command(
             results.extend(
                 replace(r, skipped=0, unreadable=False) for r in importer.in_hand if r.episodes
             )
-            _summary(importer, results, time.monotonic() - started)
+            _summary(importer, results, time.monotonic() - started, followed=follow)
             err.print(f"stopped: importing again under --name {name!r} reads on from here")
             raise typer.Exit(130) from None
         except ImportFailure as exc:
@@ -311,11 +311,18 @@ class _FileLines:
         self.files = self.before = self.episodes = self.known = 0
 
 
-def _summary(importer: Importer, results: list[FileResult], seconds: float) -> None:
+def _summary(
+    importer: Importer, results: list[FileResult], seconds: float, *, followed: bool = False
+) -> None:
     episodes = sum(r.episodes for r in results)
     skipped = sum(r.skipped for r in results)
     read = len({r.path for r in results if not r.already})  # a growing file is read again
-    rate = f" ({episodes / seconds:,.0f} episodes/s)" if seconds > 0 and episodes else ""
+    if followed:
+        rate = " of following"  # mostly waiting for the trainer: a rate would say nothing
+    elif seconds > 0 and episodes:
+        rate = f" ({episodes / seconds:,.0f} episodes/s)"
+    else:
+        rate = ""
     before = len({r.path for r in results if r.already})
     if not episodes and not read and before:
         line = (

@@ -364,13 +364,16 @@ def test_ctrl_c_ends_a_follow_cleanly_and_a_later_import_reads_only_what_is_new(
 
         _wait_for(imported, "the follow's first import", 120)
         proc.send_signal(signal.SIGINT)
-        _out, err = proc.communicate(timeout=60)
+        out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     assert "stopped: importing again under --name 'watched' reads on from here" in err
+    # Its seconds were mostly waiting: no rate of them.
+    assert "5 episodes from 1 verl rollout dump file in " in out, out
+    assert " s of following" in out and "episodes/s" not in out, out
     store = Store(f"sqlite:///{db}")
     try:
         assert rows(store, "SELECT status, finished_episodes FROM runs") == [("completed", 5)]
