@@ -219,9 +219,10 @@ def _raised_as_sqlalchemy(conn: Connection, sql: str) -> Iterator[None]:
 
 @lru_cache(maxsize=64)
 def _copied(stmt: UpdateBase, keys: tuple[str, ...], dialect: Dialect) -> bool:
-    """Whether `stmt`'s rows go by COPY: on PostgreSQL, a plain INSERT of exactly `keys` (no
-    RETURNING, no ON CONFLICT, no value or default SQLAlchemy fills in)."""
-    if dialect.name != "postgresql" or type(stmt) is not Insert:
+    """Whether `stmt`'s rows go by COPY: on PostgreSQL through psycopg 3 (psycopg2's cursor
+    copies otherwise), a plain INSERT of exactly `keys` (no RETURNING, no ON CONFLICT, no
+    value or default SQLAlchemy fills in)."""
+    if (dialect.name, dialect.driver) != ("postgresql", "psycopg") or type(stmt) is not Insert:
         return False
     if stmt.returning_column_descriptions:
         return False

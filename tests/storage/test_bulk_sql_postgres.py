@@ -155,3 +155,14 @@ def test_statements_other_than_a_plain_insert_go_through_sqlalchemy(engine: Engi
     with engine.connect() as conn:
         got = conn.execute(select(_COUNTS).order_by(_COUNTS.c.key)).all()
     assert [tuple(r) for r in got] == [("a", 3), ("b", 5), ("c", 7)]
+
+
+def test_only_psycopg_3_copies() -> None:
+    # psycopg2's cursor has no copy(): its rows keep SQLAlchemy's path.
+    from sqlalchemy.dialects.postgresql import psycopg, psycopg2
+
+    from storage.bulk_sql import _copied
+
+    keys = ("key", "n")
+    assert _copied(insert(_COUNTS), keys, psycopg.dialect())
+    assert not _copied(insert(_COUNTS), keys, psycopg2.dialect())
