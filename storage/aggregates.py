@@ -182,7 +182,7 @@ def compare_outcomes(session: Session, keys: Sequence[RunKey]) -> list[QuestionO
     if not keys:
         return []
     out: list[QuestionOutcomes] = []
-    with collector_paused():  # a cell an object: a large run's are a hundred thousand
+    with collector_paused():  # an object a cell, a question and run each
         for key, qid, n, correct, _ in _counts_by_question(session, keys):
             if not out or out[-1].question_id != qid:
                 out.append(QuestionOutcomes(qid, {}))

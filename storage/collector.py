@@ -13,9 +13,9 @@ def collector_paused() -> Iterator[None]:
 
     A batch's write, or a read of a whole run's questions, makes tens of thousands of
     containers (rows, records, cells), none in a cycle, so reference counting frees them all;
-    the collector's passes over them took a fifth of the sink's time and a third of Compare's
-    read of two large runs, and promoted them to older generations whose full passes walk the
-    whole process. Safe with threads: each caller restores only what it found.
+    the collector's passes over them are pure cost (docs/benchmarks.md), and promote them to
+    older generations whose full passes walk the whole process. Safe with threads: each
+    caller restores only what it found.
     """
     was_on = gc.isenabled()
     gc.disable()
