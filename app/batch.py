@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.forks import fork_tasks
+from app.plural import counted
 from app.stopping import stop_on_signals
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.policies.base import Policy
@@ -256,8 +257,8 @@ def play_run(
         if stats.end == "cancelled":
             store.set_run_status(run_id, "cancelled", error="stopped before the end")
             raise Cancelled(
-                f"stopped: {stats.episodes} episodes written; the run is marked cancelled "
-                f"(continue it with --resume {run_id})"
+                f"stopped: {counted(stats.episodes, 'episode')} written; the run is marked "
+                f"cancelled (continue it with --resume {run_id})"
             )
         store.set_run_status(run_id, "completed")
     return stats

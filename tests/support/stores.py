@@ -92,6 +92,13 @@ def play_run(
     return run_id
 
 
+def correct_once_each(store: Store, name: str, questions: range) -> int:
+    """A completed run of one correct one-step episode per question `q<i>`, written as one
+    batch; returns its id."""
+    batches = [play(f"q{i}", 0, "correct", 1.0, 1) for i in questions]
+    return write_run(store, spec(name), [merged(batches)], planned=len(batches))
+
+
 def play_group(
     sink: Sink, q: str, samples: range, rewards: list[float], at: tuple[int, int], **kw: Any
 ) -> None:

@@ -98,8 +98,8 @@ compare_summary.headline(runs, outcomes, pairings)
 agents.show(runs)
 if capped:
     st.caption(
-        f"The statistics cover all {len(outcomes)} questions; the lists and the question picker "
-        f"the first {reads.QUESTION_CAP}."
+        f"The statistics cover all {len(outcomes):,} questions; the lists and the question picker "
+        f"the first {reads.QUESTION_CAP:,}."
     )
 for other in runs[1:]:
     compare_summary.interval(pairings[other.key], runs[0], other)
@@ -137,7 +137,7 @@ if by_question:
     st.subheader("Question side by side")
     marked = set(differing)
     qid = st.selectbox(
-        f"Question ({len(differing)} of the {compared} "
+        f"Question ({len(differing):,} of the {compared:,} "
         + ("shared questions" if len(runs) == 2 else "questions two or more runs played")
         + f" differ; {stats.DIFFERS_LEGEND})",
         list(by_question),

@@ -19,6 +19,7 @@ from app.dashboard.components.render import (
     fmt_points,
     fmt_signed,
 )
+from app.plural import counted
 from storage.read_models import QuestionComparison, QuestionOutcomes, RunKey, RunSummary
 
 MIN_CI_QUESTIONS = 5
@@ -92,7 +93,7 @@ def _base_metrics(base: RunSummary, common: Pairing | None, played: int) -> None
         _metric(title, fmt_pct(base.accuracy), None, fmt_points, lower=False)
     else:
         _metric(
-            f"accuracy ({common.questions} shared)",
+            f"accuracy ({common.questions:,} shared)",
             fmt_pct(common.base),
             None,
             fmt_points,
@@ -108,7 +109,7 @@ def _run_metrics(
     base: RunSummary, run: RunSummary, pair: Pairing, played: int, same: bool, name_base: bool
 ) -> None:
     _metric(
-        f"accuracy ({pair.questions} shared)",
+        f"accuracy ({pair.questions:,} shared)",
         fmt_pct(pair.run),
         pair.delta,
         fmt_points,
@@ -121,7 +122,7 @@ def _run_metrics(
     notes = []
     if name_base:
         notes.append(
-            f"{escape_markdown(base.label)}: {fmt_pct(pair.base)} on the same {pair.questions}"
+            f"{escape_markdown(base.label)}: {fmt_pct(pair.base)} on the same {pair.questions:,}"
         )
     if whole := _whole_run(run, pair.run, played, pair.questions):
         notes.append(whole)
@@ -175,7 +176,7 @@ def interval(pair: Pairing, a: RunSummary, b: RunSummary) -> None:
         )
         return
     names = f"{escape_markdown(b.label)} − {escape_markdown(a.label)}"
-    over = f"the {ci.n} question{'s' if ci.n != 1 else ''} both played"
+    over = f"the {counted(ci.n, 'question')} both played"
     if ci.n < MIN_CI_QUESTIONS:
         st.markdown(
             f"Accuracy {names}: **{fmt_points(ci.diff)}** over {over}: too few questions for "
@@ -185,7 +186,7 @@ def interval(pair: Pairing, a: RunSummary, b: RunSummary) -> None:
     st.markdown(
         f"Accuracy {names}: **{fmt_points(ci.diff)}** (95% CI {fmt_points(ci.low)} to "
         f"{fmt_points(ci.high)}, paired bootstrap over {over}, "
-        f"{analysis.BOOTSTRAP_RESAMPLES} resamples)"
+        f"{analysis.BOOTSTRAP_RESAMPLES:,} resamples)"
     )
 
 
@@ -255,7 +256,7 @@ def clickable_questions(
         | {"question": st.column_config.TextColumn(width="large")},
     )
     if len(rows) > LIST_CAP:
-        st.caption(f"The first {LIST_CAP} of {len(rows)} questions.")
+        st.caption(f"The first {LIST_CAP} of {len(rows):,} questions.")
 
 
 def matrix(
@@ -273,7 +274,7 @@ def matrix(
     if shared == 0:
         st.info(f"{a.label} and {b.label} share no questions.", icon=":material/block:")
         return
-    caption = f"Over the {shared} questions both runs played."
+    caption = f"Over the {counted(shared, 'question')} both runs played."
     if any(c.episodes > 1 for r in outcomes for c in r.cells.values()):
         caption += " Several samples per question: a run solves one with half or more correct."
     st.caption(caption + " Select a question in a list to see it side by side below.")
@@ -289,7 +290,7 @@ def matrix(
     for cell in analysis.CELLS:
         label = cell.replace(" A", f" {a.label}").replace(" B", f" {b.label}")
         rows = [listed[o.question_id] for o in cells[cell] if o.question_id in listed]
-        with st.expander(f"{label}: {len(cells[cell])}", expanded=cell in ("only A", "only B")):
+        with st.expander(f"{label}: {len(cells[cell]):,}", expanded=cell in ("only A", "only B")):
             clickable_questions(
                 rows, [a, b], key=f"cmp_cell_{cell.replace(' ', '_')}", open_question=open_question
             )

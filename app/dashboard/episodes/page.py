@@ -110,7 +110,7 @@ if not page.items:
     head.info(f"{none}{_window(page)}.{_why_none(query.flt, runs)}")
 else:
     head.caption(
-        f"Episodes {start + 1}-{start + len(page.items)} of {total}{_window(page)}. "
+        f"Episodes {start + 1:,}-{start + len(page.items):,} of {total}{_window(page)}. "
         "**open** replays an episode; Replay keeps this list for its back link."
     )
     with head:

@@ -36,7 +36,7 @@ def std_histogram(equal: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.
         y=[equal],
         name=SOURCE_LABELS["none"],
         marker_color=SOURCE_COLORS["none"],
-        hovertemplate="std 0 (all rewards equal): %{y} groups<extra></extra>",
+        hovertemplate="std 0 (all rewards equal): %{y:,} groups<extra></extra>",
     )
     for source, counts in bins.items():
         starts = [i * STD_BIN for i in range(len(counts))]
@@ -46,7 +46,7 @@ def std_histogram(equal: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.
             name=SOURCE_LABELS[source],
             customdata=[(s, s + STD_BIN) for s in starts],
             hovertemplate=f"std %{{customdata[0]:.2f}}-%{{customdata[1]:.2f}}, {source}: "
-            "%{y} groups<extra></extra>",
+            "%{y:,} groups<extra></extra>",
             marker_color=SOURCE_COLORS[source],
         )
     fig.update_traces(width=STD_BIN * 0.95)

@@ -219,7 +219,7 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
         )
     elif len(listed) < found.total:
         st.caption(
-            f"The {counted(len(listed), 'group')} with the highest std of {found.total}{at}."
+            f"The {counted(len(listed), 'group')} with the highest std of {found.total:,}{at}."
         )
     elif ranged:
         st.caption(f"The {counted(len(listed), 'group')}{at}.")

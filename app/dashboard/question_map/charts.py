@@ -108,7 +108,7 @@ def heatmap(
         range=[n - 0.5, -0.5],
         tickvals=list(range(n)) if labelled else [],
         ticktext=shown_ids if labelled else [],
-        title_text=None if labelled else f"{n} questions, easiest first",
+        title_text=None if labelled else f"{n:,} questions, easiest first",
         showgrid=False,
         zeroline=False,
     )
@@ -168,7 +168,7 @@ def accuracy_line(
         },
         customdata=[[p.low, p.high, p.questions] for p in points],
         hovertemplate="%{x}: %{y:.1%}<br>95% CI %{customdata[0]:.1%} to %{customdata[1]:.1%}"
-        "<br>%{customdata[2]} questions<extra></extra>",
+        "<br>%{customdata[2]:,} questions<extra></extra>",
         name="accuracy",
     )
     fig.update_layout(

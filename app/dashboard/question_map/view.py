@@ -52,7 +52,7 @@ def no_shared_questions(whole: reads.MapView) -> None:
     """One line in place of an empty map."""
     st.info(
         "These runs share no question: pick runs that share questions, or untick the box "
-        f"above to map all {whole.questions}."
+        f"above to map all {whole.questions:,}."
     )
 
 
@@ -63,10 +63,10 @@ def heatmap_section(
     on a cell opens GRPO groups on that run's samples of the question."""
     qmap = view.qmap
     which = (
-        f"{len(qmap.question_ids)} questions every chosen run played ({view.left_out} of the "
-        f"{view.questions} left out: some run did not play them)"
+        f"{len(qmap.question_ids):,} questions every chosen run played ({view.left_out:,} of the "
+        f"{view.questions:,} left out: some run did not play them)"
         if view.shared_only
-        else f"{len(qmap.question_ids)} questions"
+        else f"{len(qmap.question_ids):,} questions"
     )
     st.caption(
         f"{which}, easiest at the top (mean success over the runs). "
@@ -117,7 +117,7 @@ def accuracy_section(
         key="map_accuracy",
     )
     caption = (
-        f"Paired over questions: {BOOTSTRAP_RESAMPLES} resamples of the questions each run "
+        f"Paired over questions: {BOOTSTRAP_RESAMPLES:,} resamples of the questions each run "
         "played, the same draws for every run."
     )
     if not shared:

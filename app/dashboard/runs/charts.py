@@ -66,7 +66,7 @@ def accuracy(runs: Sequence[RunSummary]) -> go.Figure:
             marker_color=[run_color(r.id) for r in runs],
             error_x={"type": "data", "symmetric": False, "array": highs, "arrayminus": lows},
             customdata=[(hover_name(r.id, r.name), r.episodes_finished) for r in runs],
-            hovertemplate="%{customdata[0]}<br>%{x:.1%} of %{customdata[1]} episodes"
+            hovertemplate="%{customdata[0]}<br>%{x:.1%} of %{customdata[1]:,} episodes"
             "<extra></extra>",
         )
     )
@@ -130,7 +130,7 @@ def reward_strip(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> 
                 "line": {"width": 0},
             },
             customdata=[(hover_name(run.id, run.name), c, c / total) for _, c in hist],
-            hovertemplate="%{customdata[0]}<br>reward %{x:.1f}: %{customdata[1]} episodes "
+            hovertemplate="%{customdata[0]}<br>reward %{x:.1f}: %{customdata[1]:,} episodes "
             "(%{customdata[2]:.0%})<extra></extra>",
             name=run.name,
         )

@@ -213,7 +213,7 @@ def figure(curves: Curves, chart: Chart) -> go.Figure:
     xs = [s.train_step for s in points]
     markers = marked(curves)
     hover = _hover_data(curves, chart.drawn)
-    tail = "<br>%{customdata[0]} · %{customdata[1]} episodes%{customdata[2]}<extra></extra>"
+    tail = "<br>%{customdata[0]} · %{customdata[1]:,} episodes%{customdata[2]}<extra></extra>"
     # A trend of one or two points is those points again.
     trended = chart.trended and len(points) >= _TREND_FROM
     for s in chart.series:

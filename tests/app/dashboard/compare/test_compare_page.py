@@ -21,7 +21,7 @@ from tests.support.dashboard_stores import (
     build_analysis_store,
 )
 from tests.support.records import play, spec
-from tests.support.stores import play_group, write_run
+from tests.support.stores import correct_once_each, play_group, write_run
 
 
 def _metric_deltas(at: object) -> dict[str, list[str]]:
@@ -336,3 +336,26 @@ def test_failure_classes_of_runs_that_share_no_question_say_so(
     assert any(
         c.value.startswith("Each run's shares are over its own questions") for c in at.caption
     )
+
+
+def test_counts_of_a_thousand_questions_or_more_are_grouped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fresh_cache: None
+) -> None:
+    from app.dashboard.compare import reads
+
+    store = Store(str(tmp_path / "s.db"))
+    a = correct_once_each(store, "a", range(1200))
+    b = correct_once_each(store, "b", range(1200))
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    monkeypatch.setattr(reads, "QUESTION_CAP", 1000)
+    at = open_page("compare/page.py", run=[str(a), str(b)])
+    shown = texts(at)
+    assert (
+        "The statistics cover all 1,200 questions; the lists and the question picker the "
+        "first 1,000." in shown
+    )
+    assert "over the 1,200 questions both played" in shown
+    assert "Over the 1,200 questions both runs played." in shown
+    assert [m.label for m in at.metric][:1] == ["accuracy (1,200 shared)"]
+    assert "both right: 1,200" in [e.label for e in at.expander]

@@ -16,7 +16,7 @@ from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
 from tests.support.dashboard_stores import AnalysisStore, ComparisonStore
 from tests.support.records import play, spec
-from tests.support.stores import play_group
+from tests.support.stores import correct_once_each, play_group
 
 
 def test_the_map_shows_rates_flips_and_accuracy(fx: AnalysisStore) -> None:
@@ -193,3 +193,22 @@ def test_training_steps_of_one_run_map_as_checkpoints(
     at = open_page("question_map/page.py", run=[*steps[:2], f"{grpo}@15"])
     assert f"Run {grpo} has no finished episode at training step 15" in at.warning[0].value
     assert len(at.get("plotly_chart")) == 2
+
+
+def test_counts_of_a_thousand_questions_or_more_are_grouped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(str(tmp_path / "s.db"))
+    a = correct_once_each(store, "a", range(600))
+    b = correct_once_each(store, "b", range(600, 1300))
+    both = correct_once_each(store, "both", range(1300))
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "s.db"))
+    at = open_page("question_map/page.py", run=[str(a), str(b)])
+    (info,) = at.info
+    assert info.value.endswith("or untick the box above to map all 1,300.")
+    at.checkbox[0].uncheck().run()
+    heat = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert heat["layout"]["yaxis"]["title"]["text"] == "1,300 questions, easiest first"
+    at = open_page("question_map/page.py", run=[str(a), str(both)])
+    assert "600 questions every chosen run played (700 of the 1,300 left out" in texts(at)
