@@ -70,6 +70,7 @@ def import_command(
     column kept by name), with its training step and GRPO group. Importing the same files again
     adds nothing; --follow imports each new file of a training run as it appears.
     """
+    from app.cli.import_progress import ImportProgress, file_sizes
     from app.importers.importer import Importer, ImportFailure, ImportOptions, ImportStopped
     from app.stopping import stop_on_signals
 
@@ -97,11 +98,18 @@ def import_command(
             # Files told a line a folder: a bad file's problems go with its own line.
             problems_in_results=fmt.file_an_episode,
         )
-        if not follow and not importer.files():
+        files = [] if follow else importer.files()
+        if not follow and not files:
             fail(_no_files(fmt, path))
         importer.open()
     except USER_ERRORS as exc:
         fail(one_line(exc))
+    progress = ImportProgress(
+        name,
+        file_sizes(files, importer.relative),
+        shown=err.is_terminal and not quiet and not follow,
+    )
+    importer.on_written = progress.written
     started = time.monotonic()
     results: list[FileResult] = []
     # Files of an episode each are told a line a folder (a step), not thousands of lines.
@@ -109,6 +117,7 @@ def import_command(
 
     def on_file(result: FileResult) -> None:
         results.append(result)
+        progress.file_done(result.path)
         if not quiet:
             lines.add(result)
 
@@ -126,8 +135,9 @@ def import_command(
                     poll=poll,
                 )
                 raise ImportStopped  # a follow ends when it is asked to stop
-            for result in importer.import_files(importer.files()):
-                on_file(result)
+            with progress:
+                for result in importer.import_files(files):
+                    on_file(result)
             lines.flush()
         except (KeyboardInterrupt, ImportStopped):
             lines.flush()

@@ -120,6 +120,7 @@ class Importer:
         options: ImportOptions,
         *,
         on_note: Callable[[str], None] = lambda _: None,
+        on_written: Callable[[int], None] = lambda _: None,
         problems_in_results: bool = False,
     ) -> None:
         self.store = store
@@ -127,6 +128,9 @@ class Importer:
         self.options = options
         self.root = options.path.resolve()
         self.on_note = on_note
+        self.on_written = on_written
+        """Told the episodes of each batch once they are in the store (a progress bar's
+        count): a large file's rows come in batches long before its result."""
         self.problems_in_results = problems_in_results
         """A file's bad rows are left in its result's `problems`, not told through `on_note` as
         they are read: a caller that tells a folder of files in one line, once the group's
@@ -320,7 +324,7 @@ class Importer:
             self.run_id, [FileBytes(t.rel, t.digest.sha256, t.digest.size, t.rows) for t in group]
         )
         assert self._sink is not None, "open() the run first"
-        batch = _Batch(self._sink)
+        batch = _Batch(self._sink, self.on_written)
         read: list[FileRead] = []
         self.in_hand = []
         # The collector's passes over the records in hand are pure cost: none is in a cycle.
@@ -530,8 +534,9 @@ class _Batch:
     """The episodes in hand, written whole through the run's sink; each counted to its file's
     result once written."""
 
-    def __init__(self, sink: StoreSink) -> None:
+    def __init__(self, sink: StoreSink, on_written: Callable[[int], None]) -> None:
         self.sink = sink
+        self.on_written = on_written
         self.started: list[EpisodeStart] = []
         self.steps: list[StepRecord] = []
         self.finished: list[EpisodeRecord] = []
@@ -563,4 +568,6 @@ class _Batch:
     def _written(self) -> None:
         for result in self.results:
             result.episodes += 1
+        written = len(self.finished)
         self.started, self.steps, self.finished, self.results = [], [], [], []
+        self.on_written(written)

@@ -57,3 +57,36 @@ def in_process(
     with pytest.raises(SystemExit) as exited:
         cli.main()
     return int(exited.value.code or 0), capsys.readouterr().err
+
+
+def rollscope_in_terminal(*args: str | Path, timeout: float = 240) -> tuple[int, str]:
+    """Run the CLI with its stdout and stderr on a pseudo-terminal of 120 columns, as a user at
+    a shell sees it; its exit code and everything it wrote there, control sequences and all."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+    import time
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    with subprocess.Popen(
+        rollscope_cmd(*args), stdout=follower, stderr=follower, cwd=REPO, env=cli_env()
+    ) as proc:
+        os.close(follower)
+        shown, deadline = bytearray(), time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if select.select([leader], [], [], 0.5)[0]:
+                try:
+                    chunk = os.read(leader, 65536)
+                except OSError:  # the terminal is closed once the process is gone
+                    break
+                if not chunk:
+                    break
+                shown += chunk
+        else:
+            proc.kill()
+        os.close(leader)
+        code = proc.wait(timeout=10)
+    return code, shown.decode("utf-8", "replace")

@@ -16,7 +16,7 @@ import pytest
 
 from tests.app.cli.test_cli import rollscope
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
-from tests.support.cli import in_process
+from tests.support.cli import in_process, rollscope_in_terminal
 
 
 def _dump(root: Path) -> Path:
@@ -437,3 +437,24 @@ def test_an_rllm_log_is_told_a_line_a_step_folder_with_bad_files_on_their_own(
     assert code == 0 and lines[0] == (
         "episodes/train_step_1_epoch_0/: 3 files imported before, left as they are"
     ), said
+
+
+def test_at_a_terminal_a_bar_follows_the_import_then_gives_way_to_the_summary(
+    tmp_path: Path,
+) -> None:
+    dump = tmp_path / "d"
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    for step in (1, 2, 3):
+        verl_dump(dump, step, [sql_prompt(f"Q{step}?")] * 2, [output] * 2, ["SELECT 1"] * 2,
+                  [1.0, 0.0], {})  # fmt: skip
+    code, shown = rollscope_in_terminal("import", dump, "--name", "v", "--store", tmp_path / "s.db")
+    assert code == 0, shown
+    *_, last_bar = shown.split("importing 'v'")
+    # Its last state: every byte read, every file and episode counted...
+    assert "100%" in last_bar and "3/3 files · 6 episodes" in last_bar, shown
+    # ...then the line is erased, and the files' lines and the summary stay.
+    after = last_bar.partition("\x1b[2K")[2]
+    assert "3.jsonl: 2 episodes" in shown and "run 1 'v': 6 episodes from 3" in after, shown
+    # In a pipe or a log there is no bar: the files' lines alone.
+    piped = rollscope("import", dump, "--name", "w", "--store", tmp_path / "s.db")
+    assert piped.returncode == 0 and "importing" not in piped.stderr, piped.stderr
