@@ -57,6 +57,7 @@ from rollout_core.records import (
     StepRecord,
 )
 from storage import lifecycle
+from storage.models import INTEGER_RANGE
 from storage.store import Store
 
 
@@ -184,11 +185,11 @@ class Recorder:
             raise RecorderError("this Recorder is closed; open another to record more")
         total = _finite(reward, "reward")
         parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
-        train_step = _whole(step, "step")
+        train_step = _stored(_whole(step, "step"), "step")
         took = None if seconds is None else _finite(seconds, "seconds")
         if took is not None and took < 0:
             raise RecorderError(f"seconds is {took}: give how long the rollout took, 0 or more")
-        written = _whole(tokens_out, "tokens_out")
+        written = _stored(_whole(tokens_out, "tokens_out"), "tokens_out")
         if written is not None and written < 0:
             raise RecorderError(
                 f"tokens_out is {written}: give the tokens the model wrote, 0 or more"
@@ -361,6 +362,16 @@ def _whole(value: Any, what: str) -> int | None:
         return operator.index(value)
     except TypeError:
         raise RecorderError(f"{what} is {_shown(value)}, not a whole number") from None
+
+
+def _stored(value: int | None, what: str) -> int | None:
+    """`value` where the store can hold it; RecorderError for a number past its range."""
+    if value is not None and value not in INTEGER_RANGE:
+        raise RecorderError(
+            f"{what} is {value:,}, out of range: the store holds whole numbers from "
+            f"{INTEGER_RANGE.start:,} to {INTEGER_RANGE.stop - 1:,}"
+        )
+    return value
 
 
 def _check_text(value: Any, what: str, example: str, *, optional: bool = False) -> None:

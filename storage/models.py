@@ -30,6 +30,10 @@ from rollout_core.records import FAILURE_CLASSES, OUTCOMES, REGRADES, RUN_KINDS,
 
 # Stable constraint names, so migrations can name what they alter (SQLite needs names for
 # batch ALTERs).
+INTEGER_RANGE = range(-(2**31), 2**31)
+"""The whole numbers an `Integer` column holds on every backend (PostgreSQL's integer is 32
+bits): a training step or a token count from outside is checked against it before a write."""
+
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from app.importers.rollouts import Rollout, question_key
-from app.importers.source import JsonLines, number, step_of, text_field
+from app.importers.source import JsonLines, number, optional_int, step_of, text_field
 from app.importers.turns import last_user_text, prompt_messages, split_turns
 
 _STEP_DIR = re.compile(r"global_step_(\d+)_evals\Z")
@@ -59,7 +59,7 @@ class SkyRL(JsonLines):
                 question_id=question_key(question),
                 reward=score,
                 rewards={"score": score},
-                train_step=step,
+                train_step=optional_int(step, "the step in the folder's name"),
                 db_id=str(extras.get("db_id") or ""),
                 gold_sql=_gold(extras),
                 truncated=data.get("stop_reason") == "length",  # vLLM's max_tokens was hit

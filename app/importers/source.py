@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from app.importers.rollouts import Rollout
+from storage.models import INTEGER_RANGE
 
 _CHUNK = 1 << 20
 _ROWS_NAMING_A_MODEL = 100
@@ -310,11 +311,30 @@ def measured(value: Any) -> float | None:
 
 
 def optional_int(value: Any, what: str) -> int | None:
+    """A whole number the store can hold (a training step), or None; BadRow otherwise."""
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or (isinstance(value, float) and not value.is_integer())  # NaN and infinities too
+    ):
         raise BadRow(f"{what} is {_shown(value)}, not a whole number")
+    if int(value) not in INTEGER_RANGE:
+        raise BadRow(
+            f"{what} is {_shown(value)}, out of range: the store holds whole numbers from "
+            f"{INTEGER_RANGE.start:,} to {INTEGER_RANGE.stop - 1:,}"
+        )
     return int(value)
+
+
+def stored_count(value: float | None) -> int | None:
+    """A count the file gives (tokens), rounded, where the store can hold it; None for one it
+    cannot (a rollout is whole without it, as without any malformed count)."""
+    if value is None:
+        return None
+    count = round(value)
+    return count if count in INTEGER_RANGE else None
 
 
 def numeric_columns(data: Mapping[str, Any], skip: frozenset[str]) -> dict[str, float]:

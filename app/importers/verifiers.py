@@ -30,6 +30,8 @@ from app.importers.source import (
     measured,
     number,
     numeric_columns,
+    optional_int,
+    stored_count,
 )
 from app.importers.turns import Turn, last_user_text, message_turns
 from app.importers.verifiers_traces import error_text, is_sql, span_seconds, trace_rollouts
@@ -70,7 +72,10 @@ class Verifiers(JsonLines):
         # The step the trainer logged the episode under, as its own metrics are: an episode's
         # `run.work.step` is the step it was sent out at, earlier when training runs ahead.
         step = int(found.group(1))
-        return lambda data: tuple(replace(r, train_step=step) for r in rollouts(data))
+        return lambda data: tuple(
+            replace(r, train_step=optional_int(step, "the step in the folder's name"))
+            for r in rollouts(data)
+        )
 
     def checkpoint(self, root: Path) -> str | None:
         """The model the run's folder names: `metadata.json`'s, or v1's resolved config
@@ -130,7 +135,7 @@ def _result_rollout(data: dict[str, Any]) -> Rollout:
         error=error_text(data.get("error")),
         seconds=seconds,
         turn_seconds=turn_seconds,
-        tokens_out=None if tokens is None else round(tokens),
+        tokens_out=stored_count(tokens),
     )
 
 

@@ -29,6 +29,7 @@ from app.importers.source import (
     number,
     numeric_columns,
     optional_int,
+    stored_count,
 )
 from app.importers.turns import last_user_text, message_turns
 
@@ -247,7 +248,7 @@ def _tokens_out(calls: Sequence[Mapping[str, Any]]) -> int | None:
         if count is None:
             return None
         total += count
-    return round(total) if calls else None
+    return stored_count(total) if calls else None
 
 
 def _logprobs(per_turn: Iterable[Any]) -> tuple[float, int] | None:

@@ -255,12 +255,25 @@ def test_rollouts_of_a_step_that_come_back_late_join_its_groups(tmp_path: Path) 
     assert [(s, n) for s, _, n in rows(rec.store, groups)] == [(1, 3), (2, 2), (3, 1)]
 
 
+def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path: Path) -> None:
+    # Held until the next write, it failed that write and every one after it.
+    with Recorder(_url(tmp_path), run="r", kind="training") as rec:
+        with pytest.raises(RecorderError, match=r"^step is 18,446,744,073,709,551,616, out of"):
+            rec.episode(question="Q?", turns=_answer(), reward=1.0, step=2**64)
+        rec.episode(question="Q?", turns=_answer(), reward=1.0, step=3)
+    assert rows(rec.store, "SELECT train_step FROM episodes") == [(3,)]
+    assert rec.store.get_run(rec.run_id).status == "completed"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [
         ({"step": 1.5}, "step is 1.5, not a whole number"),
         ({"step": "2"}, "step is '2', not a whole number"),
         ({"step": True}, "step is True, not a whole number"),
+        # PostgreSQL's integer is 32 bits: refused on every store alike.
+        ({"step": 2**31}, "step is 2,147,483,648, out of range: the store holds whole numbers"),
+        ({"tokens_out": 10**12}, "tokens_out is 1,000,000,000,000, out of range"),
         ({"reward": "1.0"}, "reward is '1.0', not a number"),
         ({"reward": True}, "reward is True, not a number"),
         ({"question": None}, "question is None, not text"),

@@ -66,6 +66,7 @@ def _jsonl(path: Path, lines: list[Any]) -> Path:
     return path
 
 
+IN_RANGE = "the store holds whole numbers from -2,147,483,648 to 2,147,483,647"
 CASES: list[tuple[str, str, list[Any], list[str]]] = [
     (
         "verl",
@@ -74,6 +75,22 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
          {k: v for k, v in GOOD_VERL.items() if k != "input"}],
         ["3.jsonl:1: not JSON", "3.jsonl:2: 'output' is a number, not text",
          "3.jsonl:3: score is 'high', not a number", "3.jsonl:5: no 'input' field"],
+    ),
+    (
+        "verl",
+        "dump/7.jsonl",
+        [{**GOOD_VERL, "step": float("nan")}, {**GOOD_VERL, "step": float("inf")},
+         {**GOOD_VERL, "step": 3_000_000_000}, {**GOOD_VERL, "step": 2**70},  # read as a float
+         {**GOOD_VERL, "step": -3}, GOOD_VERL],
+        ["7.jsonl:1: step is nan, not a whole number", "7.jsonl:2: step is inf, not a whole number",
+         f"7.jsonl:3: step is 3000000000, out of range: {IN_RANGE}",
+         f"7.jsonl:4: step is 1.1805916207174113e+21, out of range: {IN_RANGE}"],
+    ),
+    (
+        "skyrl",
+        "dumped_evals/global_step_4000000000_evals/spider.jsonl",
+        [{"input_prompt": "Q?", "output_response": "<solution>x</solution>", "score": 1}],
+        [f"spider.jsonl:1: the step in the folder's name is 4000000000, out of range: {IN_RANGE}"],
     ),
     (
         "skyrl",

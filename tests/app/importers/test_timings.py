@@ -109,10 +109,12 @@ def test_verifiers_timings_it_cannot_use_leave_nulls_and_the_rollout_whole(
         _vf_output("untimed", 1),
         _vf_output("bad", 1, timing="fast", token_usage={"output_tokens": -3}),
         _vf_output("bad spans", 1, timing={"total": "2", "model": {"spans": ["a", None]}}),
+        # More tokens than the store's integer holds: no count, the rollout kept.
+        _vf_output("too many", 1, token_usage={"output_tokens": 1e300}),
     ]
     verifiers_save(tmp_path / "run", outputs, {"model": "m"})
     run_id, results = run_import(store, tmp_path / "run", "vf")
-    assert [(r.episodes, r.skipped) for r in results] == [(6, 0)]
+    assert [(r.episodes, r.skipped) for r in results] == [(7, 0)]
     found = {q: _episode(store, run_id, q) for q in ("older", "unscored", "short")}
     assert found["older"][1] == pytest.approx(1.52)
     assert found["unscored"][1] == pytest.approx(0.01 + 0.5 + 0.125 + 0.25)
@@ -122,10 +124,16 @@ def test_verifiers_timings_it_cannot_use_leave_nulls_and_the_rollout_whole(
     untimed = rows(
         store,
         "SELECT question_id, duration_seconds, tokens_out FROM episodes "
-        "WHERE run_id = ? AND question_id IN ('untimed', 'bad', 'bad spans') ORDER BY id",
+        "WHERE run_id = ? AND question_id IN ('untimed', 'bad', 'bad spans', 'too many') "
+        "ORDER BY id",
         run_id,
     )
-    assert untimed == [("untimed", None, None), ("bad", None, None), ("bad spans", None, None)]
+    assert untimed == [
+        ("untimed", None, None),
+        ("bad", None, None),
+        ("bad spans", None, None),
+        ("too many", None, None),
+    ]
 
 
 def test_rllm_step_and_episode_timing_become_step_seconds_and_the_duration(
