@@ -33,6 +33,8 @@ from rollout_core.records import FAILURE_CLASSES, OUTCOMES, REGRADES, RUN_KINDS,
 INTEGER_RANGE = range(-(2**31), 2**31)
 """The whole numbers an `Integer` column holds on every backend (PostgreSQL's integer is 32
 bits): a training step or a token count from outside is checked against it before a write."""
+BIG_INTEGER_RANGE = range(-(2**63), 2**63)
+"""What a `BigInteger` column (a seed) holds on every backend."""
 
 NAMING_CONVENTION = {
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",

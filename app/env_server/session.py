@@ -19,6 +19,7 @@ from rollout_core.environment import SQLEnvironment
 from rollout_core.episode import LiveEpisode, failed_record
 from rollout_core.errors import RollscopeError
 from rollout_core.records import EpisodeRecord, IterationBatch, StepRecord
+from storage.models import BIG_INTEGER_RANGE, INTEGER_RANGE
 
 
 class SessionError(RollscopeError, ValueError):
@@ -96,9 +97,20 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
         train_step: int | None,
         group_index: int | None,
     ) -> tuple[SQLObservation, Future[None]]:
-        for name, value in (("seed", seed), ("train_step", train_step), ("group", group_index)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        for name, value, held in (
+            ("seed", seed, BIG_INTEGER_RANGE),
+            ("train_step", train_step, INTEGER_RANGE),
+            ("group", group_index, INTEGER_RANGE),
+        ):
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
                 raise SessionError(f"{name} must be a whole number, not {value!r}")
+            if value not in held:
+                raise SessionError(
+                    f"{name} must be a whole number from {held.start:,} to {held.stop - 1:,} "
+                    f"(what the store holds), not {value:,}"
+                )
         if question_id is not None and not isinstance(question_id, str):
             raise SessionError(f"question_id must be text, not {question_id!r}")
         served = self._served

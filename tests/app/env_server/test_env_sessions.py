@@ -187,6 +187,14 @@ def test_the_training_step_and_group_go_with_the_episode(served: Served) -> None
         play(env, "q-count", train_step=3, group_index=1)
         with pytest.raises(RuntimeError, match="train_step must be a whole number"):
             env.reset(question_id="q-count", train_step="three")
+        # Past what the store holds: told at reset, not as the store failing to write it.
+        with pytest.raises(RuntimeError, match=r"train_step must be a whole number from "
+                           r"-2,147,483,648 to 2,147,483,647 \(what the store holds\), not "
+                           r"4,294,967,296"):  # fmt: skip
+            env.reset(question_id="q-count", train_step=2**32)
+        with pytest.raises(RuntimeError, match=r"seed must be a whole number from .* not "
+                           r"18,446,744,073,709,551,616"):  # fmt: skip
+            env.reset(question_id="q-count", seed=2**64)
     (episode,) = question_episodes(served.store, served.run_id, "q-count")
     assert (episode.train_step, episode.group_index, episode.outcome) == (3, 1, "correct")
 
