@@ -51,7 +51,7 @@ from storage.migrations import (
     check_sqlite_file,
     upgrade_to_head,
 )
-from storage.models import Episode, Run, Step
+from storage.models import BIG_INTEGER_RANGE, Episode, Run, Step
 from storage.prompts import rebuild_prompts
 from storage.read_models import (
     Annotation,
@@ -470,8 +470,10 @@ class Store:
         """A run by name, or by id when the text is a number."""
         with Session(self._engine) as session:
             found = self._run_by(session, Run.name == name_or_id)
-            if found is None and name_or_id.strip().isdigit():
-                found = self._run_by(session, Run.id == int(name_or_id))
+            number = name_or_id.strip()
+            # isdecimal, not isdigit: int() refuses a digit such as '²'.
+            if found is None and number.isdecimal() and int(number) in BIG_INTEGER_RANGE:
+                found = self._run_by(session, Run.id == int(number))
             return found
 
     def _run_by(self, session: Session, condition: object) -> RunSummary | None:

@@ -20,7 +20,7 @@ from app.cli.read import export, runs, show
 from app.cli.run import run_command
 from app.cli.serve import dashboard
 from app.cli.store_admin import migrate
-from app.cli.store_failures import store_trouble
+from app.cli.store_failures import number_out_of_range, store_trouble
 from app.cli.tags import tag, tags
 
 cli = typer.Typer(
@@ -52,6 +52,20 @@ def main() -> None:
         exit_code = getattr(exc, "exit_code", None)
         if hasattr(exc, "format_message") and isinstance(exit_code, int):
             _usage_error(exc, exit_code)
+        if number_out_of_range(exc):
+            from storage.models import BIG_INTEGER_RANGE, INTEGER_RANGE
+
+            held = (
+                f"ids up to {BIG_INTEGER_RANGE.stop - 1:,}; steps and counts up to "
+                f"{INTEGER_RANGE.stop - 1:,}"
+            )
+            err.print(
+                f"[bold red]error:[/] a number given is past what the store holds ({held}); "
+                "check the numbers in the command",
+                markup=True,
+                soft_wrap=True,
+            )
+            sys.exit(2)
         trouble = store_trouble(exc)
         if trouble is None:
             raise  # a bug: its traceback is what to report

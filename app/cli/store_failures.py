@@ -49,6 +49,16 @@ def store_trouble(exc: BaseException) -> StoreTrouble | None:
     return None
 
 
+def number_out_of_range(exc: BaseException) -> bool:
+    """Whether the store refused a number the command gave as past what its columns hold
+    (sqlite3's OverflowError binding it, PostgreSQL's SQLSTATE 22003): bad input."""
+    return any(
+        (isinstance(link, OverflowError) and "SQLite INTEGER" in str(link))
+        or (getattr(link, "sqlstate", None) or getattr(link, "pgcode", None)) == "22003"
+        for link in _chain(exc)
+    )
+
+
 def _classify(exc: BaseException) -> StoreTrouble | None:
     detail = _first_line(exc)
     name = getattr(exc, "sqlite_errorname", None)

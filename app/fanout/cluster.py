@@ -183,7 +183,7 @@ class RayFanout:
 def _check_reachable(address: str) -> None:
     """Refuse a HOST:PORT nothing answers on (Ray itself retries such an address for minutes)."""
     host, sep, port = address.removeprefix("ray://").rpartition(":")
-    if not sep or not port.isdigit():
+    if not sep or not port.isdecimal():
         return  # `auto`, or an address Ray resolves itself
     try:
         socket.create_connection((host, int(port)), timeout=_CONNECT_SECONDS).close()

@@ -62,7 +62,7 @@ def detect(path: Path) -> Format | None:
     if any((path / name).is_file() or any(path.rglob(name)) for name in RESULTS):
         return FORMATS["verifiers"]
     jsonl = sorted(path.glob("*.jsonl"))
-    if jsonl and all(p.stem.isdigit() for p in jsonl):
+    if jsonl and all(p.stem.isdecimal() for p in jsonl):
         return FORMATS["verl"]
     for p in jsonl:
         if (found := _sniff(p)) is not None:
@@ -79,7 +79,7 @@ def _file_format(path: Path) -> Format | None:
         return FORMATS["verifiers"]
     if _SKYRL_DIR.match(path.parent.name):
         return FORMATS["skyrl"]
-    if path.suffix == ".jsonl" and path.stem.isdigit():
+    if path.suffix == ".jsonl" and path.stem.isdecimal():
         return FORMATS["verl"]
     return _sniff(path)
 

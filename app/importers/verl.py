@@ -95,4 +95,4 @@ class Verl(JsonLines):
 def _step_files(root: Path) -> tuple[list[Path], list[Path]]:
     """The folder's `.jsonl` files named by a step number, and the others."""
     every = list(root.glob("*.jsonl"))
-    return [p for p in every if p.stem.isdigit()], [p for p in every if not p.stem.isdigit()]
+    return [p for p in every if p.stem.isdecimal()], [p for p in every if not p.stem.isdecimal()]

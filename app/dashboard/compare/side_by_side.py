@@ -51,7 +51,7 @@ def sample_codec(run_id: RunKey, count: int, default: int = 0) -> Codec[int]:
         mine = [v[len(prefix) :] for v in values if v.startswith(prefix)]
         if not mine:
             return default, []
-        if mine[-1].isdigit() and int(mine[-1]) < count:
+        if mine[-1].isdecimal() and int(mine[-1]) < count:
             return int(mine[-1]), []
         return default, [
             f"sample={prefix}{mine[-1]} in the link is not a sample of {_named(run_id)} "

@@ -16,6 +16,8 @@ from typing import Any, Generic, TypeVar
 
 import streamlit as st
 
+from storage.models import BIG_INTEGER_RANGE
+
 T = TypeVar("T")
 N = TypeVar("N", int, float)
 
@@ -55,7 +57,8 @@ def get_id(name: str, what: str) -> int | None:
     value = get_str(name)
     if value is None:
         return None
-    if not value.isdigit() or int(value) < 1:
+    # isdecimal, not isdigit: int() refuses a digit such as '²'.
+    if not value.isdecimal() or not 1 <= int(value) < BIG_INTEGER_RANGE.stop:
         notice(f"{name}={value!r} in the link is not {what}; ignored.")
         return None
     return int(value)
@@ -184,7 +187,7 @@ def ids(name: str, known: Collection[int], what: str = "run") -> Codec[list[int]
         out: list[int] = []
         problems: list[str] = []
         for v in (x.strip() for value in values for x in value.split(",") if x.strip()):
-            if not v.isdigit():
+            if not v.isdecimal():
                 problems.append(f"{name}={v!r} in the link is not a {what} id; ignored.")
             elif int(v) not in known:
                 problems.append(f"No {what} with id {v} in this store; ignored.")

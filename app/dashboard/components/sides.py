@@ -37,7 +37,7 @@ def options(runs: Sequence[RunSummary], steps: Mapping[int, Sequence[int]]) -> l
 def parse_key(text: str) -> RunKey | None:
     """`5` or `5@200` as a key; None for anything else."""
     run, at, step = text.partition("@")
-    if not run.isdigit() or (at and not step.lstrip("-").isdigit()):
+    if not run.isdecimal() or (at and not step.removeprefix("-").isdecimal()):
         return None
     return RunStep(int(run), int(step)) if at else int(run)
 

@@ -9,6 +9,7 @@ from app.dashboard import data
 from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
 from app.dashboard.groups import detail, overview
+from storage.models import INTEGER_RANGE
 from storage.read_models import GroupKey
 
 
@@ -17,7 +18,7 @@ def _group_param() -> int | None:
     value = params.get_str(nav.P_GROUP)
     if value is None:
         return None
-    if not value.isdigit():
+    if not value.isdecimal() or int(value) not in INTEGER_RANGE:
         params.notice(f"{nav.P_GROUP}={value!r} in the link is not a group number; ignored.")
         return None
     return int(value)

@@ -162,3 +162,38 @@ def test_a_file_that_is_not_a_store_is_one_line_and_left_alone(
         assert code == 2 and "file is not a database" in err, err
         assert len(err.strip().splitlines()) == 1
     assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["show", "9" * 20], ["tag", "9" * 20, "x"], ["runs", "--limit", "9" * 20],
+     ["run", "--policy", "random", "--dataset", "demo", "--samples", "9" * 20, "--name", "n"]],
+)  # fmt: skip
+def test_a_number_past_what_the_store_holds_is_one_line_and_writes_nothing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+) -> None:
+    # Each went to the driver and raised OverflowError with its traceback.
+    store = tmp_path / "s.db"
+    assert in_process(monkeypatch, capsys, "migrate", "--store", store)[0] == 0
+    code, err = in_process(monkeypatch, capsys, *args, "--store", store)
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    held = "ids up to 9,223,372,036,854,775,807; steps and counts up to 2,147,483,647"
+    assert err.startswith(f"error: a number given is past what the store holds ({held})"), err
+    with closing(sqlite3.connect(store)) as conn:
+        assert conn.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+def test_a_run_named_by_a_digit_int_cannot_read_is_not_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.db"
+    assert in_process(monkeypatch, capsys, "migrate", "--store", store)[0] == 0
+    for ref in ("²", "9" * 20):  # ValueError and OverflowError before
+        code, err = in_process(monkeypatch, capsys, "export", "--run", ref, "--store", store)
+        assert code == 2
+        assert (
+            err.strip() == f"error: no run '{ref}' in the store (list them with `rollscope runs`)"
+        )

@@ -18,6 +18,12 @@ from tests.support.dashboard_stores import FixtureStore
         ("episodes/page.py", {"rmin": "lots"}, "rmin='lots' in the link is not a number"),
         ("episodes/page.py", {"outcome": "great"}, "outcome='great' in the link is not"),
         ("replay/page.py", {"episode": "abc"}, "episode='abc' in the link is not an episode"),
+        # A digit int() refuses, and an id past the store's 64 bits: both raised before.
+        ("replay/page.py", {"episode": "²"}, "episode='²' in the link is not an episode"),
+        ("replay/page.py", {"episode": "9" * 20}, f"episode='{'9' * 20}' in the link is not"),
+        ("episodes/page.py", {"run": "²"}, "run='²' in the link is not a run id"),
+        ("compare/page.py", {"run": ["1@²", "2"]}, "run='1@²' in the link is not a run id"),
+        ("groups/page.py", {"group": "9" * 20}, f"group='{'9' * 20}' in the link is not a group"),
         ("replay/page.py", {"episode": "1", "step": "99"}, "step='99' in the link is not a step"),
         ("compare/page.py", {"run": ["1", "2"], "question": "nope"}, "question='nope'"),
         (None, {"run": "abc"}, "run='abc' in the link is not a run id"),

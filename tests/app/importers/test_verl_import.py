@@ -355,11 +355,12 @@ def test_other_jsonl_files_beside_the_step_files_are_named_not_passed_over(
     notes: list[str] = []
     run_import(store, dump, "alone", on_note=notes.append)
     assert notes == []
-    for name in ("val_3.jsonl", "notes.jsonl"):
+    # '²' is a digit that int() refuses: the folder's files were sorted by int(stem), and raised.
+    for name in ("val_3.jsonl", "notes.jsonl", "².jsonl"):
         (dump / name).write_text((dump / "1.jsonl").read_text())
     _, results = run_import(store, dump, "beside", on_note=notes.append)
     assert [r.path for r in results] == ["1.jsonl", "2.jsonl"]
     assert notes == [
-        "read the <step>.jsonl files only, not 2 other .jsonl files (notes.jsonl, "
-        "val_3.jsonl); import one by its path, under another --name, to read it"
+        "read the <step>.jsonl files only, not 3 other .jsonl files (notes.jsonl, "
+        "val_3.jsonl, ².jsonl); import one by its path, under another --name, to read it"
     ]
