@@ -257,8 +257,11 @@ def text(name: str) -> Codec[str]:
     return Codec(parse, lambda value: [value] if value.strip() else [])
 
 
-def number(name: str, kind: type[N], what: str, minimum: N | None = None) -> Codec[N | None]:
-    """An optional number (None when absent); a bad one is noted and left out."""
+def number(
+    name: str, kind: type[N], what: str, minimum: N | None = None, maximum: N | None = None
+) -> Codec[N | None]:
+    """An optional number (None when absent); a bad one, or one outside `minimum`..`maximum`,
+    is noted and left out."""
 
     def parse(values: list[str]) -> tuple[N | None, list[str]]:
         given = [v.strip() for v in values if v.strip()]
@@ -268,7 +271,11 @@ def number(name: str, kind: type[N], what: str, minimum: N | None = None) -> Cod
             value = kind(given[-1])
         except ValueError:
             return None, [f"{name}={given[-1]!r} in the link is not {what}; ignored."]
-        if value != value or (minimum is not None and value < minimum):  # NaN or too small
+        if (
+            value != value  # NaN
+            or (minimum is not None and value < minimum)
+            or (maximum is not None and value > maximum)
+        ):
             return None, [f"{name}={given[-1]!r} in the link is not {what}; ignored."]
         return value, []
 

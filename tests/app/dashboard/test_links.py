@@ -24,6 +24,8 @@ from tests.support.dashboard_stores import FixtureStore
         ("episodes/page.py", {"run": "²"}, "run='²' in the link is not a run id"),
         ("compare/page.py", {"run": ["1@²", "2"]}, "run='1@²' in the link is not a run id"),
         ("groups/page.py", {"group": "9" * 20}, f"group='{'9' * 20}' in the link is not a group"),
+        ("episodes/page.py", {"smin": "9" * 20}, f"smin='{'9' * 20}' in the link is not a step"),
+        ("episodes/page.py", {"tmax": "9" * 20}, f"tmax='{'9' * 20}' in the link is not a train"),
         ("replay/page.py", {"episode": "1", "step": "99"}, "step='99' in the link is not a step"),
         ("compare/page.py", {"run": ["1", "2"], "question": "nope"}, "question='nope'"),
         (None, {"run": "abc"}, "run='abc' in the link is not a run id"),
