@@ -184,7 +184,13 @@ class Recorder:
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
         total = _finite(reward, "reward")
+        if rewards is not None and not isinstance(rewards, Mapping):
+            raise RecorderError(
+                f"rewards is {_shown(rewards)}: give the reward's parts by name, e.g. "
+                "{'correct': 1.0, 'format': 0.5}"
+            )
         parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
+        verdict = _verdict(correct, self.correct_at)
         train_step = _stored(_whole(step, "step"), "step")
         took = None if seconds is None else _finite(seconds, "seconds")
         if took is not None and took < 0:
@@ -203,6 +209,8 @@ class Recorder:
         given_advantage = None if advantage is None else _finite(advantage, "advantage")
         _check_text(question, "question", "the question's text")
         _check_text(question_id, "question_id", "an id, e.g. 'spider-dev-0042'", optional=True)
+        _check_text(db_id, "db_id", "the database's name, e.g. 'concert_singer'")
+        _check_text(gold_sql, "gold_sql", "the gold SQL query")
         try:
             hash(group)
         except TypeError:
@@ -221,6 +229,15 @@ class Recorder:
                 "turns holds no assistant message: pass the rollout's chat messages, e.g. "
                 "[{'role': 'user', 'content': question}, {'role': 'assistant', 'content': ...}]"
             )
+        if prompt is not None and (
+            not isinstance(prompt, Sequence)
+            or isinstance(prompt, str | bytes)
+            or not all(isinstance(m, Mapping) for m in prompt)
+        ):
+            raise RecorderError(
+                f"prompt is {_shown(prompt)}: pass the messages before the first assistant "
+                "turn as dicts with 'role' and 'content'"
+            )
         messages: list[ChatMessage] = [dict(m) for m in prompt or ()] + lead
         text = question or last_user_text(messages)
         rollout = Rollout(
@@ -230,7 +247,7 @@ class Recorder:
             question_id=question_id,
             reward=total,
             rewards=parts,
-            correct=correct,
+            correct=verdict,
             train_step=train_step,
             group=group,
             db_id=db_id,
@@ -362,6 +379,22 @@ def _whole(value: Any, what: str) -> int | None:
         return operator.index(value)
     except TypeError:
         raise RecorderError(f"{what} is {_shown(value)}, not a whole number") from None
+
+
+def _verdict(value: Any, correct_at: float) -> bool | None:
+    """True or False (1 and 0, numpy's and torch's one-element bools too), or None;
+    RecorderError for anything else: a string such as 'no' would read as True."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):
+        with contextlib.suppress(ValueError, RuntimeError):  # more than one element
+            return bool(value)
+    raise RecorderError(
+        f"correct is {_shown(value)}: give True or False, or leave it out to judge by the "
+        f"reward (correct at {correct_at:g} or more)"
+    )
 
 
 def _stored(value: int | None, what: str) -> int | None:

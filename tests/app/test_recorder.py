@@ -246,6 +246,16 @@ def test_steps_and_groups_of_numpy_and_torch_integers_are_stored_as_integers(
     ]
 
 
+def test_a_verdict_of_numpy_or_torch_bools_is_taken(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    torch = pytest.importorskip("torch")
+    with Recorder(_url(tmp_path), run="r") as rec:
+        for correct in (np.False_, torch.tensor(True), 0):  # a reward of 1 either way
+            rec.episode(question="Q?", turns=_answer(), reward=1.0, correct=correct)
+    outcomes = "SELECT outcome FROM episodes ORDER BY id"
+    assert rows(rec.store, outcomes) == [("wrong",), ("correct",), ("wrong",)]
+
+
 def test_rollouts_of_a_step_that_come_back_late_join_its_groups(tmp_path: Path) -> None:
     # An asynchronous loop: a step-1 rollout returns after step 2's began.
     with Recorder(_url(tmp_path), run="r", kind="training") as rec:
@@ -274,6 +284,14 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
         # PostgreSQL's integer is 32 bits: refused on every store alike.
         ({"step": 2**31}, "step is 2,147,483,648, out of range: the store holds whole numbers"),
         ({"tokens_out": 10**12}, "tokens_out is 1,000,000,000,000, out of range"),
+        # Each was held, and failed that write and every later one (or raised a TypeError).
+        ({"db_id": {}}, "db_id is {}, not text; pass the database's name"),
+        ({"gold_sql": 5}, "gold_sql is 5, not text; pass the gold SQL query"),
+        ({"prompt": "hello"}, "prompt is 'hello': pass the messages before the first assistant"),
+        ({"prompt": [1.5]}, "prompt is [1.5]: pass the messages before the first assistant"),
+        ({"prompt": True}, "prompt is True: pass the messages before the first assistant"),
+        ({"rewards": [1]}, "rewards is [1]: give the reward's parts by name"),
+        ({"correct": "no"}, "correct is 'no': give True or False, or leave it out"),
         ({"reward": "1.0"}, "reward is '1.0', not a number"),
         ({"reward": True}, "reward is True, not a number"),
         ({"question": None}, "question is None, not text"),
