@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 import streamlit as st
 
-from storage.models import BIG_INTEGER_RANGE
+from storage.models import BIG_INTEGER_RANGE, INTEGER_RANGE
 
 T = TypeVar("T")
 N = TypeVar("N", int, float)
@@ -285,6 +285,11 @@ def number(
         return [str(int(value))] if float(value).is_integer() else [str(value)]
 
     return Codec(parse, dump)
+
+
+def whole(name: str, what: str) -> Codec[int | None]:
+    """An optional count or training step: 0 or more, within what the store's integers hold."""
+    return number(name, int, what, 0, INTEGER_RANGE.stop - 1)
 
 
 _TRUE = ("1", "true", "yes", "on")

@@ -20,9 +20,9 @@ from app.dashboard.components.params import (
     text,
     texts,
     tristate,
+    whole,
 )
 from rollout_core.records import FAILURE_CLASSES, OUTCOMES
-from storage.models import INTEGER_RANGE
 from storage.read_models import EpisodeFilter, EpisodeSort, EpisodeSummary, Page
 from storage.reads import TEXT_SEARCH_NEWEST
 
@@ -51,10 +51,10 @@ FIELDS: tuple[Field, ...] = (
     Field("ep_text_all", "qall", lambda _: flag("qall", "a yes/no")),
     Field("ep_rmin", "rmin", lambda _: number("rmin", float, "a number")),
     Field("ep_rmax", "rmax", lambda _: number("rmax", float, "a number")),
-    Field("ep_smin", "smin", lambda _: _whole("smin", "a step count")),
-    Field("ep_smax", "smax", lambda _: _whole("smax", "a step count")),
-    Field("ep_tmin", nav.P_TRAIN_FROM, lambda _: _whole(nav.P_TRAIN_FROM, "a training step")),
-    Field("ep_tmax", nav.P_TRAIN_TO, lambda _: _whole(nav.P_TRAIN_TO, "a training step")),
+    Field("ep_smin", "smin", lambda _: whole("smin", "a step count")),
+    Field("ep_smax", "smax", lambda _: whole("smax", "a step count")),
+    Field("ep_tmin", nav.P_TRAIN_FROM, lambda _: whole(nav.P_TRAIN_FROM, "a training step")),
+    Field("ep_tmax", nav.P_TRAIN_TO, lambda _: whole(nav.P_TRAIN_TO, "a training step")),
     Field("ep_sqlerr", "sqlerr", lambda _: tristate("sqlerr", "a yes/no")),
     Field("ep_unparsed", "unparsed", lambda _: tristate("unparsed", "a yes/no")),
     Field("ep_sort", "sort", lambda _: choice("sort", SORTS, "id", "a sort order")),
@@ -62,11 +62,6 @@ FIELDS: tuple[Field, ...] = (
     Field("ep_size", "size", lambda _: choice("size", PAGE_SIZES, DEFAULT_SIZE, "a page size")),
 )
 BY_KEY = {f.key: f for f in FIELDS}
-
-
-def _whole(name: str, what: str) -> Codec[int | None]:
-    """A count or a training step: 0 or more, and what the store's integers hold."""
-    return number(name, int, what, 0, INTEGER_RANGE.stop - 1)
 
 
 @dataclass(frozen=True, slots=True)

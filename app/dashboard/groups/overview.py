@@ -155,7 +155,7 @@ def step_range(run: RunSummary) -> StepRange:
             (_TRAIN_FROM, nav.P_TRAIN_FROM, "From training step"),
             (_TRAIN_TO, nav.P_TRAIN_TO, "To training step"),
         ):
-            codec = params.number(param, int, "a training step", 0)
+            codec = params.whole(param, "a training step")
             bound = params.bind(key, param, codec)
             bounds.append(
                 st.number_input(label, value=None, min_value=0, step=1, width=170, **bound)

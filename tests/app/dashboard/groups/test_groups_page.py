@@ -362,3 +362,13 @@ def test_another_run_picked_on_a_group_opens_that_runs_groups(fx: AnalysisStore)
     assert not at.exception, [e.value for e in at.exception]
     assert dict(at.query_params) == {"run": str(other)}
     assert "Question q-france" not in [h.value for h in at.subheader]
+
+
+def test_a_training_step_past_the_stores_integer_in_the_link_is_noted(
+    training_run: tuple[str, int],
+) -> None:
+    _, run_id = training_run
+    at = open_page("groups/page.py", run=str(run_id), tmin="9" * 20)  # raised OverflowError
+    warned = at.warning[0].value.replace("\\", "")  # markdown's escapes
+    assert f"tmin='{'9' * 20}' in the link is not a training step; ignored." in warned
+    assert _metrics(at)["groups"] == "3"  # every group of the run
