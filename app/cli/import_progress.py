@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from types import TracebackType
 
 from rich.progress import (
     BarColumn,
@@ -53,12 +52,7 @@ class ImportProgress:
         self._progress.start()
         return self
 
-    def __exit__(
-        self,
-        kind: type[BaseException] | None,
-        value: BaseException | None,
-        trace: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_: object) -> None:
         self._progress.stop()
 
     def written(self, episodes: int) -> None:
