@@ -35,7 +35,7 @@ OpenQuestion = Callable[[str], None]
 def run_label(run: RunSummary) -> str:
     """A run's name in markdown, after a dot in its colour (and the training step its
     figures are of, for one step of a run)."""
-    step = "" if run.train_step is None else f" · step {run.train_step:,}"
+    step = "" if run.train_step is None else f" · step {run.train_step}"
     return f"{swatch(run.id)} **{escape_markdown(run.name)}** #{run.id}{step}"
 
 

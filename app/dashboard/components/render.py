@@ -83,6 +83,10 @@ def show_prompt(prompt: Sequence[ChatMessage]) -> None:
         show_text(str(message.get("content", "")))
 
 
+COUNT_FORMAT = "%,d"
+"""A table column of counts, with thousands grouped as the sentences group them (1,234)."""
+
+
 def fmt_pct(value: float | None) -> str:
     """0.4567 -> '45.7%'; None -> '-'."""
     return "-" if value is None else f"{value:.1%}"

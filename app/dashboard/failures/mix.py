@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.dashboard.components import nav
+from app.dashboard.components.render import COUNT_FORMAT
 from rollout_core.failure_classes import FAILURE_LABELS
 from rollout_core.records import FAILURE_CLASSES, FailureClass
 from storage.read_models import Distribution, RunKey
@@ -125,6 +126,8 @@ def show_shift(
         hide_index=True,
         width="stretch",
         column_config={
+            f"{name_a} episodes": st.column_config.NumberColumn(format=COUNT_FORMAT),
+            f"{name_b} episodes": st.column_config.NumberColumn(format=COUNT_FORMAT),
             f"{name_a} share": st.column_config.NumberColumn(format="percent"),
             f"{name_b} share": st.column_config.NumberColumn(format="percent"),
             "change (points)": st.column_config.NumberColumn(format="%+.1f"),

@@ -10,6 +10,7 @@ import streamlit as st
 
 from app.dashboard.analysis import BOOTSTRAP_RESAMPLES, SOLVED_RATE
 from app.dashboard.components import browser, nav, params
+from app.dashboard.components.render import COUNT_FORMAT
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
 from app.dashboard.question_map.matrix import PairFlips, first_with_flips
@@ -163,7 +164,15 @@ def flips_section(pairs: list[PairFlips], names: Mapping[RunKey, str]) -> None:
             for p in pairs
         ]
     )
-    st.dataframe(summary, hide_index=True, width="stretch")
+    st.dataframe(
+        summary,
+        hide_index=True,
+        width="stretch",
+        column_config={
+            c: st.column_config.NumberColumn(format=COUNT_FORMAT)
+            for c in ("regressions", "improvements", "net", "shared questions")
+        },
+    )
     labels = [f"{names[p.run_before]} → {names[p.run_after]}" for p in pairs]
     chosen = st.selectbox(
         "Flips of",

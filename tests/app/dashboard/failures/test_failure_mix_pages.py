@@ -3,6 +3,8 @@ Streamlit's AppTest against the analysis store."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rollout_core.failure_classes import FAILURE_LABELS
@@ -36,6 +38,10 @@ def test_compare_shows_how_the_mix_moved_and_each_sides_confidence(fx: AnalysisS
     assert by_class.loc["correct", "ckpt-100 episodes"] == 10
     assert by_class.loc["correct", "ckpt-200 episodes"] == 16
     assert by_class.loc["correct", "change (points)"] == pytest.approx(100 * (16 - 10) / 24)
+    table = next(df for df in at.dataframe if "change (points)" in df.value.columns)
+    columns = json.loads(table.proto.columns).items()
+    formats = {n: c.get("type_config", {}).get("format") for n, c in columns}
+    assert formats["ckpt-100 episodes"] == formats["ckpt-200 episodes"] == "%,d"  # 1,234
     assert by_class.loc["stuck on SQL errors", "open ckpt-200"] == (
         f"episodes?run={b}&class=sql_errors"
     )

@@ -210,5 +210,13 @@ def test_counts_of_a_thousand_questions_or_more_are_grouped(
     at.checkbox[0].uncheck().run()
     heat = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert heat["layout"]["yaxis"]["title"]["text"] == "1,300 questions, easiest first"
+    summary = at.dataframe[0]
+    assert summary.value["shared questions"].iloc[0] == 0
+    columns = json.loads(summary.proto.columns).items()
+    # The table's cells group thousands as the sentences do.
+    formats = {n: c.get("type_config", {}).get("format") for n, c in columns}
+    assert {formats[c] for c in ("regressions", "improvements", "net", "shared questions")} == {
+        "%,d"
+    }
     at = open_page("question_map/page.py", run=[str(a), str(both)])
     assert "600 questions every chosen run played (700 of the 1,300 left out" in texts(at)
