@@ -240,23 +240,26 @@ class Recorder:
             )
         messages: list[ChatMessage] = [dict(m) for m in prompt or ()] + lead
         text = question or last_user_text(messages)
-        rollout = Rollout(
-            prompt=messages,
-            turns=played,
-            question=text,
-            question_id=question_id,
-            reward=total,
-            rewards=parts,
-            correct=verdict,
-            train_step=train_step,
-            group=group,
-            db_id=db_id,
-            gold_sql=gold_sql,
-            seconds=took,
-            tokens_out=written,
-            mean_logprob=logprob,
-            advantage=given_advantage,
-        )
+        try:
+            rollout = Rollout(
+                prompt=messages,
+                turns=played,
+                question=text,
+                question_id=question_id,
+                reward=total,
+                rewards=parts,
+                correct=verdict,
+                train_step=train_step,
+                group=group,
+                db_id=db_id,
+                gold_sql=gold_sql,
+                seconds=took,
+                tokens_out=written,
+                mean_logprob=logprob,
+                advantage=given_advantage,
+            )
+        except ValueError as exc:  # an id or a reward's name the store cannot keep
+            raise RecorderError(str(exc)) from None
         # Under the lock: the flusher may move the run's questions to new ids meanwhile.
         with self._lock:
             # A question rollscope's own runs know by its text: their id.

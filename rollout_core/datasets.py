@@ -13,6 +13,7 @@ from typing import Any
 
 from rollout_core.demo_benchmark import DEMO_DATASET_NAME, build_demo_benchmark
 from rollout_core.errors import RollscopeError
+from rollout_core.keys import key_problem
 from rollout_core.records import Question
 from rollout_core.sandbox import open_readonly
 
@@ -226,6 +227,8 @@ def _parse_items(
             raise DatasetError(
                 f"{where} has db_id '{question.db_id}', which is not a plain folder name"
             )
+        if (problem := key_problem(question.db_id)) is not None:
+            raise DatasetError(f"{where} has a db_id that {problem}")
         questions.append(question)
         extras[qid] = {
             key: value
@@ -248,7 +251,10 @@ def _question_id(item: dict[str, Any], index: int, path: Path, where: str) -> st
         if isinstance(value, bool) or not isinstance(value, str | int):
             raise DatasetError(f"{where} has an '{key}' that is neither text nor a number")
         if str(value).strip():
-            return str(value).strip()
+            qid = str(value).strip()
+            if (problem := key_problem(qid)) is not None:
+                raise DatasetError(f"{where} has an '{key}' that {problem}")
+            return qid
     return f"{path.stem}-{index:04d}"
 
 

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 from rollout_core.checkpoints import check_checkpoint_dir
 from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
 from rollout_core.errors import SpecError
+from rollout_core.keys import KEY_CHARS
 from rollout_core.policies.registry import check_spec, split_spec
 from rollout_core.records import ForkSpec, Question, RunKind, RunSpec
 from rollout_core.settings import (
@@ -25,8 +26,6 @@ from rollout_core.settings import (
     GenerationSettings,
     SettingsError,
 )
-
-_MAX_NAME = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,8 +219,8 @@ def checked_run_name(name: str) -> str:
     name = name.strip()
     if not name:
         raise SpecError("the run name is empty; give the run a name")
-    if len(name) > _MAX_NAME or "\x00" in name:
-        raise SpecError(f"run name must be at most {_MAX_NAME} characters of text, without NUL")
+    if len(name) > KEY_CHARS or "\x00" in name:
+        raise SpecError(f"run name must be at most {KEY_CHARS} characters of text, without NUL")
     return name
 
 

@@ -26,6 +26,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from rollout_core.keys import KEY_CHARS
 from rollout_core.records import FAILURE_CLASSES, OUTCOMES, REGRADES, RUN_KINDS, RUN_STATUSES
 
 # Stable constraint names, so migrations can name what they alter (SQLite needs names for
@@ -90,7 +91,7 @@ class Run(Base):
     )
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(200))
+    name: Mapped[str] = mapped_column(String(KEY_CHARS))
     policy: Mapped[str]
     checkpoint: Mapped[str | None]
     checkpoint_fingerprint: Mapped[str | None] = mapped_column(String(64))
@@ -183,10 +184,10 @@ class Episode(Base):
         BigInteger().with_variant(Integer(), "sqlite"), primary_key=True
     )
     run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
-    question_id: Mapped[str] = mapped_column(String(200))
+    question_id: Mapped[str] = mapped_column(String(KEY_CHARS))
     sample_index: Mapped[int]
     seed: Mapped[int | None] = mapped_column(BigInteger)
-    db_id: Mapped[str] = mapped_column(String(200))
+    db_id: Mapped[str] = mapped_column(String(KEY_CHARS))
     question: Mapped[str]
     gold_sql: Mapped[str]
     started_at: Mapped[datetime | None]
@@ -382,7 +383,7 @@ class EpisodeReward(Base):
         ForeignKey("episodes.id", ondelete="CASCADE"),
         primary_key=True,
     )
-    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    name: Mapped[str] = mapped_column(String(KEY_CHARS), primary_key=True)
     value: Mapped[float] = mapped_column(Float)
 
 

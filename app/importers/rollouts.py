@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from app.importers.turns import Turn, asked_question, turn_action
 from rollout_core.actions import SQLAction
 from rollout_core.failure_classes import StepFacts, classify_episode, gold_seen_from_progress
+from rollout_core.keys import key_problem
 from rollout_core.records import (
     ChatMessage,
     EpisodeRecord,
@@ -90,6 +91,17 @@ class Rollout:
     trained agent)."""
     advantage: float | None = None
     """The advantage the trainer gave the rollout, when the file holds it (TRL's)."""
+
+    def __post_init__(self) -> None:
+        # Checked here, where every reader (and the Recorder) makes its rollouts: the store
+        # keys on these names, and a write of one it cannot keep would fail its whole batch.
+        if self.question_id is not None and (problem := key_problem(self.question_id)):
+            raise ValueError(f"question_id {problem}")
+        if problem := key_problem(self.db_id):
+            raise ValueError(f"db_id {problem}")
+        for name in self.rewards:
+            if problem := key_problem(name):
+                raise ValueError(f"the reward named {name[:40]!r} {problem}")
 
 
 @dataclass(frozen=True, slots=True)

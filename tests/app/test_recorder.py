@@ -298,6 +298,14 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
         ({"group": [1, 2]}, "group is [1, 2]: give a hashable value"),
         ({"turns": ["SELECT 1"]}, "turns: a message is str, not an object with a role"),
         ({"turns": [{"role": "user", "content": "Q?"}]}, "turns holds no assistant message"),
+        # Names the store keys on: PostgreSQL refused the batch holding one.
+        ({"question_id": "q" * 201}, "question_id is 201 characters long; the store keeps at"),
+        ({"question_id": "q\x00"}, "question_id holds a NUL character"),
+        ({"db_id": "d" * 201}, "db_id is 201 characters long; the store keeps at most 200"),
+        (
+            {"rewards": {"r" * 201: 1.0}},
+            "the reward named 'rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr' is 201 characters long",
+        ),
     ],
 )
 def test_a_call_it_cannot_record_says_what_to_pass(

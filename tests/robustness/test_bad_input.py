@@ -76,6 +76,10 @@ def _bench_files(tmp_path: Path, seeded: tuple[Path, Path, Path]) -> dict[str, P
         "no_db_id": json.dumps([{"question": "How many?", "query": "SELECT 1"}]),
         "number_question": json.dumps([{"db_id": "concerts", "question": 5, "query": "SELECT 1"}]),
         "not_objects": json.dumps(["SELECT 1"]),
+        # Ids the store cannot key on: PostgreSQL refuses them, SQLite would keep them.
+        "long_id": json.dumps([{**items[0], "id": "q" * 201}]),
+        "nul_id": json.dumps([{**items[0], "id": "q\x00"}]),
+        "long_db_id": json.dumps([{**items[0], "db_id": "d" * 201}]),
     }
     out = {}
     for name, content in files.items():
@@ -106,6 +110,9 @@ QUESTION_CASES = [
     ("number_question", None, "question"),
     ("not_objects", None, "not a JSON object"),
     ("not_utf8", None, "UTF-8"),
+    ("long_id", None, "has an 'id' that is 201 characters long; the store keeps at most 200"),
+    ("nul_id", None, "has an 'id' that holds a NUL character"),
+    ("long_db_id", None, "has a db_id that is 201 characters long"),
     (None, "text_db", "not a SQLite database"),
     (None, "empty_db", "concerts.sqlite"),
     (None, "corrupt_db", "concerts.sqlite"),

@@ -18,6 +18,7 @@ from storage.store import Store
 from tests.app.importers.conftest import rows
 from tests.app.importers.writers import sql_prompt, sql_response
 from tests.support.cli import in_process
+from tests.support.postgres import PgServer
 
 GOOD_VERL = {
     "input": sql_prompt("How many singers are there?"),
@@ -66,6 +67,9 @@ def _jsonl(path: Path, lines: list[Any]) -> Path:
     return path
 
 
+KEPT = "the store keeps at most 200"
+CHAT = {"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A"}],
+        "reward": 1.0}  # fmt: skip
 IN_RANGE = "the store holds whole numbers from -2,147,483,648 to 2,147,483,647"
 CASES: list[tuple[str, str, list[Any], list[str]]] = [
     (
@@ -143,6 +147,23 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
          "chat.jsonl:2: 'messages' holds no assistant message", "chat.jsonl:3: no 'reward' field",
          "chat.jsonl:4: reward is nan, not a finite number",
          "chat.jsonl:5: step is 1.5, not a whole number"],
+    ),
+    (
+        "messages",
+        "names.jsonl",
+        [CHAT | {"question_id": "q" * 201}, CHAT | {"question_id": "q\x00"},
+         CHAT | {"db_id": "d" * 201}, CHAT | {"rewards": {"r" * 201: 1.0}},
+         CHAT | {"question_id": "q" * 200, "db_id": "d" * 200, "rewards": {"r" * 200: 1.0}}],
+        [f"names.jsonl:1: question_id is 201 characters long; {KEPT}",
+         "names.jsonl:2: question_id holds a NUL character, which the store cannot keep",
+         f"names.jsonl:3: db_id is 201 characters long; {KEPT}",
+         f"names.jsonl:4: the reward named {'r' * 40!r} is 201 characters long; {KEPT}"],
+    ),
+    (
+        "verl",
+        "dump/9.jsonl",
+        [{**GOOD_VERL, "r" * 201: 1.0}, GOOD_VERL],
+        [f"9.jsonl:1: the reward named {'r' * 40!r} is 201 characters long; {KEPT}"],
     ),
 ]  # fmt: skip
 
@@ -273,3 +294,27 @@ def test_a_file_of_bad_lines_read_on_into_a_run_keeps_the_run(
     assert code == 2 and "every line read was bad (1 line; first: b.jsonl:1" in said
     assert _plain(db, "SELECT status, skipped_lines FROM runs") == [("completed", 1)]
     assert _plain(db, "SELECT count(*) FROM episodes") == [(1,)]
+
+
+@pytest.mark.postgres
+def test_names_postgresql_would_refuse_are_bad_lines_there_too(
+    tmp_path: Path, postgres_server: PgServer
+) -> None:
+    # PostgreSQL refused the batch holding such a line: the import stopped with a traceback.
+    lines = [CHAT | {"question_id": "q" * 201}, CHAT | {"question_id": "q\x00"},
+             CHAT | {"rewards": {"r" * 201: 1.0}}, CHAT | {"question_id": "q1"}]  # fmt: skip
+    path = _jsonl(tmp_path / "chat.jsonl", lines)
+    with postgres_server.database("rollscope_names") as url:
+        store = Store(url)
+        try:
+            importer, notes = notes_import(store, path, "names", "messages")
+            run = store.get_run(importer.run_id)
+            assert run is not None
+            assert (run.status, run.episodes_finished, run.skipped_lines) == ("completed", 1, 3)
+            assert [n.split(": ")[1] for n in notes] == [
+                f"question_id is 201 characters long; {KEPT}",
+                "question_id holds a NUL character, which the store cannot keep",
+                f"the reward named {'r' * 40!r} is 201 characters long; {KEPT}",
+            ]
+        finally:
+            store.close()

@@ -1,0 +1,17 @@
+"""The names the store keys on (a question's or a database's id, a reward's name, a run's
+name): what one may be, checked where each comes in from outside."""
+
+from __future__ import annotations
+
+KEY_CHARS = 200
+"""The longest such name: the store's columns for them hold 200 characters (PostgreSQL
+refuses a longer one; SQLite would keep it whole)."""
+
+
+def key_problem(value: str) -> str | None:
+    """Why `value` cannot be stored as such a name, or None when it can."""
+    if len(value) > KEY_CHARS:
+        return f"is {len(value):,} characters long; the store keeps at most {KEY_CHARS}"
+    if "\x00" in value:
+        return "holds a NUL character, which the store cannot keep"
+    return None
