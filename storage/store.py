@@ -24,6 +24,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from rollout_core import grpo
+from rollout_core.keys import key_problem
 from rollout_core.records import (
     RUN_STATUSES,
     EpisodeKey,
@@ -185,8 +186,8 @@ class Store:
         `source_format`, `source_path`: where the episodes of a run rollscope does not play come
         from (an import's format and files, a Recorder)."""
         _check_status(status)
-        if "\x00" in spec.name:
-            raise StoreError("the run name contains a NUL character (\\x00); choose another name")
+        if problem := key_problem(spec.name):
+            raise StoreError(f"the run name {problem}; choose another name")
         now = now_utc()
         running = status == "running"
         host, pid = lifecycle.this_process()

@@ -344,6 +344,9 @@ def test_nul_characters_in_a_run(store: Store) -> None:
     """PostgreSQL text and JSON cannot hold NUL: a name is refused, other text is mapped."""
     with pytest.raises(ValueError, match="NUL character"):
         store.create_run(spec("bad\x00name"), episodes_planned=1)
+    # Past its column's width: PostgreSQL refused it, SQLite kept it (a Recorder's run= did).
+    with pytest.raises(ValueError, match=r"^the run name is 201 characters long; the store keeps"):
+        store.create_run(spec("n" * 201), episodes_planned=1)
     assert store.list_runs() == []
     with_nul = replace(spec("ok"), generation={"stop": ["a\x00b"]}, checkpoint="/ck\x00pt")
     run_id = store.create_run(with_nul, episodes_planned=1)
