@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from app.cli.output import err, fail, one_line
+from app.cli.output import USER_ERRORS, err, fail, one_line
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from app.plural import counted
 
@@ -70,7 +70,7 @@ def env_server(
         if step_budget is not None:
             environment = EnvironmentSettings(step_budget=step_budget)
         data = resolve_dataset(dataset, questions, db_dir)
-    except (RollscopeError, SettingsError) as exc:
+    except (*USER_ERRORS, SettingsError) as exc:  # a dataset path the system refuses, too
         fail(one_line(exc))
     spec = RunSpec(
         name=name.strip(),
