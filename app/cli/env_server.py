@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import socket
 from typing import Annotated
 
 import typer
 
+from app.cli.listen import bind
 from app.cli.output import USER_ERRORS, err, fail, one_line
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from app.plural import counted
@@ -56,8 +56,6 @@ def env_server(
         fail(f"--max-sessions must be at least 1, got {max_sessions}")
     if not 1 <= workers <= MAX_WORKERS:
         fail(f"--workers must be between 1 and {MAX_WORKERS}, got {workers}")
-    if not 0 <= port <= 65535:
-        fail(f"--port must be between 0 and 65535, got {port}")
     if not is_loopback(host) and not allow_remote:
         fail(
             f"--host {host} is reachable from other machines: pass --allow-remote with a "
@@ -81,7 +79,8 @@ def env_server(
         environment=environment,
         kind="env",
     )
-    listener = _bind(host, port)
+    listener = bind(host, port)
+    listener.set_inheritable(True)  # the workers serve on it
     opened = open_store(store)
     from app.batch import JobError
     from app.env_server.served import open_run
@@ -121,20 +120,3 @@ def env_server(
     stored = opened.get_run(run.run_id)
     count = stored.episodes_finished if stored is not None else 0
     err.print(f"stopped: run {spec.name!r} is completed with {counted(count, 'episode')}")
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound before anything is written: a port in use fails here."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host.strip("[]"), port))
-    except OSError as exc:
-        sock.close()
-        if exc.errno == 98:  # EADDRINUSE
-            fail(f"port {port} on {host} is in use: choose another --port (0: any free one)")
-        fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}")
-    sock.listen(2048)
-    sock.set_inheritable(True)
-    return sock

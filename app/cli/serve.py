@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.listen import bind
 from app.cli.output import fail
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 
@@ -51,6 +52,8 @@ def dashboard(
         serve_mode(host, read_only=read_only, allow_writes=allow_writes)
     except ValueError as exc:
         fail(str(exc))
+    # Streamlit binds the address itself, and told a bad one in a traceback: tried here first.
+    bind(host, port).close()
 
     # A bad URL or an unreadable store fails here, in one line, not inside the page. A writable
     # dashboard creates a missing store (its Launch would); it never upgrades an existing one.

@@ -4,6 +4,7 @@ writable folder and on a truly read-only file system; `rollscope migrate` upgrad
 from __future__ import annotations
 
 import json
+import socket
 import sqlite3
 import subprocess
 from contextlib import closing
@@ -188,6 +189,27 @@ def test_readers_create_no_store(tmp_path: Path, command: str) -> None:
     assert len(lines) == 1 and f"no store at {path}" in lines[0], res.stderr
     assert f"`rollscope migrate --store {path}`" in lines[0]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_an_address_the_dashboard_cannot_listen_on_is_told_in_one_line(tmp_path: Path) -> None:
+    # Streamlit binds it itself, and told each of these in a traceback.
+    path = tmp_path / "new.db"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        busy = str(taken.getsockname()[1])
+        for flags, told in [
+            (["--port", "70000"], "--port must be between 0 and 65535, got 70000"),
+            (["--port", "-1"], "--port must be between 0 and 65535, got -1"),
+            (["--host", "no-such-host.invalid"], "cannot listen on no-such-host.invalid:8501: "),
+            (["--host", "h" * 300], f"cannot listen on {'h' * 77}...:8501: "),
+            (["--host", "é" * 100], "not a host name or address"),
+            (["--port", busy], f"port {busy} on 127.0.0.1 is in use: choose another --port"),
+        ]:
+            res = rollscope("dashboard", *flags, "--store", path)
+            lines = res.stderr.strip().splitlines()
+            assert res.returncode == 2 and len(lines) == 1 and told in lines[0], res.stderr
+    assert not path.exists(), "no store is made for a dashboard that cannot serve"
 
 
 def test_migrate_creates_then_is_idempotent(tmp_path: Path) -> None:
