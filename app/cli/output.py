@@ -32,10 +32,14 @@ def fail(message: str, code: int = 2) -> NoReturn:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception's message as one line (KeyError's quotes dropped)."""
+    """An exception's message as one line (KeyError's quotes dropped; a file error's name cut
+    to a line's length: a name too long for the system is one the user gave)."""
     text = str(exc).strip()
     if isinstance(exc, KeyError):
         text = text.strip("'\"")
+    if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
+        name = str(exc.filename)
+        text = f"{exc.strerror}: {name if len(name) <= 200 else name[:197] + '...'}"
     text = text or type(exc).__name__
     return text.splitlines()[0]
 

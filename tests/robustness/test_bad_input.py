@@ -155,6 +155,8 @@ FLAG_CASES = [
     (["--name", "done-run"], "already exists"),
     (["--samples", "many"], "--samples"),
     (["--no-such-flag", "1"], "--no-such-flag"),
+    # The system's error, with the name it refused cut to a line's length.
+    (["--dataset", "d" * 3000], f"error: File name too long: {'d' * 197}..."),
 ]
 
 
