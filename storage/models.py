@@ -290,7 +290,8 @@ class RunCount(Base):
 
     Kinds: `action` (steps per action, `UNPARSED` for no action line, over all episodes),
     and over finished episodes `outcome`, `class` (failure class), `steps` (episode length)
-    and `reward` (the reward in thousandths, so bins are exact integer arithmetic).
+    and `reward` (the reward in thousandths, so bins are exact integer arithmetic; one past
+    the key's 64 characters, about 1e60, at that bound).
     """
 
     __tablename__ = "run_counts"

@@ -62,11 +62,18 @@ COUNTED_COLUMNS = (
 )
 
 
+REWARD_KEY_BOUND = 10**63 - 1
+"""The largest count key in thousandths, a minus sign and 63 digits filling the key column's
+64 characters: a reward past about 1e60 (a file's nonsense) is counted at the bound, where a
+longer key failed the write on PostgreSQL. The episode's own reward column keeps it whole."""
+
+
 def reward_key(reward: float) -> int:
     """The reward in thousandths: the `reward` count's key."""
     scaled = reward * 1000
     # Past 1.8e305 thousandths overflow a float; whole units are as exact there.
-    return round(scaled) if math.isfinite(scaled) else round(reward) * 1000
+    key = round(scaled) if math.isfinite(scaled) else round(reward) * 1000
+    return max(-REWARD_KEY_BOUND, min(REWARD_KEY_BOUND, key))
 
 
 class RunChange:

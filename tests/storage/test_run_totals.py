@@ -173,6 +173,25 @@ def test_a_refinished_episode_counts_once(store: Store) -> None:
     assert _shown(store, run_id)[:2] == (1, 1)
 
 
+def test_a_reward_past_what_a_count_key_holds_is_counted_at_its_bound(store: Store) -> None:
+    # Its key in thousandths was 309 digits, past the column's 64: PostgreSQL refused the write.
+    run_id = store.create_run(spec(), episodes_planned=3)
+    rewards = {"q1": 1e308, "q2": -1e308, "q3": 0.5}
+    store.sink(run_id).write(
+        IterationBatch(
+            started=[start(q) for q in rewards],
+            steps=[step(q, 0, 1) for q in rewards],
+            finished=[finish(q, 0, "wrong", r, 1) for q, r in rewards.items()],
+        )
+    )
+    with Session(get_engine(store._url)) as session:
+        stored = session.execute(select(Episode.question_id, Episode.reward)).all()
+    assert dict(stored) == rewards  # the episodes keep them whole
+    (shown,) = store.run_distributions([run_id])
+    starts = [start for start, _ in shown.reward_histogram]
+    assert starts[0] == pytest.approx(-1e60) and starts[-1] == pytest.approx(1e60)
+
+
 def test_the_migration_back_fills_the_totals(store_url: str) -> None:
     store = Store(store_url)
     run_id = store.create_run(spec(), episodes_planned=3)
