@@ -14,4 +14,9 @@ def key_problem(value: str) -> str | None:
         return f"is {len(value):,} characters long; the store keeps at most {KEY_CHARS}"
     if "\x00" in value:
         return "holds a NUL character, which the store cannot keep"
+    if not value.isascii():
+        try:
+            value.encode()
+        except UnicodeEncodeError:
+            return "holds a lone surrogate (no UTF-8 text can), which the store cannot keep"
     return None

@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session
 
 from rollout_core.records import ChatMessage, StepRecord
 from storage.models import PromptText, Step
+from storage.text_clean import clean_text
 
 Prompt = tuple[ChatMessage, ...]
 
@@ -64,7 +65,7 @@ def messages_json(messages: Sequence[ChatMessage]) -> str:
         # refuses: a lone surrogate, a whole number past 64 bits, a type it does not know.
         return orjson.dumps(plain).decode()
     except TypeError:
-        return _JSON.encode(plain)
+        return clean_text(_JSON.encode(plain))  # a lone surrogate is written as it is
 
 
 def _leading_system(prompt: Prompt) -> int:

@@ -12,8 +12,20 @@ def clean_text(value: None) -> None: ...
 @overload
 def clean_text(value: str | None) -> str | None: ...
 def clean_text(value: str | None) -> str | None:
-    """PostgreSQL text cannot hold NUL (psycopg raises DataError): U+FFFD stands in for it."""
-    return value.replace("\x00", "\ufffd") if value and "\x00" in value else value
+    """`value` with U+FFFD for what neither database can store: NUL (PostgreSQL text cannot
+    hold it) and a lone surrogate (no UTF-8 can: a producer's string, a client's JSON escape,
+    failed the whole write on both)."""
+    if not value:
+        return value
+    if "\x00" in value:
+        value = value.replace("\x00", "\ufffd")
+    if value.isascii():
+        return value
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return value
 
 
 def clean_json(value: Any) -> Any:

@@ -265,6 +265,19 @@ def test_rollouts_of_a_step_that_come_back_late_join_its_groups(tmp_path: Path) 
     assert [(s, n) for s, _, n in rows(rec.store, groups)] == [(1, 3), (2, 2), (3, 1)]
 
 
+def test_a_lone_surrogate_in_the_loops_text_is_stored_as_the_replacement_character(
+    tmp_path: Path,
+) -> None:
+    # Held, it failed the write at close() (no UTF-8 holds it), and the batch with it.
+    turns = [{"role": "assistant", "content": "ANSWER \ud800"}]
+    with Recorder(_url(tmp_path), run="r") as rec:
+        rec.episode(question="Q \udfff?", turns=turns, reward=1.0)
+        rec.episode(question="Q?", turns=_answer(), reward=1.0)
+    stored = "SELECT e.question, s.raw_output FROM episodes e JOIN steps s ON s.episode_id = e.id"
+    assert rows(rec.store, stored + " ORDER BY e.id")[0] == ("Q \ufffd?", "ANSWER \ufffd")
+    assert rec.store.get_run(rec.run_id).status == "completed"  # type: ignore[union-attr]
+
+
 def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path: Path) -> None:
     # Held until the next write, it failed that write and every one after it.
     with Recorder(_url(tmp_path), run="r", kind="training") as rec:
@@ -301,6 +314,7 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
         # Names the store keys on: PostgreSQL refused the batch holding one.
         ({"question_id": "q" * 201}, "question_id is 201 characters long; the store keeps at"),
         ({"question_id": "q\x00"}, "question_id holds a NUL character"),
+        ({"question_id": "q\ud800"}, "question_id holds a lone surrogate"),
         ({"db_id": "d" * 201}, "db_id is 201 characters long; the store keeps at most 200"),
         (
             {"rewards": {"r" * 201: 1.0}},

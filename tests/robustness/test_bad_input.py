@@ -80,6 +80,7 @@ def _bench_files(tmp_path: Path, seeded: tuple[Path, Path, Path]) -> dict[str, P
         "long_id": json.dumps([{**items[0], "id": "q" * 201}]),
         "nul_id": json.dumps([{**items[0], "id": "q\x00"}]),
         "long_db_id": json.dumps([{**items[0], "db_id": "d" * 201}]),
+        "surrogate_db_id": json.dumps([{**items[0], "db_id": "d\ud800"}]),  # a \ud800 escape
     }
     out = {}
     for name, content in files.items():
@@ -113,6 +114,7 @@ QUESTION_CASES = [
     ("long_id", None, "has an 'id' that is 201 characters long; the store keeps at most 200"),
     ("nul_id", None, "has an 'id' that holds a NUL character"),
     ("long_db_id", None, "has a db_id that is 201 characters long"),
+    ("surrogate_db_id", None, "has a db_id that holds a lone surrogate"),
     (None, "text_db", "not a SQLite database"),
     (None, "empty_db", "concerts.sqlite"),
     (None, "corrupt_db", "concerts.sqlite"),
@@ -270,5 +272,46 @@ def test_model_text_with_control_characters_is_stored(
         assert detail.steps[0].argument == shown and detail.summary.question.endswith(ODD[-5:])
         # The prompt keeps its NUL: JSON escapes it, so it needs no stand-in.
         assert list(detail.steps[0].prompt) == [{"role": "user", "content": ODD}]
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize(
+    "dialect", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+def test_lone_surrogates_in_a_producers_text_are_stored_as_the_replacement_character(
+    dialect: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    # A Recorder's strings or an env-server client's JSON escapes can hold them; no UTF-8 can,
+    # and the write holding one failed on both backends, losing its whole batch.
+    url = (
+        f"sqlite:///{tmp_path / 's.db'}"
+        if dialect == "sqlite"
+        else request.getfixturevalue("pg_store_url")
+    )
+    odd, shown = "ANSWER \ud800 and \udfff", "ANSWER \ufffd and \ufffd"
+    spec = RunSpec(name="lone", policy="random", dataset="demo", questions_path="q", db_dir="d")
+    start = EpisodeStart("q1", 0, 1, "concerts", f"question {odd}", f"SELECT '{odd}'")
+    step = StepRecord(
+        "q1", 0, 1, ({"role": "user", "content": odd},), odd, "ANSWER", odd,
+        True, odd, odd, 0.0, True,
+    )  # fmt: skip
+    end = EpisodeRecord("q1", 0, "wrong", 0.0, 0.0, 0.0, 1, odd, 0.1, error=odd)
+    store = Store(url)
+    try:
+        run_id = write_run(
+            store, spec, [IterationBatch(started=[start], steps=[step], finished=[end])]
+        )
+        listed = store.list_episodes(EpisodeFilter(run_ids=(run_id,)))
+        detail = store.get_episode(listed.items[0].id)
+        assert detail is not None
+        s = detail.steps[0]
+        assert (s.raw_output, s.argument, s.observation, s.error) == (shown,) * 4
+        assert (detail.summary.question, detail.gold_sql) == (
+            f"question {shown}",
+            f"SELECT '{shown}'",
+        )
+        assert (detail.summary.answer, detail.error) == (shown, shown)
+        assert list(s.prompt) == [{"role": "user", "content": shown}]
     finally:
         store.close()
