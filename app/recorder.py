@@ -31,7 +31,7 @@ import operator
 import sys
 import threading
 import time
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -218,6 +218,11 @@ class Recorder:
                 f"group is {_shown(group)}: give a hashable value (an int or a str, such as "
                 "the framework's uid), or leave it out for the question's samples at the step"
             ) from None
+        if not isinstance(turns, Iterable) or isinstance(turns, str | bytes | Mapping):
+            raise RecorderError(
+                f"turns is {_shown(turns)}: pass the rollout's chat messages, a list of dicts "
+                "with 'role' and 'content'"
+            )
         try:
             lead, played = message_turns(list(turns))
         except ValueError as exc:

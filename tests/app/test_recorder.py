@@ -310,6 +310,11 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
         ({"question": None}, "question is None, not text"),
         ({"group": [1, 2]}, "group is [1, 2]: give a hashable value"),
         ({"turns": ["SELECT 1"]}, "turns: a message is str, not an object with a role"),
+        # A TypeError ('NoneType' object is not iterable), or a string read a letter a message.
+        ({"turns": None}, "turns is None: pass the rollout's chat messages, a list of dicts"),
+        ({"turns": 5}, "turns is 5: pass the rollout's chat messages"),
+        ({"turns": "ANSWER 1"}, "turns is 'ANSWER 1': pass the rollout's chat messages"),
+        ({"turns": {"role": "assistant"}}, "turns is {'role': 'assistant'}: pass the rollout's"),
         ({"turns": [{"role": "user", "content": "Q?"}]}, "turns holds no assistant message"),
         # Names the store keys on: PostgreSQL refused the batch holding one.
         ({"question_id": "q" * 201}, "question_id is 201 characters long; the store keeps at"),
