@@ -65,8 +65,10 @@ class Dataset:
             return self._index[question_id]
         except KeyError:
             example = f" (ids look like '{self.questions[0].id}')" if self.questions else ""
+            # As Python writes it, cut: a client's id may be long, or hold what no UTF-8 can.
+            shown = question_id if len(question_id) <= 80 else question_id[:77] + "..."
             raise DatasetError(
-                f"unknown question id '{question_id}' in dataset '{self.name}'{example}"
+                f"unknown question id {shown!r} in dataset '{self.name}'{example}"
             ) from None
 
     @property

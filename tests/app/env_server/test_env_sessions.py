@@ -182,6 +182,18 @@ def test_a_question_id_never_names_a_file(served: Served, bench: Bench, tmp_path
         load_dataset(bad, bench.db_dir)
 
 
+def test_text_no_utf8_holds_is_stored_and_answered_as_text(served: Served) -> None:
+    # A client's JSON escape for a lone surrogate: the id's error failed to serialize (the
+    # client read "Error serializing to JSON"), and the step's text failed its write.
+    with client(served) as env:
+        with pytest.raises(RuntimeError, match=r"unknown question id 'q\\ud800' in dataset"):
+            env.reset(question_id="q\ud800")
+        env.reset(question_id="q-count")
+        assert env.step({"raw_output": "ANSWER \ud800"}).done
+    (episode,) = episodes(served.store, served.run_id)
+    assert [(s.raw_output, s.argument) for s in episode.steps] == [("ANSWER \ufffd", "\ufffd")]
+
+
 def test_the_training_step_and_group_go_with_the_episode(served: Served) -> None:
     with client(served) as env:
         play(env, "q-count", train_step=3, group_index=1)
