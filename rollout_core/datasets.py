@@ -16,6 +16,7 @@ from rollout_core.errors import RollscopeError
 from rollout_core.keys import key_problem
 from rollout_core.records import Question
 from rollout_core.sandbox import open_readonly
+from rollout_core.utf8 import json_without_lone_surrogates
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 QUESTIONS_FILENAMES = ("questions.json", "dev.json")
@@ -194,6 +195,8 @@ def _read_json_list(path: Path) -> list[Any]:
         )
     if not data:
         raise DatasetError(f"questions file holds no questions: {path} ({_QUESTIONS_HINT})")
+    if "\\ud" in text or "\\uD" in text:  # a lone surrogate's escape, maybe: as importers read it
+        return list(json_without_lone_surrogates(data))
     return data
 
 

@@ -3,6 +3,8 @@ name): what one may be, checked where each comes in from outside."""
 
 from __future__ import annotations
 
+from rollout_core.utf8 import holds_lone_surrogate
+
 KEY_CHARS = 200
 """The longest such name: the store's columns for them hold 200 characters (PostgreSQL
 refuses a longer one; SQLite would keep it whole)."""
@@ -14,9 +16,6 @@ def key_problem(value: str) -> str | None:
         return f"is {len(value):,} characters long; the store keeps at most {KEY_CHARS}"
     if "\x00" in value:
         return "holds a NUL character, which the store cannot keep"
-    if not value.isascii():
-        try:
-            value.encode()
-        except UnicodeEncodeError:
-            return "holds a lone surrogate (no UTF-8 text can), which the store cannot keep"
+    if holds_lone_surrogate(value):
+        return "holds a lone surrogate (no UTF-8 text can), which the store cannot keep"
     return None

@@ -1,8 +1,11 @@
-"""Texts made storable in both databases: PostgreSQL text and JSON cannot hold NUL."""
+"""Texts made storable in both databases: PostgreSQL text and JSON cannot hold NUL, and no
+UTF-8 a lone surrogate."""
 
 from __future__ import annotations
 
 from typing import Any, overload
+
+from rollout_core.utf8 import without_lone_surrogates
 
 
 @overload
@@ -19,13 +22,7 @@ def clean_text(value: str | None) -> str | None:
         return value
     if "\x00" in value:
         value = value.replace("\x00", "\ufffd")
-    if value.isascii():
-        return value
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    return value
+    return without_lone_surrogates(value)
 
 
 def clean_json(value: Any) -> Any:

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from app.importers.rollouts import Rollout
+from rollout_core.utf8 import json_without_lone_surrogates
 from storage.models import INTEGER_RANGE
 
 _CHUNK = 1 << 20
@@ -235,18 +236,8 @@ def _json_loads(text: str) -> Any:
         where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
         raise BadRow(f"not JSON ({what} at {where})") from None
     if isinstance(data, dict) and ("\\ud" in text or "\\uD" in text):
-        return dict(_no_surrogates(data))
+        return dict(json_without_lone_surrogates(data))
     return data
-
-
-def _no_surrogates(value: Any) -> Any:
-    if isinstance(value, str):
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-    if isinstance(value, dict):
-        return {_no_surrogates(k): _no_surrogates(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_no_surrogates(v) for v in value]
-    return value
 
 
 _KINDS: dict[type, str] = {

@@ -114,7 +114,7 @@ QUESTION_CASES = [
     ("long_id", None, "has an 'id' that is 201 characters long; the store keeps at most 200"),
     ("nul_id", None, "has an 'id' that holds a NUL character"),
     ("long_db_id", None, "has a db_id that is 201 characters long"),
-    ("surrogate_db_id", None, "has a db_id that holds a lone surrogate"),
+    ("surrogate_db_id", None, "uses db_id 'd\ufffd' but"),  # read as the importers read it
     (None, "text_db", "not a SQLite database"),
     (None, "empty_db", "concerts.sqlite"),
     (None, "corrupt_db", "concerts.sqlite"),

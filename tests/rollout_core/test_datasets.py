@@ -232,6 +232,14 @@ def test_not_utf8(tmp_path: Path) -> None:
         load_dataset(path)
 
 
+def test_a_lone_surrogates_escape_reads_as_the_replacement_character(tmp_path: Path) -> None:
+    # No UTF-8 holds one: a tokenizer given the question failed the whole run (TypeError).
+    make_db(tmp_path / "database" / "shop" / "shop.sqlite")
+    items = [{"db_id": "shop", "question": "How many \ud800?", "query": "SELECT '\udfff'"}]
+    (question,) = load_dataset(write_json(tmp_path / "q.json", items)).questions
+    assert (question.question, question.gold_sql) == ("How many \ufffd?", "SELECT '\ufffd'")
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
