@@ -241,25 +241,16 @@ def _odd_batch() -> tuple[RunSpec, list[IterationBatch]]:
     return spec, [IterationBatch(started=[start], steps=[step], finished=[end])]
 
 
-@pytest.mark.parametrize(
-    "dialect",
-    [
-        "sqlite",
-        pytest.param(
-            "postgresql",
-            marks=pytest.mark.postgres,
-        ),
-    ],
-)
-def test_model_text_with_control_characters_is_stored(
-    dialect: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
-    url = (
-        f"sqlite:///{tmp_path / 's.db'}"
-        if dialect == "sqlite"
-        else request.getfixturevalue("pg_store_url")
-    )
-    store = Store(url)
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def new_store_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A new store: a SQLite file, or a database on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 's.db'}"
+    return str(request.getfixturevalue("pg_store_url"))
+
+
+def test_model_text_with_control_characters_is_stored(new_store_url: str) -> None:
+    store = Store(new_store_url)
     try:
         spec, batches = _odd_batch()
         run_id = write_run(store, spec, batches, status=None)
@@ -276,19 +267,11 @@ def test_model_text_with_control_characters_is_stored(
         store.close()
 
 
-@pytest.mark.parametrize(
-    "dialect", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
-)
 def test_lone_surrogates_in_a_producers_text_are_stored_as_the_replacement_character(
-    dialect: str, tmp_path: Path, request: pytest.FixtureRequest
+    new_store_url: str,
 ) -> None:
     # A Recorder's strings or an env-server client's JSON escapes can hold them; no UTF-8 can,
     # and the write holding one failed on both backends, losing its whole batch.
-    url = (
-        f"sqlite:///{tmp_path / 's.db'}"
-        if dialect == "sqlite"
-        else request.getfixturevalue("pg_store_url")
-    )
     odd, shown = "ANSWER \ud800 and \udfff", "ANSWER \ufffd and \ufffd"
     spec = RunSpec(name="lone", policy="random", dataset="demo", questions_path="q", db_dir="d")
     start = EpisodeStart("q1", 0, 1, "concerts", f"question {odd}", f"SELECT '{odd}'")
@@ -297,7 +280,7 @@ def test_lone_surrogates_in_a_producers_text_are_stored_as_the_replacement_chara
         True, odd, odd, 0.0, True,
     )  # fmt: skip
     end = EpisodeRecord("q1", 0, "wrong", 0.0, 0.0, 0.0, 1, odd, 0.1, error=odd)
-    store = Store(url)
+    store = Store(new_store_url)
     try:
         run_id = write_run(
             store, spec, [IterationBatch(started=[start], steps=[step], finished=[end])]
