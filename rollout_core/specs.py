@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from rollout_core.checkpoints import check_checkpoint_dir
 from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
 from rollout_core.errors import SpecError
-from rollout_core.keys import KEY_CHARS
+from rollout_core.keys import key_problem
 from rollout_core.policies.registry import check_spec, split_spec
 from rollout_core.records import ForkSpec, Question, RunKind, RunSpec
 from rollout_core.settings import (
@@ -219,8 +219,8 @@ def checked_run_name(name: str) -> str:
     name = name.strip()
     if not name:
         raise SpecError("the run name is empty; give the run a name")
-    if len(name) > KEY_CHARS or "\x00" in name:
-        raise SpecError(f"run name must be at most {KEY_CHARS} characters of text, without NUL")
+    if problem := key_problem(name):
+        raise SpecError(f"the run name {problem}; choose another name")
     return name
 
 

@@ -153,7 +153,8 @@ def test_a_run_name_must_be_text_that_fits(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     dump, db = _dump(tmp_path / "d"), tmp_path / "s.db"
-    for name, problem in (("  ", "the run name is empty"), ("x" * 201, "at most 200 characters")):
+    too_long = ("x" * 201, "is 201 characters long; the store keeps at most 200")
+    for name, problem in (("  ", "the run name is empty"), too_long):
         code, said = in_process(monkeypatch, capsys, "import", dump, "--name", name,
                                 "--store", db)  # fmt: skip
         assert code == 2 and problem in said, said
