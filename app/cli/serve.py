@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from app.cli.listen import bind
-from app.cli.output import fail
+from app.cli.output import err, fail
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 
 
@@ -52,6 +52,8 @@ def dashboard(
         serve_mode(host, read_only=read_only, allow_writes=allow_writes)
     except ValueError as exc:
         fail(str(exc))
+    _check_folders("--checkpoint-root", checkpoint_root or [], "checkpoints")
+    _check_folders("--dataset-root", dataset_root or [], "questions files")
     # Streamlit binds the address itself, and told a bad one in a traceback: tried here first.
     bind(host, port).close()
 
@@ -75,3 +77,17 @@ def dashboard(
         ray_address=ray_address,
         dataset_roots=dataset_root or [],
     )
+
+
+def _check_folders(option: str, folders: list[Path], holding: str) -> None:
+    """A file given as a folder is refused. A missing folder is told, not refused: a training
+    run may not have made it yet, and Launch reads it once it exists."""
+    for folder in folders:
+        if folder.exists() and not folder.is_dir():
+            fail(f"{option} {folder} is a file: name the folder that holds the {holding}")
+        if not folder.exists():
+            err.print(
+                f"note: {option} {folder.resolve()} does not exist (yet): Launch finds {holding} "
+                "in it once it does",
+                soft_wrap=True,
+            )

@@ -212,6 +212,30 @@ def test_an_address_the_dashboard_cannot_listen_on_is_told_in_one_line(tmp_path:
     assert not path.exists(), "no store is made for a dashboard that cannot serve"
 
 
+def test_dashboard_folders_a_file_is_refused_and_a_missing_one_is_told(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    a_file = tmp_path / "weights.bin"
+    a_file.write_bytes(b"")
+    for option, holding in [
+        ("--checkpoint-root", "checkpoints"),
+        ("--dataset-root", "questions files"),
+    ]:
+        res = rollscope("dashboard", option, a_file, "--store", path)
+        lines = res.stderr.strip().splitlines()
+        assert res.returncode == 2 and len(lines) == 1, res.stderr
+        assert f"{option} {a_file} is a file: name the folder that holds the {holding}" in lines[0]
+    # A folder a training run has not made yet is told and served; a bad port stops it here.
+    later = tmp_path / "later"
+    res = rollscope("dashboard", "--checkpoint-root", later, "--port", "70000", "--store", path)
+    lines = res.stderr.strip().splitlines()
+    assert res.returncode == 2 and len(lines) == 2, res.stderr
+    assert lines[0] == (
+        f"note: --checkpoint-root {later} does not exist (yet): Launch finds checkpoints in it "
+        "once it does"
+    )
+    assert not path.exists()
+
+
 def test_migrate_creates_then_is_idempotent(tmp_path: Path) -> None:
     path = tmp_path / "new.db"
     first = rollscope("migrate", "--store", path)
