@@ -124,9 +124,11 @@ if len(runs) == 2:
     failure_mix.show_shift(dist_a, dist_b, runs[0].label, runs[1].label, shared=shared)
 else:
     st.subheader("Per-question success rate")
+    unplayed = any(run.key not in r.cells for r in rows for run in runs)
     st.caption(
         f"{stats.DIFFERS_LEGEND}. The questions all the runs played come first; select one "
         "to see it side by side below."
+        + (" A run's cell reads None where it did not play the question." if unplayed else "")
     )
     compare_summary.clickable_questions(
         rows, runs, key="cmp_all_questions", open_question=open_question

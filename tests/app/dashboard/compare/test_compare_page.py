@@ -82,6 +82,9 @@ def test_compare_three_runs_shows_the_per_question_table(store_env: FixtureStore
     names = {f"ckpt-1000 #{store_env.run_a}", f"ckpt-2000 #{store_env.run_b}"}
     assert names | {f"ckpt-3000 #{store_env.running}"} <= set(table.columns)
     assert len(table) == 6
+    run_cells = table[[c for c in table.columns if " #" in c]]
+    said = "did not play the question" in " ".join(c.value for c in at.caption)
+    assert said == run_cells.isna().to_numpy().any()
 
 
 def test_compare_on_an_empty_store(empty_store: str) -> None:
