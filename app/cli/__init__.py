@@ -6,6 +6,8 @@ Each command group lives in its own module; this one only assembles them. Exit c
 
 from __future__ import annotations
 
+import atexit
+import signal
 import sys
 
 import typer
@@ -43,6 +45,7 @@ for name, command in (
 
 def main() -> None:
     """Console entry point."""
+    atexit.register(_ignore_stops)
     try:
         code = cli(standalone_mode=False)
     except (KeyboardInterrupt, typer.Abort):
@@ -76,6 +79,13 @@ def main() -> None:
         )
         sys.exit(1)
     sys.exit(code if isinstance(code, int) else 0)
+
+
+def _ignore_stops() -> None:
+    """The command is over and its exit code set: a stop asked for while Python shuts down
+    (connections closed, modules freed) must not turn that code into "killed"."""
+    for stop in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop, signal.SIG_IGN)
 
 
 def _usage_error(exc: Exception, exit_code: int) -> None:

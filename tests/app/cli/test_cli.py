@@ -29,6 +29,23 @@ def test_the_cli_starts_without_torch() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.parametrize(("args", "code"), [(["migrate"], 0), (["runs"], 2)])
+def test_a_stop_while_python_shuts_down_keeps_the_commands_exit_code(
+    tmp_path: Path, args: list[str], code: int
+) -> None:
+    # SIGTERM as the process ends (a scheduler's stop just after the summary): the work is
+    # done and the exit code set. Registered first, this atexit hook runs after the CLI's.
+    store = str(tmp_path / ("new.db" if code == 0 else "missing/none.db"))
+    script = (
+        "import atexit, os, signal, sys; "
+        "atexit.register(lambda: os.kill(os.getpid(), signal.SIGTERM)); "
+        "from app.cli import main; "
+        f"sys.argv = ['rollscope', *{args!r}, '--store', {store!r}]; main()"
+    )
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, timeout=120)
+    assert res.returncode == code, res.stderr[-2000:]
+
+
 def test_run_then_runs_and_show(tmp_path: Path, bench: tuple[Path, Path]) -> None:
     store = f"sqlite:///{tmp_path / 'store.db'}"
     questions, db_dir = bench
