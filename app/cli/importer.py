@@ -71,7 +71,14 @@ def import_command(
     adds nothing; --follow imports each new file of a training run as it appears.
     """
     from app.cli.import_progress import ImportProgress, file_sizes
-    from app.importers.importer import Importer, ImportFailure, ImportOptions, ImportStopped
+    from app.importers.check import Checker
+    from app.importers.importer import (
+        Importer,
+        ImportFailure,
+        ImportOptions,
+        ImportStopped,
+        rollout_files,
+    )
     from app.stopping import stop_on_signals
 
     try:
@@ -90,6 +97,11 @@ def import_command(
         correct_at=correct_at,
     )  # fmt: skip
     try:
+        # Listed before the store is opened: a path with nothing to import makes no store.
+        files = [] if follow else rollout_files(fmt, path)
+        if not follow and not files:
+            fail(_no_files(fmt, path))
+        checker = Checker(questions, db_dir) if questions is not None else None
         importer = Importer(
             open_store(store),
             fmt,
@@ -97,10 +109,8 @@ def import_command(
             on_note=lambda t: _note(t, quiet),
             # Files told a line a folder: a bad file's problems go with its own line.
             problems_in_results=fmt.file_an_episode,
+            checker=checker,
         )
-        files = [] if follow else importer.files()
-        if not follow and not files:
-            fail(_no_files(fmt, path))
         importer.open()
     except USER_ERRORS as exc:
         fail(one_line(exc))

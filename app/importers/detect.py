@@ -111,6 +111,13 @@ def format_of(path: Path, name: str) -> Format:
         raise FormatError(f"unknown format {name!r}; use one of auto, {', '.join(FORMATS)}")
     if not path.exists():
         raise FormatError(f"{path} does not exist; give the folder or file a trainer wrote")
+    if not path.is_file() and not path.is_dir():
+        # A pipe (`<(zcat ...)`) or a device: an import reads its files again to find what
+        # is new, so it takes only files it can.
+        raise FormatError(
+            f"{path} is not a file or folder (a pipe?); write the rollouts to a file and "
+            "import that"
+        )
     if name != "auto":
         return FORMATS[name]
     found = detect(path)

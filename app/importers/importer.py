@@ -110,6 +110,11 @@ class FileResult:
     problems: list[str] = field(default_factory=list)
 
 
+def rollout_files(fmt: Format, root: Path) -> list[Path]:
+    """The format's files under `root` (not a folder or a broken link named like one)."""
+    return [p for p in fmt.files(root.resolve()) if p.is_file()]
+
+
 class Importer:
     """Reads a format's files into one run of a store."""
 
@@ -122,7 +127,10 @@ class Importer:
         on_note: Callable[[str], None] = lambda _: None,
         on_written: Callable[[int], None] = lambda _: None,
         problems_in_results: bool = False,
+        checker: Checker | None = None,
     ) -> None:
+        """`checker`: the questions of `options.questions`, when the caller read them already
+        (the CLI reads them before it makes a store, so bad ones make none)."""
         self.store = store
         self.fmt = fmt
         self.options = options
@@ -147,9 +155,9 @@ class Importer:
         """Set to stop the import before its next row (a follow: before its next look)."""
         self._sink: StoreSink | None = None
         self._numbering: Numbering | None = None
-        self._checker = (
-            Checker(options.questions, options.db_dir) if options.questions is not None else None
-        )
+        if checker is None and options.questions is not None:
+            checker = Checker(options.questions, options.db_dir)
+        self._checker = checker
         self._own: OwnQuestions | None = None
         """The ids rollscope's own runs know questions by (read at `open`)."""
         self._model: str | None = None
@@ -278,7 +286,7 @@ class Importer:
 
     def files(self) -> list[Path]:
         """The format's files under the root (not a folder or a broken link named like one)."""
-        return [p for p in self.fmt.files(self.root) if p.is_file()]
+        return rollout_files(self.fmt, self.root)
 
     def relative(self, path: Path) -> str:
         """The file's path under the root, as the run records it. Not resolved: a step file

@@ -99,6 +99,22 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
         rollscope("import", tmp_path / "d", "--name", "x", "--correct-at", "nan", "--store", db),
         "--correct-at must be a finite number",
     )
+    # Listed, and the questions read, before a store is made.
+    _one_line_error(
+        rollscope("import", tmp_path / "empty", "--name", "x", "--format", "verl", "--store", db),
+        "no verl rollout dump files in",
+    )
+    _one_line_error(
+        rollscope("import", tmp_path / "d", "--name", "x", "--questions", tmp_path / "none.json",
+                  "--store", db),
+        "dataset not found",
+    )  # fmt: skip
+    # A pipe (`<(zcat ...)`): an import reads its files again, so it takes files alone.
+    os.mkfifo(tmp_path / "pipe")
+    _one_line_error(
+        rollscope("import", tmp_path / "pipe", "--name", "x", "--store", db),
+        "is not a file or folder (a pipe?); write the rollouts to a file and import that",
+    )
     assert not db.exists()
 
 
