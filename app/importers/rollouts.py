@@ -11,6 +11,7 @@ is the episode's reward, its reward columns are kept by name.
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -95,6 +96,8 @@ class Rollout:
     def __post_init__(self) -> None:
         # Checked here, where every reader (and the Recorder) makes its rollouts: the store
         # keys on these names, and a write of one it cannot keep would fail its whole batch.
+        if not math.isfinite(self.reward):  # readers check each reward: this is their sum
+            raise ValueError(f"its rewards sum to {self.reward}, past what a float holds")
         if self.question_id is not None and (problem := key_problem(self.question_id)):
             raise ValueError(f"question_id {problem}")
         if problem := key_problem(self.db_id):

@@ -13,7 +13,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -277,13 +277,24 @@ def number(value: Any, what: str) -> float:
     """A finite number (a list of token-level rewards is summed, as verl and SkyRL sum them);
     BadRow otherwise."""
     if isinstance(value, list | tuple) and all(_is_number(v) for v in value):
-        value = math.fsum(float(v) for v in value)
+        value = exact_sum([float(v) for v in value])
+        if not math.isfinite(value):
+            raise BadRow(f"{what} sums to {value}, past what a float holds")
     if not _is_number(value):
         raise BadRow(f"{what} is {_shown(value)}, not a number")
     result = float(value)
     if not math.isfinite(result):
         raise BadRow(f"{what} is {result}, not a finite number")
     return result
+
+
+def exact_sum(values: Sequence[float]) -> float:
+    """The values' sum, rounded once; an infinity when it is past what a float holds (fsum
+    raises there), for the caller's finiteness check to name."""
+    try:
+        return math.fsum(values)
+    except OverflowError:
+        return sum(values)
 
 
 def finite(value: Any) -> float | None:

@@ -16,7 +16,7 @@ from app.importers.detect import format_of
 from app.importers.importer import Importer, ImportFailure, ImportOptions
 from storage.store import Store
 from tests.app.importers.conftest import rows
-from tests.app.importers.writers import sql_prompt, sql_response
+from tests.app.importers.writers import rllm_log_episode, sql_prompt, sql_response
 from tests.support.cli import in_process
 from tests.support.postgres import PgServer
 
@@ -161,6 +161,14 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
     ),
     (
         "verl",
+        "dump/8.jsonl",
+        [{**GOOD_VERL, "score": [1e308, 1e308]}, {**GOOD_VERL, "score": [-1e308, -1e308]},
+         {**GOOD_VERL, "score": [1e308, -1e308]}],
+        ["8.jsonl:1: score sums to inf, past what a float holds",
+         "8.jsonl:2: score sums to -inf, past what a float holds"],
+    ),
+    (
+        "verl",
         "dump/9.jsonl",
         [{**GOOD_VERL, "r" * 201: 1.0}, GOOD_VERL],
         [f"9.jsonl:1: the reward named {'r' * 40!r} is 201 characters long; {KEPT}"],
@@ -209,6 +217,47 @@ def test_rllm_and_trl_files_that_are_not_what_they_say(store: Store, tmp_path: P
     )
     run = store.get_run(importer.run_id)
     assert run is not None and (run.skipped_lines, run.episodes_finished) == (1, 0)
+
+
+def test_rewards_that_sum_past_a_float_are_bad_lines(store: Store, tmp_path: Path) -> None:
+    # Each reward is finite; their sum is not. It stopped an import with a traceback (TRL's
+    # fsum overflowed; rLLM's infinity had no count key), losing the batch in hand.
+    import pandas as pd
+
+    completions = tmp_path / "out" / "completions"
+    completions.mkdir(parents=True)
+    pd.DataFrame(  # as TRL's GRPOTrainer.log writes it: pandas `to_parquet`
+        {
+            "step": [1, 1],
+            "prompt": [[{"role": "user", "content": "Q?"}]] * 2,
+            "completion": [[{"role": "assistant", "content": "ANSWER 1"}]] * 2,
+            "exact": [1e308, 1.0],
+            "format": [1e308, 0.5],
+        }
+    ).to_parquet(completions / "completions_00001.parquet")
+    importer, notes = notes_import(store, tmp_path / "out", "huge-trl")
+    assert notes == [
+        "skipped completions/completions_00001.parquet:1: its rewards sum to inf, past what a "
+        "float holds"
+    ]
+    run = store.get_run(importer.run_id)
+    assert run is not None and (run.skipped_lines, run.episodes_finished) == (1, 1)
+    step = {"model_response": "ANSWER 1", "observation": "", "reward": 0.0}
+    logs = tmp_path / "logs"
+    for i, rewards in enumerate(([1e308, 1e308], [0.5, 0.25])):
+        episode = {
+            "id": f"e{i}",
+            "task": {"question": "Q?"},
+            "is_correct": True,
+            "trajectories": [{"reward": r, "steps": [step]} for r in rewards],
+        }
+        rllm_log_episode(logs, episode, step=1)
+    importer, notes = notes_import(store, logs, "huge-rllm")
+    assert len(notes) == 1 and notes[0].endswith(
+        ".json:1: its rewards sum to inf, past what a float holds"
+    )
+    run = store.get_run(importer.run_id)
+    assert run is not None and (run.skipped_lines, run.episodes_finished) == (1, 1)
 
 
 def test_strict_stops_at_the_first_bad_line_and_keeps_only_whole_episodes(
