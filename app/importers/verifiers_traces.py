@@ -18,12 +18,12 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from statistics import fmean
 from typing import Any
 
 from app.importers.rollouts import Rollout
 from app.importers.source import (
     BadRow,
+    exact_sum,
     json_kind,
     measured,
     number,
@@ -261,7 +261,8 @@ def _logprobs(per_turn: Iterable[Any]) -> tuple[float, int] | None:
         if not all(isinstance(v, int | float) and math.isfinite(v) for v in logprobs):
             return None
         values.extend(float(v) for v in logprobs)
-    return (fmean(values), len(values)) if values else None
+    mean = exact_sum(values) / len(values) if values else math.nan
+    return (mean, len(values)) if math.isfinite(mean) else None  # no mean of values past a float
 
 
 def error_text(error: Any) -> str | None:

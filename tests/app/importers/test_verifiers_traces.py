@@ -220,6 +220,12 @@ def test_a_trainers_trace_gives_its_tokens_mean_log_probability(
     run_id, _ = run_import(store, tmp_path / "run", "trained")
     found = rows(store, "SELECT tokens_out, mean_logprob FROM episodes WHERE run_id = ?", run_id)
     assert found == [(2 + 3, pytest.approx(-3.0 / 5)), (5, pytest.approx(-3.0 / 5))]
+    # Log-probabilities whose sum is past what a float holds have no mean: the rollout is
+    # kept without one (its mean stopped the import with a traceback).
+    nodes[1]["logprobs"] = [-1e308, -1e308]
+    verifiers_write_episode(tmp_path / "huge", _episode([trace | {"nodes": nodes}]))
+    run_id, _ = run_import(store, tmp_path / "huge", "huge")
+    assert rows(store, "SELECT mean_logprob FROM episodes WHERE run_id = ?", run_id) == [(None,)]
 
 
 def test_prime_rl_rollouts_import_each_training_step_once_in_step_order(
