@@ -154,7 +154,8 @@ class Store:
             yield session
 
     def optimize(self) -> None:
-        """Refresh the planner's statistics (SQLite has none until asked; cheap, bounded)."""
+        """Refresh the planner's statistics (SQLite has none until asked; cheap, bounded), and
+        on SQLite give the text search index its settings."""
         self._check_writable()  # ANALYZE writes sqlite_stat1 and takes the write lock
 
         def run() -> None:
@@ -166,6 +167,7 @@ class Store:
                         # of steps. Without stats SQLite picks (run_id, outcome) over the
                         # better (run_id, question_id, ...) index and scans whole runs.
                         conn.exec_driver_sql("PRAGMA analysis_limit=1000")
+                        text_search.keep_settings(conn)
                     conn.exec_driver_sql("ANALYZE")
 
         retry_locked(run)

@@ -13,7 +13,10 @@ What is indexed:
   the other. Contentless and `detail=none`: it keeps which episodes hold each trigram, not
   where, and no copy of the text; it finds the episodes holding all of a text's trigrams
   anywhere, a few more than hold the text. A partial index, `ix_episodes_unfinished`, lists
-  the episodes not finished yet, which it does not hold.
+  the episodes not finished yet, which it does not hold. Each transaction writes the index
+  a segment; it merges them sixteen at a time (`MERGED_SEGMENTS`), not FTS5's four, so a
+  segment's rows are written again at fewer levels as the store grows. That is a setting
+  the index keeps, given on opening a store to write (`keep_settings`).
   The samples of a question repeat its question and gold SQL (a GRPO group, a training run
   asking it again at every epoch), and those were most of the indexing's work. So an
   episode whose two texts equal those of its question's first sample (sample 0 of the same
@@ -81,6 +84,9 @@ PG_INDEXES = {
 }
 """The PostgreSQL GIN indexes: name -> (table, column)."""
 
+MERGED_SEGMENTS = 16
+"""FTS5's `automerge`: segments of a level merged into one of the next."""
+
 MIN_CHARS = 3
 """The trigram tokenizer's token length: a shorter text has nothing to look up."""
 
@@ -135,6 +141,17 @@ def in_models(name: str | None, _type: str, _parents: object) -> bool:
     """Alembic's `include_name` hook: False for this module's tables and indexes, so schema
     comparisons with `storage.models` leave them alone."""
     return name not in search_objects()
+
+
+def keep_settings(conn: Connection) -> None:
+    """Give the SQLite index its settings where it lacks them (a store made before they were
+    chosen); a write, so only on a store opened to write."""
+    config = f"SELECT v FROM {INDEX_TABLE}_config WHERE k = 'automerge'"
+    if conn.exec_driver_sql(config).scalar() != MERGED_SEGMENTS:
+        conn.exec_driver_sql(
+            f"INSERT INTO {INDEX_TABLE} ({INDEX_TABLE}, rank) "
+            f"VALUES ('automerge', {MERGED_SEGMENTS})"
+        )
 
 
 def index_episodes(conn: Connection, episode_ids: Sequence[int]) -> None:

@@ -215,10 +215,25 @@ def before_the_index(store_url: str) -> Iterator[str]:
     yield store_url
 
 
+def _automerge(url: str) -> int:
+    """How many segments of a level the SQLite index merges at a time (FTS5's default: 4)."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as conn:
+            found = conn.exec_driver_sql(
+                "SELECT v FROM episode_text_config WHERE k = 'automerge'"
+            ).scalar()
+            return 4 if found is None else int(found)
+    finally:
+        engine.dispose()
+
+
 def test_a_new_store_has_the_index(store: Store) -> None:
     names = _index_objects(store.url)
     if store.dialect == "sqlite":
         assert {text_search.INDEX_TABLE, text_search.UNFINISHED_INDEX} <= names
+        # Sixteen segments merged at a time, not four: a segment is rewritten at fewer levels.
+        assert _automerge(store.url) == 16
     else:
         assert set(text_search.PG_INDEXES) == names
 
@@ -231,6 +246,7 @@ def test_migrating_indexes_the_text_already_there(
     try:
         ids = _ids(store)
         if store.dialect == "sqlite":
+            assert _automerge(before_the_index) == 16
             finished = sorted(ids[q] for q, _, _, done in EPISODES if done)
             assert _index_hits(store, "SELECT") == finished  # in every gold SQL
             assert _index_hits(store, "singer") == [ids[EPISODES[0][0]], ids[EPISODES[1][0]]]
