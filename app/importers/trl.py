@@ -72,6 +72,8 @@ class TRL(Format):
             missing = [c for c in ("prompt", "completion") if c not in names]
             if missing:
                 raise BadRow(f"no {missing[0]!r} column: not a TRL completions file")
+            if twice := sorted({n for n in names if names.count(n) > 1}):
+                raise BadRow(f"two columns are named {twice[0]!r}: not a TRL completions file")
             rewards = [
                 n
                 for n in names

@@ -211,12 +211,25 @@ def test_rllm_and_trl_files_that_are_not_what_they_say(store: Store, tmp_path: P
     completions = tmp_path / "out" / "completions"
     completions.mkdir(parents=True)
     (completions / "completions_00001.parquet").write_bytes(b"PAR1 this is no parquet PAR1")
+    # Two columns of one name (pyarrow writes them; pandas and so TRL do not).
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    twice = pa.Table.from_arrays(
+        [pa.array(["Q?"]), pa.array(["ANSWER 1"]), pa.array([1.0]), pa.array([0.0])],
+        names=["prompt", "completion", "exact", "exact"],
+    )
+    pq.write_table(twice, completions / "completions_00002.parquet")
     importer, notes = notes_import(store, tmp_path / "out", "bad-trl")
-    assert len(notes) == 1 and notes[0].startswith(
+    assert len(notes) == 2 and notes[0].startswith(
         "skipped completions/completions_00001.parquet: "
     )
+    assert notes[1] == (
+        "skipped completions/completions_00002.parquet: two columns are named 'exact': not a "
+        "TRL completions file"
+    )
     run = store.get_run(importer.run_id)
-    assert run is not None and (run.skipped_lines, run.episodes_finished) == (1, 0)
+    assert run is not None and (run.skipped_lines, run.episodes_finished) == (2, 0)
 
 
 def test_rewards_that_sum_past_a_float_are_bad_lines(store: Store, tmp_path: Path) -> None:
