@@ -92,7 +92,11 @@ class Verifiers(JsonLines):
                 found = json.loads(meta.read_text(encoding="utf-8"))
             except (OSError, ValueError):
                 continue
-            if isinstance(found, Mapping) and isinstance(found.get("model"), str):
+            if (
+                isinstance(found, Mapping)
+                and isinstance(found.get("model"), str)
+                and found["model"]
+            ):
                 return str(found["model"])
         return self.first_model(root)
 

@@ -189,6 +189,15 @@ def test_verifiers_results_take_the_model_from_metadata_and_group_by_example(
     assert names == [("exact",), ("format",), ("reward",)]
 
 
+def test_an_empty_model_name_in_metadata_is_no_model(store: Store, tmp_path: Path) -> None:
+    # The run's checkpoint column is NULL where nobody named the model, not an empty text.
+    output = {"example_id": 1, "prompt": "Q?", "completion": "ANSWER 1", "reward": 1.0}
+    verifiers_save(tmp_path / "outputs" / "evals" / "sql--m" / "r1", [output], {"model": ""})
+    run_id, _ = run_import(store, tmp_path / "outputs", "unnamed")
+    run = store.get_run(run_id)
+    assert run is not None and run.checkpoint is None
+
+
 def test_a_growing_results_file_adds_only_its_new_lines(store: Store, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
 
