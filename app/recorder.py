@@ -45,6 +45,7 @@ from app.importers.rollouts import (
     question_key,
 )
 from app.importers.turns import last_user_text, message_turns
+from rollout_core.clip import clip
 from rollout_core.errors import RollscopeError
 from rollout_core.records import (
     ChatMessage,
@@ -422,5 +423,4 @@ def _check_text(value: Any, what: str, example: str, *, optional: bool = False) 
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return clip(repr(value), 40)

@@ -11,6 +11,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from rollout_core.clip import clip
 from rollout_core.demo_benchmark import DEMO_DATASET_NAME, build_demo_benchmark
 from rollout_core.errors import RollscopeError
 from rollout_core.keys import key_problem
@@ -67,7 +68,7 @@ class Dataset:
         except KeyError:
             example = f" (ids look like '{self.questions[0].id}')" if self.questions else ""
             # As Python writes it, cut: a client's id may be long, or hold what no UTF-8 can.
-            shown = question_id if len(question_id) <= 80 else question_id[:77] + "..."
+            shown = clip(question_id, 80)
             raise DatasetError(
                 f"unknown question id {shown!r} in dataset '{self.name}'{example}"
             ) from None

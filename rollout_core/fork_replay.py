@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from rollout_core.actions import SQLAction
+from rollout_core.clip import clip
 from rollout_core.episode import LiveEpisode, observations_match
 from rollout_core.records import ChatMessage, StepRecord
 
@@ -77,5 +78,4 @@ def _difference(rec: StepRecord, step: StepRecord, fork_step: int) -> str | None
 
 
 def _short(text: str, width: int = 40) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 3] + "..."
+    return clip(" ".join(text.split()), width)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 
 from app.cli.output import fail
+from rollout_core.clip import clip
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -15,7 +16,7 @@ def bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    shown = host if len(host) <= 80 else host[:77] + "..."
+    shown = clip(host, 80)
     try:
         sock.bind((host.strip("[]"), port))
     except OSError as exc:  # an unknown host name (socket.gaierror) too

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from rollout_core.clip import clip
 from rollout_core.errors import RollscopeError
 
 # Piped output (CI logs, `| less`) gets a wide table rather than rich's 80-column default.
@@ -38,8 +39,7 @@ def one_line(exc: BaseException) -> str:
     if isinstance(exc, KeyError):
         text = text.strip("'\"")
     if isinstance(exc, OSError) and exc.strerror and exc.filename is not None:
-        name = str(exc.filename)
-        text = f"{exc.strerror}: {name if len(name) <= 200 else name[:197] + '...'}"
+        text = f"{exc.strerror}: {clip(str(exc.filename), 200)}"
     text = text or type(exc).__name__
     return text.splitlines()[0]
 

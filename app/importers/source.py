@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from app.importers.rollouts import Rollout
+from rollout_core.clip import clip
 from rollout_core.utf8 import json_without_lone_surrogates
 from storage.models import INTEGER_RANGE
 
@@ -355,8 +356,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else text[:37] + "..."
+    return clip(repr(value), 40)
 
 
 _NUMBER_IN_NAME = re.compile(r"(\d+)")
