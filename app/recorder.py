@@ -59,6 +59,7 @@ from rollout_core.records import (
 )
 from storage import lifecycle
 from storage.models import INTEGER_RANGE
+from storage.prompts import messages_json
 from storage.store import Store
 
 
@@ -224,8 +225,11 @@ class Recorder:
                 f"turns is {_shown(turns)}: pass the rollout's chat messages, a list of dicts "
                 "with 'role' and 'content'"
             )
+        given = list(turns)
+        # Held until the next write, a value JSON cannot hold failed that write and every later one.
+        _check_json(given, "turns")
         try:
-            lead, played = message_turns(list(turns))
+            lead, played = message_turns(given)
         except ValueError as exc:
             raise RecorderError(
                 f"turns: {exc}; pass the rollout's chat messages as dicts with 'role' and 'content'"
@@ -244,6 +248,7 @@ class Recorder:
                 f"prompt is {_shown(prompt)}: pass the messages before the first assistant "
                 "turn as dicts with 'role' and 'content'"
             )
+        _check_json(prompt or (), "prompt")
         messages: list[ChatMessage] = [dict(m) for m in prompt or ()] + lead
         text = question or last_user_text(messages)
         try:
@@ -420,6 +425,22 @@ def _check_text(value: Any, what: str, example: str, *, optional: bool = False) 
     if (value is None and optional) or isinstance(value, str):
         return
     raise RecorderError(f"{what} is {_shown(value)}, not text; pass {example}")
+
+
+def _check_json(messages: Iterable[Mapping[str, Any]], what: str) -> None:
+    """RecorderError naming the first of the messages' keys whose value the store cannot keep
+    as JSON (bytes, a set, an object of the loop's own)."""
+    for i, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue  # refused where the messages are read, as not a message at all
+        for key, value in message.items():
+            try:
+                messages_json([{key: value}])
+            except (TypeError, ValueError, RecursionError):
+                raise RecorderError(
+                    f"{what}[{i}][{key!r}] is {_shown(value)}: messages are stored as JSON; give "
+                    "text, numbers, lists and dicts"
+                ) from None
 
 
 def _shown(value: Any) -> str:

@@ -316,6 +316,19 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
         ({"turns": "ANSWER 1"}, "turns is 'ANSWER 1': pass the rollout's chat messages"),
         ({"turns": {"role": "assistant"}}, "turns is {'role': 'assistant'}: pass the rollout's"),
         ({"turns": [{"role": "user", "content": "Q?"}]}, "turns holds no assistant message"),
+        # Values JSON has no form for: held, each failed that write and every later one.
+        (
+            {"turns": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": b"5"}]},
+            "turns[1]['content'] is b'5': messages are stored as JSON; give text, numbers",
+        ),
+        (
+            {"turns": [{"role": "assistant", "content": "ANSWER 5"}, {"role": "tool", "x": {1}}]},
+            "turns[1]['x'] is {1}: messages are stored as JSON",
+        ),
+        (
+            {"prompt": [{"role": "system", "content": "x", "at": object()}]},
+            "prompt[0]['at'] is <object object at",
+        ),
         # Names the store keys on: PostgreSQL refused the batch holding one.
         ({"question_id": "q" * 201}, "question_id is 201 characters long; the store keeps at"),
         ({"question_id": "q\x00"}, "question_id holds a NUL character"),
