@@ -59,7 +59,7 @@ from rollout_core.records import (
 )
 from storage import lifecycle
 from storage.models import INTEGER_RANGE
-from storage.prompts import messages_json
+from storage.prompts import MAX_NESTING, messages_json, nested_deeper_than
 from storage.store import Store
 
 
@@ -434,9 +434,14 @@ def _check_json(messages: Iterable[Mapping[str, Any]], what: str) -> None:
         if not isinstance(message, Mapping):
             continue  # refused where the messages are read, as not a message at all
         for key, value in message.items():
+            if nested_deeper_than(value, MAX_NESTING - 1):
+                raise RecorderError(
+                    f"{what}[{i}][{key!r}] nests lists or dicts more than {MAX_NESTING - 1} "
+                    "levels deep, past what the store keeps"
+                )
             try:
                 messages_json([{key: value}])
-            except (TypeError, ValueError, RecursionError):
+            except (TypeError, ValueError):
                 raise RecorderError(
                     f"{what}[{i}][{key!r}] is {_shown(value)}: messages are stored as JSON; give "
                     "text, numbers, lists and dicts"

@@ -184,10 +184,19 @@ def _read_json_list(path: Path) -> list[Any]:
         raise DatasetError(f"questions file is not UTF-8 text: {path} ({exc.reason})") from None
     try:
         data = json.loads(text)
+        if (
+            "\\ud" in text or "\\uD" in text
+        ):  # a lone surrogate's escape, maybe: read as importers do
+            data = json_without_lone_surrogates(data)
     except json.JSONDecodeError as exc:
         raise DatasetError(
             f"questions file is not valid JSON (line {exc.lineno} column {exc.colno}): {path}:"
             f" {exc.msg}"
+        ) from None
+    except RecursionError:
+        raise DatasetError(
+            f"questions file nests lists or objects too deep for Python's json to read: {path}"
+            f" ({_QUESTIONS_HINT})"
         ) from None
     if not isinstance(data, list):
         raise DatasetError(
@@ -196,8 +205,6 @@ def _read_json_list(path: Path) -> list[Any]:
         )
     if not data:
         raise DatasetError(f"questions file holds no questions: {path} ({_QUESTIONS_HINT})")
-    if "\\ud" in text or "\\uD" in text:  # a lone surrogate's escape, maybe: as importers read it
-        return list(json_without_lone_surrogates(data))
     return data
 
 

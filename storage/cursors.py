@@ -19,7 +19,7 @@ def decode_cursor(cursor: str, *, expect: dict[str, Any] | None = None) -> dict[
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
         key = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
+    except (binascii.Error, ValueError, UnicodeDecodeError, RecursionError):
         raise ValueError(
             f"invalid page cursor {cursor!r}; start again from the first page"
         ) from None

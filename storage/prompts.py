@@ -56,6 +56,30 @@ _JSON = json.JSONEncoder(ensure_ascii=False)
 """Built once: `json.dumps` with any option builds a new encoder at every call."""
 
 
+MAX_NESTING = 100
+"""The deepest lists and objects a stored message may hold. Deeper, orjson refuses to write
+them (past 255 levels) and Python's json runs out of stack (about 1,000), so they are refused
+where messages come in (`nested_deeper_than`)."""
+
+
+def nested_deeper_than(value: object, limit: int = MAX_NESTING) -> bool:
+    """Whether lists and objects nest more than `limit` levels deep in `value` (a walk with a
+    stack of its own: a recursive one would fail on what it looks for)."""
+    todo = [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, Mapping):
+            children: Iterable[object] = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        if level > limit:
+            return True
+        todo.extend((child, level + 1) for child in children)
+    return False
+
+
 def messages_json(messages: Sequence[ChatMessage]) -> str:
     """Messages as the store keeps them: a JSON array, non-ASCII text as it is, and a NaN or
     infinite number as null (JSON has none)."""
@@ -227,7 +251,7 @@ def _note(missing: str) -> Prompt:
 def _messages(text: str) -> Prompt:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # nested deeper than Python's stack
         return _note("valid JSON")
     if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
         return _note("a JSON array of messages")

@@ -90,7 +90,7 @@ def _sniff(path: Path) -> Format | None:
         with path.open("rb") as f:
             first = next((line for line in f if line.strip()), b"")
         keys = set(json.loads(first.decode("utf-8", errors="replace")))
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, RecursionError):
         return None
     if "messages" in keys:
         return FORMATS["messages"]

@@ -24,6 +24,7 @@ from app.importers.rollouts import Rollout
 from rollout_core.clip import clip
 from rollout_core.utf8 import json_without_lone_surrogates
 from storage.models import INTEGER_RANGE
+from storage.prompts import MAX_NESTING, nested_deeper_than
 
 _CHUNK = 1 << 20
 _ROWS_NAMING_A_MODEL = 100
@@ -225,19 +226,29 @@ def json_object(raw: bytes) -> dict[str, Any]:
         data = _json_loads(raw.decode("utf-8", errors="replace"))
     if not isinstance(data, dict):
         raise BadRow(f"{json_kind(data)}, not a JSON object")
+    # Counting brackets is cheap, and fewer cannot nest deeper.
+    if raw.count(b"[") + raw.count(b"{") > MAX_NESTING and nested_deeper_than(data):
+        raise BadRow(_TOO_DEEP)
     return data
+
+
+_TOO_DEEP = (
+    f"lists or objects nested more than {MAX_NESTING} levels deep, past what the store keeps"
+)
 
 
 def _json_loads(text: str) -> Any:
     try:
         data = json.loads(text)
+        if isinstance(data, dict) and ("\\ud" in text or "\\uD" in text):
+            return dict(json_without_lone_surrogates(data))
+    except RecursionError:  # orjson stops at 1,024 levels, json and the walk at the stack's end
+        raise BadRow(_TOO_DEEP) from None
     except json.JSONDecodeError as exc:
         # Some of json's messages end in "at" ("Unterminated string starting at").
         what = exc.msg.removesuffix(" at")
         where = f"line {exc.lineno} column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
         raise BadRow(f"not JSON ({what} at {where})") from None
-    if isinstance(data, dict) and ("\\ud" in text or "\\uD" in text):
-        return dict(json_without_lone_surrogates(data))
     return data
 
 

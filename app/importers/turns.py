@@ -308,7 +308,7 @@ def _call_action(call: Mapping[str, Any]) -> SQLAction | None:
     name = str(spec.get("name") or "")
     args: Any = spec.get("arguments")
     if isinstance(args, str):
-        with contextlib.suppress(ValueError):
+        with contextlib.suppress(ValueError, RecursionError):
             args = json.loads(args)
     value: str | None = None
     if isinstance(args, Mapping):

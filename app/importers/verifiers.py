@@ -90,7 +90,7 @@ class Verifiers(JsonLines):
         for meta in (folder / "metadata.json", *sorted(configs)):
             try:
                 found = json.loads(meta.read_text(encoding="utf-8"))
-            except (OSError, ValueError):
+            except (OSError, ValueError, RecursionError):
                 continue
             if (
                 isinstance(found, Mapping)

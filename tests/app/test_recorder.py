@@ -17,6 +17,15 @@ from tests.app.importers.conftest import rows
 from tests.support.benchmark import QUESTIONS, make_benchmark
 
 GROUP = 2
+_ANSWER = ({"role": "user", "content": "Q?"}, {"role": "assistant", "content": "ANSWER 5"})
+
+
+def _nested(levels: int) -> list[Any]:
+    """Lists `levels` deep."""
+    value: list[Any] = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
 
 
 def scripted_model(question: str, sample: int, turn: int) -> str:
@@ -329,6 +338,10 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
             {"prompt": [{"role": "system", "content": "x", "at": object()}]},
             "prompt[0]['at'] is <object object at",
         ),
+        (  # held, it failed its write: Python's json ran out of stack
+            {"turns": [*_ANSWER, {"role": "tool", "content": _nested(2_000)}]},
+            "turns[2]['content'] nests lists or dicts more than 99 levels deep, past what the",
+        ),
         # Names the store keys on: PostgreSQL refused the batch holding one.
         ({"question_id": "q" * 201}, "question_id is 201 characters long; the store keeps at"),
         ({"question_id": "q\x00"}, "question_id holds a NUL character"),
@@ -373,7 +386,7 @@ def test_settings_it_cannot_keep_are_refused_before_the_run_is_made(
 
 
 def _answer() -> list[dict[str, str]]:
-    return [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "ANSWER 5"}]
+    return list(_ANSWER)
 
 
 def _url(tmp_path: Path) -> str:

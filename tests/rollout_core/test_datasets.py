@@ -225,6 +225,16 @@ def test_invalid_json_gives_line_and_column(tmp_path: Path) -> None:
         load_dataset(path)
 
 
+@pytest.mark.parametrize("escape", ["", "\\ud800"], ids=["plain", "a lone surrogate"])
+def test_json_nested_past_pythons_stack_is_refused_in_one_line(tmp_path: Path, escape: str) -> None:
+    path = tmp_path / "deep.json"
+    # A RecursionError: reading 5,000 levels, or making 900 whole again after a lone surrogate.
+    levels = 900 if escape else 5_000
+    path.write_text("[" * levels + f'"{escape}"' + "]" * levels)
+    with pytest.raises(DatasetError, match=r"^questions file nests lists or objects too deep"):
+        load_dataset(path)
+
+
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin.json"
     path.write_bytes(b'[{"question": "caf\xe9"}]')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import itertools
 from dataclasses import dataclass
@@ -296,5 +297,8 @@ def test_cursor_errors(filled: tuple[Store, int, int, list[Truth]]) -> None:
         store.list_episodes(flt, sort="steps", cursor=page.next_cursor)
     with pytest.raises(ValueError, match="invalid page cursor"):
         store.list_episodes(flt, cursor="not-a-cursor!")
+    deep = base64.urlsafe_b64encode(b"[" * 5000 + b"]" * 5000).decode()  # past json's stack
+    with pytest.raises(ValueError, match="invalid page cursor"):
+        store.list_episodes(flt, cursor=deep)
     with pytest.raises(ValueError, match="unknown episode sort 'name'"):
         store.list_episodes(flt, sort="name")  # type: ignore[arg-type]

@@ -163,6 +163,23 @@ def test_odd_prompts_come_back_exactly(store: Store) -> None:
     assert [f for _, f in window] == [1, 2, 3, 4]  # each window prompt stored afresh
 
 
+def test_a_stored_prompt_past_pythons_json_stack_reads_as_a_note(store: Store) -> None:
+    # As an earlier rollscope could store (the Recorder's messages, json's fallback writer):
+    # reading the episode raised a RecursionError, in the dashboard's Replay too.
+    run_id = store.create_run(spec(), episodes_planned=1)
+    store.sink(run_id).write(
+        IterationBatch([start("q")], [step("q", 0, 1)], [finish("q", 0, "wrong", 0.0, 1)])
+    )
+    deep = "[" + "[" * 5_000 + "]" * 5_000 + "]"
+    with Session(store._engine) as session, session.begin():
+        session.execute(text("UPDATE steps SET prompt_added = :p"), {"p": deep})
+    (detail,) = store.iter_episode_details(run_id)
+    assert detail.steps[0].prompt[-1] == {
+        "role": "rollscope",
+        "content": "[prompt not rebuilt: valid JSON is missing]",
+    }
+
+
 def test_a_new_sink_continues_an_episode_another_one_began(store: Store) -> None:
     """A sink that did not write an episode's earlier steps reads them back to encode."""
     raws, obs = ["DESCRIBE singer", "QUERY SELECT name FROM singer"], ["table singer", "Ann"]

@@ -79,6 +79,12 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
         "cannot tell the format of",
         "--format",
     )
+    # A first line nested past the stack of Python's json: a RecursionError.
+    (tmp_path / "deep.jsonl").write_text("[" * 5_000 + "]" * 5_000 + "\n")
+    _one_line_error(
+        rollscope("import", tmp_path / "deep.jsonl", "--name", "x", "--store", db),
+        "cannot tell the format of",
+    )
     _one_line_error(
         rollscope("import", tmp_path / "empty", "--name", "x", "--format", "csv", "--store", db),
         "unknown format 'csv'",

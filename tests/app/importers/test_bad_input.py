@@ -173,6 +173,20 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
         [{**GOOD_VERL, "r" * 201: 1.0}, GOOD_VERL],
         [f"9.jsonl:1: the reward named {'r' * 40!r} is 201 characters long; {KEPT}"],
     ),
+    (
+        # A tool call's arguments nested past the stack of Python's json: a RecursionError
+        # ended the import (reading the line at 1,000 levels, writing its prompt at 990).
+        "messages",
+        "deep.jsonl",
+        ['{"messages": [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "A",'
+         ' "tool_calls": [{"function": {"name": "q", "arguments": ' + "[" * n + "]" * n + "}}]}],"
+         ' "reward": 1}' for n in (5_000, 990, 95)]
+        # As a JSON string, read as the call's SQL when it does not parse (it raised too).
+        + [CHAT | {"messages": [{"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": "q", "arguments": "[" * 5_000 + "]" * 5_000}}]}]}, CHAT],
+        [f"deep.jsonl:{i}: lists or objects nested more than 100 levels deep, past what the store "
+         "keeps" for i in (1, 2, 3)],
+    ),
 ]  # fmt: skip
 
 
@@ -201,12 +215,18 @@ def test_rllm_and_trl_files_that_are_not_what_they_say(store: Store, tmp_path: P
     step.mkdir(parents=True)
     (step / "episode_hash1_id1.json").write_text('{"trajectories": [], "task": "x"}')
     (step / "episode_hash2_id2.json").write_text("{cut")
+    deep = step / "episode_hash3_id3.json"
+    deep.write_text('{"task": ' + "[" * 5000 + "]" * 5000 + "}")
+    # Complete: a follow never took it (Python's json ran out of stack reading it).
+    assert format_of(deep, "rllm").whole(deep)
     _, notes = notes_import(store, tmp_path / "logs", "bad-rllm")
     assert notes == [
         "skipped episodes/train_step_1_epoch_0/episode_hash1_id1.json:1: 'trajectories' is not "
         "a list of trajectories",
         "skipped episodes/train_step_1_epoch_0/episode_hash2_id2.json:1: not JSON (Expecting "
         "property name enclosed in double quotes at column 2)",
+        "skipped episodes/train_step_1_epoch_0/episode_hash3_id3.json:1: lists or objects nested "
+        "more than 100 levels deep, past what the store keeps",
     ]
     completions = tmp_path / "out" / "completions"
     completions.mkdir(parents=True)

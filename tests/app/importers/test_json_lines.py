@@ -63,6 +63,33 @@ def test_a_line_that_is_no_object_says_why(line: bytes, problem: str) -> None:
     assert str(caught.value) == problem
 
 
+def _nested(levels: int, escape: str = "") -> bytes:
+    """An object whose one field holds lists `levels` deep (the object itself is one more)."""
+    return b'{"a": ' + b"[" * levels + f'"{escape}"'.encode() + b"]" * levels + b"}"
+
+
+DEEP = "lists or objects nested more than 100 levels deep, past what the store keeps"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        _nested(100),  # read by orjson, and deeper than the store keeps
+        _nested(2_000),  # past orjson's depth; json ran out of stack (a RecursionError)
+        _nested(900, escape="\\ud800"),  # json reads it; fixing the surrogate ran out of stack
+    ],
+    ids=["101 levels", "2,001 levels", "901 levels, a lone surrogate"],
+)
+def test_a_line_nested_deeper_than_the_store_keeps_is_a_bad_row(line: bytes) -> None:
+    with pytest.raises(BadRow) as caught:
+        json_object(line)
+    assert str(caught.value) == DEEP
+
+
+def test_a_line_nested_as_deep_as_the_store_keeps_is_read() -> None:
+    assert json_object(_nested(99))["a"] == json.loads(_nested(99))["a"]
+
+
 _FINITE = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_infinity=False, allow_nan=False),
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),

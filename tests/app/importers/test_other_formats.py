@@ -198,6 +198,18 @@ def test_an_empty_model_name_in_metadata_is_no_model(store: Store, tmp_path: Pat
     assert run is not None and run.checkpoint is None
 
 
+def test_metadata_nested_past_pythons_json_stack_names_no_model(
+    store: Store, tmp_path: Path
+) -> None:
+    # Read for the model's name, it raised a RecursionError and ended the import.
+    output = {"example_id": 1, "prompt": "Q?", "completion": "ANSWER 1", "reward": 1.0}
+    results = verifiers_save(tmp_path / "outputs" / "evals" / "sql--m" / "r1", [output], {})
+    (results.parent / "metadata.json").write_text('{"x": ' + "[" * 5_000 + "]" * 5_000 + "}")
+    run_id, _ = run_import(store, tmp_path / "outputs", "deep")
+    run = store.get_run(run_id)
+    assert run is not None and run.checkpoint is None and run.episodes_finished == 1
+
+
 def test_a_growing_results_file_adds_only_its_new_lines(store: Store, tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
 
