@@ -45,7 +45,7 @@ from app.importers.rollouts import (
     question_key,
 )
 from app.importers.turns import last_user_text, message_turns
-from rollout_core.clip import clip
+from rollout_core.clip import clip_repr, grouped
 from rollout_core.errors import RollscopeError
 from rollout_core.records import (
     ChatMessage,
@@ -375,8 +375,10 @@ def _finite(value: Any, what: str) -> float:
         raise RecorderError(f"{what} is {_shown(value)}, not a number")
     try:
         number = float(value)
+    except OverflowError:
+        raise RecorderError(f"{what} is {_shown(value)}, past what a float holds") from None
     except (TypeError, ValueError):
-        raise RecorderError(f"{what} is {value!r}, not a number") from None
+        raise RecorderError(f"{what} is {_shown(value)}, not a number") from None
     if not math.isfinite(number):
         raise RecorderError(f"{what} is {number}, not a finite number")
     return number
@@ -415,7 +417,7 @@ def _stored(value: int | None, what: str) -> int | None:
     """`value` where the store can hold it; RecorderError for a number past its range."""
     if value is not None and value not in INTEGER_RANGE:
         raise RecorderError(
-            f"{what} is {value:,}, out of range: the store holds whole numbers from "
+            f"{what} is {grouped(value)}, out of range: the store holds whole numbers from "
             f"{INTEGER_RANGE.start:,} to {INTEGER_RANGE.stop - 1:,}"
         )
     return value
@@ -449,4 +451,4 @@ def _check_json(messages: Iterable[Mapping[str, Any]], what: str) -> None:
 
 
 def _shown(value: Any) -> str:
-    return clip(repr(value), 40)
+    return clip_repr(value, 40)

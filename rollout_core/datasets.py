@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -197,6 +198,11 @@ def _read_json_list(path: Path) -> list[Any]:
         raise DatasetError(
             f"questions file nests lists or objects too deep for Python's json to read: {path}"
             f" ({_QUESTIONS_HINT})"
+        ) from None
+    except ValueError:  # a whole number past the digits Python converts
+        raise DatasetError(
+            f"questions file holds a whole number of more than {sys.get_int_max_str_digits():,}"
+            f" digits, past what Python reads: {path} ({_QUESTIONS_HINT})"
         ) from None
     if not isinstance(data, list):
         raise DatasetError(

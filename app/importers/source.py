@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from app.importers.rollouts import Rollout
-from rollout_core.clip import clip
+from rollout_core.clip import clip_repr
 from rollout_core.utf8 import json_without_lone_surrogates
 from storage.models import INTEGER_RANGE
 from storage.prompts import MAX_NESTING, nested_deeper_than
@@ -232,6 +232,12 @@ def json_object(raw: bytes) -> dict[str, Any]:
     return data
 
 
+def _whole_number(digits: str) -> int | float:
+    """A whole number as orjson reads it: past 64 bits, a float (an infinity past a float's
+    range, where int() would give a number no float() takes, or refuse its digits)."""
+    return int(digits) if len(digits) <= 20 else float(digits)
+
+
 _TOO_DEEP = (
     f"lists or objects nested more than {MAX_NESTING} levels deep, past what the store keeps"
 )
@@ -239,7 +245,7 @@ _TOO_DEEP = (
 
 def _json_loads(text: str) -> Any:
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_whole_number)
         if isinstance(data, dict) and ("\\ud" in text or "\\uD" in text):
             return dict(json_without_lone_surrogates(data))
     except RecursionError:  # orjson stops at 1,024 levels, json and the walk at the stack's end
@@ -367,7 +373,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _shown(value: Any) -> str:
-    return clip(repr(value), 40)
+    return clip_repr(value, 40)
 
 
 _NUMBER_IN_NAME = re.compile(r"(\d+)")

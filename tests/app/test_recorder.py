@@ -338,6 +338,13 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
             {"prompt": [{"role": "system", "content": "x", "at": object()}]},
             "prompt[0]['at'] is <object object at",
         ),
+        # int() past a float's range or Python's 4,300 digits: OverflowError and ValueError.
+        ({"reward": 10**400}, f"reward is 1{'0' * 36}..., past what a float holds"),
+        ({"step": -(10**5_000)}, "step is -a number of 16,610 bits, out of range: the store"),
+        ({"question_id": 10**5_000}, "question_id is a number of 16,610 bits, not text"),
+        # repr() of the value ran out of stack.
+        ({"reward": _nested(5_000)}, "reward is [[[[[...]]]]], not a number"),
+        ({"rewards": {"r": {"a": _nested(5_000)}}}, "rewards['r'] is {'a': [[[[...]]]]}, not a"),
         (  # held, it failed its write: Python's json ran out of stack
             {"turns": [*_ANSWER, {"role": "tool", "content": _nested(2_000)}]},
             "turns[2]['content'] nests lists or dicts more than 99 levels deep, past what the",

@@ -235,6 +235,18 @@ def test_json_nested_past_pythons_stack_is_refused_in_one_line(tmp_path: Path, e
         load_dataset(path)
 
 
+def test_a_number_past_pythons_digits_is_refused_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    # json's int() refuses it with a ValueError that named sys.set_int_max_str_digits().
+    path.write_text(
+        '[{"db_id": "d", "question": "Q?", "query": "SELECT 1", "id": 1%s}]' % ("0" * 5000)
+    )
+    with pytest.raises(
+        DatasetError, match=r"^questions file holds a whole number of more than 4,300"
+    ):
+        load_dataset(path)
+
+
 def test_not_utf8(tmp_path: Path) -> None:
     path = tmp_path / "latin.json"
     path.write_bytes(b'[{"question": "caf\xe9"}]')

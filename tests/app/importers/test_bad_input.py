@@ -174,6 +174,15 @@ CASES: list[tuple[str, str, list[Any], list[str]]] = [
         [f"9.jsonl:1: the reward named {'r' * 40!r} is 201 characters long; {KEPT}"],
     ),
     (
+        # Read by json as ints past a float: OverflowError, or past Python's 4,300 digits.
+        "verl",
+        "dump/10.jsonl",
+        [json.dumps(GOOD_VERL).replace('"score": 1.0', '"score": 1' + "0" * 400),
+         json.dumps(GOOD_VERL).replace('"step": 1', '"step": 1' + "0" * 5_000), GOOD_VERL],
+        ["10.jsonl:1: score is inf, not a finite number",
+         "10.jsonl:2: step is inf, not a whole number"],
+    ),
+    (
         # A tool call's arguments nested past the stack of Python's json: a RecursionError
         # ended the import (reading the line at 1,000 levels, writing its prompt at 990).
         "messages",

@@ -63,6 +63,21 @@ def test_a_line_that_is_no_object_says_why(line: bytes, problem: str) -> None:
     assert str(caught.value) == problem
 
 
+@pytest.mark.parametrize(
+    ("number", "read"),
+    [
+        (b"18446744073709551615", 2**64 - 1),  # 64 bits: an int
+        (b"1180591620717411303424", 2.0**70),  # past 64 bits: a float, by orjson
+        (b"1" + b"0" * 400, math.inf),  # past a float: json's int, which no float() took
+        (b"-1" + b"0" * 5_000, -math.inf),  # past the digits Python's int() reads: ValueError
+    ],
+    ids=["64 bits", "70 bits", "401 digits", "5,001 digits"],
+)
+def test_a_whole_number_reads_as_orjson_reads_it(number: bytes, read: float) -> None:
+    got = json_object(b'{"a": ' + number + b"}")["a"]
+    assert got == read and type(got) is type(read)
+
+
 def _nested(levels: int, escape: str = "") -> bytes:
     """An object whose one field holds lists `levels` deep (the object itself is one more)."""
     return b'{"a": ' + b"[" * levels + f'"{escape}"'.encode() + b"]" * levels + b"}"
