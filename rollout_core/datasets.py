@@ -185,9 +185,8 @@ def _read_json_list(path: Path) -> list[Any]:
         raise DatasetError(f"questions file is not UTF-8 text: {path} ({exc.reason})") from None
     try:
         data = json.loads(text)
-        if (
-            "\\ud" in text or "\\uD" in text
-        ):  # a lone surrogate's escape, maybe: read as importers do
+        # A lone surrogate's escape, maybe: read as the importers read it.
+        if "\\ud" in text or "\\uD" in text:
             data = json_without_lone_surrogates(data)
     except json.JSONDecodeError as exc:
         raise DatasetError(

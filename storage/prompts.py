@@ -58,7 +58,7 @@ _JSON = json.JSONEncoder(ensure_ascii=False)
 
 MAX_NESTING = 100
 """The deepest lists and objects a stored message may hold. Deeper, orjson refuses to write
-them (past 255 levels) and Python's json runs out of stack (about 1,000), so they are refused
+them (past 254 levels) and Python's json runs out of stack (about 1,000), so they are refused
 where messages come in (`nested_deeper_than`)."""
 
 
