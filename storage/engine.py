@@ -15,6 +15,7 @@ from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
 from rollout_core.errors import RollscopeError
+from rollout_core.utf8 import holds_lone_surrogate
 from storage.sqlite_reader import NoStoreFile, UnreadableStore, reader_mode, reader_uri
 
 URL_HINT = "pass --store sqlite:///path.db or a postgresql+psycopg:// URL"
@@ -80,10 +81,16 @@ def normalize_url(url: str) -> URL:
         raise store_error(url, "empty store URL")
     if text == ":memory:":
         raise store_error(url, "an in-memory SQLite store keeps nothing; name a file")
+    if holds_lone_surrogate(text):
+        # Bytes of a file name that are not UTF-8, as Python reads them from the command line.
+        raise store_error(url, "it holds bytes that are not UTF-8 text; name the store in UTF-8")
     if "://" not in text:
-        path = Path(text).expanduser().resolve()
-        if path.is_dir():
-            raise store_error(url, "that path is a directory, not a database file")
+        try:
+            path = Path(text).expanduser().resolve()
+            if path.is_dir():
+                raise store_error(url, "that path is a directory, not a database file")
+        except OSError as exc:  # a name past the file system's length, for one
+            raise store_error(url, f"that path cannot be used ({exc.strerror})") from None
         text = f"sqlite:///{path}"
     try:
         parsed = make_url(text)
@@ -96,8 +103,12 @@ def normalize_url(url: str) -> URL:
         db = parsed.database
         if not db or db == ":memory:" or db.startswith("file:"):
             raise store_error(url, "an in-memory SQLite store keeps nothing; name a file")
-        parent = Path(db).expanduser().resolve().parent
-        if not parent.is_dir():
+        try:
+            parent = Path(db).expanduser().resolve().parent
+            missing = not parent.is_dir()
+        except OSError as exc:
+            raise store_error(url, f"that path cannot be used ({exc.strerror})") from None
+        if missing:
             raise store_error(url, f"directory {str(parent)!r} does not exist")
     return parsed
 

@@ -33,6 +33,7 @@ from rollout_core.records import (
     RunSpec,
     RunStatus,
 )
+from rollout_core.utf8 import holds_lone_surrogate
 from storage import aggregates, groups, imports, lifecycle, reads, tagging, text_search
 from storage.engine import (
     SERVER_HINT,
@@ -471,6 +472,8 @@ class Store:
 
     def find_run(self, name_or_id: str) -> RunSummary | None:
         """A run by name, or by id when the text is a number."""
+        if holds_lone_surrogate(name_or_id):
+            return None  # no stored name holds one (and no driver takes one)
         with Session(self._engine) as session:
             found = self._run_by(session, Run.name == name_or_id)
             number = name_or_id.strip()

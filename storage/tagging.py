@@ -40,7 +40,10 @@ def clean_tag(tag: str) -> str:
             "(put longer text in the note)"
         )
     if any(unicodedata.category(ch).startswith("C") for ch in cleaned):
-        raise AnnotationError("the tag holds a line break or control character; use one line")
+        raise AnnotationError(
+            "the tag holds a line break, a control character or a byte that is not UTF-8; use "
+            "one line of text"
+        )
     return cleaned
 
 

@@ -63,6 +63,9 @@ def env_server(
         )
     if allow_remote and not token:
         fail("--allow-remote needs a --token (or ROLLSCOPE_ENV_TOKEN) that clients must send")
+    if token and not (token.isascii() and token.isprintable() and " " not in token):
+        # It travels in an HTTP header, and the server compares it as bytes.
+        fail("--token must be ASCII letters, digits and punctuation, without spaces")
     try:
         environment = EnvironmentSettings()
         if step_budget is not None:

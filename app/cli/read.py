@@ -13,6 +13,7 @@ import typer
 from app.cli.output import fail, jsonable, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
 from app.plural import counted
+from rollout_core.clip import clip
 
 
 def runs(
@@ -131,6 +132,12 @@ def _step_range(text: str) -> tuple[int | None, int | None]:
 
 def _check_output(path: Path) -> None:
     """Refuse, before anything is written, an output that cannot become a file."""
+    try:
+        path.stat()
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # a name past the file system's length, for one
+        fail(f"--output {clip(str(path), 80)} cannot be used ({exc.strerror})")
     if path.is_dir():
         fail(f"--output {path} is a folder; give a file name")
     if not path.parent.is_dir():

@@ -10,6 +10,7 @@ import typer
 from app.cli.listen import bind
 from app.cli.output import err, fail
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from rollout_core.clip import clip
 
 
 def dashboard(
@@ -83,9 +84,13 @@ def _check_folders(option: str, folders: list[Path], holding: str) -> None:
     """A file given as a folder is refused. A missing folder is told, not refused: a training
     run may not have made it yet, and Launch reads it once it exists."""
     for folder in folders:
-        if folder.exists() and not folder.is_dir():
+        try:
+            exists = folder.exists()
+        except OSError as exc:  # a name past the file system's length, for one
+            fail(f"{option} {clip(str(folder), 80)} cannot be used ({exc.strerror})")
+        if exists and not folder.is_dir():
             fail(f"{option} {folder} is a file: name the folder that holds the {holding}")
-        if not folder.exists():
+        if not exists:
             err.print(
                 f"note: {option} {folder.resolve()} does not exist (yet): Launch finds {holding} "
                 "in it once it does",

@@ -62,6 +62,7 @@ def tags(
     """Tags in use and how many episodes carry each; --tag lists those episodes."""
     from app.render import annotated_table, tag_table
     from storage.read_models import EpisodeFilter
+    from storage.tagging import AnnotationError, clean_tag
 
     st = open_reader(store)
     run_ids = []
@@ -79,7 +80,11 @@ def tags(
         else:
             out.print(tag_table(counts))
         return
-    flt = EpisodeFilter(run_ids=tuple(run_ids), tags=(tag_name.strip(),), finished_only=False)
+    try:
+        wanted = clean_tag(tag_name)  # as `rollscope tag` stored it
+    except AnnotationError as exc:
+        fail(one_line(exc))
+    flt = EpisodeFilter(run_ids=tuple(run_ids), tags=(wanted,), finished_only=False)
     page = st.list_episodes(flt, limit=max(1, limit))
     details = st.get_episodes([e.id for e in page.items])
     if as_json:
@@ -91,9 +96,9 @@ def tags(
         ]
         print(json.dumps(jsonable(rows), indent=2))
     elif not details:
-        out.print(f"no episode carries the tag {tag_name.strip()!r}")
+        out.print(f"no episode carries the tag {wanted!r}")
     else:
-        out.print(annotated_table(details, tag_name.strip()))
+        out.print(annotated_table(details, wanted))
         if page.next_cursor is not None:
             out.print(f"(first {len(details)} shown; --limit for more)")
 

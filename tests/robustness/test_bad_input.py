@@ -202,6 +202,11 @@ def test_store_that_is_not_a_database_is_left_alone(tmp_path: Path) -> None:
         ("mysql://user@127.0.0.1/db", "no driver"),
         ("postgresql://nobody@127.0.0.1:1/none", "connection"),
         ("not a url://", "store"),
+        # A byte that is not UTF-8 raised UnicodeEncodeError in the driver; a name past the
+        # file system's length, OSError.
+        ("{tmp}/s\udcff.db", "it holds bytes that are not UTF-8 text; name the store in UTF-8"),
+        ("{tmp}/" + "s" * 300 + ".db", "that path cannot be used (File name too long)"),
+        ("sqlite:///{tmp}/" + "s" * 300 + "/s.db", "that path cannot be used (File name too long)"),
     ],
 )
 def test_unusable_store_urls(store: str, expected: str, tmp_path: Path) -> None:

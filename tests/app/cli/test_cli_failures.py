@@ -191,9 +191,25 @@ def test_a_run_named_by_a_digit_int_cannot_read_is_not_found(
 ) -> None:
     store = tmp_path / "s.db"
     assert in_process(monkeypatch, capsys, "migrate", "--store", store)[0] == 0
-    for ref in ("²", "9" * 20):  # ValueError and OverflowError before
-        code, err = in_process(monkeypatch, capsys, "export", "--run", ref, "--store", store)
-        assert code == 2
-        assert (
-            err.strip() == f"error: no run '{ref}' in the store (list them with `rollscope runs`)"
-        )
+    # ValueError and OverflowError before; a byte that is not UTF-8 (as Python reads it from
+    # the command line) raised UnicodeEncodeError from the driver.
+    for ref in ("²", "9" * 20, "run\udcff"):
+        for command in ("export", "tags"):
+            code, err = in_process(monkeypatch, capsys, command, "--run", ref, "--store", store)
+            assert code == 2
+            assert err.strip() == (
+                f"error: no run {ref!r} in the store (list them with `rollscope runs`)"
+            )
+
+
+def test_an_output_name_past_the_file_systems_length_is_refused_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.db"
+    assert in_process(monkeypatch, capsys, "migrate", "--store", store)[0] == 0
+    output = tmp_path / ("o" * 300 + ".jsonl")  # OSError before
+    code, err = in_process(
+        monkeypatch, capsys, "export", "--all", "--output", output, "--store", store
+    )
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "cannot be used (File name too long)" in err

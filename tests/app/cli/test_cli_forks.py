@@ -147,6 +147,7 @@ def test_a_tag_that_looks_like_markup_is_printed_as_it_is(recorded: Path, tmp_pa
         (("99999", "x"), "no episode 99999 in the store"),
         (("1", "never-set", "--remove"), "episode 1 has no tag 'never-set'"),
         (("1", "x", "--remove", "--note", "n"), "--remove takes a tag off; it has no --note"),
+        (("1", "x\udcff"), "the tag holds a line break, a control character or a byte that"),
     ],
 )
 def test_bad_tag_input_is_one_line(
@@ -183,3 +184,12 @@ def test_writes_on_a_read_only_file_system_are_refused_in_one_line(
     assert "it is on a read-only file system" in res.stderr, res.stderr
     assert "use a command that only reads it" in res.stderr
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
+
+
+def test_a_tag_listed_that_no_tag_could_be_is_refused_in_one_line(
+    recorded: Path, tmp_path: Path
+) -> None:
+    # A byte that is not UTF-8 raised UnicodeEncodeError from the driver.
+    res = rollscope("tags", "--tag", "x\udcff", "--store", _copy(recorded, tmp_path))
+    assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert "the tag holds a line break, a control character or a byte that" in res.stderr

@@ -224,6 +224,10 @@ def test_dashboard_folders_a_file_is_refused_and_a_missing_one_is_told(tmp_path:
         lines = res.stderr.strip().splitlines()
         assert res.returncode == 2 and len(lines) == 1, res.stderr
         assert f"{option} {a_file} is a file: name the folder that holds the {holding}" in lines[0]
+        # A name past the file system's length: OSError.
+        res = rollscope("dashboard", option, tmp_path / ("f" * 300), "--store", path)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+        assert "cannot be used (File name too long)" in res.stderr
     # A folder a training run has not made yet is told and served; a bad port stops it here.
     later = tmp_path / "later"
     res = rollscope("dashboard", "--checkpoint-root", later, "--port", "70000", "--store", path)

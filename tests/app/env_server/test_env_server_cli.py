@@ -91,6 +91,9 @@ def test_bad_flags_are_refused_in_one_line_before_any_store(
         (["--questions", str(tmp_path / "none.json")], "questions file not found"),
         (["--dataset", "demo", *data], "not both"),
         (["--dataset", "d" * 300], "File name too long"),  # the system's error, not a traceback
+        # The server failed to start, in a traceback, where it encodes the header it expects.
+        ([*data, "--token", "t\udcffk"], "--token must be ASCII letters, digits and punctuation"),
+        ([*data, "--token", "two words"], "--token must be ASCII letters, digits and punctuation"),
     ]
     for flags, message in cases:
         assert rollscope(monkeypatch, *base, *flags) == 2, flags
