@@ -11,6 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from rollout_core.records import ChatMessage
 from storage.read_models import Annotation, EpisodeDetail, RunSummary, StoredStep, TagCount
 
 
@@ -124,13 +125,25 @@ def _prompt_panel(step: StoredStep) -> Panel:
         body.append("(no prompt recorded: its producer did not see it)", style="italic")
     for i, message in enumerate(step.prompt):
         body.append(("\n" if i else "") + f"[{message.get('role', '?')}]\n", style="bold cyan")
-        content = message.get("content")
-        body.append(content if isinstance(content, str) else json.dumps(content))
-        extra = {k: v for k, v in message.items() if k not in ("role", "content")}
-        if extra:
-            body.append("\n" + json.dumps(extra, ensure_ascii=False), style="dim")
+        text, extra = message_parts(message)
+        body.append(text)
+        if extra is not None:
+            body.append("\n" + extra, style="dim")
     title = f"step {step.step_no} prompt: {len(step.prompt)} messages"
     return Panel(body, title=title, title_align="left", border_style="cyan")
+
+
+def message_parts(message: ChatMessage) -> tuple[str, str | None]:
+    """A chat message as the CLI and the dashboard show it: its content as text (content that
+    is not text as JSON), and its other fields (the tool calls a model made, a tool's name) as
+    one JSON line, or None."""
+    content = message.get("content")
+    if content is None:
+        text = ""
+    else:
+        text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    extra = {k: v for k, v in message.items() if k not in ("role", "content")}
+    return text, json.dumps(extra, ensure_ascii=False) if extra else None
 
 
 def _annotation_line(a: Annotation) -> Text:

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import streamlit as st
 
+from app.render import message_parts
 from rollout_core.records import ChatMessage
 from storage.read_models import StoredStep
 
@@ -80,7 +81,10 @@ def show_prompt(prompt: Sequence[ChatMessage]) -> None:
         st.caption("(no prompt recorded: the producer did not see it)")
     for message in prompt:
         st.caption(escape_markdown(str(message.get("role", "?"))))
-        show_text(str(message.get("content", "")))
+        text, extra = message_parts(message)
+        show_text(text)
+        if extra is not None:  # the tool calls the model made, which its template showed it
+            show_text(extra, language="json")
 
 
 COUNT_FORMAT = "%,d"

@@ -3,6 +3,8 @@ again, the gold answer."""
 
 from __future__ import annotations
 
+import json
+
 from app.dashboard.replay.context import ABANDONED
 from rollout_core.records import IterationBatch
 from storage.read_models import EpisodeFilter
@@ -94,6 +96,35 @@ def test_replay_shows_the_prompt_the_model_saw_message_by_message(store_env: Fix
     assert [c.value for c in expander.code] == [
         "You answer with one action.",
         f"Question {QUESTIONS[1][0]}, step 2",
+    ]
+
+
+def test_the_prompt_shows_the_tool_calls_the_model_made_and_content_in_parts(
+    labelled: FixtureStore,
+) -> None:
+    # An assistant turn that only called a tool showed as "(empty)": its call was left out.
+    call = {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
+    prompt = (
+        {"role": "user", "content": [{"type": "text", "text": "How many?"}]},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "[(6,)]", "tool_call_id": "c1"},
+    )
+    store = Store(labelled.url)
+    run = store.create_run(spec("tools"), episodes_planned=1)
+    store.sink(run).write(
+        IterationBatch(
+            [start("q1")], [step("q1", 0, 1, prompt=prompt)], [finish("q1", 0, "wrong", 0.0, 1)]
+        )
+    )
+    (episode,) = store.list_episodes(EpisodeFilter(run_ids=(run,)), limit=5).items
+    at = open_page("replay/page.py", episode=str(episode.id))
+    expander = next(e for e in at.expander if e.label == "Prompt as the model saw it")
+    assert [c.value for c in expander.caption] == ["user", "assistant", "(empty)", "tool"]
+    assert [c.value for c in expander.code] == [
+        '[{"type": "text", "text": "How many?"}]',
+        json.dumps({"tool_calls": [call]}),
+        "[(6,)]",
+        '{"tool_call_id": "c1"}',
     ]
 
 
