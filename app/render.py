@@ -11,6 +11,7 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from app.plural import counted
 from rollout_core.records import ChatMessage
 from storage.read_models import Annotation, EpisodeDetail, RunSummary, StoredStep, TagCount
 
@@ -129,7 +130,7 @@ def _prompt_panel(step: StoredStep) -> Panel:
         body.append(text)
         if extra is not None:
             body.append("\n" + extra, style="dim")
-    title = f"step {step.step_no} prompt: {len(step.prompt)} messages"
+    title = f"step {step.step_no} prompt: {counted(len(step.prompt), 'message')}"
     return Panel(body, title=title, title_align="left", border_style="cyan")
 
 

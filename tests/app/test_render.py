@@ -1,0 +1,47 @@
+"""The terminal's episode transcript (`rollscope show --prompt`): each prompt message's text,
+and the fields beside it that its chat template showed the model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.console import Console
+
+from app.render import episode_transcript, message_parts
+from rollout_core.records import IterationBatch
+from storage.store import Store
+from tests.support.records import finish, spec, start, step
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
+
+
+def test_a_message_is_its_text_and_its_other_fields_as_json() -> None:
+    assert message_parts({"role": "user", "content": "Q?"}) == ("Q?", None)
+    # OpenAI's assistant turn that only calls a tool: no content, which showed as 'null'.
+    assert message_parts({"role": "assistant", "content": None, "tool_calls": [CALL]}) == (
+        "",
+        json.dumps({"tool_calls": [CALL]}),
+    )
+    parts = [{"type": "text", "text": "Q?"}]
+    assert message_parts({"role": "user", "content": parts}) == (json.dumps(parts), None)
+
+
+def test_each_prompt_is_titled_with_its_count_of_messages(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "s.db"))
+    run = store.create_run(spec(), episodes_planned=1)
+    one = ({"role": "user", "content": "Q?"},)
+    two = (*one, {"role": "assistant", "content": None, "tool_calls": [CALL]})
+    store.sink(run).write(
+        IterationBatch(
+            [start("q")],
+            [step("q", 0, 1, prompt=one), step("q", 0, 2, prompt=two)],
+            [finish("q", 0, "wrong", 0.0, 2)],
+        )
+    )
+    (detail,) = store.iter_episode_details(run)
+    console = Console(record=True, width=200)
+    console.print(episode_transcript(detail, prompts=True))
+    shown = console.export_text()
+    assert "step 1 prompt: 1 message " in shown and "step 2 prompt: 2 messages " in shown
+    assert json.dumps({"tool_calls": [CALL]}) in shown
