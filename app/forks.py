@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from app.importers.detect import format_label
+from app.plural import counted
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.fork_replay import ForkStart
 from rollout_core.policies.registry import split_spec
@@ -124,7 +125,7 @@ def plan_episode_fork(store: Store, episode_id: int, step: int, req: ForkRequest
         raise ForkError(f"episode {episode_id} has no steps to fork (its question never started)")
     if not 1 <= step <= n:
         raise ForkError(
-            f"--step must be between 1 and {n} (episode {episode_id} has {n} steps; "
+            f"--step must be between 1 and {n} (episode {episode_id} has {counted(n, 'step')}; "
             "the new policy plays that step, the ones before are replayed)"
         )
     point = ForkPoint(episode_id, step, found.summary.question_id, found.summary.sample_index)

@@ -20,6 +20,7 @@ from typing import Any
 
 from app.fanout.shards import split_shards
 from app.fanout.worker import UPDATES_IN_FLIGHT, ShardEnd, ShardUpdate
+from app.plural import counted
 from rollout_core.errors import RollscopeError
 from rollout_core.records import EpisodeKey, EpisodeRecord
 from rollout_core.runner import EpisodeTask, RunStats
@@ -254,12 +255,13 @@ class _Driver:
             return
         if shard.attempt >= MAX_ATTEMPTS:
             raise FanoutError(
-                f"a worker died {MAX_ATTEMPTS} times playing the same {len(left)} episodes "
-                f"(first {left[0].key}); see the Ray logs (killed for memory?)"
+                f"a worker died {MAX_ATTEMPTS} times playing the same "
+                f"{counted(len(left), 'episode')} (first {left[0].key}); see the Ray logs (killed "
+                "for memory?)"
             )
         self._note(
-            f"worker {playing.worker + 1} died; its {len(left)} unfinished episodes are played "
-            "again from their first step"
+            f"worker {playing.worker + 1} died; its {counted(len(left), 'unfinished episode')} "
+            f"{'is' if len(left) == 1 else 'are'} played again from the first step"
         )
         self.queue.appendleft(_Shard(shard.number, left, shard.attempt + 1))
 

@@ -139,8 +139,8 @@ def _whole_run(run: RunSummary, shown: float | None, played: int, shared: int) -
     if played == shared and fmt_pct(run.accuracy) == fmt_pct(shown):
         return None
     return (
-        f"whole {_what(run)}: {fmt_pct(run.accuracy)} of its {run.episodes_finished:,} episodes"
-        f" on {played:,} question{'s' if played != 1 else ''}"
+        f"whole {_what(run)}: {fmt_pct(run.accuracy)} of its "
+        f"{counted(run.episodes_finished, 'episode')} on {counted(played, 'question')}"
     )
 
 

@@ -14,6 +14,7 @@ from app.dashboard.components.render import COUNT_FORMAT
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
 from app.dashboard.question_map.matrix import PairFlips, first_with_flips
+from app.plural import counted
 from storage.read_models import RunKey, RunStep, RunSummary, run_of
 
 _OPEN_FLIP = "map_open_flip"
@@ -64,10 +65,10 @@ def heatmap_section(
     on a cell opens GRPO groups on that run's samples of the question."""
     qmap = view.qmap
     which = (
-        f"{len(qmap.question_ids):,} questions every chosen run played ({view.left_out:,} of the "
-        f"{view.questions:,} left out: some run did not play them)"
+        f"{counted(len(qmap.question_ids), 'question')} every chosen run played "
+        f"({view.left_out:,} of the {view.questions:,} left out: some run did not play them)"
         if view.shared_only
-        else f"{len(qmap.question_ids):,} questions"
+        else counted(len(qmap.question_ids), "question")
     )
     st.caption(
         f"{which}, easiest at the top (mean success over the runs). "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -238,7 +239,8 @@ def _kill_a_worker(
     # them all before the kill landed.
     died = [n for n in notes if "died" in n]
     assert len(died) == 1 and (
-        "unfinished episodes are played again" in died[0] or "episodes finished" in died[0]
+        re.search(r"unfinished episodes? (is|are) played again", died[0])
+        or "episodes finished" in died[0]
     ), notes
     run = store.get_run(run_id)
     assert run is not None and run.status == "completed"
