@@ -85,12 +85,9 @@ def normalize_url(url: str) -> URL:
         # Bytes of a file name that are not UTF-8, as Python reads them from the command line.
         raise store_error(url, "it holds bytes that are not UTF-8 text; name the store in UTF-8")
     if "://" not in text:
-        try:
-            path = Path(text).expanduser().resolve()
-            if path.is_dir():
-                raise store_error(url, "that path is a directory, not a database file")
-        except OSError as exc:  # a name past the file system's length, for one
-            raise store_error(url, f"that path cannot be used ({exc.strerror})") from None
+        path = Path(text).expanduser().resolve()
+        if _is_dir(url, path):
+            raise store_error(url, "that path is a directory, not a database file")
         text = f"sqlite:///{path}"
     try:
         parsed = make_url(text)
@@ -103,14 +100,19 @@ def normalize_url(url: str) -> URL:
         db = parsed.database
         if not db or db == ":memory:" or db.startswith("file:"):
             raise store_error(url, "an in-memory SQLite store keeps nothing; name a file")
-        try:
-            parent = Path(db).expanduser().resolve().parent
-            missing = not parent.is_dir()
-        except OSError as exc:
-            raise store_error(url, f"that path cannot be used ({exc.strerror})") from None
-        if missing:
+        parent = Path(db).expanduser().resolve().parent
+        if not _is_dir(url, parent):
             raise store_error(url, f"directory {str(parent)!r} does not exist")
     return parsed
+
+
+def _is_dir(url: str, path: Path) -> bool:
+    """Whether `path` is a folder; a store error where the file system will not look (a name
+    past its length, for one)."""
+    try:
+        return path.is_dir()
+    except OSError as exc:
+        raise store_error(url, f"that path cannot be used ({exc.strerror})") from None
 
 
 def get_engine(url: URL, *, read_only: bool = False) -> Engine:
