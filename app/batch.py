@@ -104,11 +104,15 @@ def start_run(
     is written when any of that fails."""
     plan = request if isinstance(request, PlannedRun) else build_spec(request)
     prepared = prepare(plan, fanout)
-    with _closed_on_error(fanout):
-        run_id = store.create_run(
+    return record_run(store, prepared), prepared
+
+
+def record_run(store: Store, prepared: Prepared) -> int:
+    """Create the run of a prepared plan in the store; its id."""
+    with _closed_on_error(prepared.fanout):
+        return store.create_run(
             prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
         )
-    return run_id, prepared
 
 
 def reopen_run(

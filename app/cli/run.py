@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from app.cli.options import command_from, flag
 from app.cli.output import USER_ERRORS, err, fail, one_line
 from app.cli.run_options import RunOptions
-from app.cli.stores import open_store
+from app.cli.stores import open_store, store_exists
 
 if TYPE_CHECKING:
     from app.batch import Fanout
@@ -33,13 +33,24 @@ def run(opts: RunOptions) -> None:
         fail(f"{flag(RunOptions, exc.field)} {exc.problem}")
     except USER_ERRORS as exc:
         fail(one_line(exc))
+    built = None
+    if plan is not None and target is None and not store_exists(opts.store):
+        # The policy first where the store is new: one that cannot be built (a server that
+        # does not answer) leaves no empty store behind.
+        try:
+            built = batch.prepare(plan)
+        except USER_ERRORS as exc:
+            fail(one_line(exc))
     recorded = "--run-id and --resume play a run recorded there"
     st = open_store(opts.store, existing=None if stored is None else recorded)
     fanout = None if target is None else _ray_fanout(target, st)
     try:
-        if plan is not None:
-            run_id, prepared = batch.start_run(st, plan, fanout=fanout)
+        if built is not None:
+            run_id, prepared = batch.record_run(st, built), built
             skip: set[EpisodeKey] = set()
+        elif plan is not None:
+            run_id, prepared = batch.start_run(st, plan, fanout=fanout)
+            skip = set()
         else:
             assert stored is not None
             resume = opts.resume is not None

@@ -36,6 +36,21 @@ def open_store(url: str, *, existing: str | None = None) -> Store:
         fail(str(exc))
 
 
+def store_exists(url: str) -> bool:
+    """Whether there is a store at `url` to open (one too old or too new included); an
+    unreachable server counts as there, so that opening it says why it failed."""
+    from storage.engine import StoreMissing
+    from storage.store import Store, StoreError
+
+    try:
+        Store(url, read_only=True).close()
+    except StoreMissing:
+        return False
+    except StoreError:
+        return True
+    return True
+
+
 def open_reader(url: str) -> Store:
     """A store opened to read: never created, migrated or written; refused in one line."""
     from storage.store import Store, StoreError

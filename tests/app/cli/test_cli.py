@@ -195,7 +195,7 @@ def test_a_bug_keeps_its_traceback_while_bad_input_is_one_line(
     def buggy(*args: object, **kwargs: object) -> None:
         raise KeyError("missing_setting")
 
-    monkeypatch.setattr(batch, "start_run", buggy)
+    monkeypatch.setattr(batch, "prepare", buggy)
     monkeypatch.setattr(sys, "argv", ["rollscope", "run", "--store", store, "--quiet"])
     with pytest.raises(KeyError, match="missing_setting"):
         cli.main()

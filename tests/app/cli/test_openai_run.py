@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from storage.store import Store
 from tests.conftest import REPO
 from tests.support.benchmark import QUESTIONS, make_benchmark
 from tests.support.cli import in_process, rollscope
@@ -127,8 +128,13 @@ def test_misplaced_server_flags_are_refused(
     assert len(err.strip().splitlines()) == 1
 
 
-def test_no_server_is_one_line_before_any_run(tmp_path: Path, bench: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("store_there", [False, True], ids=["new store", "existing store"])
+def test_no_server_is_one_line_before_any_run(
+    tmp_path: Path, bench: tuple[Path, Path], store_there: bool
+) -> None:
     db = tmp_path / "store.db"
+    if store_there:
+        Store(str(db)).close()
     questions, db_dir = bench
     res = rollscope(
         "run", "--policy", f"openai:http://127.0.0.1:{free_port()}/v1", "--model", "m",
@@ -137,7 +143,10 @@ def test_no_server_is_one_line_before_any_run(tmp_path: Path, bench: tuple[Path,
     )  # fmt: skip
     assert res.returncode == 2 and "did not answer: connection failed" in res.stderr
     assert "is the server up" in res.stderr and len(res.stderr.strip().splitlines()) == 1
-    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    if store_there:
+        assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    else:  # no empty store left behind for a run that never began
+        assert not [p.name for p in tmp_path.iterdir() if p.name.startswith("store")]
 
 
 # -- the server dies mid-run --------------------------------------------------------------
