@@ -25,9 +25,10 @@ def pages(settings: Settings) -> list[st.Page]:
     move to their page."""
     out: list[st.Page] = []
     for i, route in enumerate(nav.ROUTES):
-        if route.writes and settings.read_only:
-            continue
         default = i == 0
+        # A page that writes is left out of a read-only dashboard's menu, but a link to it
+        # still opens it, to say it is off (it checks the setting itself).
+        hidden = route.writes and settings.read_only
         out.append(
             st.Page(
                 route.path,
@@ -35,6 +36,7 @@ def pages(settings: Settings) -> list[st.Page]:
                 icon=route.icon,
                 url_path=route.url_path,
                 default=default,
+                visibility="hidden" if hidden else "visible",
             )
         )
         # The default page is served at the root.

@@ -58,8 +58,10 @@ def test_all_interfaces_start_read_only_unless_writes_are_allowed(
         page.goto(f"{base_url}/launch")  # a deep link cannot reach it either
         if allow:
             page.get_by_role("button", name="Launch").wait_for()
-        else:
-            page.get_by_text("Runs").first.wait_for()
+        else:  # said on the page, out of the menu, and no form
+            page.get_by_text("launching runs is switched off").wait_for()
+            nav = page.locator("[data-testid='stTopNav']")
+            assert nav.get_by_text("Launch").count() == 0 and nav.get_by_text("Runs").count() > 0
             assert page.get_by_role("button", name="Launch").count() == 0
     finally:
         stop(proc)
