@@ -74,6 +74,22 @@ def why_unwritable(database: str) -> str | None:
     return f"{blocked[0]} is not writable by this user"
 
 
+def unwritable_store(shown: str, database: str) -> StoreError | None:
+    """The one-line error for a SQLite store this process cannot write, or cannot create
+    (`shown`: the store as the user named it); None when it can."""
+    why = why_unwritable(database)
+    if why is None:
+        return None
+    if not Path(database).expanduser().exists():
+        return StoreError(
+            f"cannot create store {shown!r}: {why}; name a store in a folder this user can write"
+        )
+    return StoreError(
+        f"cannot write to store {shown!r}: {why}; this command writes, so copy the store "
+        "somewhere writable, or use a command that only reads it (runs, show, export, dashboard)"
+    )
+
+
 def normalize_url(url: str) -> URL:
     """Parse a store URL; a bare path (no `://`) means a SQLite file."""
     text = url.strip()

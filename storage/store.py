@@ -43,7 +43,7 @@ from storage.engine import (
     dispose_engine,
     get_engine,
     normalize_url,
-    why_unwritable,
+    unwritable_store,
 )
 from storage.engine import store_error as _store_error
 from storage.migrations import (
@@ -105,12 +105,8 @@ class Store:
                     check_readable(conn, shown)
             else:
                 if self.dialect == "sqlite" and self._url.database:
-                    if (why := why_unwritable(self._url.database)) is not None:
-                        raise StoreError(
-                            f"cannot write to store {shown!r}: {why}; this command writes, so "
-                            "copy the store somewhere writable, or use a command that only "
-                            "reads it (runs, show, export, dashboard)"
-                        )
+                    if (refused := unwritable_store(shown, self._url.database)) is not None:
+                        raise refused
                     check_sqlite_file(self._url.database)
                 self.schema_upgrade = upgrade_to_head(self._engine)
         except DBAPIError as exc:

@@ -186,6 +186,27 @@ def test_writes_on_a_read_only_file_system_are_refused_in_one_line(
     assert hashlib.sha256(store.read_bytes()).hexdigest() == before
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("run", "--policy", "oracle", "--dataset", "demo", "--limit", "1"), ("migrate",)],
+)
+def test_a_new_store_in_a_read_only_folder_is_refused_in_one_line(
+    tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    (tmp_path / "src").mkdir()
+    view = tmp_path / "view"
+    view.mkdir()
+    res = run_read_only(
+        tmp_path / "src", view, rollscope_cmd(*args, "--store", view / "new.db"), cwd=REPO
+    )
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert res.stderr.strip() == (
+        f"error: cannot create store '{view / 'new.db'}': it is on a read-only file system; "
+        "name a store in a folder this user can write"
+    )
+    assert not list((tmp_path / "src").iterdir())
+
+
 def test_a_tag_listed_that_no_tag_could_be_is_refused_in_one_line(
     recorded: Path, tmp_path: Path
 ) -> None:
