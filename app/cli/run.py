@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from app.cli.options import command_from, flag
 from app.cli.output import USER_ERRORS, err, fail, one_line
 from app.cli.run_options import RunOptions
-from app.cli.stores import open_store, store_exists
+from app.cli.stores import open_store, refuse_uncreatable, store_exists
 
 if TYPE_CHECKING:
     from app.batch import Fanout
@@ -37,6 +37,7 @@ def run(opts: RunOptions) -> None:
     if plan is not None and target is None and not store_exists(opts.store):
         # The policy first where the store is new: one that cannot be built (a server that
         # does not answer) leaves no empty store behind.
+        refuse_uncreatable(opts.store)
         try:
             built = batch.prepare(plan)
         except USER_ERRORS as exc:

@@ -51,6 +51,23 @@ def store_exists(url: str) -> bool:
     return True
 
 
+def refuse_uncreatable(url: str) -> None:
+    """Refuse in one line a new SQLite store this process could not create, found without
+    creating it: a command that does something long first (builds a policy) says so at once."""
+    from storage.engine import normalize_url, unwritable_store
+    from storage.store import StoreError
+
+    try:
+        parsed = normalize_url(url)
+    except StoreError as exc:
+        fail(str(exc))
+    refused = None
+    if parsed.get_backend_name() == "sqlite" and parsed.database:
+        refused = unwritable_store(shown_url(url), parsed.database)
+    if refused is not None:
+        fail(str(refused))
+
+
 def open_reader(url: str) -> Store:
     """A store opened to read: never created, migrated or written; refused in one line."""
     from storage.store import Store, StoreError

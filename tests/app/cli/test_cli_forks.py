@@ -188,7 +188,12 @@ def test_writes_on_a_read_only_file_system_are_refused_in_one_line(
 
 @pytest.mark.parametrize(
     "args",
-    [("run", "--policy", "oracle", "--dataset", "demo", "--limit", "1"), ("migrate",)],
+    [
+        ("run", "--policy", "oracle", "--dataset", "demo", "--limit", "1"),
+        # Said before the policy is built: not that no server answers.
+        ("run", "--policy", "openai:http://127.0.0.1:9/v1", "--model", "m", "--limit", "1"),
+        ("migrate",),
+    ],
 )
 def test_a_new_store_in_a_read_only_folder_is_refused_in_one_line(
     tmp_path: Path, args: tuple[str, ...]
