@@ -9,7 +9,7 @@ import typer
 
 from app.cli.listen import bind
 from app.cli.output import err, fail
-from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store, shown_url
 from rollout_core.clip import clip
 
 
@@ -66,6 +66,12 @@ def dashboard(
         if read_only:
             fail(str(exc))
         open_store(store).close()
+        # Said: a mistyped --store otherwise opens an empty dashboard without a word.
+        err.print(
+            f"note: no store at {shown_url(store)}: made a new, empty one (Launch records "
+            "its runs there)",
+            soft_wrap=True,
+        )
     except StoreError as exc:
         fail(str(exc))
     serve(

@@ -52,6 +52,21 @@ def test_a_signal_to_the_cli_stops_the_server(tmp_path: Path, sig: signal.Signal
     assert _closes(port, 5), (tmp_path / "dashboard.log").read_text()[-2000:]
 
 
+def test_a_dashboard_on_a_missing_store_says_it_made_one(tmp_path: Path) -> None:
+    log = tmp_path / "dashboard.log"
+    proc, _ = start_dashboard(str(tmp_path / "typo.db"), log)
+    try:
+        assert (tmp_path / "typo.db").exists()
+        said = log.read_text().splitlines()
+        assert (
+            f"note: no store at {tmp_path / 'typo.db'}: made a new, empty one (Launch records "
+            "its runs there)"
+        ) in said, said
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 _WAIT_FOR_PORT = (
     "import socket, sys, time\n"
     "while socket.socket().connect_ex(('127.0.0.1', int(sys.argv[1]))): time.sleep(0.3)"
