@@ -8,7 +8,7 @@ import typer
 
 from app.cli.listen import bind
 from app.cli.output import USER_ERRORS, err, fail, one_line
-from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store, shown_url
 from app.plural import counted
 
 MAX_SESSIONS = 64
@@ -102,7 +102,8 @@ def env_server(
 
     def ready() -> None:
         err.print(
-            f"serving run {spec.name!r} (dataset {data.name}) at http://{shown}:{bound} "
+            f"serving run {spec.name!r} (dataset {data.name}, store {shown_url(store)}) at "
+            f"http://{shown}:{bound} "
             f"(WebSocket ws://{shown}:{bound}/ws), {counted(max_sessions, 'session')} "
             f"at most{by}{abandoned}",
             soft_wrap=True,

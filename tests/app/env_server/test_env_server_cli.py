@@ -26,6 +26,9 @@ def test_a_killed_server_started_again_goes_on_with_the_same_run(
             "--store", str(store_path), "--step-budget", "5"]  # fmt: skip
     first = start_process(args)
     url = first.wait_serving()
+    assert f"serving run 'env' (dataset {bench.questions}, store {store_path}) at " in (
+        first.output()
+    )
     with GenericEnvClient(base_url=url).sync() as env:
         assert play(env, "q-count").reward == 1.0
     left = GenericEnvClient(base_url=url).sync()
