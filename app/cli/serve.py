@@ -60,6 +60,7 @@ def dashboard(
 
     # A bad URL or an unreadable store fails here, in one line, not inside the page. A writable
     # dashboard creates a missing store (its Launch would); it never upgrades an existing one.
+    notes = []
     try:
         Store(store, read_only=True).close()
     except StoreMissing as exc:
@@ -67,15 +68,15 @@ def dashboard(
             fail(str(exc))
         open_store(store).close()
         # Said: a mistyped --store otherwise opens an empty dashboard without a word.
-        err.print(
+        notes.append(
             f"note: no store at {shown_url(store)}: made a new, empty one (Launch records "
-            "its runs there)",
-            soft_wrap=True,
+            "its runs there)"
         )
     except StoreError as exc:
         fail(str(exc))
     serve(
         store,
+        notes=notes,
         port=port,
         host=host,
         read_only=read_only,

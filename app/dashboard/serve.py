@@ -98,11 +98,13 @@ def serve(
     dataset_roots: Sequence[Path] = (),
     headless: bool = True,
     ray_address: str | None = None,
+    notes: Sequence[str] = (),
 ) -> NoReturn:
     """Replace this process with the dashboard; its exit code becomes the process's.
 
     Prints the mode first (`serve_mode`): on a non-loopback address the dashboard is
-    read-only unless `allow_writes`. ValueError when both flags are given.
+    read-only unless `allow_writes`; then `notes`, a line each. ValueError when both flags
+    are given.
     """
     mode = serve_mode(
         host,
@@ -122,9 +124,10 @@ def serve(
     )
     command = streamlit_command(port=port, host=host, headless=headless)
     stop_with_parent()
-    print(f"rollscope dashboard: {mode.line}")
-    sys.stdout.flush()  # what was printed so far must not die with this process image
-    sys.stderr.flush()
+    print(f"rollscope dashboard: {mode.line}", flush=True)  # before the notes, in one log
+    for note in notes:
+        print(note, file=sys.stderr)
+    sys.stderr.flush()  # what was printed must not die with this process image
     os.execve(command[0], command, env)
 
 

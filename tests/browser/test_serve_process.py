@@ -58,10 +58,11 @@ def test_a_dashboard_on_a_missing_store_says_it_made_one(tmp_path: Path) -> None
     try:
         assert (tmp_path / "typo.db").exists()
         said = log.read_text().splitlines()
-        assert (
+        assert said[:2] == [  # the mode first, as on every start
+            "rollscope dashboard: writable: bound to 127.0.0.1, reachable from this machine only",
             f"note: no store at {tmp_path / 'typo.db'}: made a new, empty one (Launch records "
-            "its runs there)"
-        ) in said, said
+            "its runs there)",
+        ], said
     finally:
         proc.terminate()
         proc.wait(timeout=20)
