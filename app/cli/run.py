@@ -46,12 +46,10 @@ def run(opts: RunOptions) -> None:
     st = open_store(opts.store, existing=None if stored is None else recorded)
     fanout = None if target is None else _ray_fanout(target, st)
     try:
-        if built is not None:
-            run_id, prepared = batch.record_run(st, built), built
+        if plan is not None:
+            prepared = built if built is not None else batch.prepare(plan, fanout)
+            run_id = batch.record_run(st, prepared)
             skip: set[EpisodeKey] = set()
-        elif plan is not None:
-            run_id, prepared = batch.start_run(st, plan, fanout=fanout)
-            skip = set()
         else:
             assert stored is not None
             resume = opts.resume is not None

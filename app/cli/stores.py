@@ -61,10 +61,9 @@ def refuse_uncreatable(url: str) -> None:
         parsed = normalize_url(url)
     except StoreError as exc:
         fail(str(exc))
-    refused = None
-    if parsed.get_backend_name() == "sqlite" and parsed.database:
-        refused = unwritable_store(shown_url(url), parsed.database)
-    if refused is not None:
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        return  # a server says itself, when the store is opened, why it cannot take it
+    if (refused := unwritable_store(shown_url(url), parsed.database)) is not None:
         fail(str(refused))
 
 
