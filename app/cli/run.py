@@ -10,10 +10,9 @@ from app.cli.run_options import RunOptions
 from app.cli.stores import open_store, refuse_uncreatable, store_exists
 
 if TYPE_CHECKING:
-    from app.batch import Fanout
+    from app.fanout.cluster import RayFanout
     from app.fanout.target import RayTarget
     from rollout_core.records import EpisodeKey
-    from storage.store import Store
 
 
 def run(opts: RunOptions) -> None:
@@ -33,18 +32,19 @@ def run(opts: RunOptions) -> None:
         fail(f"{flag(RunOptions, exc.field)} {exc.problem}")
     except USER_ERRORS as exc:
         fail(one_line(exc))
+    fanout = None if target is None else _ray_fanout(target, opts.store)
     built = None
-    if plan is not None and target is None and not store_exists(opts.store):
-        # The policy first where the store is new: one that cannot be built (a server that
-        # does not answer) leaves no empty store behind.
+    # The policy first where the store is new: one that cannot be built (a server that does
+    # not answer) leaves no empty store behind. Workers that write open the store themselves.
+    if plan is not None and not store_exists(opts.store):
         refuse_uncreatable(opts.store)
-        try:
-            built = batch.prepare(plan)
-        except USER_ERRORS as exc:
-            fail(one_line(exc))
+        if fanout is None or not fanout.workers_write:
+            try:
+                built = batch.prepare(plan, fanout)
+            except USER_ERRORS as exc:
+                fail(one_line(exc))
     recorded = "--run-id and --resume play a run recorded there"
     st = open_store(opts.store, existing=None if stored is None else recorded)
-    fanout = None if target is None else _ray_fanout(target, st)
     try:
         if plan is not None:
             prepared = built if built is not None else batch.prepare(plan, fanout)
@@ -59,10 +59,14 @@ def run(opts: RunOptions) -> None:
     play(st, opts.store, run_id, prepared, skip, opts.quiet)
 
 
-def _ray_fanout(target: RayTarget, st: Store) -> Fanout:
+def _ray_fanout(target: RayTarget, store_url: str) -> RayFanout:
     from app.fanout.cluster import RayFanout  # imports Ray itself only when it starts
+    from storage.store import StoreError
 
-    return RayFanout(target, st, on_note=lambda text: err.print(text))
+    try:
+        return RayFanout(target, store_url, on_note=lambda text: err.print(text))
+    except StoreError as exc:  # a URL that names no store
+        fail(str(exc))
 
 
 run_command = command_from(RunOptions, run)

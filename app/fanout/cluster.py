@@ -18,6 +18,7 @@ from app.fanout.worker import ShardPlayer
 from rollout_core.records import EpisodeRecord, PolicyInfo
 from rollout_core.runner import EpisodeTask, RunStats
 from rollout_core.specs import PlannedRun
+from storage.engine import normalize_url
 from storage.store import Store
 
 RAY_TAG = "ray"
@@ -42,12 +43,12 @@ class RayFanout:
     """Plays one run on `target.workers` Ray actors; single use (closed after `play`)."""
 
     def __init__(
-        self, target: RayTarget, store: Store, *, on_note: Callable[[str], None] | None = None
+        self, target: RayTarget, store_url: str, *, on_note: Callable[[str], None] | None = None
     ) -> None:
         self.target = target
-        self.workers_write = store.dialect != "sqlite"
+        self.workers_write = normalize_url(store_url).get_backend_name() != "sqlite"
         """PostgreSQL: every worker writes its own episodes. SQLite has one writer: the driver."""
-        self._store_url = store.url
+        self._store_url = store_url
         self._on_note = on_note
         self._handles: list[Any] = []
         self._started_cluster = False

@@ -109,7 +109,7 @@ def _check_recorded_once(store: Store, run_id: int, planned: int) -> None:
 
 
 def _fanout(store: Store, workers: int = WORKERS) -> RayFanout:
-    return RayFanout(RayTarget("local", workers), store)
+    return RayFanout(RayTarget("local", workers), store.url)
 
 
 def _play(
@@ -434,22 +434,24 @@ def test_bad_ray_flags_are_one_line_and_leave_no_store(
     assert not db.exists()
 
 
-def test_an_unreachable_cluster_is_refused_in_one_line_before_a_run_exists(
+def test_an_unreachable_cluster_is_refused_in_one_line_before_a_store_exists(
     tmp_path: Path,
 ) -> None:
     with socket.socket() as s:  # a port nothing listens on once closed
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     db = tmp_path / "store.db"
+    env = {**os.environ, "HOME": str(tmp_path)}  # no Ray token here: no note of one
+    env.pop("RAY_AUTH_MODE", None)
     res = subprocess.run(
         [sys.executable, "-m", "app.cli", "run", "--store", str(db),
          "--ray", f"127.0.0.1:{port}", "--workers", "1"],
-        cwd=REPO, capture_output=True, text=True, timeout=120,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert res.returncode == 2
     assert f"cannot reach the Ray cluster at '127.0.0.1:{port}'" in res.stderr, res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
-    assert Store(str(db), read_only=True).list_runs() == []
+    assert not db.exists(), "the workers are refused before a new store is made"
 
 
 @pytest.mark.slow
@@ -457,7 +459,7 @@ def test_more_gpus_than_the_cluster_has_are_refused_before_a_run_exists(
     tmp_path: Path, ray_cluster: None
 ) -> None:
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    fanout = RayFanout(RayTarget("local", 2, gpus_per_worker=1), store)
+    fanout = RayFanout(RayTarget("local", 2, gpus_per_worker=1), store.url)
     with pytest.raises(TargetError, match=r"2 workers x 1 GPU do not fit"):
         batch.start_run(store, RunRequest(policy="oracle", name="too-wide"), fanout=fanout)
     assert store.list_runs() == []
