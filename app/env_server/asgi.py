@@ -15,13 +15,15 @@ from typing import Any
 
 from fastapi import FastAPI
 from openenv.core.env_server.http_server import create_fastapi_app
-from starlette.types import ASGIApp, Receive, Scope, Send
+from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.env_server.models import SQLAction, SQLObservation, SQLState
 from app.env_server.served import ServedRun
 from app.env_server.session import SQLSessionEnvironment
 
 ENV_NAME = "rollscope_sql"
+SESSION_PATH = "/ws"
 OPEN_PATHS = frozenset({"/health"})
 """Answered without the token: a load balancer's probe carries none."""
 
@@ -38,9 +40,58 @@ def build_app(served: ServedRun, *, max_sessions: int, token: str | None = None)
         state_cls=SQLState,
         mode="production",
     )
+    app.add_middleware(ObjectMessagesOnly)
     if token:
         app.add_middleware(TokenRequired, token=token)
     return app
+
+
+class ObjectMessagesOnly:
+    """Answers a session message that is JSON but not an object (`null`, a list, a number)
+    with an error, and the session goes on: OpenEnv's `/ws` handler reads every message as an
+    object and closes the session, losing the episode in play, on any other."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket" or scope["path"] != SESSION_PATH:
+            await self.app(scope, receive, send)
+            return
+
+        async def objects_only() -> Message:
+            while True:
+                message = await receive()
+                if (problem := _not_an_object(message)) is None:
+                    return message
+                error = WSErrorResponse(
+                    data={"message": problem, "code": WSErrorCode.VALIDATION_ERROR}
+                )
+                await send({"type": "websocket.send", "text": error.model_dump_json()})
+
+        await self.app(scope, objects_only, send)
+
+
+def _not_an_object(message: Message) -> str | None:
+    """Why a received WebSocket message is JSON but no object; None for any other message
+    (invalid JSON is OpenEnv's to answer)."""
+    if message["type"] != "websocket.receive" or message.get("text") is None:
+        return None
+    try:
+        value = json.loads(message["text"])
+    except ValueError:
+        return None
+    if isinstance(value, dict):
+        return None
+    return f'a message is a JSON object ({{"type": "step", "data": ...}}), not {_json_kind(value)}'
+
+
+def _json_kind(value: object) -> str:
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "an array"
+    return "a string" if isinstance(value, str) else "a number"
 
 
 class TokenRequired:

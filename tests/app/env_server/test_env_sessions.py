@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from openenv.core.generic_client import GenericEnvClient
+from websockets.sync.client import connect
 
 from app.env_client import SQLAction, SQLEnvClient
 from rollout_core.datasets import DatasetError, load_dataset
@@ -164,6 +165,31 @@ def test_a_malformed_action_gets_an_error_observation_and_the_session_goes_on(
         ("QUERY", False, "I think the answer is five")
     ]
     assert second.summary.outcome == "correct"
+
+
+def test_a_message_that_is_json_but_no_object_gets_an_error_and_the_session_goes_on(
+    served: Served,
+) -> None:
+    """OpenEnv's handler closed the session (and lost its episode) on `null` or a list."""
+    url = served.url.replace("http://", "ws://", 1) + "/ws"
+    with connect(url) as ws:
+
+        def ask(message: object) -> dict[str, Any]:
+            ws.send(message if isinstance(message, str) else json.dumps(message))
+            answer: dict[str, Any] = json.loads(ws.recv(timeout=30))
+            return answer
+
+        assert ask({"type": "reset", "data": {"question_id": "q-count"}})["type"] == "observation"
+        for bad, kind in (("null", "null"), ("[1, 2]", "an array"), ("3", "a number"),
+                          ('"step"', "a string"), ("true", "true")):  # fmt: skip
+            answer = ask(bad)
+            assert answer["type"] == "error", bad
+            assert answer["data"]["message"].endswith(f"not {kind}"), answer
+        for action in ORACLE["q-count"]:
+            last = ask({"type": "step", "data": action})
+        assert last["data"]["reward"] == 1.0 and last["data"]["done"], last
+    [episode] = episodes(served.store, served.run_id)
+    assert (episode.summary.outcome, len(episode.steps)) == ("correct", 3)
 
 
 def test_a_question_id_never_names_a_file(served: Served, bench: Bench, tmp_path: Path) -> None:
