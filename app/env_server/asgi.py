@@ -47,9 +47,10 @@ def build_app(served: ServedRun, *, max_sessions: int, token: str | None = None)
 
 
 class ObjectMessagesOnly:
-    """Answers a session message that is JSON but not an object (`null`, a list, a number)
-    with an error, and the session goes on: OpenEnv's `/ws` handler reads every message as an
-    object and closes the session, losing the episode in play, on any other."""
+    """Answers a session message that is JSON but not an object (`null`, a list, a number),
+    or a binary frame, with an error, and the session goes on: OpenEnv's `/ws` handler reads
+    every message as an object in a text frame and closes the session, losing the episode in
+    play, on any other."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -62,7 +63,7 @@ class ObjectMessagesOnly:
         async def objects_only() -> Message:
             while True:
                 message = await receive()
-                if (problem := _not_an_object(message)) is None:
+                if (problem := _refused(message)) is None:
                     return message
                 error = WSErrorResponse(
                     data={"message": problem, "code": WSErrorCode.VALIDATION_ERROR}
@@ -72,11 +73,13 @@ class ObjectMessagesOnly:
         await self.app(scope, objects_only, send)
 
 
-def _not_an_object(message: Message) -> str | None:
-    """Why a received WebSocket message is JSON but no object; None for any other message
-    (invalid JSON is OpenEnv's to answer)."""
-    if message["type"] != "websocket.receive" or message.get("text") is None:
+def _refused(message: Message) -> str | None:
+    """Why a received WebSocket message is no object in a text frame; None for any other
+    message (invalid JSON is OpenEnv's to answer)."""
+    if message["type"] != "websocket.receive":
         return None
+    if message.get("text") is None:
+        return "a message is a JSON object in a text frame, not a binary frame"
     try:
         value = json.loads(message["text"])
     except ValueError:

@@ -167,10 +167,11 @@ def test_a_malformed_action_gets_an_error_observation_and_the_session_goes_on(
     assert second.summary.outcome == "correct"
 
 
-def test_a_message_that_is_json_but_no_object_gets_an_error_and_the_session_goes_on(
+def test_a_message_that_is_no_json_object_in_a_text_frame_gets_an_error_and_the_session_goes_on(
     served: Served,
 ) -> None:
-    """OpenEnv's handler closed the session (and lost its episode) on `null` or a list."""
+    """OpenEnv's handler closed the session (and lost its episode) on `null`, a list or a
+    binary frame."""
     url = served.url.replace("http://", "ws://", 1) + "/ws"
     with connect(url) as ws:
 
@@ -185,6 +186,8 @@ def test_a_message_that_is_json_but_no_object_gets_an_error_and_the_session_goes
             answer = ask(bad)
             assert answer["type"] == "error", bad
             assert answer["data"]["message"].endswith(f"not {kind}"), answer
+        ws.send(b'{"type": "state"}')  # a binary frame
+        assert json.loads(ws.recv(timeout=30))["data"]["message"].endswith("not a binary frame")
         for action in ORACLE["q-count"]:
             last = ask({"type": "step", "data": action})
         assert last["data"]["reward"] == 1.0 and last["data"]["done"], last
