@@ -26,6 +26,17 @@ class SessionError(RollscopeError, ValueError):
     """A reset the session cannot do; the client reads the message as the server's error."""
 
 
+RESET_ARGUMENTS = ("question_id", "seed", "train_step", "group_index", "episode_id")
+
+
+def _refuse_unknown(unknown: dict[str, Any]) -> None:
+    """Refuse a reset argument the session does not take: OpenEnv would drop it unsaid, and a
+    trainer's `step` for `train_step` would leave its episodes with no training step."""
+    if unknown:
+        names = ", ".join(repr(name) for name in sorted(unknown))
+        raise SessionError(f"reset takes {', '.join(RESET_ARGUMENTS)}; not {names}")
+
+
 class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  # type: ignore[misc]
     """The text-to-SQL environment for one client, recording into the server's run."""
 
@@ -47,9 +58,11 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
         question_id: str | None = None,
         train_step: int | None = None,
         group_index: int | None = None,
+        **unknown: Any,
     ) -> SQLObservation:
         """Begin an episode on `question_id`, or on a question drawn with `seed`; a trainer
         passes its `train_step` (and GRPO `group_index`) to have them recorded with it."""
+        _refuse_unknown(unknown)
         answer, stored = self._begin(seed, question_id, train_step, group_index)
         self._stored(stored)
         return answer
@@ -73,7 +86,9 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
         question_id: str | None = None,
         train_step: int | None = None,
         group_index: int | None = None,
+        **unknown: Any,
     ) -> SQLObservation:
+        _refuse_unknown(unknown)
         loop = asyncio.get_running_loop()
         answer, stored = await loop.run_in_executor(
             self._served.steps, self._begin, seed, question_id, train_step, group_index
@@ -100,7 +115,7 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
         for name, value, held in (
             ("seed", seed, BIG_INTEGER_RANGE),
             ("train_step", train_step, INTEGER_RANGE),
-            ("group", group_index, INTEGER_RANGE),
+            ("group_index", group_index, INTEGER_RANGE),
         ):
             if value is None:
                 continue

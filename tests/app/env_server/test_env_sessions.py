@@ -200,9 +200,10 @@ def test_a_question_id_never_names_a_file(served: Served, bench: Bench, tmp_path
         for qid in ("../database/concerts/concerts", "/etc/passwd", "q-count/../q-count"):
             with pytest.raises(RuntimeError, match="unknown question id"):
                 env.reset(question_id=qid)
-        # A db_id from the client is no reset argument: the dataset's question is played.
-        opened = env.reset(question_id="q-count", db_id="../../etc")
-        assert opened.observation["db_id"] == "concerts"
+        # A db_id from the client is no reset argument: refused, and never opened.
+        with pytest.raises(RuntimeError, match="not 'db_id'"):
+            env.reset(question_id="q-count", db_id="../../etc")
+        assert env.reset(question_id="q-count").observation["db_id"] == "concerts"
     items = json.loads(bench.questions.read_text())
     items[0]["db_id"] = "../concerts"
     bad = tmp_path / "bad.json"
@@ -236,6 +237,12 @@ def test_the_training_step_and_group_go_with_the_episode(served: Served) -> None
         with pytest.raises(RuntimeError, match=r"seed must be a whole number from .* not "
                            r"18,446,744,073,709,551,616"):  # fmt: skip
             env.reset(question_id="q-count", seed=2**64)
+        with pytest.raises(RuntimeError, match="group_index must be a whole number"):
+            env.reset(question_id="q-count", group_index=1.5)
+        # A misnamed argument is refused, not dropped: the episode would have no step.
+        with pytest.raises(RuntimeError, match=r"reset takes question_id, seed, train_step, "
+                           r"group_index, episode_id; not 'group', 'step'"):  # fmt: skip
+            env.reset(question_id="q-count", step=4, group=2)
     (episode,) = question_episodes(served.store, served.run_id, "q-count")
     assert (episode.train_step, episode.group_index, episode.outcome) == (3, 1, "correct")
 
