@@ -46,7 +46,7 @@ from app.importers.rollouts import (
 )
 from app.importers.turns import last_user_text, message_turns
 from rollout_core.clip import clip_repr, grouped
-from rollout_core.errors import RollscopeError
+from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.records import (
     ChatMessage,
     EpisodeRecord,
@@ -57,6 +57,7 @@ from rollout_core.records import (
     RunStatus,
     StepRecord,
 )
+from rollout_core.specs import checked_run_name
 from storage import lifecycle
 from storage.models import INTEGER_RANGE
 from storage.prompts import MAX_NESTING, messages_json, nested_deeper_than
@@ -90,6 +91,12 @@ class Recorder:
         its reward is at least this."""
         if kind not in ("batch", "training"):
             raise RecorderError(f"kind must be 'batch' or 'training', not {kind!r}")
+        if not isinstance(run, str):
+            raise RecorderError(f"run is {_shown(run)}: give the run's name as text")
+        try:
+            run = checked_run_name(run)  # as `--name` takes it: spaces around it dropped
+        except SpecError as exc:
+            raise RecorderError(str(exc)) from None
         # Checked before the run is made: a bad one would have failed later, on its thread.
         self.correct_at = _finite(correct_at, "correct_at")
         every = _whole(flush_every, "flush_every")

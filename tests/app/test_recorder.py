@@ -382,14 +382,26 @@ def test_a_call_it_cannot_record_says_what_to_pass(
         ({"flush_every": 2.5}, "flush_every is 2.5, not a whole number"),
         # No reward is at least NaN: every episode given no `correct` would read wrong.
         ({"correct_at": float("nan")}, "correct_at is nan, not a finite number"),
+        # A name no command could name again; one too long was refused by the store it made.
+        ({"run": " "}, "the run name is empty; give the run a name"),
+        ({"run": None}, "run is None: give the run's name as text"),
+        ({"run": "r" * 201}, "the run name is 201 characters long; the store keeps at most 200"),
     ],
 )
 def test_settings_it_cannot_keep_are_refused_before_the_run_is_made(
     tmp_path: Path, settings: dict[str, Any], message: str
 ) -> None:
     with pytest.raises(RecorderError, match="^" + re.escape(message)):
-        Recorder(_url(tmp_path), run="r", **settings)
+        Recorder(_url(tmp_path), **{"run": "r", **settings})
     assert not (tmp_path / "s.db").exists()
+
+
+def test_the_run_name_is_kept_as_a_command_takes_it(tmp_path: Path) -> None:
+    with Recorder(_url(tmp_path), run=" grpo-sql\t") as rec:
+        rec.episode(question="q", turns=_answer(), reward=1.0)
+    assert rows(rec.store, "SELECT name FROM runs") == [("grpo-sql",)]
+    with pytest.raises(RecorderError, match=r"^a run named 'grpo-sql' already exists"):
+        Recorder(_url(tmp_path), run="grpo-sql ")
 
 
 def _answer() -> list[dict[str, str]]:
