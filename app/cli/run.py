@@ -35,7 +35,8 @@ def run(opts: RunOptions) -> None:
     fanout = None if target is None else _ray_fanout(target, opts.store)
     built = None
     # The policy first where the store is new: one that cannot be built (a server that does
-    # not answer) leaves no empty store behind. Workers that write open the store themselves.
+    # not answer) leaves no empty store behind. Ray workers that write to the store themselves
+    # (PostgreSQL) open it as they start, so there it is made first.
     if plan is not None and not store_exists(opts.store):
         refuse_uncreatable(opts.store)
         if fanout is None or not fanout.workers_write:
