@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rollout_core.actions import SQLAction
@@ -29,7 +30,8 @@ _CUT_MARK = re.compile(r"\n\.\.\. \(cut at \d+ tokens\)\Z")
 def start_record(
     question: Question, sample_index: int, seed: int, **origin: int | None
 ) -> EpisodeStart:
-    """The start record of one sample of a question; `origin`: fork and training fields."""
+    """The start record of one sample of a question, stamped now (call it at the reset);
+    `origin`: fork and training fields."""
     return EpisodeStart(
         question.id,
         sample_index,
@@ -38,11 +40,14 @@ def start_record(
         question.question,
         question.gold_sql,
         **origin,
+        started_at=datetime.now(UTC),
     )
 
 
 def failed_record(start: EpisodeStart, error: str) -> EpisodeRecord:
     """An episode that could not begin (its database or gold query broke at reset)."""
+    ended = datetime.now(UTC)
+    began = start.started_at
     return EpisodeRecord(
         start.question_id,
         start.sample_index,
@@ -52,9 +57,10 @@ def failed_record(start: EpisodeStart, error: str) -> EpisodeRecord:
         operational=0.0,
         steps=0,
         answer=None,
-        duration_seconds=0.0,
+        duration_seconds=None if began is None else (ended - began).total_seconds(),
         error=error,
         failure_class=classify_episode("error", (), gold_seen=False),
+        ended_at=ended,
     )
 
 
@@ -152,6 +158,8 @@ class LiveEpisode:
         state = self.env.state
         if outcome is None:
             outcome = "error" if error is not None else state.outcome or "budget_exhausted"
+        seconds = time.perf_counter() - self.started
+        began = self.start.started_at  # the end from it, so the two agree with the duration
         return EpisodeRecord(
             self.start.question_id,
             self.start.sample_index,
@@ -161,11 +169,12 @@ class LiveEpisode:
             operational=float(state.operational),
             steps=state.step_count,
             answer=state.answer,
-            duration_seconds=time.perf_counter() - self.started,
+            duration_seconds=seconds,
             error=error if error is not None else state.error,
             failure_class=classify_episode(outcome, self._facts, gold_seen=state.gold_seen),
             tokens_out=self._tokens if self._tokens_known else None,
             mean_logprob=self._logprob_sum / self._scored if self._scored else None,
+            ended_at=datetime.now(UTC) if began is None else began + timedelta(seconds=seconds),
         )
 
     def _count(self, completion: Completion) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
 from rollout_core.settings import EnvironmentSettings, GenerationSettings, TrainingSettings
@@ -251,6 +252,9 @@ class EpisodeStart(EpisodeRef):
     group_index: int | None = None
     """For a training run: its GRPO group (one prompt's samples in one generation batch),
     numbered over the run."""
+    started_at: datetime | None = None
+    """When rollscope reset the episode (UTC); None for a rollout played elsewhere (an
+    import's, a Recorder's): no time of its start is known."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,6 +359,9 @@ class EpisodeRecord(EpisodeRef):
     files); GRPO groups computes its own from the rewards beside it."""
     source: SourceRow | None = None
     """For an imported episode: the file row it was read from."""
+    ended_at: datetime | None = None
+    """When it ended (UTC); None where nobody saw it end: a rollout played elsewhere, an
+    env-server episode a killed server left open."""
 
 
 @dataclass(frozen=True, slots=True)

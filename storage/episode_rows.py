@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import Boolean, Integer, Table, bindparam, or_, update
@@ -103,9 +102,7 @@ OUTCOME_COLUMNS = (
 """An episode's columns that stay NULL until it finishes."""
 
 
-def outcome_values(
-    e: EpisodeRecord, now: datetime | None, failure_class: str | None = None
-) -> tuple[Any, ...]:
+def outcome_values(e: EpisodeRecord, failure_class: str | None = None) -> tuple[Any, ...]:
     """A finished episode's `OUTCOME_COLUMNS` (`failure_class`: the store's, if it had none)."""
     return (
         e.outcome,
@@ -119,7 +116,7 @@ def outcome_values(
         e.tokens_out,
         e.mean_logprob,
         e.trainer_advantage,
-        now,
+        e.ended_at,
     )
 
 
@@ -151,8 +148,6 @@ FINISH_EPISODE = (
 FINISH_KEYS = tuple(f"b_{c}" for c in OUTCOME_COLUMNS)
 
 
-def finish_row(
-    episode_id: int, e: EpisodeRecord, now: datetime | None, classes: Mapping[int, str]
-) -> dict[str, Any]:
-    outcome = outcome_values(e, now, None if e.failure_class else classes[episode_id])
+def finish_row(episode_id: int, e: EpisodeRecord, classes: Mapping[int, str]) -> dict[str, Any]:
+    outcome = outcome_values(e, None if e.failure_class else classes[episode_id])
     return {"b_id": episode_id} | dict(zip(FINISH_KEYS, outcome, strict=True))

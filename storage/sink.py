@@ -70,10 +70,6 @@ class StoreSink:
         self._held: list[IterationBatch] = []
         self._held_steps = 0
         self._last_write = time.monotonic()
-        found = store.get_run(run_id)
-        self._clocked = found is None or found.played_here
-        """Whether its episodes get the times they started and ended: not those of a run
-        rollscope did not play (an import's, a Recorder's), which no file or loop tells."""
 
     def write(self, batch: IterationBatch) -> None:
         if not self.group_seconds:
@@ -115,9 +111,7 @@ class StoreSink:
                 if skipped is not None:
                     newly = finished_among(session, self.run_id, [s.key for s in batch.started])
                     kept = without_keys(batch, skipped | newly)
-                created = write_batch(
-                    session, self.run_id, kept, self._ids, self._prompts, clocked=self._clocked
-                )
+                created = write_batch(session, self.run_id, kept, self._ids, self._prompts)
                 return created, newly
 
         # The collector stays off until the batch's records are dropped: none is in a cycle,

@@ -105,16 +105,13 @@ def write_batch(
     batch: IterationBatch,
     known: dict[EpisodeKey, int],
     prompts: PromptEncoder,
-    *,
-    clocked: bool = True,
 ) -> dict[EpisodeKey, int]:
     """Write a batch in the caller's transaction; returns the ids of the episodes it created.
 
-    `prompts` encodes the steps' prompts; call its `commit` once the transaction has. Without
-    `clocked`, the episodes' `started_at` and `ended_at` stay NULL (played elsewhere).
+    `prompts` encodes the steps' prompts; call its `commit` once the transaction has. The
+    episodes' `started_at` and `ended_at` are their records' own: when they were played.
     """
     now = now_utc()
-    stamp = now if clocked else None
     beat = session.connection().execute(_HEARTBEAT, {"b_run": run_id, "b_now": now})
     if beat.rowcount == 0:
         raise ValueError(f"no run with id {run_id} in this store; create_run first")
@@ -130,7 +127,7 @@ def write_batch(
     started = {s.key for s in batch.started}
     finished = [(e.key, e) for e in batch.finished]
     whole = {k: e for k, e in finished if k in started and e.failure_class}
-    created = _insert_started(session, run_id, batch, stamp, change, whole, counts)
+    created = _insert_started(session, run_id, batch, change, whole, counts)
     ids = {**known, **created}
     wanted = {*step_keys, *(k for k, _ in finished)}
     ids.update(lookup_episodes(session, run_id, wanted - ids.keys()))
@@ -159,7 +156,7 @@ def write_batch(
             Finished(i, e.outcome, e.progress) for i, e in rest if e.failure_class is None
         ]
         classes = classify_stored(session, unclassified) if unclassified else {}
-        finishes = [finish_row(i, e, stamp, classes) for i, e in rest]
+        finishes = [finish_row(i, e, classes) for i, e in rest]
         change.finishing(
             session.connection(),
             [(r["b_id"], r["b_outcome"], r["b_failure_class"], r["b_reward"]) for r in finishes],
@@ -211,7 +208,6 @@ def _insert_started(
     session: Session,
     run_id: int,
     batch: IterationBatch,
-    now: datetime | None,
     change: RunChange,
     whole: Mapping[EpisodeKey, EpisodeRecord],
     counts: Mapping[EpisodeKey, dict[str, Any]],
@@ -235,13 +231,13 @@ def _insert_started(
             s.db_id,
             clean_text(s.question),
             clean_text(s.gold_sql),
-            now,
+            s.started_at,
             s.forked_from,
             s.fork_step,
             s.train_step,
             s.group_index,
             *counts.get(s.key, ZERO_COUNTS).values(),
-            *(NOT_FINISHED if (e := whole.get(s.key)) is None else outcome_values(e, now)),
+            *(NOT_FINISHED if (e := whole.get(s.key)) is None else outcome_values(e)),
         )
         for s in batch.started
     ]

@@ -17,7 +17,7 @@ from app.training.tools import SQLTools
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
-from rollout_core.episode import LiveEpisode
+from rollout_core.episode import LiveEpisode, start_record
 from rollout_core.records import (
     ActionKind,
     EpisodeStart,
@@ -106,13 +106,10 @@ class ToolEnvironmentFactory:
                 group, members = numbering.next_group, 0
                 numbering.next_group += 1
             self._open_groups[slot] = (group, members + 1)
-            return EpisodeStart(
-                question.id,
+            return start_record(
+                question,
                 index,
                 episode_seed(0, question.id, index),
-                question.db_id,
-                question.question,
-                question.gold_sql,
                 train_step=self.train_step,
                 group_index=group,
             )

@@ -17,9 +17,11 @@ from tests.support.store_files import downgrade_to
 
 
 def _unseeded(batch: IterationBatch) -> IterationBatch:
-    """The batch as an importer or the Recorder writes it: no seed."""
+    """The batch as an importer or the Recorder writes it: no seed, and no times."""
     return IterationBatch(
-        [replace(s, seed=None) for s in batch.started], batch.steps, batch.finished
+        [replace(s, seed=None, started_at=None) for s in batch.started],
+        batch.steps,
+        [replace(e, ended_at=None) for e in batch.finished],
     )
 
 

@@ -8,6 +8,7 @@ The defaults are plain and derived from the ids (`step("q1", 0, 2)` argues `arg 
 from __future__ import annotations
 
 import dataclasses
+from datetime import UTC, datetime
 from typing import Any
 
 from rollout_core.records import (
@@ -49,6 +50,7 @@ def start(
         db_id=db_id,
         question=text or f"How many rows for {q}?",
         gold_sql=f"SELECT count(*) FROM t_{q}",
+        started_at=datetime.now(UTC),
     )
     return dataclasses.replace(record, **kw) if kw else record
 
@@ -114,6 +116,7 @@ def finish(
         duration_seconds=duration,
         error="boom" if outcome == "error" else None,
         failure_class=failure_class,
+        ended_at=datetime.now(UTC),
     )
     return dataclasses.replace(record, **kw) if kw else record
 

@@ -15,6 +15,7 @@ from app.cli import main
 from storage.store import Store
 from tests.app.env_server.conftest import Bench, ServerProcess, env_spec
 from tests.app.env_server.test_env_sessions import ORACLE, episodes, play
+from tests.support.plain_sql import sql_rows
 from tests.support.records import spec
 
 
@@ -55,9 +56,15 @@ def test_a_killed_server_started_again_goes_on_with_the_same_run(
         (1, "abandoned", 1),
         (2, "correct", 3),
     ]
-    # Nobody saw the abandoned one end: its duration is unknown, the others' measured.
+    # Nobody saw the abandoned one end: its duration and end are unknown, the others' measured.
     timed = [e.summary.duration_seconds for e in found]
     assert timed[1] is None and timed[0] and timed[2]
+    times = sql_rows(
+        f"sqlite:///{store_path}",
+        f"SELECT started_at IS NOT NULL, ended_at IS NOT NULL FROM episodes "
+        f"WHERE run_id = {run.id} ORDER BY sample_index",
+    )
+    assert times == [(1, 1), (1, 0), (1, 1)]
     store.close()
     left.close()
 
