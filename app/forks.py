@@ -19,6 +19,7 @@ from typing import Any
 from app.importers.detect import format_label
 from app.plural import counted
 from rollout_core.errors import RollscopeError, SpecError
+from rollout_core.failure_classes import action_key
 from rollout_core.fork_replay import ForkStart
 from rollout_core.policies.registry import split_spec
 from rollout_core.records import (
@@ -100,7 +101,7 @@ def first_failing_step(steps: Sequence[StoredStep], outcome: Outcome | None) -> 
         return None
     seen: set[tuple[str, str]] = set()
     for s in steps:
-        key = (s.action, " ".join(s.argument.split()).lower())
+        key = action_key(s.action, s.acted_on)
         repeated = key in seen
         seen.add(key)
         if s.replayed:

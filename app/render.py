@@ -59,10 +59,10 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
     return table
 
 
-def action_label(step: StoredStep, *, played_here: bool = True) -> str:
+def action_label(step: StoredStep) -> str:
     """A step's action in words. An unparsed output rollscope's environment ran as a QUERY is
-    one; an imported or recorded turn without SQL ran nowhere here, and is "no SQL"."""
-    return step.action if step.parsed or played_here else "no SQL"
+    one; an imported or recorded turn without SQL took no action, and is "no SQL"."""
+    return step.action or "no SQL"
 
 
 def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group:
@@ -93,11 +93,11 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
         body.append(step.raw_output + "\n")
         if step.parsed:
             flag = ""
-        elif detail.run.played_here:
+        elif step.action is not None:
             flag = "  (unparsed: fell back to QUERY)"
         else:
             flag = "  (recorded unparsed)"
-        action = action_label(step, played_here=detail.run.played_here)
+        action = action_label(step)
         body.append(f"action: {action}{flag}", style="bold yellow" if flag else "bold")
         if step.parsed and step.argument:
             # What the action ran or answered: inside a tag, a tool call or a fence of the

@@ -60,8 +60,9 @@ _GOLD_TOLERANCE = 1e-6
 class StepFacts:
     """What the classifier reads from one step."""
 
-    action: str
-    argument: str
+    action: str | None
+    """None for an imported or Recorder step that took no action."""
+    argument: str | None
     parsed: bool
     error: str | None
 
@@ -70,14 +71,15 @@ class Acted(Protocol):
     """A step's action and argument: a record, a stored step or `StepFacts`."""
 
     @property
-    def action(self) -> str: ...
+    def action(self) -> str | None: ...
     @property
-    def argument(self) -> str: ...
+    def argument(self) -> str | None: ...
 
 
-def action_key(action: str, argument: str) -> tuple[str, str]:
-    """What makes two actions the same: the kind and the argument, case and spacing ignored."""
-    return action, " ".join(argument.split()).lower()
+def action_key(action: str | None, argument: str) -> tuple[str, str]:
+    """What makes two actions the same: the kind and the argument, case and spacing ignored
+    (a step that took no action: "" and its output)."""
+    return action or "", " ".join(argument.split()).lower()
 
 
 def needs_steps(outcome: Outcome) -> bool:
@@ -126,10 +128,13 @@ def _share(count: int, total: int) -> bool:
 
 
 def repeated_actions(steps: Iterable[Acted]) -> int:
-    """Steps whose action and argument an earlier step already took."""
+    """Steps whose action and argument an earlier step already took (a step that took no
+    action repeats none)."""
     seen: set[tuple[str, str]] = set()
     repeats = 0
     for s in steps:
+        if s.action is None or s.argument is None:
+            continue
         key = action_key(s.action, s.argument)
         repeats += key in seen
         seen.add(key)

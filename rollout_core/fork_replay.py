@@ -45,9 +45,11 @@ def replay_prefix(episode: LiveEpisode, fork: ForkStart) -> tuple[list[StepRecor
     episode's conversation is the one the source's model saw at the fork step."""
     records: list[StepRecord] = []
     for rec in fork.steps:
-        step = episode.play(
-            rec.raw_output, action=SQLAction(rec.action, rec.argument, rec.parsed), recorded=rec
-        )
+        # A step recorded without an action (an import's) is played as its text parses.
+        acted = None
+        if rec.action is not None and rec.argument is not None:
+            acted = SQLAction(rec.action, rec.argument, rec.parsed)
+        step = episode.play(rec.raw_output, action=acted, recorded=rec)
         problem = _difference(rec, step, fork.step)
         if problem is not None:
             return [*records, _ended(step)], problem
@@ -64,7 +66,7 @@ def _ended(step: StepRecord) -> StepRecord:
 
 def _difference(rec: StepRecord, step: StepRecord, fork_step: int) -> str | None:
     """Why a replayed step does not reproduce the record; None when it does."""
-    where = f"replayed step {rec.step_no} ({rec.action} {_short(rec.argument)})"
+    where = f"replayed step {rec.step_no} ({rec.action or 'no action'} {_short(rec.acted_on)})"
     hint = "the database or the dataset changed since the source run"
     if not observations_match(rec.observation, step.observation):
         return f"{where} gave another observation than recorded: {hint}"

@@ -72,9 +72,7 @@ def _step_facts(
             .order_by(s.episode_id, s.step_no)
         )
         for episode_id, action, argument, parsed, error in rows:
-            out.setdefault(episode_id, []).append(
-                StepFacts(action, argument or "", bool(parsed), error)
-            )
+            out.setdefault(episode_id, []).append(StepFacts(action, argument, bool(parsed), error))
     return out
 
 

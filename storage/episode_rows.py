@@ -65,7 +65,7 @@ def step_counts(
         if row is None:
             row = counts[key] = ZERO_COUNTS.copy()
         row["steps"] += 1
-        if s.parsed:
+        if s.parsed and s.action is not None:
             row[_ACTION_COLUMN[s.action]] += 1
         else:
             row["unparsed_steps"] += 1

@@ -254,9 +254,13 @@ class Step(Base):
     prompt_added: Mapped[str]
     """JSON array of the chat messages this step's prompt adds to the previous step's."""
     raw_output: Mapped[str]
-    action: Mapped[str] = mapped_column(String(16))
-    argument: Mapped[str]
-    """The action's argument (table name, SQL, answer), as the parser took it."""
+    action: Mapped[str | None] = mapped_column(String(16))
+    """DESCRIBE, SAMPLE, QUERY or ANSWER, as the environment took it (an output without an
+    action line ran as a QUERY, `parsed` false); NULL for an imported or Recorder step that
+    had no action: nothing ran it here."""
+    argument: Mapped[str | None]
+    """The action's argument (table name, SQL, answer), as the parser took it; NULL where
+    `action` is."""
     parsed: Mapped[bool]
     observation: Mapped[str]
     error: Mapped[str | None]

@@ -357,7 +357,7 @@ def stored_step(s: Step, question_id: str, sample_index: int, prompt: Prompt) ->
         step_no=s.step_no,
         prompt=prompt,
         raw_output=s.raw_output,
-        action=cast(ActionKind, s.action),
+        action=cast(ActionKind | None, s.action),
         argument=s.argument,
         parsed=s.parsed,
         observation=s.observation,

@@ -10,6 +10,7 @@ from typing import Literal, Protocol, TypeVar
 import numpy as np
 
 from rollout_core.errors import SpecError
+from rollout_core.failure_classes import action_key
 from rollout_core.records import RunSpec
 from storage.read_models import RunCell, RunKey, RunSummary, StoredStep
 
@@ -128,8 +129,7 @@ def first_divergence(trajectories: Sequence[Sequence[StoredStep]]) -> int | None
 
 
 def _step_key(step: StoredStep) -> tuple[str, str]:
-    # Whitespace and case in the argument do not make a different action.
-    return step.action, " ".join(step.argument.split()).lower()
+    return action_key(step.action, step.acted_on)
 
 
 def _played(row: HasCells, run_id: RunKey) -> bool:

@@ -294,6 +294,8 @@ def episode_records(
         if checked is not None:
             observation = checked.observations.get(n, observation)
             error = checked.errors.get(n)
+        # A turn without an action took none: nothing ran its text as a QUERY here.
+        kind, argument = (action.action_type, action.argument) if action.parsed else (None, None)
         steps.append(
             StepRecord(
                 question_id,
@@ -301,8 +303,8 @@ def episode_records(
                 step_no=n,
                 prompt=prompt,
                 raw_output=turn.output,
-                action=action.action_type,
-                argument=action.argument,
+                action=kind,
+                argument=argument,
                 parsed=action.parsed,
                 observation=observation or "",
                 error=error,
@@ -313,7 +315,7 @@ def episode_records(
                 env_seconds=env_seconds,
             )
         )
-        facts.append(StepFacts(action.action_type, action.argument, action.parsed, error))
+        facts.append(StepFacts(kind, argument, action.parsed, error))
         prompt = prompt + tuple(turn.messages)
     answered = bool(actions) and actions[-1].action_type == "ANSWER"
     outcome = _outcome(rollout, answered, correct_at)

@@ -181,6 +181,21 @@ def test_a_rollouts_duration_is_stored_when_the_loop_timed_it(tmp_path: Path) ->
     assert rows(rec.store, known) == [(2.5, None, None, None), (None, None, None, None)]
 
 
+def test_a_turn_without_an_action_is_stored_with_none(tmp_path: Path) -> None:
+    turns = [
+        {"role": "assistant", "content": "Let me think about the singers first."},
+        {"role": "user", "content": "Go on."},
+        {"role": "assistant", "content": "ANSWER: 5"},
+    ]
+    with Recorder(f"sqlite:///{tmp_path / 's.db'}", run="r") as rec:
+        rec.episode(question="Q?", turns=turns, reward=1.0)
+    # The loop's own environment answered the prose; nothing ran it as a QUERY here.
+    steps = "SELECT action, argument, parsed FROM steps ORDER BY step_no"
+    assert rows(rec.store, steps) == [(None, None, 0), ("ANSWER", "5", 1)]
+    counters = "SELECT steps, unparsed_steps, query_steps, answer_steps FROM episodes"
+    assert rows(rec.store, counters) == [(2, 1, 0, 1)]
+
+
 def test_the_loops_token_count_log_probability_and_advantage_are_stored(tmp_path: Path) -> None:
     import torch
 

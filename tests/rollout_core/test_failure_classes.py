@@ -127,6 +127,16 @@ def test_gold_seen_from_the_stored_progress_matches_the_best_overlap() -> None:
     assert not gold_seen_from_progress(None) and not gold_seen_from_progress(0.0)
 
 
+def test_an_imported_turn_that_took_no_action_repeats_none() -> None:
+    prose = StepFacts(None, None, False, None)  # an imported turn without SQL
+    # Two repeats of DESCRIBE in six steps: not half of them, whatever the prose says twice.
+    steps = [prose, prose, d("a"), d("a"), d("a"), q("SELECT 1")]
+    assert classify_episode("budget_exhausted", steps, gold_seen=False) == "budget_exhausted"
+    # The same text run twice as a QUERY here is a repeated action, and makes it a loop.
+    steps = [RAW, RAW, d("a"), d("a"), d("a"), q("SELECT 1")]
+    assert classify_episode("budget_exhausted", steps, gold_seen=False) == "action_loop"
+
+
 def test_action_key_ignores_case_and_spacing_of_the_argument_only() -> None:
     assert action_key("QUERY", " SELECT  1\n") == action_key("QUERY", "select 1")
     assert action_key("QUERY", "x") != action_key("DESCRIBE", "x")

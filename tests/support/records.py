@@ -60,7 +60,7 @@ def step(
     sample: int,
     step_no: int,
     *,
-    action: ActionKind = "QUERY",
+    action: ActionKind | None = "QUERY",
     parsed: bool = True,
     error: str | None = None,
     raw: str = "",

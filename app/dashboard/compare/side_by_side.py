@@ -21,6 +21,7 @@ from app.dashboard.components.render import (
     escape_markdown,
     fmt_num,
     show_error,
+    show_step_action,
     show_step_result,
     show_text,
 )
@@ -324,10 +325,5 @@ def _steps(
                     st.caption("(episode over)")
                     continue
                 step = detail.steps[i]
-                st.caption(
-                    f"{step.action} · reward {step.reward:+.3f}"
-                    + ("" if step.parsed else " · unparsed")
-                    + (" · replayed" if step.replayed else "")
-                )
-                show_text(step.argument, language="sql" if step.action == "QUERY" else None)
+                show_step_action(step)
                 show_step_result(step)

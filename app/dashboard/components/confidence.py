@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from app.render import action_label
 from storage.read_models import StoredStep
 
 _UNCOLORED = "#737373"
@@ -44,7 +45,7 @@ def confidence_chart(
             legendgroup=name,
             mode="lines+markers",
             line_color=color,
-            text=[s.action for s in steps],
+            text=[action_label(s) for s in steps],
             hovertemplate="step %{x} · %{text}<br>mean log-prob %{y:.3f}<extra>%{fullData.name}"
             "</extra>",
             row=1,
@@ -59,7 +60,7 @@ def confidence_chart(
             mode="lines+markers",
             line_color=color,
             line_dash="dot",
-            text=[s.action for s in steps],
+            text=[action_label(s) for s in steps],
             hovertemplate="step %{x} · %{text}<br>mean entropy %{y:.3f}<extra>%{fullData.name}"
             "</extra>",
             row=2,

@@ -8,7 +8,7 @@ from datetime import datetime
 
 import streamlit as st
 
-from app.render import message_parts
+from app.render import action_label, message_parts
 from rollout_core.records import ChatMessage
 from storage.read_models import StoredStep
 
@@ -61,6 +61,18 @@ def show_text(text: str, *, language: str | None = None, key: str | None = None)
 def show_error(text: str) -> None:
     """An error written by the environment or a database, highlighted, shown literally."""
     st.error(escape_markdown(text), icon=":material/error:")
+
+
+def show_step_action(step: StoredStep) -> None:
+    """A step in brief, for steps side by side: its action, reward and marks in a caption,
+    then what it acted on (a step that took no action: its output)."""
+    marks = [action_label(step), f"reward {step.reward:+.3f}"]
+    if not step.parsed and step.action is not None:
+        marks.append("unparsed")  # an output without an action line run as a QUERY
+    if step.replayed:
+        marks.append("replayed")
+    st.caption(" · ".join(marks))
+    show_text(step.acted_on, language="sql" if step.action == "QUERY" else None)
 
 
 def show_step_result(step: StoredStep) -> None:

@@ -9,11 +9,17 @@ import streamlit as st
 from app.dashboard.components import browser, nav
 from app.dashboard.components.confidence import has_confidence
 from app.dashboard.components.outcome import outcome_label
-from app.dashboard.components.render import escape_markdown, fmt_num, show_error, show_text
+from app.dashboard.components.render import (
+    escape_markdown,
+    fmt_num,
+    show_error,
+    show_step_action,
+)
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
 from app.dashboard.groups.overview import FORMULA, go_to, spread_label
 from app.dashboard.groups.signal import shaping_terms, split_members, spread_stds
+from app.render import action_label
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
 
@@ -149,10 +155,11 @@ def _aligned_grid(group: GroupDetail) -> None:
                 cells.append("")
                 continue
             step = m.detail.steps[k]
-            arg = " ".join(step.argument.split())
+            arg = " ".join(step.acted_on.split())
             arg = arg if len(arg) <= _CELL_CHARS else arg[: _CELL_CHARS - 1] + "…"
-            marks = ("" if step.parsed else " [unparsed]") + (" [error]" if step.error else "")
-            cells.append(f"{step.action} {arg}{marks}")
+            unparsed = not step.parsed and step.action is not None  # "no SQL" says it otherwise
+            marks = (" [unparsed]" if unparsed else "") + (" [error]" if step.error else "")
+            cells.append(f"{action_label(step)} {arg}{marks}")
         grid[_member_label(group, i)] = cells
     frame = pd.DataFrame(grid, index=pd.Index(range(1, longest + 1), name="step"))
     st.dataframe(frame, width="stretch")
@@ -172,11 +179,7 @@ def _step_side_by_side(group: GroupDetail) -> None:
                     st.caption("(episode over)")
                     continue
                 step = m.detail.steps[step_no - 1]
-                st.caption(
-                    f"{step.action} · reward {step.reward:+.3f}"
-                    + ("" if step.parsed else " · unparsed")
-                )
-                show_text(step.argument, language="sql" if step.action == "QUERY" else None)
+                show_step_action(step)
                 if step.error is not None:
                     show_error(step.error)
                 st.page_link(

@@ -28,12 +28,11 @@ def _gold(detail: EpisodeDetail) -> None:
 
 
 def _transcript(detail: EpisodeDetail) -> None:
-    played_here = detail.run.played_here
     with st.expander("Full transcript"):
         for step in detail.steps:
-            action = action_label(step, played_here=played_here)
+            action = action_label(step)
             st.markdown(f"**Step {step.step_no}** · {action} · reward {step.reward:+.3f}")
-            show_step(step, with_prompt=False, played_here=played_here)
+            show_step(step, with_prompt=False)
             st.divider()
 
 

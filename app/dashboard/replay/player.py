@@ -63,7 +63,6 @@ def _advance(key: str, n: int) -> None:
 def _player(detail: EpisodeDetail) -> None:
     steps = detail.steps
     n = len(steps)
-    played_here = detail.run.played_here
     key = _step_key(detail)
     bound = params.bind(key, nav.P_STEP, _step_codec(n))
     if st.session_state.get(_PLAYING):
@@ -101,15 +100,15 @@ def _player(detail: EpisodeDetail) -> None:
         "Steps",
         list(range(1, n + 1)),
         required=True,
-        format_func=lambda no: chip(steps[no - 1], played_here=played_here),
+        format_func=lambda no: chip(steps[no - 1]),
         label_visibility="collapsed",
         width="content",
         **bound,
     )
     cur = st.session_state[key]
     step = steps[cur - 1]
-    st.subheader(f"Step {cur} of {n}: {action_label(step, played_here=played_here)}")
-    show_step(step, played_here=played_here)
+    st.subheader(f"Step {cur} of {n}: {action_label(step)}")
+    show_step(step)
     rerun_button(detail, step, key=f"rp_rerun_{cur}")
     with st.expander("Reward per step"):
         st.plotly_chart(reward_timeline(steps, cur), width="stretch", key="rp_timeline")

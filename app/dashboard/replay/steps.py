@@ -12,7 +12,7 @@ from app.render import action_label
 from storage.read_models import EpisodeDetail, StoredStep
 
 
-def chip(step: StoredStep, *, played_here: bool = True) -> str:
+def chip(step: StoredStep) -> str:
     """A step's label in the step strip: number, action, marks, reward (markdown)."""
     marks = []
     if step.error is not None:
@@ -23,20 +23,20 @@ def chip(step: StoredStep, *, played_here: bool = True) -> str:
         # An answer earns 1.0 when it is right (rollout_core/rewards.py), 0 otherwise.
         marks.append(":green[:material/check:]" if step.reward >= 1.0 else ":red[:material/close:]")
     reward = f" {step.reward:+.2f}" if step.reward else ""
-    label = action_label(step, played_here=played_here)
+    label = action_label(step)
     return f"{step.step_no} {label} {' '.join(marks)}{reward}".replace("  ", " ")
 
 
-def show_action(step: StoredStep, *, played_here: bool = True) -> None:
+def show_action(step: StoredStep) -> None:
     """The parsed action; flagged when no action line was found (rollscope's environment ran
-    the output as a QUERY; an imported or recorded turn without SQL ran nowhere here)."""
+    the output as a QUERY; an imported or recorded turn without SQL took no action)."""
+    if step.action is None or step.argument is None:
+        st.warning(
+            "No SQL found in this turn: it is recorded as an unparsed step.",
+            icon=":material/help:",
+        )
+        return
     if not step.parsed:
-        if not played_here:
-            st.warning(
-                "No SQL found in this turn: it is recorded as an unparsed step.",
-                icon=":material/help:",
-            )
-            return
         st.warning(
             "No action line found: the raw output was run as a QUERY.", icon=":material/help:"
         )
@@ -69,16 +69,15 @@ def show_numbers(step: StoredStep) -> None:
     st.caption(" · ".join(parts))
 
 
-def show_step(step: StoredStep, *, with_prompt: bool = True, played_here: bool = True) -> None:
-    """Output and parsed action beside the observation, then the numbers; prompt folded.
-    `played_here`: rollscope's environment played the step (not an import's or a Recorder's)."""
+def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
+    """Output and parsed action beside the observation, then the numbers; prompt folded."""
     left, right = st.columns(2)
     with left:
         st.caption("raw model output")
         show_text(step.raw_output)
         if with_prompt:  # the player, not the transcript
             show_tokens(step, key=f"tokens_{step.id}")
-        show_action(step, played_here=played_here)
+        show_action(step)
     with right:
         st.caption("observation")
         show_observation(step)
@@ -111,7 +110,7 @@ def show_rerun(result: requery.Rerun) -> None:
 
 def rerun_button(detail: EpisodeDetail, step: StoredStep, *, key: str) -> None:
     """For a parsed QUERY step: a button that runs the query again and says if it matches."""
-    if step.action != "QUERY" or not step.parsed:
+    if step.action != "QUERY" or step.argument is None or not step.parsed:
         return  # an unparsed output "ran" as QUERY is prose, not a query worth running again
     if st.button("Run this query again", key=key, icon=":material/play_arrow:"):
         try:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
+from app.render import action_label
 from storage.read_models import StoredStep
 
 _MARGIN = {"l": 10, "r": 10, "t": 40, "b": 40}
@@ -20,7 +21,7 @@ def reward_timeline(steps: Sequence[StoredStep], current: int | None = None) -> 
         total += r
         running.append(total)
     fig = go.Figure()
-    fig.add_bar(name="step reward", x=xs, y=rewards, text=[s.action for s in steps])
+    fig.add_bar(name="step reward", x=xs, y=rewards, text=[action_label(s) for s in steps])
     fig.add_scatter(name="cumulative", x=xs, y=running, mode="lines+markers")
     if current is not None:
         fig.add_vline(x=current, line_dash="dot", line_color="gray")

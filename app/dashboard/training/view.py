@@ -14,8 +14,8 @@ from app.dashboard.components.render import (
     escape_markdown,
     fmt_num,
     fmt_pct,
+    show_step_action,
     show_step_result,
-    show_text,
 )
 from app.dashboard.training import charts, reads
 from app.dashboard.training.curves import Curves, at_step, shown_steps, steps_of_points
@@ -325,8 +325,5 @@ def _side_by_side(chosen: list[tuple[int, list[TrainingEpisode], EpisodeDetail]]
                     st.caption("(episode over)")
                     continue
                 s = detail.steps[i]
-                st.caption(
-                    f"{s.action} · reward {s.reward:+.3f}" + ("" if s.parsed else " · unparsed")
-                )
-                show_text(s.argument, language="sql" if s.action == "QUERY" else None)
+                show_step_action(s)
                 show_step_result(s)

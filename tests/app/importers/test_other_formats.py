@@ -372,6 +372,10 @@ def test_truncations_and_errors_the_files_report_are_kept(store: Store, tmp_path
         ("vf", "wrong", "wrong_answer", None, "1"),
         ("vf", "error", "env_error", "ModelError('overloaded')", "0"),
     ]
+    # The cut turn took no action, and plain SQL reads none: nothing ran its text here.
+    assert rows(
+        store, "SELECT action, argument FROM steps WHERE episode_id = 1 AND step_no = 2"
+    ) == [(None, None)]
     # `rollscope show` tells the same: the cut turn, a turn with no SQL, the file's error.
     url = store.url
 

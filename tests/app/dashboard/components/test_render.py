@@ -22,3 +22,28 @@ def test_control_characters_show_as_their_control_pictures() -> None:
     assert picture_controls(kept) == kept
     # a Windows line end is a line end; a carriage return alone is pictured
     assert picture_controls("a\r\nb\rc") == "a\nb␍c"
+
+
+def _brief_of_steps() -> None:
+    """A page showing three steps in brief: a QUERY, an output run as a QUERY without an
+    action line, and an imported turn that took no action."""
+    from app.dashboard.components.render import show_step_action
+    from tests.support.records import step
+
+    show_step_action(step("q", 0, 1, raw="QUERY: SELECT 1", argument="SELECT 1"))
+    show_step_action(step("q", 0, 2, raw="  select name ", argument="select name", parsed=False))
+    show_step_action(step("q", 0, 3, raw="Let me think.", action=None, argument=None, parsed=False))
+
+
+def test_steps_in_brief_say_which_action_each_took() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    at = AppTest.from_function(_brief_of_steps).run()
+    assert not at.exception
+    assert [c.value for c in at.caption] == [
+        "QUERY · reward +0.000",
+        "QUERY · reward +0.000 · unparsed",  # run as a QUERY all the same
+        "no SQL · reward +0.000",  # nothing ran it: no action
+    ]
+    # What each acted on: the SQL, the text run, and the output of the turn without one.
+    assert [c.value for c in at.code] == ["SELECT 1", "select name", "Let me think."]
