@@ -49,6 +49,7 @@ def upgrade() -> None:
 
 def _reclassify_loops() -> None:
     """Imported loops with two or more steps that took no action, classed by today's rule."""
+    # As the write path classes and counts (both read only columns this revision has).
     from storage.classify import Finished, classify_stored
     from storage.run_totals import recompute
 
