@@ -63,6 +63,16 @@ def show_error(text: str) -> None:
     st.error(escape_markdown(text), icon=":material/error:")
 
 
+NO_REPLY = "(no reply: the rollout ended here)"
+"""An imported or recorded last turn's observation: nothing answered it (rollscope's own
+environment answers every step, an ANSWER with its verdict)."""
+
+
+def ended_without_reply(step: StoredStep) -> bool:
+    """The episode's last step, which nothing answered."""
+    return step.done and not step.observation and step.error is None
+
+
 def show_step_action(step: StoredStep) -> None:
     """A step in brief, for steps side by side: its action, reward and marks in a caption,
     then what it acted on (a step that took no action: its output)."""
@@ -80,6 +90,8 @@ def show_step_result(step: StoredStep) -> None:
     rows, an answer's check), or another action's observation folded away."""
     if step.error is not None:
         show_error(step.error)
+    elif ended_without_reply(step):
+        st.caption(NO_REPLY)
     elif step.action in ("QUERY", "ANSWER"):
         show_text(step.observation)
     elif step.observation:

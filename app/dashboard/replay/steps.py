@@ -5,7 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
-from app.dashboard.components.render import show_error, show_prompt, show_text
+from app.dashboard.components.render import (
+    NO_REPLY,
+    ended_without_reply,
+    show_error,
+    show_prompt,
+    show_text,
+)
 from app.dashboard.replay import requery
 from app.dashboard.replay.tokens import show_tokens
 from app.render import action_label
@@ -51,7 +57,7 @@ def show_observation(step: StoredStep) -> None:
     if step.observation and step.observation not in (step.error, f"Error: {step.error}"):
         show_text(step.observation)
     elif not step.observation and step.error is None:
-        st.caption("(empty)")
+        st.caption(NO_REPLY if ended_without_reply(step) else "(empty)")
 
 
 def show_numbers(step: StoredStep) -> None:

@@ -47,3 +47,25 @@ def test_steps_in_brief_say_which_action_each_took() -> None:
     ]
     # What each acted on: the SQL, the text run, and the output of the turn without one.
     assert [c.value for c in at.code] == ["SELECT 1", "select name", "Let me think."]
+
+
+def _results_of_last_steps() -> None:
+    """The results of two last steps: an ANSWER rollscope graded, an imported turn that nothing
+    answered."""
+    from app.dashboard.components.render import show_step_result
+    from tests.support.records import step
+
+    show_step_result(step("q", 0, 3, action="ANSWER", observation="Answer submitted: correct.",
+                          done=True))  # fmt: skip
+    show_step_result(step("q", 1, 3, action="ANSWER", observation="", done=True))
+
+
+def test_a_last_step_nothing_answered_says_so_not_that_the_reply_was_empty() -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from app.dashboard.components.render import NO_REPLY
+
+    at = AppTest.from_function(_results_of_last_steps).run()
+    assert not at.exception
+    assert [c.value for c in at.code] == ["Answer submitted: correct."]
+    assert [c.value for c in at.caption] == [NO_REPLY]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import streamlit as st
 
-from app.dashboard.components.render import BOX_PX, box_height
+from app.dashboard.components.render import BOX_PX, NO_REPLY, box_height
 from app.dashboard.groups.detail import NO_CONFIDENCE
 from app.dashboard.replay.tokens import NO_TOKENS
 from app.dashboard.settings import ENV_READ_ONLY
@@ -137,6 +137,10 @@ def test_an_imported_turn_without_sql_says_so_not_that_it_ran(served: Imported) 
     assert [c.value for c in at.caption].count("parsed action: QUERY") == 1
     assert "Step 2 of 2: no SQL" in [h.value for h in at.subheader]
     assert any("**Step 2** · no SQL" in m.value for m in at.markdown)
+    # Nothing answered the last turn: not an empty reply.
+    captions = [c.value for c in at.caption]
+    assert captions.count(NO_REPLY) == 2
+    assert "(empty)" not in captions
 
 
 def test_box_height_bounds_long_texts_only() -> None:
