@@ -93,7 +93,7 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
         body.append(step.raw_output + "\n")
         if step.parsed:
             flag = ""
-        elif step.action is not None:
+        elif step.fell_back:
             flag = "  (unparsed: fell back to QUERY)"
         else:
             flag = "  (recorded unparsed)"

@@ -77,8 +77,8 @@ def show_step_action(step: StoredStep) -> None:
     """A step in brief, for steps side by side: its action, reward and marks in a caption,
     then what it acted on (a step that took no action: its output)."""
     marks = [action_label(step), f"reward {step.reward:+.3f}"]
-    if not step.parsed and step.action is not None:
-        marks.append("unparsed")  # an output without an action line run as a QUERY
+    if step.fell_back:
+        marks.append("unparsed")
     if step.replayed:
         marks.append("replayed")
     st.caption(" · ".join(marks))

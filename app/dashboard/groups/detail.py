@@ -157,8 +157,7 @@ def _aligned_grid(group: GroupDetail) -> None:
             step = m.detail.steps[k]
             arg = " ".join(step.acted_on.split())
             arg = arg if len(arg) <= _CELL_CHARS else arg[: _CELL_CHARS - 1] + "…"
-            unparsed = not step.parsed and step.action is not None  # "no SQL" says it otherwise
-            marks = (" [unparsed]" if unparsed else "") + (" [error]" if step.error else "")
+            marks = (" [unparsed]" if step.fell_back else "") + (" [error]" if step.error else "")
             cells.append(f"{action_label(step)} {arg}{marks}")
         grid[_member_label(group, i)] = cells
     frame = pd.DataFrame(grid, index=pd.Index(range(1, longest + 1), name="step"))

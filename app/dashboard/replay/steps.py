@@ -42,7 +42,7 @@ def show_action(step: StoredStep) -> None:
             icon=":material/help:",
         )
         return
-    if not step.parsed:
+    if step.fell_back:
         st.warning(
             "No action line found: the raw output was run as a QUERY.", icon=":material/help:"
         )
