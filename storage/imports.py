@@ -40,6 +40,7 @@ _FINISH_FILE = (
     .values(
         episodes=bindparam("b_episodes"),
         skipped_lines=bindparam("b_skipped"),
+        rows_gone=bindparam("b_gone"),
         completed_at=bindparam("b_now"),
     )
 )
@@ -96,6 +97,9 @@ class FileStart:
     replaces: bool = False
     """This version is new, and the run recorded another version of the path before (a file
     rewritten, or grown)."""
+    gone_before: int = 0
+    """Rows of earlier versions that the path's last whole reading (of another version) no
+    longer held: what a rewrite had dropped before this version."""
 
 
 _PATHS_A_QUERY = 500
@@ -110,31 +114,45 @@ def begin_files(
     conn = session.connection()
     paths = sorted({f.path for f in files})
     known: dict[str, list[tuple[int, bytes, bool]]] = {}
+    gone: dict[str, int] = {}
+    """path -> rows_gone of its last whole reading."""
     for at in range(0, len(paths), _PATHS_A_QUERY):
         found = conn.execute(
             select(
-                ImportFile.id, ImportFile.path, ImportFile.sha256,
-                ImportFile.completed_at.is_not(None),
-            ).where(
+                ImportFile.id, ImportFile.path, ImportFile.sha256, ImportFile.rows_gone,
+                ImportFile.completed_at,
+            )
+            .where(
                 ImportFile.run_id == run_id, ImportFile.path.in_(paths[at : at + _PATHS_A_QUERY])
             )
+            # As `last_reading` orders them: a path's last whole reading comes last here.
+            .order_by(ImportFile.completed_at, ImportFile.id)
         )  # fmt: skip
-        for file_id, path, sha256, completed in found:
-            known.setdefault(path, []).append((file_id, bytes(sha256), bool(completed)))
+        for file_id, path, sha256, rows_gone, completed_at in found:
+            known.setdefault(path, []).append((file_id, bytes(sha256), completed_at is not None))
+            if completed_at is not None:
+                gone[path] = rows_gone or 0
     starts: list[FileStart] = []
     planned = 0
     for f in files:
         versions = known.setdefault(f.path, [])
         same = next((v for v in versions if v[1] == f.sha256), None)
         if same is not None:
-            starts.append(FileStart(same[0], same[2], earlier=True))
+            starts.append(
+                FileStart(same[0], same[2], earlier=True, gone_before=gone.get(f.path, 0))
+            )
             continue
         file_id = conn.execute(
             _INSERT_FILE,
             {"run_id": run_id, "path": clean_text(f.path), "sha256": f.sha256, "bytes": f.size,
              "rows": f.rows, "started_at": now},
         ).scalar_one()  # fmt: skip
-        starts.append(FileStart(file_id, False, earlier=bool(versions), replaces=bool(versions)))
+        starts.append(
+            FileStart(
+                file_id, False, earlier=bool(versions), replaces=bool(versions),
+                gone_before=gone.get(f.path, 0),
+            )
+        )  # fmt: skip
         versions.append((file_id, f.sha256, False))
         planned += f.rows
     if planned:
@@ -203,6 +221,8 @@ class FileRead:
     skipped: int
     earlier: bool
     """Another reading of this path may have counted its bad lines (`FileStart.earlier`)."""
+    rows_gone: int
+    """Rows of earlier versions of the path that this one no longer holds."""
 
 
 def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: Any) -> list[int]:
@@ -246,7 +266,7 @@ def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: 
         _FINISH_FILE,
         [
             {"b_id": f.file_id, "b_episodes": gave.get(f.file_id, 0), "b_skipped": f.skipped,
-             "b_now": now}
+             "b_gone": f.rows_gone, "b_now": now}
             for f in files
         ],
     )  # fmt: skip
@@ -329,39 +349,6 @@ def own_questions(session: Session) -> list[tuple[str, str]]:
         .distinct()
     )
     return [(text, qid) for text, qid in rows]
-
-
-@dataclass(frozen=True, slots=True)
-class ImportedFile:
-    """One file of an import run, as the store keeps it."""
-
-    path: str
-    sha256: str
-    """Hex, as `sha256sum` prints it."""
-    bytes: int
-    rows: int
-    episodes: int
-    skipped_lines: int
-    completed: bool
-
-
-def files_of(session: Session, run_id: int) -> list[ImportedFile]:
-    """The run's files, in the order they were first read."""
-    rows = session.scalars(
-        select(ImportFile).where(ImportFile.run_id == run_id).order_by(ImportFile.id)
-    )
-    return [
-        ImportedFile(
-            f.path,
-            bytes(f.sha256).hex(),
-            f.bytes,
-            f.rows,
-            f.episodes,
-            f.skipped_lines,
-            f.completed_at is not None,
-        )
-        for f in rows
-    ]
 
 
 def agents_of(session: Session, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:

@@ -341,6 +341,10 @@ class ImportFile(Base):
     """Episodes imported from it (rows an earlier version of the file gave are not counted)."""
     skipped_lines: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     """Malformed lines or rows left out, in the whole file as this reading found it."""
+    rows_gone: Mapped[int | None]
+    """Rows the run read from earlier versions of the path that this version no longer holds
+    (a file rewritten): 0 for the first. NULL until the reading completes, and for a later
+    version read before rollscope counted them."""
     started_at: Mapped[datetime]
     completed_at: Mapped[datetime | None]
     """When its last row was in; NULL while (or if stopped while) it is read."""

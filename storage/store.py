@@ -393,11 +393,6 @@ class Store:
             return 0
         return retry_locked(lambda: self._in_write(imports.rekey_questions, run_id, renamed))
 
-    def import_files(self, run_id: int) -> list[imports.ImportedFile]:
-        """The files an import run read, in the order they were first read."""
-        with Session(self._engine) as session:
-            return imports.files_of(session, run_id)
-
     def run_agents(self, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """The agents whose traces each run holds, for the runs whose files name any
         (`storage.imports.agents_of`)."""

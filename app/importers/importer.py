@@ -5,7 +5,8 @@ the run's sink, nothing twice and nothing half.
   whole is not read again, and the rows of one read in part (a stopped import) or grown since (an
   appending writer) that the run holds already, by digest, are passed over; a file rewritten
   since keeps in the run what it gave before; its new rows make GRPO groups of their own when
-  rows it gave are gone from it (a step played again), else they join the step's groups.
+  rows its last reading held are gone from it (a step played again), else they join the step's
+  groups. Each reading records how many rows of earlier versions it no longer holds.
 - A JSONL file grown by appending (its first bytes are those the last whole reading found, up
   to a newline) is read on from there: a file followed while it grows for hours costs its new
   lines, not all of it again.
@@ -364,12 +365,16 @@ class Importer:
             part = Part(last.size, last.rows + 1, digest.size)
             carried, after = last.skipped, last.file_id
         held = self.store.imported_digests(self.run_id, rel, after) if start.earlier else Counter()
-        # A file rewritten without rows the run read from it (a trainer resumed from a
+        # A file rewritten without rows its last reading held (a trainer resumed from a
         # checkpoint plays its step again): its new rollouts are another generation of the
         # step, in groups of their own. One that still holds them all (a writer that rewrites
-        # its log whole, a line repaired) only adds rows, to the groups the run holds.
+        # its log whole, a line repaired) only adds rows, to the groups the run holds. Rows
+        # an earlier rewrite dropped are gone from both.
         rewritten = (
-            start.replaces and not grown and bool(held) and _lost(self._rows(taken, part), held)
+            start.replaces
+            and not grown
+            and bool(held)
+            and _missing(self._rows(taken, part), held) > start.gone_before
         )
         for row in self._rows(taken, part):
             if self.stop.is_set():
@@ -400,13 +405,18 @@ class Importer:
         left = result.skipped - len(result.problems)
         if left > 0 and not self.problems_in_results:  # the file's line counts them all
             self.on_note(f"{rel}: {counted(left, 'more bad line')} skipped")
-        if gone := sum(held.values()):
+        # The held rows not found: a grown file was read from its last reading's end, and
+        # holds what that reading held.
+        rows_gone = sum(held.values()) + (start.gone_before if grown else 0)
+        if (gone := rows_gone - start.gone_before) > 0:
             self.on_note(
                 f"{rel}: {counted(gone, 'row')} imported from it before "
                 f"{'is' if gone == 1 else 'are'} no longer in it (it was rewritten); "
                 "the run keeps them, and the new rollouts make groups of their own"
             )
-        return FileRead(start.file_id, rel, taken.rows, carried + result.skipped, start.earlier)
+        return FileRead(
+            start.file_id, rel, taken.rows, carried + result.skipped, start.earlier, rows_gone
+        )
 
     def _rows(self, taken: _Taken, part: Part) -> Iterator[Row]:
         """The file's rows as its digest found them (a JSONL file's `part`)."""
@@ -498,12 +508,12 @@ class Importer:
         batch.add(start, steps, finish, result)
 
 
-def _lost(rows: Iterable[Row], held: Counter[bytes]) -> bool:
-    """Whether these rows no longer hold some of the rows the run read from their file."""
+def _missing(rows: Iterable[Row], held: Counter[bytes]) -> int:
+    """How many of the rows the run read from their path these rows no longer hold."""
     left = held.copy()
     for row in rows:
         _take_held(row, left)
-    return any(left.values())
+    return sum(left.values())
 
 
 def _take_held(row: Row, held: Counter[bytes]) -> bool:

@@ -62,7 +62,7 @@ def test_a_store_at_0013_upgrades_with_its_runs_as_they_were(at_0013: tuple[str,
         row = SourceRow(started.file_id, 1, b"\x02" * 32, "wrong", (1,))
         extra = replace(finish, rewards={"score": 1.0, "format": 0.5}, source=row)
         store.sink(imported).write(IterationBatch(batch.started, batch.steps, [extra]))
-        read = FileRead(started.file_id, "1.jsonl", 1, 2, earlier=False)
+        read = FileRead(started.file_id, "1.jsonl", 1, 2, earlier=False, rows_gone=0)
         assert store.finish_import_files(imported, [read]) == [1]
         origins = store.episode_origins([3])
         assert origins[3].path == "1.jsonl" and origins[3].regraded == "wrong"

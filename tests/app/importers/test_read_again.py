@@ -128,6 +128,51 @@ def test_a_rewritten_file_adds_its_new_rollouts_and_keeps_the_old(
     assert result.already and rows(store, grouped) == [(0, "0.0,0.0,0.0"), (1, "1.0,0.5")]
 
 
+def test_a_file_rewritten_twice_counts_only_what_the_second_rewrite_dropped(
+    store: Store, tmp_path: Path
+) -> None:
+    # Resumed from a checkpoint, a trainer writes the step's file anew; later a line of the
+    # new file is repaired. The repair drops nothing the second version held: no note, and
+    # the repaired line joins the second version's group.
+    path = _write(tmp_path / "dump" / "2.jsonl", [_rollout("Question 0?", 0.0)] * 3)
+    run_import(store, tmp_path / "dump")
+    second = [_rollout("Question 0?", 1.0), _rollout("Question 0?", 0.5)]
+    _write(path, ["not json", *second])
+    _, notes = notes_import(store, tmp_path / "dump", "imported")
+    assert notes[-1].startswith("2.jsonl: 3 rows imported from it before are no longer in it")
+    _write(path, [_rollout("Question 0?", 0.25), *second])
+    _, notes = notes_import(store, tmp_path / "dump", "imported")
+    assert notes == []
+    grouped = "SELECT group_index, count(*), sum(reward) FROM episodes GROUP BY 1 ORDER BY 1"
+    assert rows(store, grouped) == [(0, 3, 0.0), (1, 3, 1.75)]
+    # Each reading of the path says how many rows of earlier readings it no longer held.
+    assert rows(store, "SELECT rows_gone FROM import_files ORDER BY id") == [(0,), (3,), (3,)]
+    # A third rewrite that drops one of the second version's rows counts that one alone.
+    _write(path, [_rollout("Question 0?", 0.25), second[0]])
+    _, notes = notes_import(store, tmp_path / "dump", "imported")
+    assert notes == [
+        "2.jsonl: 1 row imported from it before is no longer in it (it was rewritten); "
+        "the run keeps them, and the new rollouts make groups of their own"
+    ]
+    assert rows(store, "SELECT rows_gone FROM import_files ORDER BY id") == [(0,), (3,), (3,), (4,)]
+
+
+def test_a_rewritten_file_that_grows_keeps_its_count_and_its_group(
+    store: Store, tmp_path: Path
+) -> None:
+    path = _write(tmp_path / "dump" / "2.jsonl", [_rollout("Question 0?", 0.0)] * 2)
+    run_import(store, tmp_path / "dump")
+    second = [_rollout("Question 0?", 1.0)]
+    _write(path, second)
+    run_import(store, tmp_path / "dump")
+    _write(path, [*second, _rollout("Question 0?", 0.5)])  # appended: read from the end
+    _, notes = notes_import(store, tmp_path / "dump", "imported")
+    assert notes == []
+    assert rows(store, "SELECT rows_gone FROM import_files ORDER BY id") == [(0,), (2,), (2,)]
+    grouped = "SELECT group_index, count(*), sum(reward) FROM episodes GROUP BY 1 ORDER BY 1"
+    assert rows(store, grouped) == [(0, 2, 0.0), (1, 2, 1.5)]
+
+
 def test_a_file_rewritten_whole_with_more_rows_adds_them_to_their_groups(
     store: Store, tmp_path: Path
 ) -> None:
