@@ -24,9 +24,23 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
+def episodes_text(run: RunSummary) -> str:
+    """`12/40`, finished of planned (`1,200/4,000`); `12` for a run with no plan."""
+    if not run.has_plan:
+        return f"{run.episodes_finished:,}"
+    return f"{run.episodes_finished:,}/{run.episodes_planned:,}"
+
+
 def runs_table(runs: Sequence[RunSummary]) -> Table:
     """One row per run with its metrics."""
-    table = Table(title="runs", title_justify="left")
+    skipped = [f"{r.name} {r.skipped_lines:,}" for r in runs if r.skipped_lines]
+    table = Table(
+        title="runs",
+        title_justify="left",
+        # An import's malformed lines: a run that looks whole may have left rows out.
+        caption=Text(f"bad lines skipped by imports: {', '.join(skipped)}") if skipped else None,
+        caption_justify="left",
+    )
     for col in (
         "id",
         "name",
@@ -48,7 +62,7 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
             Text(r.policy),
             Text(r.dataset),
             r.status,
-            f"{r.episodes_finished:,}/{r.episodes_planned:,}",
+            episodes_text(r),
             _pct(r.accuracy),
             _num(r.mean_reward, 3),
             _num(r.mean_steps, 1),

@@ -120,6 +120,14 @@ class RunSummary:
         return self.source_format is None
 
     @property
+    def has_plan(self) -> bool:
+        """Whether the run set out to play a number of episodes. An environment server's does
+        not (episodes come for as long as clients play), nor an import or a Recorder's (its
+        count so far is what the files, or the loop, gave: a followed training run has no end
+        in view)."""
+        return bool(self.episodes_planned) and self.played_here
+
+    @property
     def duration_seconds(self) -> float | None:
         if self.started_at is None:
             return None

@@ -12,6 +12,7 @@ from app.dashboard.failures import mix as failure_mix
 from app.dashboard.runs import charts, links, reads
 from app.dashboard.runs import table as run_table
 from app.plural import counted
+from app.render import episodes_text
 from storage import lifecycle
 from storage.read_models import RunKey, RunSummary
 
@@ -72,7 +73,7 @@ def _progress(runs: list[RunSummary]) -> None:
             continue
         st.progress(
             min(1.0, done),
-            text=f"{run.name}: {run.status}, {run_table.episodes_text(run)} episodes",
+            text=f"{run.name}: {run.status}, {episodes_text(run)} episodes",
         )
 
 

@@ -13,6 +13,7 @@ import streamlit as st
 from app.dashboard import analysis
 from app.dashboard.components.colors import run_color
 from app.dashboard.components.render import fmt_duration, fmt_time
+from app.render import episodes_text
 from storage.read_models import RunSummary
 
 BEST = "★"
@@ -29,6 +30,7 @@ COLUMNS = [
     "episodes",
     "kind",
     "source",
+    "skipped lines",
     "dataset",
     "model",
     "started",
@@ -47,23 +49,9 @@ def short_path(text: str | None) -> str:
     return f"{prefix}:{short}" if prefix else short
 
 
-def _planned(run: RunSummary) -> bool:
-    """Whether the run set out to play a number of episodes. An environment server's does not
-    (episodes come for as long as clients play), nor an import or a Recorder's (its count so
-    far is what the files, or the loop, gave: a followed training run has no end in view)."""
-    return bool(run.episodes_planned) and run.played_here
-
-
 def progress_of(run: RunSummary) -> float | None:
     """The share of its planned episodes a run has finished; None for a run with no plan."""
-    return run.episodes_finished / run.episodes_planned if _planned(run) else None
-
-
-def episodes_text(run: RunSummary) -> str:
-    """`12/40`, finished of planned (`1,200/4,000`); `12` for a run with no plan."""
-    if not _planned(run):
-        return f"{run.episodes_finished:,}"
-    return f"{run.episodes_finished:,}/{run.episodes_planned:,}"
+    return run.episodes_finished / run.episodes_planned if run.has_plan else None
 
 
 def model_of(run: RunSummary) -> str:
@@ -82,6 +70,11 @@ def source_of(run: RunSummary) -> str:
     if run.source_path is None:
         return run.source_format
     return f"{run.source_format}: {short_path(run.source_path)}"
+
+
+def skipped_of(run: RunSummary) -> int | None:
+    """The lines an import left out of its files as malformed; None for a run that read none."""
+    return None if run.source_path is None else run.skipped_lines
 
 
 def interval_text(run: RunSummary) -> str:
@@ -108,6 +101,7 @@ def rows(runs: Sequence[RunSummary]) -> pd.DataFrame:
                 "episodes": episodes_text(r),
                 "kind": r.kind,
                 "source": source_of(r),
+                "skipped lines": skipped_of(r),
                 "dataset": r.dataset or "-",
                 "model": short_path(model_of(r)),
                 "started": fmt_time(r.started_at),
@@ -148,6 +142,11 @@ _CONFIG: dict[str, Any] = {
     "source": st.column_config.TextColumn(
         help="rollscope: played by rollscope; otherwise the format and folder `rollscope "
         "import` read (trl, verl, skyrl, rllm, verifiers, messages), or a Recorder's loop"
+    ),
+    "skipped lines": st.column_config.NumberColumn(
+        format="%d",
+        help="Malformed lines or rows an import left out of its files (`rollscope import` "
+        "names each); empty for a run that read no files",
     ),
     "model": st.column_config.TextColumn(
         help="The last two parts of the checkpoint path; select the run for the full path"

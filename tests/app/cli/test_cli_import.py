@@ -66,6 +66,23 @@ def test_import_then_runs_shows_the_run_and_its_source(tmp_path: Path) -> None:
     assert shown.stdout.splitlines()[1] == "Q?" and "gold SQL" not in shown.stdout
 
 
+def test_runs_says_how_many_bad_lines_an_import_left_out(tmp_path: Path) -> None:
+    db = tmp_path / "s.db"
+    dump = _dump(tmp_path / "dump")
+    (step_file,) = dump.glob("*.jsonl")
+    step_file.write_text("{not json\n" + step_file.read_text())
+    assert rollscope("import", dump, "--name", "v", "--store", db).returncode == 0
+    assert rollscope("run", "--policy", "oracle", "--dataset", "demo", "--limit", "1",
+                     "--name", "played", "--store", db).returncode == 0  # fmt: skip
+    listed = rollscope("runs", "--store", db, env={"COLUMNS": "200"})
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[-1].strip() == "bad lines skipped by imports: v 1"
+    cells = {row.split("│")[2].strip(): row.split("│")[6].strip() for row in lines if "│" in row}
+    # An import's count has no plan behind it; a played run's is finished of planned.
+    assert cells == {"played": "1/1", "v": "2"}
+
+
 def test_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     _one_line_error(

@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from app.dashboard.runs import charts
-from app.dashboard.runs.table import episodes_text, short_path
+from app.dashboard.runs.table import short_path
+from app.render import episodes_text
 from storage.read_models import RunSummary
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page, texts
@@ -233,3 +234,22 @@ def test_episode_counts_read_with_thousands_separators() -> None:
 
     assert episodes_text(run(1_003_520, 2_000_000)) == "1,003,520/2,000,000"
     assert episodes_text(run(12, 40)) == "12/40"
+
+
+def test_the_table_counts_the_lines_an_import_skipped(empty_store: str, tmp_path: Path) -> None:
+    from tests.app.importers.conftest import run_import
+    from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+
+    output = sql_response([("<solution>SELECT 1</solution>", None)])
+    step_file = verl_dump(tmp_path / "dump", 1, [sql_prompt("Q?")] * 2, [output] * 2,
+                          [""] * 2, [1.0] * 2, {})  # fmt: skip
+    step_file.write_text("[1]\n{bad\n" + step_file.read_text())
+    store = Store(empty_store)
+    run_import(store, tmp_path / "dump", name="imported")
+    run_id = store.create_run(spec("played"), episodes_planned=1)
+    store.sink(run_id).write(play("q1", 0, "correct", 1.0, 2))
+    store.close()
+    table = open_page(None).dataframe[0].value.set_index("run")
+    assert table.loc["imported", "skipped lines"] == 2
+    # A run that read no files has no count, not a zero.
+    assert pd.isna(table.loc["played", "skipped lines"])
