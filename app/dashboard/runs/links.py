@@ -11,6 +11,7 @@ import streamlit as st
 from app.dashboard.components import nav
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.render import escape_markdown
+from app.dashboard.runs import table as run_table
 from storage.read_models import RunSummary
 
 
@@ -74,6 +75,7 @@ def show(chosen: Sequence[RunSummary]) -> None:
                         "kind": r.kind,
                         "policy": r.policy,
                         "checkpoint": r.checkpoint or "-",
+                        "source": run_table.source_of(r, whole=True),
                         "questions": str(r.spec.get("questions_path") or r.dataset or "-"),
                         "host": r.host or "-",
                     }

@@ -63,13 +63,14 @@ def model_of(run: RunSummary) -> str:
     return "-" if run.kind in ("import", "env") else run.policy
 
 
-def source_of(run: RunSummary) -> str:
-    """Where the run's episodes come from: rollscope itself, or an import's format and files."""
+def source_of(run: RunSummary, *, whole: bool = False) -> str:
+    """Where the run's episodes come from: rollscope itself, or an import's format and files
+    (the path's last two parts, or with `whole` all of it)."""
     if run.source_format is None:
         return "rollscope"
     if run.source_path is None:
         return run.source_format
-    return f"{run.source_format}: {short_path(run.source_path)}"
+    return f"{run.source_format}: {run.source_path if whole else short_path(run.source_path)}"
 
 
 def skipped_of(run: RunSummary) -> int | None:
@@ -141,7 +142,8 @@ _CONFIG: dict[str, Any] = {
     ),
     "source": st.column_config.TextColumn(
         help="rollscope: played by rollscope; otherwise the format and folder `rollscope "
-        "import` read (trl, verl, skyrl, rllm, verifiers, messages), or a Recorder's loop"
+        "import` read (trl, verl, skyrl, rllm, verifiers, messages), or a Recorder's loop; "
+        "select the run for the whole path"
     ),
     "skipped lines": st.column_config.NumberColumn(
         format="%d",
