@@ -1,10 +1,14 @@
 """The demo's training run: a short GRPO run (TRL, CPU) of the trained demo checkpoint on the
 train-split questions it solves some of the time, its rollouts recorded by app.trl, so the
-Training page has a run whose reward and accuracy rise."""
+Training page has a run whose reward and accuracy rise. TRL logs the same rollouts itself
+(`log_completions`), and the demo imports that log as a run of its own (`import_trl_log`): the
+one training seen by rollscope's recording and by the trainer's files, side by side."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import time
 import warnings
 from collections.abc import Callable
@@ -59,6 +63,41 @@ def run_name(checkpoint: Path) -> str:
     return f"grpo-{checkpoint.name}"
 
 
+def trl_log_name(checkpoint: Path) -> str:
+    """The name of the run imported from TRL's log of the training run."""
+    return f"{run_name(checkpoint)}-trl-log"
+
+
+def trl_log_dir(work_dir: Path) -> Path:
+    """The trainer's output_dir, where TRL logs its completions."""
+    return work_dir / "grpo"
+
+
+def import_trl_log(store: Store, work_dir: Path, name: str, log: Log) -> bool:
+    """Import TRL's log of the training run as run `name` (what it has not imported yet),
+    matched to the demo's train split; False when there is no log to import."""
+    from app.importers.detect import format_of
+    from app.importers.importer import Importer, ImportOptions, rollout_files
+
+    root = trl_log_dir(work_dir)
+    if not (root / "completions").is_dir():
+        return False
+    fmt = format_of(root, "trl")
+    # The questions file lines the episodes up with the demo's own runs (Compare, the
+    # Question map) and grades their answers against the gold SQL.
+    importer = Importer(store, fmt, ImportOptions(path=root, name=name, questions="demo:train"))
+    importer.open()
+    t0 = time.perf_counter()
+    try:
+        episodes = sum(r.episodes for r in importer.import_files(rollout_files(fmt, root)))
+    except BaseException as exc:
+        importer.finish("failed", str(exc))
+        raise
+    importer.finish("completed")
+    log(f"{name}: {episodes} episodes imported from TRL's log, {time.perf_counter() - t0:.1f} s")
+    return True
+
+
 def train_demo_run(
     store: Store,
     checkpoint: Path,
@@ -107,8 +146,11 @@ def train_demo_run(
         seed=settings.seed,
         threads=threads,
     )
+    # A training stopped half-way left its log: this run's log starts anew (the trainer
+    # makes the folder again).
+    shutil.rmtree(trl_log_dir(work_dir) / "completions", ignore_errors=True)
     args = GRPOConfig(
-        output_dir=str(work_dir / "grpo"),
+        output_dir=str(trl_log_dir(work_dir)),
         per_device_train_batch_size=settings.prompts_per_step * settings.num_generations,
         num_generations=settings.num_generations,
         max_steps=settings.steps,
@@ -119,6 +161,7 @@ def train_demo_run(
         bf16=False,  # fp32 on CPU: the recorded log-probs are the ones the trainer scores
         **checkpointing_off(GRPOConfig),
         report_to=[],
+        log_completions=True,  # completions/completions_NNNNN.parquet, which the demo imports
         logging_steps=1,
         save_strategy="no",
         disable_tqdm=True,
@@ -144,7 +187,14 @@ def train_demo_run(
     # metrics (with its progress bar off), which the Training page shows from the store.
     trainer.remove_callback(PrinterCallback)
     t0 = time.perf_counter()
-    with torch_threads(threads), rollout.recording(), warnings.catch_warnings():
+    # TRL prints a table of the logged completions at every step; the demo imports them.
+    with (
+        torch_threads(threads),
+        rollout.recording(),
+        warnings.catch_warnings(),
+        open(os.devnull, "w") as quiet,
+        contextlib.redirect_stdout(quiet),
+    ):
         # TRL reads the model's deprecated `is_gradient_checkpointing` every step: its
         # warning, not ours.
         warnings.filterwarnings(

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app import batch
-from app.demo.grpo import GrpoSettings, run_name, train_demo_run
+from app.demo.grpo import GrpoSettings, import_trl_log, run_name, train_demo_run, trl_log_name
 from rollout_core.datasets import Dataset, load_named_dataset
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import ListSink, StepRecord
@@ -201,19 +201,31 @@ def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoRe
 def _grpo_run(
     store: Store, report: DemoReport, settings: DemoSettings, grpo: GrpoSettings, log: Log
 ) -> None:
-    """The trained checkpoint, trained on with GRPO for a few steps (TRL), recorded live."""
+    """The trained checkpoint, trained on with GRPO for a few steps (TRL), recorded live, and
+    TRL's own log of it imported beside it."""
     checkpoint = report.checkpoints[-1]
-    name = run_name(checkpoint)
+    name, log_name = run_name(checkpoint), trl_log_name(checkpoint)
     existing = store.find_run(name)
     if existing is not None and existing.status == "completed":
         report.reused.append(name)
-        return
-    if existing is not None:  # stopped half-way: trained again from the checkpoint
-        store.delete_run(existing.id)
-    t1 = time.perf_counter()
-    trained = train_demo_run(
-        store, checkpoint, settings.work_dir, grpo, log, threads=settings.threads
-    )
-    if trained is not None:
+    else:
+        # Stopped half-way: trained again from the checkpoint, with a new log.
+        for stale in (existing, store.find_run(log_name)):
+            if stale is not None:
+                store.delete_run(stale.id)
+        t1 = time.perf_counter()
+        trained = train_demo_run(
+            store, checkpoint, settings.work_dir, grpo, log, threads=settings.threads
+        )
+        if trained is None:
+            return
         report.runs.append(name)
         report.seconds[name] = time.perf_counter() - t1
+    imported = store.find_run(log_name)
+    if imported is not None and imported.status == "completed":
+        report.reused.append(log_name)
+        return
+    t1 = time.perf_counter()
+    if import_trl_log(store, settings.work_dir, log_name, log):
+        report.runs.append(log_name)
+        report.seconds[log_name] = time.perf_counter() - t1

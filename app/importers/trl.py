@@ -35,7 +35,7 @@ from app.importers.source import (
     problem_text,
     step_of,
 )
-from app.importers.turns import Turn, last_user_text, message_turns
+from app.importers.turns import last_user_text, message_turns, split_turns
 
 _NOT_REWARDS = frozenset({"step", "advantage", "prompt", "completion", "image", "images"})
 _BATCH_ROWS = 1024
@@ -137,11 +137,16 @@ def rollout(data: Mapping[str, Any], reward_columns: list[str], file_step: int) 
     else:
         raise BadRow(f"'prompt' is {json_kind(prompt_value)}, not messages or text")
     if isinstance(completion, str):
-        said = ({"role": "assistant", "content": completion},)
-        turns = [Turn(completion, None, said)]
-    elif isinstance(completion, list):
+        completion = [{"role": "assistant", "content": completion}]
+    if isinstance(completion, list):
         lead, turns = message_turns([m for m in completion if isinstance(m, Mapping)])
         prompt += lead
+        if len(turns) == 1 and turns[0].reply is None and not turns[0].tool_calls:
+            # A rollout_func that plays several turns returns their ids as one completion,
+            # which TRL decodes into one text: the turns and the replies are in it.
+            split = split_turns(turns[0].output)
+            if split[0].reply is not None:
+                turns = split
     else:
         raise BadRow(f"'completion' is {json_kind(completion)}, not messages or text")
     if not turns:

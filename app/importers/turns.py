@@ -1,18 +1,19 @@
 """A rollout's text as turns: what the model wrote, what answered it, and which action it took.
 
-Frameworks that keep only decoded text (verl, SkyRL) flatten a multi-turn rollout into one
-string: the model's turns with the environment's replies between them, each reply wrapped in a
-tag (`<observation>` for SkyRL-SQL, `<tool_response>` for verl's tool agents, `<information>`
-for search agents) and framed by what is left of the chat template (`user`, `assistant` on
-their own lines when special tokens were skipped, `<|im_start|>user` when they were not).
-`split_turns` cuts at the replies and trims those frames; `prompt_messages` reads a decoded
-prompt back into chat messages.
+Frameworks that keep only decoded text (verl, SkyRL, TRL's log of a `rollout_func` that plays
+several turns) flatten a multi-turn rollout into one string: the model's turns with the
+environment's replies between them, framed by what is left of the chat template (`user`,
+`assistant` on their own lines when special tokens were skipped, `<|im_start|>user` or
+`<|start_header_id|>user<|end_header_id|>` when they were not). A reply may also be wrapped in
+a tag (`<observation>` for SkyRL-SQL, `<tool_response>` for verl's tool agents, `<information>`
+for search agents). `split_turns` cuts at the tagged replies, or else at the template's reply
+turns, and trims the frames; `prompt_messages` reads a decoded prompt back into chat messages.
 
 `turn_action` names the action a turn took, so that an imported step reads as one of
 rollscope's: a tag (`<sql>` QUERY, `<solution>` or `<answer>` ANSWER, as SkyRL-SQL and R1-style
 agents write them), a tool call with a SQL argument, rollscope's own action line, or a fenced or
-bare SQL statement (an ANSWER when it ends the rollout unanswered). Anything else is what
-rollscope records for text without an action: QUERY with the whole text, unparsed.
+bare SQL statement (an ANSWER when it ends the rollout unanswered). Anything else took no
+action, and is recorded with none.
 """
 
 from __future__ import annotations
@@ -40,6 +41,12 @@ _LEADING_ROLE = re.compile(
     r"\A(?:<\|im_end\|>|<\|eot_id\|>|<\|im_start\|>|<\|start_header_id\|>|\s)*"
     r"assistant(?:<\|end_header_id\|>)?[ \t]*\n"
 )
+_ROLE_MARK = re.compile(
+    r"(?:<\|im_start\|>|<\|start_header_id\|>)(?P<special>\w+)(?:<\|end_header_id\|>)?[ \t]*\n?"
+    r"|(?:(?<=\n)|\A)(?P<bare>user|assistant|tool|ipython)[ \t]*(?:\n|\Z)"
+)
+"""A turn's opening: the role with its special tokens, or the role's name alone on a line (what
+is left of it when special tokens were skipped)."""
 _FENCE = re.compile(r"```[ \t]*(sql|sqlite)?[ \t]*\n(.*?)```", re.S | re.I)
 _BARE_SQL = re.compile(r"\s*(?:SELECT|WITH)\b", re.I)
 _ANSWER_TOOLS = re.compile(r"answer|submit|final|solution", re.I)
@@ -62,9 +69,9 @@ class Turn:
 
 
 def split_turns(text: str) -> list[Turn]:
-    """A flattened multi-turn output as turns (one turn when it holds no tagged reply)."""
+    """A flattened multi-turn output as turns (one turn when it holds no reply)."""
     if "</" not in text or not any(f"</{t}>" in text for t in REPLY_TAGS):
-        return [_turn(_trim_end(text), None)]
+        return _role_turns(text) or [_turn(_trim_end(text), None)]
     turns: list[Turn] = []
     start = 0
     output: str | None = None
@@ -83,6 +90,44 @@ def split_turns(text: str) -> list[Turn]:
     turns.append(_turn(output, "\n".join(replies)))
     if tail.strip():
         turns.append(_turn(tail, None))
+    return turns
+
+
+def _role_turns(text: str) -> list[Turn] | None:
+    """Turns cut where the chat template opens a reply (a user or tool turn) and the model's
+    next turn; None when the text holds no reply turn, or one that is not the model's text and
+    its replies (a system turn, a reply before any model turn)."""
+    marks = list(_ROLE_MARK.finditer(text))
+    if not any((m["special"] or m["bare"]) in _REPLY_ROLES for m in marks):
+        return None
+    segments: list[tuple[str, str]] = []
+    role, start = "assistant", 0
+    for mark in marks:
+        opened = mark["special"] or mark["bare"]
+        if mark["bare"] and role in _REPLY_ROLES and opened != "assistant":
+            continue  # a line reading `user` inside a reply (a result's value) is its text
+        segments.append((role, text[start : mark.start()]))
+        role, start = opened, mark.end()
+    segments.append((role, text[start:]))
+    turns: list[Turn] = []
+    output: str | None = None
+    replies: list[str] = []
+    for at, (role, content) in enumerate(segments):
+        content = _trim_end(content).strip("\n")
+        if role == "assistant":
+            if at == 0 and not content:
+                continue  # the text opens with the model's turn
+            if output is not None:
+                turns.append(_turn(output, "\n".join(replies) if replies else None))
+            output, replies = content, []
+        elif role in _REPLY_ROLES and output is not None:
+            replies.append(content)
+        else:
+            return None
+    assert output is not None  # a reply turn came after a model turn
+    # A generation prompt at the end (an empty model turn) opens no turn.
+    if output or replies:
+        turns.append(_turn(output, "\n".join(replies) if replies else None))
     return turns
 
 

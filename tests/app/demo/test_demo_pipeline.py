@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import io
+import sqlite3
 import subprocess
 import sys
 import textwrap
 import warnings
-from contextlib import redirect_stderr, redirect_stdout
+from contextlib import closing, redirect_stderr, redirect_stdout
 from typing import NamedTuple
 
 import pytest
@@ -124,7 +125,12 @@ def test_checkpoints_load_offline_with_their_chat_template(
 def test_training_makes_valid_actions(demo: tuple[Store, DemoSettings, DemoReport]) -> None:
     store, _, _ = demo
     runs = {r.name: r for r in store.list_runs()}
-    train_runs = {"checkpoint-40-train", "checkpoint-150-train", "grpo-checkpoint-150"}
+    train_runs = {
+        "checkpoint-40-train",
+        "checkpoint-150-train",
+        "grpo-checkpoint-150",
+        "grpo-checkpoint-150-trl-log",  # matched to the train split's questions
+    }
     assert (
         set(runs)
         == {"checkpoint-0", "checkpoint-40", "checkpoint-150", "oracle", "random"} | train_runs
@@ -156,6 +162,36 @@ def test_the_last_checkpoint_is_trained_with_grpo_on_the_train_split(
         (0, 4, 2),
         (1, 4, 2),
     ]
+
+
+def test_trls_log_of_the_training_run_imports_as_the_same_episodes(
+    demo: tuple[Store, DemoSettings, DemoReport],
+) -> None:
+    # The trainer logs its rollouts itself (log_completions); imported, they read as the
+    # episodes rollscope recorded: the same questions, steps and answers, a step later (TRL
+    # numbers a log by the optimizer step its rollouts led to).
+    store, settings, report = demo
+    recorded = store.find_run("grpo-checkpoint-150")
+    imported = store.find_run("grpo-checkpoint-150-trl-log")
+    assert recorded is not None and imported is not None
+    assert (imported.kind, imported.source_format, imported.status) == (
+        "import",
+        "trl",
+        "completed",
+    )
+    assert "grpo-checkpoint-150-trl-log" in report.runs
+
+    def episodes(run_id: int, later: int) -> list[tuple[int, str, int, bool]]:
+        with closing(sqlite3.connect(settings.work_dir / "store.db")) as conn:
+            found = conn.execute(
+                "SELECT train_step, question_id, steps, outcome = 'correct' FROM episodes "
+                "WHERE run_id = ?",
+                (run_id,),
+            ).fetchall()
+        return sorted((step + later, q, n, bool(c)) for step, q, n, c in found)
+
+    assert episodes(imported.id, 0) == episodes(recorded.id, 1)
+    assert max(n for _, _, n, _ in episodes(imported.id, 0)) > 1  # its turns, split
 
 
 def test_the_training_run_plays_the_questions_its_checkpoint_solves_closest_to_half_the_time(

@@ -61,6 +61,8 @@ class Session:
     calls: list[Call] = field(default_factory=list)
     log_history: list[dict[str, Any]] = field(default_factory=list)
     checkpoint: Path = Path()
+    output_dir: Path = Path()
+    """The trainer's output_dir, where it logs its completions."""
 
 
 def _grpo_args(out: Path, **over: Any) -> Any:
@@ -171,12 +173,13 @@ def trained(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> 
         model=model,
         processing_class=tokenizer,
         reward_funcs=[shaped_reward, spread_reward],
-        args=_grpo_args(root / "out"),
+        args=_grpo_args(root / "out", log_completions=True),
         train_dataset=training_dataset(
             None, questions=str(questions), db_dir=str(db_dir), step_budget=2
         ),
         rollout_func=_watch(rollout, session.calls),
     )
+    session.output_dir = root / "out"
     with rollout.recording():
         trainer.train()
     assert rollout.run_id is not None
@@ -313,6 +316,40 @@ def test_env_mask_is_zero_exactly_on_environment_tokens(trained: Session) -> Non
                     assert observations[k] in reply and reply.endswith("assistant\n")
                     pos = end
             assert pos == len(completion)
+
+
+def test_trls_completion_logs_import_as_the_steps_rollscope_recorded(
+    trained: Session, tmp_path: Path
+) -> None:
+    # TRL logs a rollout's completion as its ids decode: the model's turns and the
+    # environment's replies in one text. Imported, it splits into the steps played.
+    from tests.app.importers.conftest import rows, run_import
+
+    imported = Store(f"sqlite:///{tmp_path / 'imported.db'}")
+    try:
+        _, results = run_import(imported, trained.output_dir, "trl-log")
+        assert [r.episodes for r in results] == [PROMPTS_PER_STEP * GROUP] * STEPS
+        for k, call in enumerate(trained.calls):
+            texts = rows(
+                imported,
+                "SELECT src.line, s.step_no, s.raw_output, s.observation FROM steps s "
+                "JOIN episode_sources src ON src.episode_id = s.episode_id "
+                "JOIN import_files f ON f.id = src.file_id "
+                "WHERE f.path = ? ORDER BY src.line, s.step_no",
+                f"completions/completions_{k + 1:05d}.parquet",
+            )
+            for line, episode_id in enumerate(call.output["episode_id"], start=1):
+                played = trained.store.get_episode(episode_id)
+                assert played is not None
+                # The last turn's reply is not in the completion: nothing came after it.
+                expected = [
+                    (s.step_no, s.raw_output.strip(), "" if s.done else s.observation.strip())
+                    for s in played.steps
+                ]
+                got = [(n, raw.strip(), obs.strip()) for at, n, raw, obs in texts if at == line]
+                assert got == expected
+    finally:
+        imported.close()
 
 
 def test_recorded_logprobs_match_a_fresh_forward_pass(trained: Session) -> None:
