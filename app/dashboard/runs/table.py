@@ -73,9 +73,10 @@ def source_of(run: RunSummary, *, whole: bool = False) -> str:
     return f"{run.source_format}: {run.source_path if whole else short_path(run.source_path)}"
 
 
-def skipped_of(run: RunSummary) -> int | None:
-    """The lines an import left out of its files as malformed; None for a run that read none."""
-    return None if run.source_path is None else run.skipped_lines
+def skipped_of(run: RunSummary) -> str:
+    """The lines an import left out of its files as malformed; `-` for a run that read none
+    (as text: a number column shows a missing value as "None")."""
+    return "-" if run.source_path is None else f"{run.skipped_lines:,}"
 
 
 def interval_text(run: RunSummary) -> str:
@@ -145,10 +146,9 @@ _CONFIG: dict[str, Any] = {
         "import` read (trl, verl, skyrl, rllm, verifiers, messages), or a Recorder's loop; "
         "select the run for the whole path"
     ),
-    "skipped lines": st.column_config.NumberColumn(
-        format="%d",
+    "skipped lines": st.column_config.TextColumn(
         help="Malformed lines or rows an import left out of its files (`rollscope import` "
-        "names each); empty for a run that read no files",
+        "names each); - for a run that read no files",
     ),
     "model": st.column_config.TextColumn(
         help="The last two parts of the checkpoint path; select the run for the full path"
