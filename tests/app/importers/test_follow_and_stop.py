@@ -34,13 +34,15 @@ from tests.app.importers.writers import (
 )
 
 
-def write_step(dump: Path, step: int, n: int) -> Path:
+def write_step(dump: Path, step: int, n: int, first: int = 0) -> Path:
+    """A step file of `n` rollouts over seven questions; `first`: the number the first one's
+    SQL selects (another number, another rollout)."""
     inputs = [sql_prompt(f"Question {i % 7}?") for i in range(n)]
     outputs = [
         sql_response(
             [(f"<sql>SELECT {i}</sql>", f"{i}"), (f"<solution>SELECT {i}</solution>", None)]
         )
-        for i in range(n)
+        for i in range(first, first + n)
     ]
     return verl_dump(dump, step, inputs, outputs, [""] * n, [float(i % 2) for i in range(n)], {})
 
@@ -125,6 +127,54 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     assert rows(store, "SELECT status, episodes_planned, finished_episodes FROM runs") == [
         ("completed", 350, 350)
     ]
+
+
+def test_a_rewrite_stopped_mid_file_and_read_on_is_one_generation_counted_once(
+    store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(importer_module, "BATCH_EPISODES", 100)
+    dump = tmp_path / "dump"
+    write_step(dump, 1, 14)
+    fmt = format_of(dump, "verl")
+    _import_again(store, fmt, dump)
+    write_step(dump, 1, 350, first=1000)  # played again: none of the 14 rollouts is in it
+    reads = fmt.rows
+    passes = 0
+
+    def interrupted(path: Path, part: Part = WHOLE) -> Iterator[Row]:
+        nonlocal passes
+        passes += 1
+        for i, row in enumerate(reads(path, part)):
+            # The second pass: the first looks for the rows the rewrite dropped.
+            if i == 250 and passes == 2:  # two batches written, 50 episodes in hand
+                raise KeyboardInterrupt
+            yield row
+
+    told: list[str] = []
+    monkeypatch.setattr(fmt, "rows", interrupted)
+    importer = Importer(store, fmt, ImportOptions(path=dump, name="stopped"), on_note=told.append)
+    importer.open()
+    with pytest.raises(KeyboardInterrupt):
+        importer.import_file(fmt.files(dump)[0])
+    importer.finish("cancelled", "stopped by Ctrl-C")
+    assert told == [] and _whole_episodes(store) == [(214, 214, 428)]
+    monkeypatch.setattr(fmt, "rows", reads)
+    again = Importer(store, fmt, ImportOptions(path=dump, name="stopped"), on_note=told.append)
+    again.open()
+    again.import_file(fmt.files(dump)[0])
+    again.finish("completed")
+    assert told == [
+        "1.jsonl: 14 rows imported from it before are no longer in it (it was rewritten); "
+        "the run keeps them, and the new rollouts make groups of their own"
+    ]
+    assert rows(store, "SELECT rows, rows_gone FROM import_files ORDER BY id") == [
+        (14, 0),
+        (350, 14),
+    ]
+    # Seven questions, each a group of the first playing (2 samples) and one of the second
+    # (50): the rollouts read after the stop joined the second's groups.
+    sizes = "SELECT count(*) FROM episodes GROUP BY group_index ORDER BY group_index"
+    assert rows(store, sizes) == [(2,)] * 7 + [(50,)] * 7
 
 
 def test_a_stop_inside_a_write_leaves_none_of_its_batch(
