@@ -30,13 +30,24 @@ _TOLD_EMPTY = "tr_told_empty"
 """The last dragged range that held no point, told once."""
 
 
+TRL_STEPS = (
+    "Training steps as TRL numbers its completions files: step N holds the rollouts behind "
+    "optimizer step N, which rollscope's own recording of the same training files under "
+    "step N − 1."
+)
+
+
 def settings_caption(run: RunSummary) -> None:
-    """The trainer's settings in one line, when the run recorded them."""
+    """The trainer's settings in one line, when the run recorded them; for an import of TRL's
+    completions files, how they number the steps."""
     try:
         training = RunSpec.from_stored(run.spec).training
     except SpecError:
         training = None
     if training is None:
+        if run.source_format == "trl":
+            # Beside rollscope's recording of the same training, its curves sit a step apart.
+            st.caption(TRL_STEPS)
         return
     rewards = ", ".join(training.reward_funcs) or "-"
     st.caption(

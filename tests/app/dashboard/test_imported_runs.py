@@ -49,6 +49,31 @@ def test_training_says_the_reward_is_the_files_own(
     shown = texts(open_page("training/page.py", run=str(run_id)))
     assert "Mean episode reward as the trainer's files give it" in shown
     assert "plus shaping" not in shown
+    assert "as TRL numbers" not in shown
+
+
+def test_training_says_how_trls_files_number_the_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pandas as pd
+
+    # As TRL's GRPOTrainer.log writes it (`completions_{step:05d}.parquet`).
+    folder = tmp_path / "out" / "completions"
+    folder.mkdir(parents=True)
+    pd.DataFrame(
+        {
+            "step": [1, 1],
+            "prompt": [[{"role": "user", "content": "How many?"}]] * 2,
+            "completion": [[{"role": "assistant", "content": "<solution>SELECT 1</solution>"}]] * 2,
+            "exact": [1.0, 0.0],
+        }
+    ).to_parquet(folder / "completions_00001.parquet")
+    store = Store(str(tmp_path / "store.db"))
+    run_id, _ = run_import(store, tmp_path / "out", "trl-log")
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "store.db"))
+    shown = texts(open_page("training/page.py", run=str(run_id)))
+    assert "Training steps as TRL numbers its completions files" in shown
 
 
 def test_replay_shows_no_zero_timings_or_empty_tokens(
