@@ -89,6 +89,23 @@ def _stopped_after(call: Callable[..., None], nth: int) -> Callable[..., None]:
     return stopped
 
 
+def _stopping_at(
+    reads: Callable[..., Iterator[Row]], row: int, reading: int = 1
+) -> Callable[..., Iterator[Row]]:
+    """A format's `rows`, with a Ctrl-C before the row `row` (from 0) of its `reading`th pass."""
+    passes = 0
+
+    def interrupted(path: Path, part: Part = WHOLE) -> Iterator[Row]:
+        nonlocal passes
+        passes += 1
+        for i, found in enumerate(reads(path, part)):
+            if i == row and passes == reading:
+                raise KeyboardInterrupt
+            yield found
+
+    return interrupted
+
+
 def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     store: Store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -97,14 +114,8 @@ def test_a_stop_mid_file_keeps_whole_episodes_and_importing_again_completes_it(
     write_step(dump, 1, 350)
     fmt = format_of(dump, "verl")
     reads = fmt.rows
-
-    def interrupted(path: Path, part: Part = WHOLE) -> Iterator[Row]:
-        for i, row in enumerate(reads(path, part)):
-            if i == 250:  # two batches written, 50 episodes in hand
-                raise KeyboardInterrupt
-            yield row
-
-    monkeypatch.setattr(fmt, "rows", interrupted)
+    # Two batches written, 50 episodes in hand.
+    monkeypatch.setattr(fmt, "rows", _stopping_at(reads, 250))
     first = _stopped_import(store, fmt, dump)
     assert _whole_episodes(store) == [(200, 200, 400)]
     # The file it stopped in says what it wrote, for the summary the command prints.
@@ -139,19 +150,10 @@ def test_a_rewrite_stopped_mid_file_and_read_on_is_one_generation_counted_once(
     _import_again(store, fmt, dump)
     write_step(dump, 1, 350, first=1000)  # played again: none of the 14 rollouts is in it
     reads = fmt.rows
-    passes = 0
-
-    def interrupted(path: Path, part: Part = WHOLE) -> Iterator[Row]:
-        nonlocal passes
-        passes += 1
-        for i, row in enumerate(reads(path, part)):
-            # The second pass: the first looks for the rows the rewrite dropped.
-            if i == 250 and passes == 2:  # two batches written, 50 episodes in hand
-                raise KeyboardInterrupt
-            yield row
-
     told: list[str] = []
-    monkeypatch.setattr(fmt, "rows", interrupted)
+    # Two batches written, 50 episodes in hand; in the second pass over the file, as the
+    # first looks for the rows the rewrite dropped.
+    monkeypatch.setattr(fmt, "rows", _stopping_at(reads, 250, reading=2))
     importer = Importer(store, fmt, ImportOptions(path=dump, name="stopped"), on_note=told.append)
     importer.open()
     with pytest.raises(KeyboardInterrupt):
