@@ -60,6 +60,7 @@ _DERIVED: tuple[tuple[str, Any, Read], ...] = (
     ("source_file", str | None, lambda _, o: None if o is None else o.path),
     ("source_line", int | None, lambda _, o: None if o is None else o.line),
     ("source_agent", str | None, lambda _, o: None if o is None else o.agent),
+    ("source_gone", bool | None, lambda _, o: None if o is None or o.path is None else o.gone),
     ("regraded", str | None, lambda _, o: None if o is None else o.regraded),
     ("filled_steps", list[int], lambda _, o: [] if o is None else list(o.filled_steps)),
 )
@@ -67,8 +68,9 @@ _DERIVED: tuple[tuple[str, Any, Read], ...] = (
 hint, value). `tags`: the distinct tags on the episode and its steps, for filtering without
 unnesting `annotations` (which holds each tag with its step, note, author and time). The rest
 say where an imported episode comes from (`source_file` relative to the run's source path, its
-line, the agent whose trace it is), its rewards by name (a recorded episode's too), and what
-rollscope added: its grade against the gold SQL and the steps whose observation it filled."""
+line, the agent whose trace it is, whether a rewrite of the file dropped it), its rewards by
+name (a recorded episode's too), and what rollscope added: its grade against the gold SQL and
+the steps whose observation it filled."""
 _REPLACED = frozenset({"steps"})
 """Summary fields a detail field of the same name replaces: the step count by the step list
 (its length). Any other clash of names is an error."""

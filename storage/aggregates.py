@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 from rollout_core.records import ACTION_KINDS, FAILURE_CLASSES, OUTCOMES
 from storage.collector import collector_paused
 from storage.cursors import decode_cursor, encode_cursor
+from storage.imports import gone_episodes, in_its_file
 from storage.models import Episode, RunCount
 from storage.read_models import (
     Distribution,
@@ -83,6 +84,8 @@ def comparisons(
     }
     if with_episode_ids:
         runs = sorted({run_of(k) for k in keys})
+        stepped = sorted({k.run_id for k in keys if isinstance(k, RunStep)})
+        gone = {i for r in stepped for i in session.scalars(gone_episodes(r))}
         for qid, run_id, train_step, eid in session.execute(
             select(Episode.question_id, Episode.run_id, Episode.train_step, Episode.id)
             .where(
@@ -95,7 +98,8 @@ def comparisons(
             held = cells[qid]
             if run_id in held:
                 held[run_id].episode_ids.append(eid)
-            if train_step is not None and (at := RunStep(run_id, train_step)) in held:
+            at = None if train_step is None else RunStep(run_id, train_step)
+            if at in held and eid not in gone:
                 held[at].episode_ids.append(eid)
     return [QuestionComparison(q, *about[q], cells[q]) for q in qids if q in about]
 
@@ -103,7 +107,12 @@ def comparisons(
 def _episodes_of(key: RunKey) -> list[ColumnElement[bool]]:
     """The episodes a key names: a run's, or one training step's of a run."""
     if isinstance(key, RunStep):
-        return [Episode.run_id == key.run_id, Episode.train_step == key.train_step]
+        # A step as its file holds it now (a rewritten step file: storage.training).
+        return [
+            Episode.run_id == key.run_id,
+            Episode.train_step == key.train_step,
+            in_its_file(key.run_id),
+        ]
     return [Episode.run_id == key]
 
 

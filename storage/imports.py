@@ -20,7 +20,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import Connection, Table, bindparam, func, insert, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Connection,
+    Select,
+    Table,
+    bindparam,
+    func,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from rollout_core.records import EpisodeRecord
@@ -43,6 +53,12 @@ _FINISH_FILE = (
         rows_gone=bindparam("b_gone"),
         completed_at=bindparam("b_now"),
     )
+)
+
+_MARK_GONE = (
+    update(_SOURCES)
+    .where(_SOURCES.c.episode_id == bindparam("b_episode"))
+    .values(gone_file_id=bindparam("b_gone"))
 )
 
 
@@ -223,6 +239,10 @@ class FileRead:
     """Another reading of this path may have counted its bad lines (`FileStart.earlier`)."""
     rows_gone: int
     """Rows of earlier versions of the path that this one no longer holds."""
+    gone: Counter[bytes] | None = None
+    """Those rows by digest (how many with each bytes), where the reading can tell: it read
+    the file from its start, and the run held rows of the path. None leaves the path's rows
+    marked as they are."""
 
 
 def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: Any) -> list[int]:
@@ -262,6 +282,9 @@ def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: 
             )
         planned += gave.get(f.file_id, 0) - f.rows
         skipped += f.skipped - before
+    for f in files:
+        if f.gone is not None:
+            _mark_gone(conn, run_id, f.path, f.file_id, f.gone)
     conn.execute(
         _FINISH_FILE,
         [
@@ -280,6 +303,56 @@ def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: 
         )
     )
     return [gave.get(f.file_id, 0) for f in files]
+
+
+def _mark_gone(
+    conn: Connection, run_id: int, path: str, file_id: int, gone: Counter[bytes]
+) -> None:
+    """Mark as gone, by reading `file_id`, as many of the path's rows with each digest as
+    `gone` counts, and no others: a row a rewrite dropped that a later version holds again
+    is no longer gone. Rows already marked keep the reading that first found them gone."""
+    rows = conn.execute(
+        select(EpisodeSource.episode_id, EpisodeSource.sha256, EpisodeSource.gone_file_id)
+        .join(ImportFile, ImportFile.id == EpisodeSource.file_id)
+        .where(ImportFile.run_id == run_id, ImportFile.path == path)
+        # Rows with the same bytes are the same rollout to a digest: the ones marked
+        # already stay so first, then those of older readings, this reading's own last.
+        .order_by(
+            EpisodeSource.gone_file_id.is_(None),
+            EpisodeSource.file_id == file_id,
+            EpisodeSource.episode_id,
+        )
+    )
+    left = gone.copy()
+    mark: list[dict[str, int | None]] = []
+    for episode_id, sha256, gone_file_id in rows:
+        digest = bytes(sha256)
+        if left[digest] > 0:
+            left[digest] -= 1
+            if gone_file_id is None:
+                mark.append({"b_episode": episode_id, "b_gone": file_id})
+        elif gone_file_id is not None:
+            mark.append({"b_episode": episode_id, "b_gone": None})
+    if mark:
+        conn.execute(_MARK_GONE, mark)
+
+
+def gone_episodes(run_id: int) -> Select[Any]:
+    """The run's imported episodes whose rows a rewrite of their file dropped (read from the
+    few marked rows' index)."""
+    return (
+        select(EpisodeSource.episode_id)
+        .join(ImportFile, ImportFile.id == EpisodeSource.gone_file_id)
+        .where(ImportFile.run_id == run_id)
+    )
+
+
+def in_its_file(run_id: int) -> ColumnElement[bool]:
+    """WHERE term on a run's episodes: the episode is not one whose row a rewrite of its file
+    dropped (every episode of a run not imported)."""
+    # Not correlated: the few dropped rows are read once, and a run's episodes stay read
+    # from the index a query would use without it.
+    return Episode.id.not_in(gone_episodes(run_id))
 
 
 def step_groups(session: Session, run_id: int, train_step: int) -> dict[str, int]:
@@ -380,6 +453,8 @@ class EpisodeOrigin:
     rewards: Mapping[str, float]
     agent: str | None = None
     """The agent whose trace of its line it is, where the file names one."""
+    gone: bool = False
+    """A later version of its file no longer holds its row (the file was rewritten)."""
 
 
 def origins(session: Session, episode_ids: Sequence[int]) -> dict[int, EpisodeOrigin]:
@@ -394,7 +469,7 @@ def origins(session: Session, episode_ids: Sequence[int]) -> dict[int, EpisodeOr
     ):
         rewards.setdefault(episode_id, {})[name] = value
     out: dict[int, EpisodeOrigin] = {}
-    for episode_id, path, line, regraded, filled, agent in session.execute(
+    for episode_id, path, line, regraded, filled, agent, gone_file_id in session.execute(
         select(
             EpisodeSource.episode_id,
             ImportFile.path,
@@ -402,13 +477,16 @@ def origins(session: Session, episode_ids: Sequence[int]) -> dict[int, EpisodeOr
             EpisodeSource.regraded,
             EpisodeSource.filled_steps,
             EpisodeSource.agent,
+            EpisodeSource.gone_file_id,
         )
         .join(ImportFile, ImportFile.id == EpisodeSource.file_id)
         .where(EpisodeSource.episode_id.in_(episode_ids))
     ):
         steps = tuple(json.loads(filled)) if filled else ()
         named = rewards.pop(episode_id, {})
-        out[episode_id] = EpisodeOrigin(path, line, regraded, steps, named, agent)
+        out[episode_id] = EpisodeOrigin(
+            path, line, regraded, steps, named, agent, gone=gone_file_id is not None
+        )
     for episode_id, named in rewards.items():
         out[episode_id] = EpisodeOrigin(None, None, None, (), named)
     return out

@@ -356,6 +356,13 @@ class EpisodeSource(Base):
     __tablename__ = "episode_sources"
     __table_args__ = (
         Index(None, "file_id", "line"),
+        # The few rows a rewrite dropped, found without reading a run's every source row.
+        Index(
+            None,
+            "gone_file_id",
+            sqlite_where=text("gone_file_id IS NOT NULL"),
+            postgresql_where=text("gone_file_id IS NOT NULL"),
+        ),
         CheckConstraint(_in("regraded", REGRADES), name="regraded"),
     )
 
@@ -378,6 +385,12 @@ class EpisodeSource(Base):
     agent: Mapped[str | None]
     """The agent whose trace of the row this episode is (a verifiers v1 episode's line holds
     a trace per agent); NULL where the file names none."""
+    gone_file_id: Mapped[int | None] = mapped_column(
+        ForeignKey("import_files.id", ondelete="CASCADE")
+    )
+    """The reading of its path that no longer found this row: the file was rewritten without
+    it (a trainer resumed from a checkpoint plays the step again). NULL while the file, as
+    last read whole, holds it."""
 
 
 class EpisodeReward(Base):

@@ -4,6 +4,11 @@ A training run's episodes are keyed like any other, (question_id, sample_index),
 `sample_index` counting a question's episodes over the whole run; `train_step` (the trainer's
 global step when the episode was played) and `group_index` (the GRPO group, numbered over the
 run) say where in training each one belongs.
+
+An imported run's steps are read as their files hold them now: a step file rewritten by a
+trainer resumed from a checkpoint holds the step as played again, and the episodes of the
+earlier play it dropped (`EpisodeSource.gone_file_id`) are left out here (`played_again`
+counts them); the run keeps them for its other views.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from sqlalchemy.orm import Session
 from rollout_core import grpo
 from rollout_core.records import Outcome
 from storage import groups, run_totals
+from storage.imports import gone_episodes, in_its_file
 from storage.models import Episode
 from storage.read_models import RunSummary
 from storage.sql_limits import literal_limit
@@ -157,7 +163,12 @@ def steps_query(run_id: int) -> Select[Any]:
             func.sum(e.tokens_out),
             func.count(e.tokens_out),
         )
-        .where(e.run_id == run_id, e.outcome.is_not(None), e.train_step.is_not(None))
+        .where(
+            e.run_id == run_id,
+            e.outcome.is_not(None),
+            e.train_step.is_not(None),
+            in_its_file(run_id),
+        )
         .group_by(*key)
         .order_by(*key)
     )
@@ -277,7 +288,12 @@ def questions_query(run_id: int, limit: int) -> Select[Any]:
     ]
     return (
         select(question, *counts)
-        .where(e.run_id == run_id, e.outcome.is_not(None), e.train_step.is_not(None))
+        .where(
+            e.run_id == run_id,
+            e.outcome.is_not(None),
+            e.train_step.is_not(None),
+            in_its_file(run_id),
+        )
         .group_by(question)
         .order_by(func.count().desc(), question)
         .limit(literal_limit(limit))
@@ -309,7 +325,12 @@ def finished_steps(store: Store, run_id: int) -> list[int]:
     e = Episode
     stmt = (
         select(e.train_step)
-        .where(e.run_id == run_id, e.train_step.is_not(None), e.outcome.is_not(None))
+        .where(
+            e.run_id == run_id,
+            e.train_step.is_not(None),
+            e.outcome.is_not(None),
+            in_its_file(run_id),
+        )
         .distinct()
         .order_by(e.train_step)
     )
@@ -322,7 +343,7 @@ def run_at_step(store: Store, run: RunSummary, step: int) -> RunSummary:
     (episodes, accuracy, reward, steps, parse failures), its `train_step` set: a side of
     Compare. Counted as the write path counts a run's (`run_totals`)."""
     with Session(store._engine) as session:
-        scope = [Episode.run_id == run.id, Episode.train_step == step]
+        scope = [Episode.run_id == run.id, Episode.train_step == step, in_its_file(run.id)]
         t = run_totals.counted(session.connection(), scope).totals
     finished, steps = int(t["finished_episodes"]), int(t["step_sum"])
     return replace(
@@ -376,7 +397,38 @@ def _finished_of(run_id: int, question_id: str) -> list[ColumnElement[bool]]:
         e.question_id == question_id,
         e.outcome.is_not(None),
         e.train_step.is_not(None),
+        in_its_file(run_id),
     ]
+
+
+@dataclass(frozen=True, slots=True)
+class PlayedAgain:
+    """The episodes of a training run's earlier plays of steps that the rewritten step files
+    no longer hold."""
+
+    by_step: dict[int, int] = field(default_factory=dict)
+    """training step -> such episodes, in step order."""
+
+    @property
+    def episodes(self) -> int:
+        return sum(self.by_step.values())
+
+    @property
+    def steps(self) -> tuple[int, ...]:
+        return tuple(self.by_step)
+
+
+def played_again(store: Store, run_id: int) -> PlayedAgain:
+    """What `in_its_file` leaves out of a training run, by step."""
+    e = Episode
+    stmt = (
+        select(e.train_step, func.count())
+        .where(e.id.in_(gone_episodes(run_id)), e.train_step.is_not(None))
+        .group_by(e.train_step)
+        .order_by(e.train_step)
+    )
+    with Session(store._engine) as session:
+        return PlayedAgain({int(step or 0): int(n) for step, n in session.execute(stmt)})
 
 
 def counters(store: Store, run_id: int) -> Counters:

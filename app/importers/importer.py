@@ -415,7 +415,15 @@ class Importer:
                 "the run keeps them, and the new rollouts make groups of their own"
             )
         return FileRead(
-            start.file_id, rel, taken.rows, carried + result.skipped, start.earlier, rows_gone
+            start.file_id,
+            rel,
+            taken.rows,
+            carried + result.skipped,
+            start.earlier,
+            rows_gone,
+            # Read from its start over every row the run held of the path: what is left of
+            # them is what this version no longer holds.
+            gone=held if start.earlier and not grown else None,
         )
 
     def _rows(self, taken: _Taken, part: Part) -> Iterator[Row]:

@@ -271,7 +271,9 @@ def test_every_read_model_field_has_a_column() -> None:
     summary = [f.name for f in dataclasses.fields(EpisodeSummary) if f.name != "steps"]
     detail = [f.name for f in dataclasses.fields(EpisodeDetail) if f.name not in ("summary", "run")]
     run = ["run_policy", "run_checkpoint", "run_checkpoint_fingerprint", "run_dataset"]
-    origin = ["rewards_by_name", "source_file", "source_line", "source_agent", "regraded"]
+    origin = [
+        "rewards_by_name", "source_file", "source_line", "source_agent", "source_gone", "regraded",
+    ]  # fmt: skip
     assert schema.names == [*summary, *run, *detail, "tags", *origin, "filled_steps"]
     step = schema.field("steps").type.value_type
     assert [f.name for f in step] == [f.name for f in dataclasses.fields(StoredStep)]
@@ -497,8 +499,8 @@ def test_an_imported_episode_carries_its_source_agent_and_rewards_by_name(tmp_pa
     jsonl, parquet = tmp_path / "o.jsonl", tmp_path / "o.parquet"
     assert export_episodes(store, [imported, played], jsonl, "jsonl") == 3
     export_episodes(store, [imported, played], parquet, "parquet")
-    columns = ("source_file", "source_line", "source_agent", "rewards_by_name", "regraded",
-               "filled_steps")  # fmt: skip
+    columns = ("source_file", "source_line", "source_agent", "source_gone", "rewards_by_name",
+               "regraded", "filled_steps")  # fmt: skip
     rows = [tuple(r[c] for c in columns) for r in _jsonl(jsonl)]
     assert rows == [tuple(r[c] for c in columns) for r in pq.read_table(parquet).to_pylist()]
 
@@ -507,13 +509,39 @@ def test_an_imported_episode_carries_its_source_agent_and_rewards_by_name(tmp_pa
 
     # Each reward function's weighted score, the total and the trace's metrics, by name.
     assert rows == [
-        ("traces.jsonl", 1, "agent", named(correct=1.0, format=0.1, reward=1.1, turns=2.0), None,
-         []),
-        ("traces.jsonl", 1, "critic", named(correct=0.0, reward=0.5, style=0.5, turns=2.0), None,
-         []),
-        (None, None, None, [], None, []),
+        ("traces.jsonl", 1, "agent", False, named(correct=1.0, format=0.1, reward=1.1, turns=2.0),
+         None, []),
+        ("traces.jsonl", 1, "critic", False, named(correct=0.0, reward=0.5, style=0.5, turns=2.0),
+         None, []),
+        (None, None, None, None, [], None, []),
     ]  # fmt: skip
     store.close()
+
+
+def test_an_episode_a_rewrite_of_its_file_dropped_says_so(tmp_path: Path) -> None:
+    # A resumed trainer wrote step 2's file anew: pandas can keep the play the file holds now.
+    from tests.app.importers.conftest import run_import
+    from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
+
+    def write(scores: list[float]) -> None:
+        turns = [("<solution>SELECT 1</solution>", None)]
+        n = len(scores)
+        verl_dump(tmp_path / "dump", 2, [sql_prompt("How many?")] * n,
+                  [sql_response(turns)] * n, ["SELECT 1"] * n, scores, {})  # fmt: skip
+
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    write([0.0, 1.0])
+    run_id, _ = run_import(store, tmp_path / "dump")
+    write([1.0, 0.5])
+    run_import(store, tmp_path / "dump")
+    out = tmp_path / "o.parquet"
+    # The 1.0 of the new play has the bytes of the first's: one row, in the file still.
+    assert export_episodes(store, [run_id], out, "parquet") == 3
+    store.close()
+    rows = pq.read_table(out, columns=["reward", "source_gone"]).to_pylist()
+    assert sorted((r["reward"], r["source_gone"]) for r in rows) == [
+        (0.0, True), (0.5, False), (1.0, False),
+    ]  # fmt: skip
 
 
 def test_a_training_episode_carries_its_step_group_and_tokens(tmp_path: Path) -> None:

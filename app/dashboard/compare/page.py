@@ -96,6 +96,7 @@ rows = stats.shared_first(rows, chosen_ids)
 pairings = {r.key: stats.pairing(outcomes, runs[0].key, r.key) for r in runs[1:]}
 compare_summary.headline(runs, outcomes, pairings)
 agents.show(runs)
+compare_summary.played_again(runs, by_id)
 if capped:
     st.caption(
         f"The statistics cover all {len(outcomes):,} questions; the lists and the question picker "

@@ -19,6 +19,7 @@ from app.dashboard.components.render import (
     fmt_points,
     fmt_signed,
 )
+from app.dashboard.training import reads as training_reads
 from app.plural import counted
 from storage.read_models import QuestionComparison, QuestionOutcomes, RunKey, RunSummary
 
@@ -204,6 +205,22 @@ def pooled_steps(runs: Sequence[RunSummary], steps: Mapping[int, Sequence[int]])
             f"choose it above ({escape_markdown(first.name)} (#{first.id}) @ step "
             f"{steps[first.id][-1]}); Training shows the run step by step."
         )
+
+
+def played_again(runs: Sequence[RunSummary], by_id: Mapping[int, RunSummary]) -> None:
+    """Say which training-step sides leave out an earlier play of their step (a step file a
+    resumed trainer rewrote), and how many episodes."""
+    for side in runs:
+        run = by_id.get(side.id)
+        if side.train_step is None or run is None or run.source_format is None:
+            continue
+        again = training_reads.played_again(run.id, training_reads.progress_of(run))
+        if left := again.by_step.get(side.train_step):
+            st.caption(
+                f"{escape_markdown(side.label)}: the step as its rewritten file holds it now; "
+                f"{counted(left, 'episode')} of an earlier play of it left out (a trainer "
+                "resumed from a checkpoint played the step again)."
+            )
 
 
 def column(run: RunSummary) -> str:

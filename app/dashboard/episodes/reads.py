@@ -43,3 +43,10 @@ def episode_tags(store: Store, episode_ids: tuple[int, ...]) -> dict[int, list[s
     """The distinct tags on each episode (on it or its steps), for a page of the list."""
     found = store.annotations_of(episode_ids)
     return {i: sorted({a.tag for a in notes}) for i, notes in found.items()}
+
+
+@cached_read(LIVE_TTL, written=True)
+def replaced(store: Store, episode_ids: tuple[int, ...]) -> frozenset[int]:
+    """The episodes of a page whose rows a rewrite of their file dropped (a step a resumed
+    trainer played again)."""
+    return frozenset(i for i, o in store.episode_origins(episode_ids).items() if o.gone)

@@ -21,6 +21,9 @@ _TAGS_LEAST_PX = 80
 _MOST_PX = 480
 _QUESTION_MOST_PX = 900
 _OPEN = "ep_open"
+REPLACED = "replaced"
+"""The column, shown where the page holds such an episode, of those a rewrite of their step
+file dropped."""
 _OPENING = "ep_opening"
 
 
@@ -34,12 +37,14 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
     # What a reader compares first, then the question (whole, visible at 1400 px without
     # scrolling sideways), then the flags and the answer.
     tags = reads.episode_tags(tuple(e.id for e in items))
+    replaced = reads.replaced(tuple(e.id for e in items))
     return pd.DataFrame(
         [
             {
                 "open": ":material/play_arrow: open",
                 "run": e.run_name,
                 "training step": e.train_step,
+                REPLACED: e.id in replaced,
                 "outcome": outcome_label(e.outcome),
                 "reward": e.reward,
                 "steps": e.steps,
@@ -61,6 +66,7 @@ def _rows(items: list[EpisodeSummary]) -> pd.DataFrame:
             "open",
             "run",
             *(["training step"] if any(e.train_step is not None for e in items) else []),
+            *([REPLACED] if replaced else []),
             "outcome",
             "reward",
             "steps",
@@ -117,6 +123,11 @@ def show(page: Page[EpisodeSummary]) -> None:
             ),
             "tags": st.column_config.ListColumn(width=_tags_width(rows["tags"])),
             "training step": st.column_config.NumberColumn(format="%d"),
+            REPLACED: st.column_config.CheckboxColumn(
+                help="An earlier play of its training step: the step file was rewritten "
+                "without it (a trainer resumed from a checkpoint played the step again). "
+                "Training leaves it out."
+            ),
             "reward": st.column_config.NumberColumn(format="%.3f"),
             "seconds": st.column_config.NumberColumn(format="%.2f"),
             "question": st.column_config.TextColumn(

@@ -65,6 +65,8 @@ def show(detail: EpisodeDetail) -> None:
         where = f"imported from {kind} file `{found.path}`, line {found.line}"
         if (agent := agent_of(detail)) is not None:
             where += f", {agent}"
+        if found.gone:
+            where += " (since rewritten without this row)"
         parts.append(where)
     else:
         parts.append(f"recorded by a {run.source_format}")

@@ -51,6 +51,12 @@ def steps_view(store: Store, run_id: int, progress: Progress) -> StepsView:
 
 
 @cached_read(_TTL, max_entries=_ENTRIES)
+def played_again(store: Store, run_id: int, progress: Progress) -> training.PlayedAgain:
+    """The episodes of earlier plays that a training run's rewritten step files dropped."""
+    return training.played_again(store, run_id)
+
+
+@cached_read(_TTL, max_entries=_ENTRIES)
 def questions(store: Store, run_id: int, progress: Progress) -> list[training.TrainingQuestion]:
     """The questions a training run played, most played first."""
     return training.training_questions(store, run_id)

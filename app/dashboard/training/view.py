@@ -3,6 +3,8 @@ flipped, and one question across training."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 import streamlit as st
 
@@ -23,7 +25,7 @@ from app.dashboard.training.flips import QuestionFlip
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
 from storage.read_models import EpisodeDetail, RunSummary
-from storage.training import TrainingEpisode
+from storage.training import PlayedAgain, TrainingEpisode
 
 _OPEN_FLIP = "tr_open_flip"
 _TOLD_EMPTY = "tr_told_empty"
@@ -83,6 +85,8 @@ def curves(run_id: int) -> None:
             else "No finished episodes yet."
         )
         return
+    if (again := reads.played_again(run.id, reads.progress_of(run))).episodes:
+        st.caption(played_again_text(again))
     if found.per_point > 1:
         st.caption(
             f"{found.steps:,} training steps: each point is the mean of {found.per_point} "
@@ -121,6 +125,32 @@ def curves(run_id: int) -> None:
                 if note:
                     st.caption(note)
     _open_picked_steps(run.id, found, [f"tr_{i}" for i in range(len(figures))])
+
+
+def played_again_text(again: PlayedAgain) -> str:
+    """What the page leaves out of a run whose step files were rewritten, in a line."""
+    steps = step_ranges(again.steps)
+    return (
+        f"Left out: {again.episodes:,} episode{'s' if again.episodes != 1 else ''} of earlier "
+        f"plays of training step{'s' if len(again.steps) != 1 else ''} {steps}, which the "
+        "rewritten step files no longer hold (a trainer resumed from a checkpoint plays its "
+        "steps again). The page shows those steps as their files hold them now; Episodes (where "
+        "they are ticked replaced) and GRPO groups keep both plays."
+    )
+
+
+def step_ranges(steps: Sequence[int]) -> str:
+    """Ascending steps as runs of consecutive ones: 3-5, 8."""
+    parts: list[str] = []
+    start = prev = None
+    for step in [*steps, None]:
+        if step is not None and prev is not None and step == prev + 1:
+            prev = step
+            continue
+        if start is not None:
+            parts.append(f"{start}" if start == prev else f"{start}–{prev}")
+        start = prev = step
+    return ", ".join(parts)
 
 
 def _open_picked_steps(run_id: int, found: Curves, keys: list[str]) -> None:

@@ -50,6 +50,45 @@ def test_training_says_the_reward_is_the_files_own(
     assert "Mean episode reward as the trainer's files give it" in shown
     assert "plus shaping" not in shown
     assert "as TRL numbers" not in shown
+    assert "Left out" not in shown
+
+
+def test_training_says_what_it_leaves_out_of_a_step_played_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Store(str(tmp_path / "store.db"))
+    run_id = _import(store, tmp_path / "dump", "resumed", [1.0, 0.0])
+    # Resumed from step 1's checkpoint, the trainer plays step 2 again and writes its file anew.
+    inputs, outputs = [sql_prompt("How many?")] * 2, [sql_response(TURNS)] * 2
+    verl_dump(tmp_path / "dump", 2, inputs, outputs, ["SELECT 1"] * 2, [0.5, 0.5], {})
+    run_import(store, tmp_path / "dump", "resumed")
+    store.close()
+    serve_env(monkeypatch, str(tmp_path / "store.db"))
+    page = open_page("training/page.py", run=str(run_id))
+    captions = [c.value for c in page.caption]
+    assert any(
+        c.startswith("Left out: 2 episodes of earlier plays of training step 2, which the")
+        for c in captions
+    ), captions
+    assert [m.value for m in page.metric][1:3] == ["6", "2"]  # the run's episodes, its steps
+    # Compare with the step as a side says the same of it, and nothing of the step before.
+    compare = open_page("compare/page.py", run=[f"{run_id}@1", f"{run_id}@2"])
+    captions = [c.value for c in compare.caption]
+    assert [c for c in captions if "earlier play" in c] == [
+        "resumed @ step 2: the step as its rewritten file holds it now; 2 episodes of an "
+        "earlier play of it left out (a trainer resumed from a checkpoint played the step "
+        "again)."
+    ]
+    # Episodes lists both plays, the earlier one's episodes ticked "replaced".
+    table = open_page("episodes/page.py", run=str(run_id), tmin="2").dataframe[0].value
+    shown = sorted(zip(table["id"], table["replaced"], strict=True))
+    assert shown == [(3, True), (4, True), (5, False), (6, False)]
+    first = open_page("episodes/page.py", run=str(run_id), tmax="1").dataframe[0].value
+    assert "replaced" not in first.columns
+    # Replay's origin line of an episode of the earlier play, and of one of the new play.
+    for episode, said in ((3, "line 1 (since rewritten without this row)"), (5, "line 1 ·")):
+        shown = texts(open_page("replay/page.py", episode=str(episode)))
+        assert "imported from verl rollout dump file `2.jsonl`, " + said in shown
 
 
 def test_training_says_how_trls_files_number_the_steps(

@@ -157,6 +157,34 @@ def test_a_file_rewritten_twice_counts_only_what_the_second_rewrite_dropped(
     assert rows(store, "SELECT rows_gone FROM import_files ORDER BY id") == [(0,), (3,), (3,), (4,)]
 
 
+def test_the_rows_a_rewrite_dropped_are_marked_gone_until_a_version_holds_them_again(
+    store: Store, tmp_path: Path
+) -> None:
+    gone = (
+        "SELECT e.reward, s.gone_file_id FROM episodes e "
+        "JOIN episode_sources s ON s.episode_id = e.id ORDER BY e.id"
+    )
+    path = _write(tmp_path / "dump" / "2.jsonl", [_rollout("Question 0?", 0.0)] * 3)
+    run_import(store, tmp_path / "dump")
+    assert rows(store, gone) == [(0.0, None)] * 3
+    # Resumed, the trainer plays the step again: one new row has the bytes of an old one,
+    # and which of three equal rows it is no file can say; two of them are gone.
+    second = [_rollout("Question 0?", 1.0), _rollout("Question 0?", 0.0)]
+    _write(path, second)
+    run_import(store, tmp_path / "dump")
+    assert rows(store, gone) == [(0.0, 2), (0.0, 2), (0.0, None), (1.0, None)]
+    # Rewritten again, holding one of the dropped rows once more and dropping the 1.0: the
+    # first mark stays with its reading, the row held again is no longer gone.
+    _write(path, [_rollout("Question 0?", 0.0)] * 2)
+    run_import(store, tmp_path / "dump")
+    assert rows(store, gone) == [(0.0, 2), (0.0, None), (0.0, None), (1.0, 3)]
+    # Appended to: the rows before the new line are the ones the last reading found.
+    _write(path, [*[_rollout("Question 0?", 0.0)] * 2, _rollout("Question 0?", 0.5)])
+    run_import(store, tmp_path / "dump")
+    assert rows(store, gone)[-1] == (0.5, None)
+    assert rows(store, gone)[:4] == [(0.0, 2), (0.0, None), (0.0, None), (1.0, 3)]
+
+
 def test_a_rewritten_file_that_grows_keeps_its_count_and_its_group(
     store: Store, tmp_path: Path
 ) -> None:
