@@ -34,7 +34,7 @@ from rollout_core.records import Outcome
 from storage import groups, run_totals
 from storage.imports import gone_episodes, in_its_file
 from storage.models import Episode
-from storage.read_models import RunSummary
+from storage.read_models import GroupKey, RunSummary
 from storage.sql_limits import literal_limit
 from storage.store import Store
 
@@ -429,6 +429,21 @@ def played_again(store: Store, run_id: int) -> PlayedAgain:
     )
     with Session(store._engine) as session:
         return PlayedAgain({int(step or 0): int(n) for step, n in session.execute(stmt)})
+
+
+def replaced_groups(store: Store, run_id: int) -> dict[GroupKey, int]:
+    """A training run's groups that hold episodes a rewrite of their step file dropped, with
+    how many (a group of an earlier play: all its samples, unless the new play wrote some of
+    them again byte for byte)."""
+    e = Episode
+    key = groups.key_columns(training=True)
+    stmt = (
+        select(*key, func.count())
+        .where(e.id.in_(gone_episodes(run_id)), e.outcome.is_not(None))
+        .group_by(*key)
+    )
+    with Session(store._engine) as session:
+        return {groups.key_of(row[:-1]): int(row[-1]) for row in session.execute(stmt)}
 
 
 def counters(store: Store, run_id: int) -> Counters:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from storage.read_models import RunStep
+from storage.read_models import GroupKey, RunStep
 from storage.store import Store
 from storage.training import (
     PlayedAgain,
@@ -14,6 +14,7 @@ from storage.training import (
     played_again,
     played_steps,
     question_episodes,
+    replaced_groups,
     run_at_step,
     training_questions,
     training_steps,
@@ -49,8 +50,10 @@ def test_a_rewritten_step_is_read_as_its_file_holds_it_now(store: Store, tmp_pat
     assert second.reward == 2.5 / 3
     assert first.episodes == 2
     assert played_again(store, run_id) == PlayedAgain({2: 3})
-
     (question,) = training_questions(store, run_id)
+    # The first play of step 2 was group 1; the second is group 2, whole in its file.
+    assert replaced_groups(store, run_id) == {GroupKey(question.question_id, 1, 2): 3}
+
     assert (question.episodes, question.first_step, question.last_step) == (5, 1, 2)
     episodes = question_episodes(store, run_id, question.question_id)
     assert [(e.train_step, e.reward) for e in episodes] == [

@@ -256,6 +256,17 @@ def show(run: RunSummary, key: GroupKey) -> None:
         st.metric("mean reward", fmt_num(stats.mean, 3), width="content")
         st.metric("std", fmt_num(stats.std, 3), width="content")
         st.metric("spread from", spread_label(stats), width="content")
+    if left := reads.replaced(run.id).get(key):
+        which = (
+            ("Its sample is" if stats.size == 1 else "Its samples are")
+            if left == stats.size
+            else f"{left} of its {stats.size} samples {'is' if left == 1 else 'are'}"
+        )
+        st.caption(
+            f"{which} of an earlier play of this step, which its rewritten step file no "
+            "longer holds (a trainer resumed from a checkpoint played the step again): "
+            "Training leaves them out."
+        )
     _signal_notice(run, group)
     st.caption(FORMULA)
     _members_table(group)

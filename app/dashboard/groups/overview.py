@@ -24,6 +24,8 @@ FORMULA = (
 assert ADVANTAGE_EPSILON == 1e-4  # the formula above says so
 SHAPING_FLAG = "⚠ shaping only"
 _OPEN = "gr_open"
+REPLACED = "replaced"
+"""The column, shown where a listed group holds any, of the samples of an earlier play."""
 
 
 def group_link(run_id: int, key: GroupKey) -> str:
@@ -223,12 +225,15 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
         )
     elif ranged:
         st.caption(f"The {counted(len(listed), 'group')}{at}.")
+    replaced = reads.replaced(run.id) if stepped else {}
+    shown_replaced = any(g.key in replaced for g in listed)
     table = pd.DataFrame(
         [
             {
                 "open": ":material/arrow_forward: open",
                 "question id": g.key.question_id,
                 **({"training step": g.key.train_step} if stepped else {}),
+                **({REPLACED: replaced.get(g.key, 0)} if shown_replaced else {}),
                 "spread from": spread_label(g),
                 "samples": g.size,
                 "correct": g.correct,
@@ -256,5 +261,11 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
             "mean reward": st.column_config.NumberColumn(format="%.3f"),
             "std": st.column_config.NumberColumn(format="%.3f"),
             "question": st.column_config.TextColumn(width="medium"),
+            REPLACED: st.column_config.NumberColumn(
+                format="%d",
+                help="Samples of an earlier play of the step, which its rewritten step file no "
+                "longer holds (a trainer resumed from a checkpoint played the step again). "
+                "Training leaves them out.",
+            ),
         },
     )

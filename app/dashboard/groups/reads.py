@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from app.dashboard.data import cached_read
+from storage import training
 from storage.read_models import GroupDetail, GroupKey, GroupOverview
 from storage.store import Store
 
@@ -29,3 +30,10 @@ def overview(
 def group(store: Store, run_id: int, key: GroupKey) -> GroupDetail | None:
     """One group with its episodes and advantages, or None."""
     return store.get_group(run_id, key)
+
+
+@cached_read()
+def replaced(store: Store, run_id: int) -> dict[GroupKey, int]:
+    """The run's groups holding episodes of an earlier play of their step, which the rewritten
+    step file no longer holds, with how many."""
+    return training.replaced_groups(store, run_id)

@@ -134,8 +134,8 @@ def played_again_text(again: PlayedAgain) -> str:
         f"Left out: {again.episodes:,} episode{'s' if again.episodes != 1 else ''} of earlier "
         f"plays of training step{'s' if len(again.steps) != 1 else ''} {steps}, which the "
         "rewritten step files no longer hold (a trainer resumed from a checkpoint plays its "
-        "steps again). The page shows those steps as their files hold them now; Episodes (where "
-        "they are ticked replaced) and GRPO groups keep both plays."
+        "steps again). The page shows those steps as their files hold them now; Episodes and GRPO "
+        "groups keep both plays, the earlier one marked replaced."
     )
 
 

@@ -63,6 +63,8 @@ def test_training_says_what_it_leaves_out_of_a_step_played_again(
     verl_dump(tmp_path / "dump", 2, inputs, outputs, ["SELECT 1"] * 2, [0.5, 0.5], {})
     run_import(store, tmp_path / "dump", "resumed")
     store.close()
+    with closing(sqlite3.connect(tmp_path / "store.db")) as conn:
+        ((question_id,),) = conn.execute("SELECT DISTINCT question_id FROM episodes").fetchall()
     serve_env(monkeypatch, str(tmp_path / "store.db"))
     page = open_page("training/page.py", run=str(run_id))
     captions = [c.value for c in page.caption]
@@ -85,6 +87,14 @@ def test_training_says_what_it_leaves_out_of_a_step_played_again(
     assert shown == [(3, True), (4, True), (5, False), (6, False)]
     first = open_page("episodes/page.py", run=str(run_id), tmax="1").dataframe[0].value
     assert "replaced" not in first.columns
+    # GRPO groups counts the earlier play's samples in its group, and its group says so.
+    table = open_page("groups/page.py", run=str(run_id)).dataframe[0].value
+    replaced = table.set_index("training step")["replaced"]
+    assert sorted(replaced.items()) == [(1, 0), (2, 0), (2, 2)]
+    for group, said in (("1", True), ("2", False)):
+        view = open_page("groups/page.py", run=str(run_id), question=question_id, group=group)
+        told = "Its samples are of an earlier play of this step, which its rewritten step file"
+        assert any(c.value.startswith(told) for c in view.caption) is said, group
     # Replay's origin line of an episode of the earlier play, and of one of the new play.
     for episode, said in ((3, "line 1 (since rewritten without this row)"), (5, "line 1 ·")):
         shown = texts(open_page("replay/page.py", episode=str(episode)))
