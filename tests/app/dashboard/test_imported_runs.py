@@ -53,7 +53,7 @@ def test_training_says_the_reward_is_the_files_own(
     assert "Left out" not in shown
 
 
-def test_training_says_what_it_leaves_out_of_a_step_played_again(
+def test_pages_on_a_step_played_again_say_which_play_they_show(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store = Store(str(tmp_path / "store.db"))
