@@ -22,6 +22,7 @@ from app.dashboard.components.render import (
 from app.dashboard.training import charts, reads
 from app.dashboard.training.curves import Curves, at_step, shown_steps, steps_of_points
 from app.dashboard.training.flips import QuestionFlip
+from app.plural import counted
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
 from storage.read_models import EpisodeDetail, RunSummary
@@ -131,8 +132,8 @@ def played_again_text(again: PlayedAgain) -> str:
     """What the page leaves out of a run whose step files were rewritten, in a line."""
     steps = step_ranges(again.steps)
     return (
-        f"Left out: {again.episodes:,} episode{'s' if again.episodes != 1 else ''} of earlier "
-        f"plays of training step{'s' if len(again.steps) != 1 else ''} {steps}, which the "
+        f"Left out: {counted(again.episodes, 'episode')} of earlier plays of training "
+        f"step{'s' if len(again.steps) != 1 else ''} {steps}, which the "
         "rewritten step files no longer hold (a trainer resumed from a checkpoint plays its "
         "steps again). The page shows those steps as their files hold them now; Episodes and GRPO "
         "groups keep both plays, the earlier one marked replaced."
@@ -140,7 +141,7 @@ def played_again_text(again: PlayedAgain) -> str:
 
 
 def step_ranges(steps: Sequence[int]) -> str:
-    """Ascending steps as runs of consecutive ones: 3-5, 8."""
+    """Ascending steps as runs of consecutive ones: 3–5, 8."""
     parts: list[str] = []
     start = prev = None
     for step in [*steps, None]:

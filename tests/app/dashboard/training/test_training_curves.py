@@ -16,6 +16,7 @@ from app.dashboard.training.curves import (
     trend,
     trend_window,
 )
+from app.dashboard.training.view import step_ranges
 from storage.training import DrawnQuestion, TrainingStep
 
 ACCURACY = next(c for c in charts.CHARTS if c.title == "Accuracy")
@@ -182,3 +183,11 @@ def test_a_long_runs_signal_bars_touch_and_a_short_runs_keep_their_gaps() -> Non
     short, long = signal(48), signal(196)
     assert {t.type for t in (*short.data, *long.data)} == {"bar"}
     assert (short.layout.bargap, long.layout.bargap) == (0.1, 0)
+
+
+@pytest.mark.parametrize(
+    ("steps", "said"),
+    [((3,), "3"), ((3, 4, 5, 8), "3–5, 8"), ((1, 3, 5), "1, 3, 5"), ((7, 8), "7–8"), ((), "")],
+)
+def test_the_steps_a_page_leaves_out_read_as_ranges(steps: tuple[int, ...], said: str) -> None:
+    assert step_ranges(steps) == said
