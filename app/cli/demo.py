@@ -21,7 +21,9 @@ def demo(
     grpo_steps: Annotated[
         int, typer.Option(help="GRPO steps of the training run (TRL); 0 for none.")
     ] = GrpoSettings().steps,
-    serve_after: Annotated[bool, typer.Option("--serve", help="Open the dashboard after.")] = False,
+    serve_after: Annotated[
+        bool, typer.Option("--serve", help="Serve the dashboard during the build and after.")
+    ] = False,
     port: int = 8501,
 ) -> None:
     """Train tiny demo checkpoints offline and fill the store with their rollouts."""
@@ -42,18 +44,38 @@ def demo(
         threads=threads,
         grpo=GrpoSettings(steps=grpo_steps) if grpo_steps else None,
     )
-    st = open_store(store)
-    try:
-        report = build_demo(st, settings, log=lambda line: err.print(line))
-    except batch.Cancelled as exc:
-        fail(str(exc), code=130)
-    except USER_ERRORS as exc:
-        fail(one_line(exc))
-    out.print(runs_table(st.list_runs()))
-    out.print(f"demo ready in {report.seconds['total']:.0f} s: store {store}")
-    if serve_after:
-        from app.dashboard.serve import serve
 
-        out.print(f"dashboard: http://127.0.0.1:{port}")
+    def build() -> int:
+        st = open_store(store)
+        try:
+            report = build_demo(st, settings, log=lambda line: err.print(line))
+        except batch.Cancelled as exc:
+            fail(str(exc), code=130)
+        except USER_ERRORS as exc:
+            fail(one_line(exc))
+        out.print(runs_table(st.list_runs()))
+        out.print(f"demo ready in {report.seconds['total']:.0f} s: store {store}")
         st.close()
-        serve(store, port=port, checkpoint_roots=[work_dir.resolve()])
+        return 0
+
+    if not serve_after:
+        build()
+        return
+    from app.dashboard.serve_while import serve_while
+
+    open_store(store).close()  # made and upgraded here, before the dashboard reads it
+    url = f"http://127.0.0.1:{port}"
+    out.print(f"dashboard: {url} (it shows each run as the demo plays it)")
+
+    def build_in_child() -> int:
+        try:
+            build()
+        except typer.Exit as exc:
+            return exc.exit_code
+        out.print(f"dashboard: {url} (Ctrl-C stops it)")
+        return 0
+
+    code = serve_while(
+        build_in_child, store_url=store, port=port, checkpoint_roots=[work_dir.resolve()]
+    )
+    raise typer.Exit(code)

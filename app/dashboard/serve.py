@@ -75,16 +75,24 @@ def stop_with_parent() -> None:
     background by a script (`... &` without job control: SIGINT ignored), or leading its own
     session (setsid, systemd).
     """
-    if not sys.platform.startswith("linux") or os.getsid(0) == os.getpid():
+    if os.getsid(0) == os.getpid():
         return
     if signal.SIG_IGN in (signal.getsignal(signal.SIGHUP), signal.getsignal(signal.SIGINT)):
+        return
+    end_with_parent()
+
+
+def end_with_parent() -> None:
+    """Have the kernel send SIGTERM to this process when the process that started it ends
+    (Linux; kept across exec). Elsewhere it does nothing."""
+    if not sys.platform.startswith("linux"):
         return
     parent = os.getppid()
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
         return
     if os.getppid() != parent:  # it ended before the kernel was asked: stop as it would
-        raise SystemExit("rollscope dashboard: the process that started it has ended")
+        raise SystemExit("rollscope: the process that started this one has ended")
 
 
 def serve(

@@ -9,7 +9,7 @@ import pytest
 
 from storage.store import Store
 from tests.browser.conftest import Dashboard
-from tests.browser.ui import wait_idle
+from tests.browser.ui import wait_idle, wait_shown
 from tests.support.benchmark import QUESTIONS
 from tests.support.dashboard_stores import episode_batch
 
@@ -64,6 +64,37 @@ def test_runs_shows_a_run_begun_after_it_loaded(chromium: Any, tmp_path: Any) ->
             wait_idle(page)
             store.create_run(spec("followed-later"), episodes_planned=0)
             _row(page, "followed-later").wait_for(state="attached", timeout=30_000)
+    finally:
+        store.close()
+        stop(proc)
+
+
+@pytest.mark.parametrize("route", ["runs", "episodes", "training", "groups"])
+def test_a_page_on_an_empty_store_shows_the_first_run_when_it_begins(
+    chromium: Any, tmp_path: Any, route: str
+) -> None:
+    # `make run` serves the dashboard while the demo is built: its pages open on an empty
+    # store, and a page that said "no runs yet" stayed so until a reload.
+    from tests.browser.conftest import open_page, start_dashboard, stop
+    from tests.support.records import play, spec
+    from tests.support.stores import write_run
+
+    url = str(tmp_path / "store.db")
+    store = Store(url)
+    proc, base = start_dashboard(url, tmp_path / "dashboard.log")
+    try:
+        with open_page(chromium) as page:
+            page.goto(f"{base}/{route}")
+            empty = page.get_by_text(re.compile(r"No (training )?runs yet"))
+            empty.wait_for()
+            wait_idle(page)
+            write_run(store, spec("begun-later", kind="training"), [play("q1", 0, "wrong", 0, 1)])
+            empty.wait_for(state="detached", timeout=30_000)
+            if route in ("runs", "episodes"):
+                _row(page, "begun-later").wait_for(state="attached")
+            else:
+                wait_shown(page, "Training run" if route == "training" else "Run", "begun-later")
+            assert page.locator("[data-testid='stException']").count() == 0
     finally:
         store.close()
         stop(proc)

@@ -9,6 +9,7 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.components import browser, nav, params
 from app.dashboard.components.header import header
+from app.dashboard.components.new_runs import no_runs_yet
 from app.dashboard.episodes import filters, reads, table
 from app.dashboard.episodes import query as episode_query
 from app.dashboard.episodes.export import export_menu
@@ -77,8 +78,7 @@ params.expect(nav.P_CURSOR, *(f.param for f in episode_query.FIELDS))
 opening = table.opening()
 runs = data.list_runs()
 if not runs:
-    st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")
-    st.stop()
+    no_runs_yet()
 
 run_names = {r.id: f"{r.name} (#{r.id})" for r in runs}
 filters.show(run_names)

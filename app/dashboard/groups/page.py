@@ -8,6 +8,7 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
+from app.dashboard.components.new_runs import no_runs_yet
 from app.dashboard.groups import detail, overview
 from storage.models import INTEGER_RANGE
 from storage.read_models import GroupKey
@@ -28,8 +29,7 @@ notices = header("GRPO groups", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_GROUP, nav.P_TRAIN_FROM, nav.P_TRAIN_TO)
 runs = data.list_runs()
 if not runs:
-    st.info("No runs yet - run `rollscope run --policy oracle --dataset demo` to record one.")
-    st.stop()
+    no_runs_yet()
 by_id = {r.id: r for r in runs}
 # Without a run in the link: a run with groups first: a trainer's or an import (whose spec
 # names no samples), or a batch of several samples per question.

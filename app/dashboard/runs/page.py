@@ -7,6 +7,7 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.components import nav, params
 from app.dashboard.components.header import header
+from app.dashboard.components.new_runs import no_runs_yet, watch_for_new_runs
 from app.dashboard.components.render import escape_markdown
 from app.dashboard.failures import mix as failure_mix
 from app.dashboard.runs import charts, links, reads
@@ -16,10 +17,7 @@ from app.render import episodes_text
 from storage import lifecycle
 from storage.read_models import RunKey, RunSummary
 
-NO_RUNS = "No runs yet - run `rollscope run --policy oracle --dataset demo` to record one."
 LIVE_SECONDS = 2.0
-NEW_RUN_SECONDS = 5.0
-"""How often a page with no run playing looks for a run begun since (a follower, a job)."""
 CHART_RUNS = 20  # runs charted when none are selected: the newest (charts hold about 20)
 _SEEN = "runs_selection_seen"
 _GENERATION = "runs_table_generation"
@@ -128,24 +126,14 @@ def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
     st.plotly_chart(failure_mix.mix_chart(dists, names), width="stretch", key="runs_classes")
 
 
-def _watch_for_new(newest: int | None) -> None:
-    """Reload the page when a run began after it loaded: with none playing, nothing else
-    refreshes it, and a follower started beside an open page would not show."""
-    latest = data.store().list_runs(limit=1)
-    if (latest[0].id if latest else None) != newest:
-        data.clear()  # the cached list does not hold it yet
-        st.rerun()
-
-
 notices = header("Runs", copy_link=True)
 params.expect(nav.P_RUN)
 runs = data.list_runs()
 any_active = any(r.status in lifecycle.ACTIVE for r in runs)
-if not any_active:
-    st.fragment(run_every=NEW_RUN_SECONDS)(_watch_for_new)(runs[0].id if runs else None)
 if not runs:
-    st.info(NO_RUNS)
-    st.stop()
+    no_runs_yet()
+if not any_active:
+    watch_for_new_runs(runs[0].id)
 
 st.session_state[_CHARTED] = params.raw(nav.P_RUN)  # before the fragment: no rerun in a full run
 st.fragment(run_every=LIVE_SECONDS if any_active else None)(_live)(any_active)

@@ -8,22 +8,22 @@ import streamlit as st
 from app.dashboard import data
 from app.dashboard.components import agents, nav, params
 from app.dashboard.components.header import header
+from app.dashboard.components.new_runs import no_runs_yet
 from app.dashboard.training import view
 from storage import lifecycle
 
 LIVE_SECONDS = 3.0
 NO_RUNS = (
-    "No training runs yet - train with TRL's GRPOTrainer and `app.trl.make_rollout_func` "
-    "(README: Train with TRL), import a trainer's rollout files with `rollscope import`, or "
-    "run `make run` for the demo's."
+    "No training runs yet. One shows here as it begins: train with TRL's GRPOTrainer and "
+    "`app.trl.make_rollout_func` (README: Train with TRL), import a trainer's rollout files "
+    "with `rollscope import`, or `make run` for the demo's."
 )
 
 notices = header("Training", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION)
 runs = [r for r in data.list_runs() if r.is_training]
 if not runs:
-    st.info(NO_RUNS)
-    st.stop()
+    no_runs_yet(NO_RUNS)
 by_id = {r.id: r for r in runs}
 run_codec = params.choice(nav.P_RUN, list(by_id), runs[0].id, "a training run in this store")
 run_id: int = st.selectbox(
