@@ -13,6 +13,7 @@ from app.dashboard.compare import stats
 from app.dashboard.compare.stats import Pairing
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.render import (
+    MISSING,
     escape_markdown,
     fmt_num,
     fmt_pct,
@@ -264,6 +265,7 @@ def clickable_questions(
 
     st.dataframe(
         question_table(shown, runs),
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         on_select=picked,
@@ -303,7 +305,7 @@ def matrix(
         index=[f"{b.label} right", f"{b.label} wrong"],
         columns=[f"{a.label} right", f"{a.label} wrong"],
     )
-    st.dataframe(grid)
+    st.dataframe(grid, placeholder=MISSING)
     for cell in analysis.CELLS:
         label = cell.replace(" A", f" {a.label}").replace(" B", f" {b.label}")
         rows = [listed[o.question_id] for o in cells[cell] if o.question_id in listed]

@@ -33,6 +33,10 @@ def picture_controls(text: str) -> str:
     return text.replace("\r\n", "\n").translate(_PICTURES)
 
 
+MISSING = "-"
+"""What a table shows for a value nobody measured or that does not exist yet (NULL in the store;
+Streamlit writes "None")."""
+
 BOX_PX = 420
 """Height of the box a long text scrolls in, so what follows it (the parsed action, the
 labels, the next step) stays a scroll away, not tens of thousands of pixels."""

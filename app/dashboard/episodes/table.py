@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard.components.outcome import outcome_label
+from app.dashboard.components.render import MISSING
 from app.dashboard.episodes import reads
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import EpisodeSummary, Page
@@ -109,6 +110,7 @@ def show(page: Page[EpisodeSummary]) -> None:
     rows = _rows(page.items)
     st.dataframe(
         rows,
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         column_config={

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.dashboard.components import nav
-from app.dashboard.components.render import COUNT_FORMAT
+from app.dashboard.components.render import COUNT_FORMAT, MISSING
 from rollout_core.failure_classes import FAILURE_LABELS
 from rollout_core.records import FAILURE_CLASSES, FailureClass
 from storage.read_models import Distribution, RunKey
@@ -123,6 +123,7 @@ def show_shift(
     table = shift_table(a, b, name_a, name_b)
     st.dataframe(
         table,
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         column_config={

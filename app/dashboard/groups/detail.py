@@ -10,6 +10,7 @@ from app.dashboard.components import browser, nav
 from app.dashboard.components.confidence import has_confidence
 from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.render import (
+    MISSING,
     escape_markdown,
     fmt_num,
     show_error,
@@ -90,6 +91,7 @@ def _members_table(group: GroupDetail) -> None:
     signed = st.column_config.NumberColumn(format="%+.3f")
     st.dataframe(
         pd.DataFrame(rows),
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         column_config={
@@ -161,7 +163,7 @@ def _aligned_grid(group: GroupDetail) -> None:
             cells.append(f"{action_label(step)} {arg}{marks}")
         grid[_member_label(group, i)] = cells
     frame = pd.DataFrame(grid, index=pd.Index(range(1, longest + 1), name="step"))
-    st.dataframe(frame, width="stretch")
+    st.dataframe(frame, width="stretch", placeholder=MISSING)
 
 
 def _step_side_by_side(group: GroupDetail) -> None:

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard.components import nav, params
-from app.dashboard.components.render import fmt_num, fmt_pct
+from app.dashboard.components.render import MISSING, fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
 from app.dashboard.groups.signal import SOURCE_LABELS, shaping_terms
@@ -246,6 +246,7 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
     )
     st.dataframe(
         table,
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         key="gr_table",

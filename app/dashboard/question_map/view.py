@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.dashboard.analysis import BOOTSTRAP_RESAMPLES, SOLVED_RATE
 from app.dashboard.components import browser, nav, params
-from app.dashboard.components.render import COUNT_FORMAT
+from app.dashboard.components.render import COUNT_FORMAT, MISSING
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
 from app.dashboard.question_map.matrix import PairFlips, first_with_flips
@@ -167,6 +167,7 @@ def flips_section(pairs: list[PairFlips], names: Mapping[RunKey, str]) -> None:
     )
     st.dataframe(
         summary,
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         column_config={
@@ -200,6 +201,7 @@ def flips_section(pairs: list[PairFlips], names: Mapping[RunKey, str]) -> None:
         return
     st.dataframe(
         pd.DataFrame(rows),
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         key=f"map_flips_{chosen}",

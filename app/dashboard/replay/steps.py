@@ -100,6 +100,7 @@ def show_rerun(result: requery.Rerun) -> None:
     else:
         st.dataframe(
             pd.DataFrame([list(r) for r in result.rows], columns=result.columns or None),
+            placeholder="NULL",  # as SQL writes it: a text "-" or "None" is another value
             hide_index=True,
         )
         if result.truncated:

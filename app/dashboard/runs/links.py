@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.dashboard.components import nav
 from app.dashboard.components.colors import swatch
-from app.dashboard.components.render import escape_markdown
+from app.dashboard.components.render import MISSING, escape_markdown
 from app.dashboard.runs import table as run_table
 from storage.read_models import RunSummary
 
@@ -82,6 +82,7 @@ def show(chosen: Sequence[RunSummary]) -> None:
                     for r in chosen
                 ]
             ),
+            placeholder=MISSING,
             hide_index=True,
             width="stretch",
         )

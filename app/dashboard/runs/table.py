@@ -12,7 +12,7 @@ import streamlit as st
 
 from app.dashboard import analysis
 from app.dashboard.components.colors import run_color
-from app.dashboard.components.render import fmt_duration, fmt_time
+from app.dashboard.components.render import MISSING, fmt_duration, fmt_time
 from app.render import episodes_text
 from storage.read_models import RunSummary
 
@@ -184,6 +184,7 @@ def show(
 
     event = st.dataframe(
         styled,
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         column_config=_CONFIG,

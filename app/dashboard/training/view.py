@@ -13,6 +13,7 @@ from app.dashboard.analysis import SOLVED_RATE
 from app.dashboard.components import browser, nav, params
 from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.render import (
+    MISSING,
     escape_markdown,
     fmt_num,
     fmt_pct,
@@ -239,6 +240,7 @@ def flips(run: RunSummary) -> None:
         return
     st.dataframe(
         pd.DataFrame([_flip_row(kind, f) for kind, f in listed]),
+        placeholder=MISSING,
         hide_index=True,
         width="stretch",
         key="tr_flips",
