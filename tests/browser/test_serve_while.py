@@ -190,7 +190,8 @@ def _demo(*args: str) -> list[str]:
 
 def test_make_runs_dashboard_serves_while_the_demo_is_built(tmp_path: Path) -> None:
     store = str(tmp_path / "s.db")
-    small = ["--steps", "101", "--grpo-steps", "0", "--samples", "1"]
+    # One torch thread: the suite runs a test file beside this one on the other core.
+    small = ["--steps", "101", "--grpo-steps", "0", "--samples", "1", "--threads", "1"]
     with _started(tmp_path, _demo("--store", store, "--dir", str(tmp_path / "w"), *small)) as run:
         wait_healthy(run.url, run.proc, run.log)
         assert "demo ready" not in run.said()
