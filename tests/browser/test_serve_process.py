@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,33 +22,20 @@ from tests.browser.conftest import (
     start_dashboard,
     wait_healthy,
 )
+from tests.support.ports import port_closes, port_open
 
 pytestmark = pytest.mark.slow
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _closes(port: int, seconds: float = 10.0) -> bool:
-    """Whether nothing answers on the port within `seconds`."""
-    deadline = time.monotonic() + seconds
-    while _port_open(port) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _port_open(port)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
 def test_a_signal_to_the_cli_stops_the_server(tmp_path: Path, sig: signal.Signals) -> None:
     proc, base_url = start_dashboard(str(tmp_path / "store.db"), tmp_path / "dashboard.log")
     port = int(base_url.rsplit(":", 1)[1])
-    assert _port_open(port)
+    assert port_open(port)
     proc.send_signal(sig)
     proc.wait(timeout=20)
     # What a process manager sees end must be the server: nothing may still answer on the port.
-    assert _closes(port, 5), (tmp_path / "dashboard.log").read_text()[-2000:]
+    assert port_closes(port, 5), (tmp_path / "dashboard.log").read_text()[-2000:]
 
 
 def test_a_dashboard_on_a_missing_store_says_it_made_one(tmp_path: Path) -> None:
@@ -127,7 +113,7 @@ def test_the_end_of_the_script_that_started_it_stops_the_server(tmp_path: Path) 
     with _script(tmp_path, "#!/bin/sh") as (proc, port):
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
-        assert _closes(port), (tmp_path / "dashboard.log").read_text()[-2000:]
+        assert port_closes(port), (tmp_path / "dashboard.log").read_text()[-2000:]
 
 
 def test_a_dashboard_under_nohup_outlives_its_script(tmp_path: Path) -> None:
@@ -136,11 +122,11 @@ def test_a_dashboard_under_nohup_outlives_its_script(tmp_path: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=20)
         time.sleep(2)
-        assert _port_open(port)
+        assert port_open(port)
 
 
 def test_a_dashboard_a_script_put_in_the_background_outlives_it(tmp_path: Path) -> None:
     # `rollscope dashboard ... &` in a script that ends once it serves: the server stays up.
     with _script(tmp_path, "#!/bin/sh", background=True) as (_, port):
         time.sleep(2)
-        assert _port_open(port)
+        assert port_open(port)

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,21 +21,9 @@ import pytest
 
 from storage.store import Store
 from tests.browser.conftest import REPO, START_TIMEOUT_S, free_port, wait_healthy
+from tests.support.ports import port_closes, port_open
 
 pytestmark = pytest.mark.slow
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.5)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def _closes(port: int, seconds: float = 10.0) -> bool:
-    deadline = time.monotonic() + seconds
-    while _port_open(port) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return not _port_open(port)
 
 
 def _alive(pid: int) -> bool:
@@ -47,10 +35,10 @@ def _children(pid: int) -> list[int]:
     return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
 
 
-def _until(check: object, seconds: float = START_TIMEOUT_S) -> bool:
+def _until(check: Callable[[], bool], seconds: float = START_TIMEOUT_S) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        if check():  # type: ignore[operator]
+        if check():
             return True
         time.sleep(0.1)
     return False
@@ -125,11 +113,11 @@ def test_the_dashboard_serves_while_the_job_runs_and_after_it(tmp_path: Path) ->
         (tmp_path / "finish").write_text("0")
         assert _until(lambda: not _alive(job)), run.said()  # and reaped
         time.sleep(1)
-        assert _port_open(run.port) and run.proc.poll() is None
+        assert port_open(run.port) and run.proc.poll() is None
         assert len(_children(run.proc.pid)) == 1  # the dashboard alone
         run.proc.send_signal(signal.SIGINT)  # the terminal's Ctrl-C, once the job is done
         assert run.proc.wait(timeout=20) == 0, run.said()
-        assert _closes(run.port, 5)
+        assert port_closes(run.port, 5)
         assert run.job_signals() == []
 
 
@@ -139,7 +127,7 @@ def test_a_job_that_fails_stops_the_dashboard_with_its_code(tmp_path: Path) -> N
         wait_healthy(run.url, run.proc, run.log)
         (tmp_path / "finish").write_text("3")
         assert run.proc.wait(timeout=20) == 3, run.said()
-        assert _closes(run.port, 5)
+        assert port_closes(run.port, 5)
 
 
 @pytest.mark.parametrize(
@@ -156,7 +144,7 @@ def test_a_signal_stops_both_and_reaches_the_job_once(
         os.killpg(run.proc.pid, sig)
         assert run.proc.wait(timeout=20) == code, run.said()  # the job's own answer
         assert run.job_signals() == [sig.name]  # one, as the job in the foreground would see
-        assert _closes(run.port, 5)
+        assert port_closes(run.port, 5)
         assert not any(_alive(p) for p in [job, *dashboard])
 
 
@@ -180,7 +168,7 @@ def test_killing_the_supervisor_ends_both_children(tmp_path: Path) -> None:
         run.proc.kill()
         run.proc.wait()
         assert _until(lambda: not any(_alive(p) for p in children), 20), children
-        assert _closes(run.port, 5)
+        assert port_closes(run.port, 5)
         assert job in children
 
 
@@ -201,12 +189,12 @@ def test_make_runs_dashboard_serves_while_the_demo_is_built(tmp_path: Path) -> N
         assert _until(lambda: ready in run.said(), 300), run.said()
         assert "demo ready in" in run.said().split(ready)[0].splitlines()[-1]
         time.sleep(1)
-        assert _port_open(run.port) and len(_children(run.proc.pid)) == 1
+        assert port_open(run.port) and len(_children(run.proc.pid)) == 1
         with closing(Store(store, read_only=True)) as st:
             assert {r.status for r in st.list_runs()} == {"completed"}
         run.proc.send_signal(signal.SIGINT)
         assert run.proc.wait(timeout=20) == 0, run.said()
-        assert _closes(run.port, 5)
+        assert port_closes(run.port, 5)
 
 
 def test_a_demo_build_that_fails_stops_its_dashboard(tmp_path: Path) -> None:
@@ -215,4 +203,4 @@ def test_a_demo_build_that_fails_stops_its_dashboard(tmp_path: Path) -> None:
     with _started(tmp_path, _demo("--store", store, "--dir", str(tmp_path / "a-file"))) as run:
         assert run.proc.wait(timeout=START_TIMEOUT_S) == 2, run.said()
         assert "error: Not a directory" in run.said()
-        assert _closes(run.port, 5)
+        assert port_closes(run.port, 5)
