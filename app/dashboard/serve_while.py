@@ -41,6 +41,8 @@ def _signal(pid: int, signum: int) -> None:
 
 def _start(target: Callable[[], int]) -> int:
     """Run `target` in a child process; the child exits with what it returns."""
+    sys.stdout.flush()  # or the child writes what this process had buffered a second time
+    sys.stderr.flush()
     pid = os.fork()
     if pid:
         return pid
