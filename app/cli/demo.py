@@ -24,7 +24,7 @@ def demo(
     serve_after: Annotated[
         bool, typer.Option("--serve", help="Serve the dashboard during the build and after.")
     ] = False,
-    port: int = 8501,
+    port: Annotated[int, typer.Option(help="The dashboard's port, with --serve.")] = 8501,
 ) -> None:
     """Train tiny demo checkpoints offline and fill the store with their rollouts."""
     from app import batch
