@@ -17,6 +17,13 @@ from types import FrameType
 from app.dashboard.serve_while import serve_while
 
 
+def write_whole(path: Path, text: str) -> None:
+    """Write a file the other process polls for: it appears whole or not at all."""
+    part = path.with_name(path.name + ".part")
+    part.write_text(text)
+    os.replace(part, path)
+
+
 def main() -> None:
     store, port, folder = sys.argv[1], int(sys.argv[2]), Path(sys.argv[3])
 
@@ -30,7 +37,7 @@ def main() -> None:
 
         signal.signal(signal.SIGINT, note)
         signal.signal(signal.SIGTERM, note)
-        (folder / "started").write_text(str(os.getpid()))
+        write_whole(folder / "started", str(os.getpid()))
         finish = folder / "finish"
         while not taken and not finish.exists():
             time.sleep(0.05)
