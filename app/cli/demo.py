@@ -45,7 +45,7 @@ def demo(
         grpo=GrpoSettings(steps=grpo_steps) if grpo_steps else None,
     )
 
-    def build() -> int:
+    def build() -> None:
         st = open_store(store)
         try:
             report = build_demo(st, settings, log=lambda line: err.print(line))
@@ -56,7 +56,6 @@ def demo(
         out.print(runs_table(st.list_runs()))
         out.print(f"demo ready in {report.seconds['total']:.0f} s: store {store}")
         st.close()
-        return 0
 
     if not serve_after:
         build()
