@@ -31,7 +31,7 @@ from rollout_core.specs import RunRequest
 from storage.store import Store
 
 Log = Callable[[str], None]
-# Measured on 2 quiet cores: 500 steps at batch 8 train in ~130 s, the whole demo ~190 s.
+# Checkpoints saved: untrained, early, late (the demo's timings: docs/benchmarks.md).
 DEFAULT_SAVE_AT = (0, 100, 500)
 
 

@@ -193,7 +193,7 @@ class PrefixCache:
             cache = StaticCache(config=config, max_cache_len=shared + width + new_tokens)
         elif n_layers is not None:
             # A preallocated cache: each decoding step writes in place instead of re-concatenating
-            # every layer's keys and values (measured: torch.cat was ~20% of a batch-32 call).
+            # every layer's keys and values (docs/benchmarks.md, Batched runner).
             cache = BatchCache(n_layers, width + new_tokens, prefix)
             if cached > 0:
                 size = width + new_tokens
