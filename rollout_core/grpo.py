@@ -6,7 +6,10 @@ rewards are all equal has std 0 and gives every member advantage 0: no learning 
 group of one sample has no standard deviation (torch returns NaN); it counts as std 0 here.
 
 Where a group's spread comes from (`signal_source`) is decided here alone, for the store's
-counts and the dashboard's labels alike.
+counts and the dashboard's labels alike. Where the trainer reported the advantages it gave
+(TRL's completions files, a recorded TRL run, a Recorder's `advantage=`), they decide whether
+the group moved the policy: the trainer's reward can be other than the episode's (a run that
+trains on correctness alone, while rollscope's environment adds shaping).
 """
 
 from __future__ import annotations
@@ -19,6 +22,11 @@ ADVANTAGE_EPSILON = 1e-4
 """Added to the std before dividing (TRL's constant), so a zero-variance group divides by it."""
 
 
+NO_ADVANTAGE = 1e-3
+"""A trainer's advantage this close to 0 is none: the trainer's float32 mean of equal rewards
+can miss them by a rounding error, which the division by (std + eps) makes about 1e-5."""
+
+
 SignalSource = Literal["correctness", "shaping only", "none"]
 """What makes a group's rewards differ: right and wrong answers; the shaping terms alone
 (`rollout_core.rewards`: QUERY progress, error penalties) with every sample right or every one
@@ -26,11 +34,18 @@ not; nothing (all rewards equal, every advantage 0)."""
 SIGNAL_SOURCES: tuple[SignalSource, ...] = ("correctness", "shaping only", "none")
 
 
-def signal_source(size: int, correct: int, std: float) -> SignalSource:
+def signal_source(
+    size: int, correct: int, std: float, trainer_advantage: float | None = None
+) -> SignalSource:
     """Where the spread of a group of `size` samples, `correct` of them right, with reward
     std `std` comes from. Shaping alone still moves the policy: GRPO divides by (std + eps),
-    so penalties of a hundredth become advantages as large as a right answer's."""
-    if std == 0.0:
+    so penalties of a hundredth become advantages as large as a right answer's.
+
+    `trainer_advantage`, the largest |advantage| the trainer gave a sample where it reported
+    one for each, decides instead of `std` whether there is any spread: that is what the
+    trainer learned from."""
+    flat = std == 0.0 if trainer_advantage is None else trainer_advantage <= NO_ADVANTAGE
+    if flat:
         return "none"
     return "correctness" if 0 < correct < size else "shaping only"
 

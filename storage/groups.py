@@ -13,7 +13,7 @@ import heapq
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, case, func, select
+from sqlalchemy import ColumnElement, Select, case, func, literal, null, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from rollout_core import grpo
@@ -88,15 +88,17 @@ def overview(
     k = len(key_columns(training))
     qid_at = k - 1  # the question is the last key column
     std_from_sums, source_of = grpo.std_from_sums, grpo.signal_source
-    total = episodes = largest = none_correct = all_correct = 0
+    total = episodes = largest = none_correct = all_correct = judged = 0
     by_source = dict.fromkeys(grpo.SIGNAL_SOURCES, 0)
     bins: dict[grpo.SignalSource, list[int]] = {"correctness": [], "shaping only": []}
     ranked: list[tuple[float, str, int, int, int]] = []
     for i, row in enumerate(rows):
-        n, sum_, sum_sq, lowest, highest, n_correct = row[k:]
+        n, sum_, sum_sq, lowest, highest, n_correct, reported, largest_advantage = row[k:]
         n_correct = n_correct or 0
         std = std_from_sums(n, sum_ or 0.0, sum_sq or 0.0, lowest or 0.0, highest or 0.0)
-        source = source_of(n, n_correct, std)
+        advantage = trainer_advantage(n, reported, largest_advantage)
+        source = source_of(n, n_correct, std, advantage)
+        judged += advantage is not None
         total += 1
         episodes += n
         largest = max(largest, n)
@@ -126,23 +128,49 @@ def overview(
         episodes=episodes,
         largest=largest,
         std_counts={source: tuple(counts) for source, counts in bins.items()},
+        trainer_judged=judged,
     )
 
 
 def _stats(run_id: int, row: Sequence[Any], k: int) -> GroupStats:
     """A group's record from its `stats_query` row (`k` key columns first)."""
-    n, total, total_sq, lowest, highest, n_correct = row[k:]
+    n, total, total_sq, lowest, highest, n_correct, reported, largest_advantage = row[k:]
     n, total, total_sq = int(n), float(total or 0.0), float(total_sq or 0.0)
     lowest, highest = float(lowest or 0.0), float(highest or 0.0)
     std = grpo.std_from_sums(n, total, total_sq, lowest, highest)
     return GroupStats(
-        run_id, key_of(row[:k]), n, int(n_correct or 0), total / n, std, lowest, highest
+        run_id,
+        key_of(row[:k]),
+        n,
+        int(n_correct or 0),
+        total / n,
+        std,
+        lowest,
+        highest,
+        trainer_advantage(n, reported, largest_advantage),
     )
+
+
+def trainer_advantage(n: int, reported: int | None, largest: float | None) -> float | None:
+    """A group's largest |advantage| from the trainer, where it reported one for each of the
+    group's `n` samples (`reported` of them); None where it did not."""
+    return float(largest) if reported == n and largest is not None else None
+
+
+def advantage_columns(training: bool) -> tuple[ColumnElement[Any], ColumnElement[Any]]:
+    """How many of a group's samples carry the trainer's advantage, and the largest
+    |advantage|. A training run's are on its training index; a batch run has no trainer (a
+    Recorder's advantages come with training steps), and reading them there would take its
+    GROUP BY off its own index to every episode's row."""
+    if not training:
+        return literal(0), null()
+    return func.count(Episode.trainer_advantage), func.max(func.abs(Episode.trainer_advantage))
 
 
 def stats_query(run_id: int, training: bool) -> Select[Any]:
     """The GROUP BY of `overview`: a run's groups, `key_columns` first, then count, sum,
-    sum of squares, min and max of the rewards, and the correct episodes."""
+    sum of squares, min and max of the rewards, the correct episodes, and the trainer's
+    advantages (`advantage_columns`)."""
     cols = key_columns(training)
     correct = func.sum(case((Episode.outcome == "correct", 1), else_=0))
     return (
@@ -154,14 +182,23 @@ def stats_query(run_id: int, training: bool) -> Select[Any]:
             func.min(Episode.reward),
             func.max(Episode.reward),
             correct,
+            *advantage_columns(training),
         )
         .where(Episode.run_id == run_id, Episode.outcome.is_not(None))
         .group_by(*cols)
     )
 
 
-def stats_of(run_id: int, key: GroupKey, rewards: Sequence[float], correct: int) -> GroupStats:
-    """A group's statistics from its members' rewards."""
+def stats_of(
+    run_id: int,
+    key: GroupKey,
+    rewards: Sequence[float],
+    correct: int,
+    advantages: Sequence[float | None] = (),
+) -> GroupStats:
+    """A group's statistics from its members' rewards (and the trainer's `advantages` of
+    them, None where it reported none)."""
+    reported = [abs(a) for a in advantages if a is not None]
     return GroupStats(
         run_id=run_id,
         key=key,
@@ -171,6 +208,9 @@ def stats_of(run_id: int, key: GroupKey, rewards: Sequence[float], correct: int)
         std=grpo.group_std(rewards),
         lowest=min(rewards),
         highest=max(rewards),
+        trainer_advantage=trainer_advantage(
+            len(rewards), len(reported), max(reported, default=None)
+        ),
     )
 
 

@@ -177,6 +177,7 @@ class Episode(Base):
             "unparsed_steps",
             "mean_logprob",
             "tokens_out",
+            "trainer_advantage",
         ),
     )
 

@@ -361,16 +361,19 @@ class GroupStats(NamedTuple):
     """Sample standard deviation (n - 1); exactly 0 when every reward is equal."""
     lowest: float
     highest: float
+    trainer_advantage: float | None = None
+    """The largest |advantage| the trainer gave a sample, where it reported one for every
+    sample (`Episode.trainer_advantage`); None where it did not."""
 
     @property
     def has_signal(self) -> bool:
-        """False for a zero-variance group: every advantage is 0, GRPO learns nothing from it."""
-        return self.std > 0.0
+        """False for a group every advantage of which is 0: GRPO learns nothing from it."""
+        return self.source != "none"
 
     @property
     def source(self) -> SignalSource:
-        """Where the group's reward spread comes from (`rollout_core.grpo.signal_source`)."""
-        return signal_source(self.size, self.correct, self.std)
+        """Where the group's spread comes from (`rollout_core.grpo.signal_source`)."""
+        return signal_source(self.size, self.correct, self.std, self.trainer_advantage)
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,7 +402,11 @@ class GroupOverview:
     """Samples in the largest group (1: the run has no groups to learn from)."""
     std_counts: dict[SignalSource, tuple[int, ...]]
     """The groups with a spread (sources "correctness" and "shaping only") by reward standard
-    deviation, in bins of `storage.groups.STD_BIN` from 0; the others have std 0."""
+    deviation, in bins of `storage.groups.STD_BIN` from 0; the others have std 0, or, judged
+    by the trainer's advantages, gave no advantage."""
+    trainer_judged: int = 0
+    """Groups whose source the trainer's advantages decided (it reported one for each sample;
+    `rollout_core.grpo.signal_source`)."""
 
     @property
     def with_signal(self) -> int:

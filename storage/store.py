@@ -34,7 +34,16 @@ from rollout_core.records import (
     RunStatus,
 )
 from rollout_core.utf8 import holds_lone_surrogate
-from storage import aggregates, groups, imports, lifecycle, reads, tagging, text_search
+from storage import (
+    aggregates,
+    groups,
+    imports,
+    lifecycle,
+    reads,
+    tagging,
+    text_search,
+    trainer_scores,
+)
 from storage.engine import (
     SERVER_HINT,
     SQLITE_IMMEDIATE,
@@ -393,6 +402,15 @@ class Store:
             return 0
         return retry_locked(lambda: self._in_write(imports.rekey_questions, run_id, renamed))
 
+    def record_trainer_scores(
+        self, run_id: int, scores: Sequence[trainer_scores.TrainerScore]
+    ) -> int:
+        """Record how the trainer scored some of the run's episodes: their advantages and
+        named rewards (`storage.trainer_scores`); the episodes scored."""
+        if not scores:
+            return 0
+        return retry_locked(lambda: self._in_write(trainer_scores.write, run_id, scores))
+
     def run_agents(self, run_ids: Sequence[int]) -> dict[int, tuple[str, ...]]:
         """The agents whose traces each run holds, for the runs whose files name any
         (`storage.imports.agents_of`)."""
@@ -698,7 +716,8 @@ class Store:
             found = self._details(session, [m[0] for m in members], None)
         details = {d.summary.id: d for d in found}
         rewards = [reward for _, reward, _ in members]
-        stats = groups.stats_of(run_id, key, rewards, sum(c for _, _, c in members))
+        advantages = [details[i].trainer_advantage for i, _, _ in members]
+        stats = groups.stats_of(run_id, key, rewards, sum(c for _, _, c in members), advantages)
         return GroupDetail(
             stats=stats,
             members=[

@@ -70,7 +70,8 @@ class TrainingStep:
     group_reward_std: float | None
     """Mean over groups of the rewards' standard deviation within each group."""
     frac_reward_zero_std: float
-    """Share of groups whose episodes all got the same reward: no learning signal."""
+    """Share of groups whose episodes all got the same reward, or, where the trainer reported
+    its advantages, got advantage 0 from it: no learning signal."""
     unparsed_rate: float | None
     """Share of steps whose output had no action line."""
     mean_steps: float
@@ -162,6 +163,7 @@ def steps_query(run_id: int) -> Select[Any]:
             func.sum(case((e.mean_logprob.is_not(None), e.tokens_out), else_=0)),
             func.sum(e.tokens_out),
             func.count(e.tokens_out),
+            *groups.advantage_columns(training=True),
         )
         .where(
             e.run_id == run_id,
@@ -220,13 +222,16 @@ class _StepSums:
         if n > 1:  # a group of one has no std (TRL's is NaN): left out of the mean
             self.stds += 1
             self.std_sum += std
-        self.flat += highest - lowest < ZERO_STD
-        self.by_source[grpo.signal_source(n, correct, std)] += 1
+        steps, unparsed, logprob, scored, tokens, with_tokens, reported, largest = rest
+        advantage = groups.trainer_advantage(n, reported, largest)
+        source = grpo.signal_source(n, correct, std, advantage)
+        self.by_source[source] += 1
+        # As TRL counts it, from the reward it trained on: its advantages say, where known.
+        self.flat += highest - lowest < ZERO_STD if advantage is None else source == "none"
         seen = self.drawn.get(question)
         if seen is not None:  # two groups of one question at this step: counted together
             correct, n = correct + seen.correct, n + seen.episodes
         self.drawn[question] = DrawnQuestion(question, correct, n)
-        steps, unparsed, logprob, scored, tokens, with_tokens = rest
         self.steps += steps or 0
         self.unparsed += unparsed or 0
         self.logprob += logprob or 0.0

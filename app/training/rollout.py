@@ -12,6 +12,7 @@ from typing import Any
 from app.training.run import TrainingRun
 from app.training.settings import model_name, training_settings
 from app.training.tokens import EpisodeTokens, TurnTokens
+from app.training.trainer_scores import PlayedBatch, read_scores
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
 from rollout_core.prompts import initial_messages
@@ -98,6 +99,8 @@ class RolloutFunction:
         self._by_prompt: dict[str, Question] | None = None
         self._numbering = Counters()
         self._callback_added = False
+        self._unscored: PlayedBatch | None = None
+        """The last call's batch, until the trainer's scores of it are recorded."""
 
     @property
     def run_id(self) -> int | None:
@@ -114,6 +117,7 @@ class RolloutFunction:
                 "use_vllm=True is not supported yet: rollscope's rollout_func generates with "
                 "the trainer's own model in process; set use_vllm=False in GRPOConfig"
             )
+        self.record_scores(trainer)
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
         training = bool(trainer.model.training)
@@ -151,7 +155,17 @@ class RolloutFunction:
         played = [
             Played(sink.finished[t.key], sink.sequences.get(t.key), ids[t.key]) for t in tasks
         ]
+        self._unscored = PlayedBatch(list(prompts), [p.episode_id for p in played])
         return _output(played, prompts, tokens)
+
+    def record_scores(self, trainer: Any) -> None:
+        """Record the trainer's advantages and rewards of the last call's episodes, which it
+        has scored by the time it asks again or ends (`app.training.trainer_scores`)."""
+        if self._unscored is None or self.run.run_id is None:
+            return
+        scores = read_scores(trainer, self._unscored)
+        self._unscored = None
+        self.store.record_trainer_scores(self.run.run_id, scores)
 
     @property
     def _run_id(self) -> int:
@@ -171,7 +185,7 @@ class RolloutFunction:
         )
         _, self._numbering = self.run.start(spec, _planned(trainer, batch), info)
         if not self._callback_added:
-            trainer.add_callback(self.run.callback())
+            trainer.add_callback(self.run.callback(before_end=lambda: self.record_scores(trainer)))
             self._callback_added = True
 
     def _questions(self, prompts: Sequence[Messages], size: int) -> list[Question]:

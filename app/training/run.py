@@ -9,7 +9,7 @@ the pid, or from the heartbeat on another host), with every episode played so fa
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -88,14 +88,17 @@ class TrainingRun:
             raise
         self.finish("completed")
 
-    def callback(self) -> Any:
-        """A transformers TrainerCallback that completes the run when training ends."""
+    def callback(self, before_end: Callable[[], None] | None = None) -> Any:
+        """A transformers TrainerCallback that completes the run when training ends, after
+        `before_end` (the last writes the training's end makes possible)."""
         from transformers import TrainerCallback
 
         run = self
 
         class _EndOfTraining(TrainerCallback):
             def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                if before_end is not None:
+                    before_end()
                 with contextlib.suppress(lifecycle.RunStateError):
                     run.finish("completed")
 

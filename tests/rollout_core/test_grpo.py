@@ -69,3 +69,13 @@ def test_a_groups_spread_comes_from_correctness_shaping_or_nothing() -> None:
     assert grpo.signal_source(4, 4, 0.0) == "none"
     assert grpo.signal_source(1, 1, 0.0) == "none"
     assert set(grpo.SIGNAL_SOURCES) == {"correctness", "shaping only", "none"}
+
+
+def test_the_trainers_advantages_decide_whether_a_group_has_signal() -> None:
+    # A trainer rewarding correctness alone gave a shaping spread no advantage; one with its
+    # own terms spread rewards the environment gave alike. A rounding error is no advantage.
+    assert grpo.signal_source(4, 0, 0.01, trainer_advantage=0.0) == "none"
+    assert grpo.signal_source(4, 0, 0.01, trainer_advantage=1e-5) == "none"
+    assert grpo.signal_source(4, 0, 0.0, trainer_advantage=0.8) == "shaping only"
+    assert grpo.signal_source(4, 2, 0.0, trainer_advantage=0.8) == "correctness"
+    assert grpo.signal_source(4, 2, 0.5, trainer_advantage=None) == "correctness"

@@ -30,13 +30,14 @@ def std_histogram(equal: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.
     """The groups by reward std: `equal` ones at std 0 on their own, the others stacked by
     source, in bins of `STD_BIN` from 0."""
     fig = go.Figure()
-    # Groups GRPO learns nothing from stand apart from small but non-zero stds in their bin.
+    # Groups GRPO learns nothing from (all rewards equal, or every advantage the trainer gave
+    # 0) stand apart from small but non-zero stds in their bin.
     fig.add_bar(
         x=[STD_BIN / 2],
         y=[equal],
         name=SOURCE_LABELS["none"],
         marker_color=SOURCE_COLORS["none"],
-        hovertemplate="std 0 (all rewards equal): %{y:,} groups<extra></extra>",
+        hovertemplate="no advantage: %{y:,} groups<extra></extra>",
     )
     for source, counts in bins.items():
         starts = [i * STD_BIN for i in range(len(counts))]

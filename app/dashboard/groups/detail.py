@@ -66,8 +66,9 @@ file rounds it, the trainer's epsilon differs)."""
 
 def _members_table(group: GroupDetail) -> None:
     rows = []
-    # The trainer's own advantages, where its files hold them (TRL's): beside the computed
-    # ones, which assume GRPO's default scaling and equal reward weights.
+    # The trainer's own advantages, where it reported them (TRL's files, a recorded TRL run):
+    # beside the computed ones, which assume the episode's reward, GRPO's default scaling and
+    # equal reward weights.
     reported = any(m.detail.trainer_advantage is not None for m in group.members)
     for m, split in zip(group.members, split_members(group), strict=True):
         s = m.detail.summary
@@ -114,9 +115,10 @@ def _members_table(group: GroupDetail) -> None:
             "advantage": signed,
             "trainer's advantage": st.column_config.NumberColumn(
                 format="%+.3f",
-                help="The advantage the trainer gave the sample, as its files hold it. The "
-                "advantage beside it is computed from the rewards as GRPO does by default; they "
-                "differ where the trainer weighs its rewards or scales them otherwise.",
+                help="The advantage the trainer gave the sample, as it reported it. The "
+                "advantage beside it is computed from the episode's reward as GRPO does by "
+                "default; they differ where the trainer's reward functions give another "
+                "reward, or it weighs or scales them otherwise.",
             ),
             "from correctness": st.column_config.NumberColumn(
                 format="%+.3f", help="The advantage's part that the correctness terms give."
@@ -133,8 +135,8 @@ def _members_table(group: GroupDetail) -> None:
     ):
         st.caption(
             "The trainer gave these samples other advantages (**trainer's advantage**) than "
-            "GRPO's default computes from their rewards: it weighed or scaled the rewards "
-            "otherwise, and trained on its own."
+            "GRPO's default computes from their rewards: its reward functions gave other "
+            "rewards, or it weighed or scaled them otherwise, and it trained on its own."
         )
 
 
@@ -199,19 +201,27 @@ def _signal_notice(run: RunSummary, group: GroupDetail) -> None:
     much of the spread shaping adds)."""
     stats = group.stats
     source = stats.source
+    judged = stats.trainer_advantage is not None  # the trainer's advantages decided
     if source == "none":
         st.warning(
-            "Zero reward variance: every sample has advantage 0, so GRPO learns nothing "
+            "The trainer gave every sample advantage 0, so GRPO learned nothing from this group."
+            if judged
+            else "Zero reward variance: every sample has advantage 0, so GRPO learns nothing "
             "from this group.",
             icon=":material/block:",
         )
         return
     std_correct, std_shaping = spread_stds(group)
     largest = max(abs(m.advantage) for m in group.members)
-    if source == "shaping only":
-        which = (
-            "none of the samples is correct" if stats.correct == 0 else "every sample is correct"
+    which = "none of the samples is correct" if stats.correct == 0 else "every sample is correct"
+    if source == "shaping only" and judged:
+        st.warning(
+            f"Advantages from the trainer's reward terms other than correctness: {which}, yet "
+            f"the trainer gave advantages of up to ±{stats.trainer_advantage:.2f}.",
+            icon=":material/warning:",
         )
+        return
+    if source == "shaping only":
         st.warning(
             f"Advantages from shaping alone: {which}, and the rewards differ only by "
             f"{shaping_terms(run)} (std {std_shaping:.3f}). Dividing by "

@@ -11,7 +11,7 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.render import MISSING, fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
-from app.dashboard.groups.signal import SOURCE_LABELS, shaping_terms
+from app.dashboard.groups.signal import SOURCE_LABELS, shaping_terms, trainer_terms
 from app.plural import counted
 from rollout_core.grpo import ADVANTAGE_EPSILON
 from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
@@ -89,6 +89,8 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
         return f"{n:,} ({fmt_pct(n / found.total)})"
 
     by_source = found.by_source
+    judged = found.trainer_judged
+    terms = trainer_terms() if judged else shaping_terms(run)
     # A wrapping row: at 800 px seven fixed columns cut every value short.
     with st.container(horizontal=True, gap="large"):
         st.metric("groups", f"{found.total:,}", width="content")
@@ -103,13 +105,16 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
             count(by_source["shaping only"]),
             width="content",
             help="Rewards differ, but every sample is correct or none is: the advantages come "
-            f"from {shaping_terms(run)} alone.",
+            f"from {terms} alone.",
         )
         st.metric(
-            "all rewards equal",
+            "all rewards equal" if not judged else "no advantage",
             count(by_source["none"]),
             width="content",
-            help="std 0: every advantage is 0, GRPO learns nothing from these groups.",
+            help="std 0: every advantage is 0, GRPO learns nothing from these groups."
+            if not judged
+            else "Every advantage the trainer gave is 0 (or, where it reported none, every "
+            "reward is equal): GRPO learns nothing from these groups.",
         )
         st.metric(
             "no correct sample",
@@ -120,8 +125,20 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
         )
         st.metric("all correct", f"{found.all_correct:,}", width="content")
         st.metric("mean samples", fmt_num(found.mean_samples, 1), width="content")
+    if judged:
+        st.caption(
+            f"Counted by the advantages the trainer gave, where it reported them ({judged:,} of "
+            f"{found.total:,} groups): its reward need not be the episode's. A run trained on "
+            "correctness alone gave groups whose rewards differ only by shaping no advantage."
+        )
     shaping = by_source["shaping only"]
-    if shaping and run.source_format is not None:
+    if shaping and judged:
+        st.warning(
+            f"{shaping:,} of {found.total:,} groups got advantages from the trainer though none "
+            f"of their samples is correct, or all are: from {terms} alone.",
+            icon=":material/warning:",
+        )
+    elif shaping and run.source_format is not None:
         st.warning(
             f"{shaping:,} of {found.total:,} groups get their advantages from "
             f"{shaping_terms(run)} alone: none of their samples is correct, or all are. An "

@@ -18,7 +18,7 @@ from storage.read_models import GroupDetail, RunSummary
 SOURCE_LABELS: dict[SignalSource, str] = {
     "correctness": "correctness",
     "shaping only": "shaping only",
-    "none": "none: all rewards equal",
+    "none": "none: no advantage",
 }
 
 
@@ -28,6 +28,11 @@ def shaping_terms(run: RunSummary) -> str:
     if run.played_here:
         return "QUERY progress rewards and error penalties"
     return "the trainer's reward terms other than correctness (a format reward, partial credit)"
+
+
+def trainer_terms() -> str:
+    """What a trainer's advantages beside correctness come from, where it reported them."""
+    return "the trainer's reward terms other than correctness (shaping, a format reward)"
 
 
 def correctness_term(outcome: Outcome | None) -> float:

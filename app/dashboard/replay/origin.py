@@ -1,6 +1,6 @@
 """Where an imported (or recorded) episode comes from: its file and line, its rewards by name,
 rollscope's re-grade beside the file's own score, and the steps whose observation rollscope
-filled."""
+filled; for a training run rollscope recorded, the trainer's rewards by name."""
 
 from __future__ import annotations
 
@@ -52,12 +52,17 @@ def agent_of(detail: EpisodeDetail) -> str | None:
 
 
 def show(detail: EpisodeDetail) -> None:
-    """One caption line, for an episode of a run rollscope did not play."""
+    """One caption line: where an episode of a run rollscope did not play comes from, or, for
+    a training run rollscope recorded, how the trainer's reward functions scored it."""
     run = detail.run
-    if run.source_format is None:
-        return
     found = origin_of(detail.summary.id)
     if found is None:
+        return
+    if run.source_format is None:
+        if found.rewards:  # read back from the trainer (app.training.trainer_scores)
+            st.caption(
+                f"the trainer's rewards: {_named(found)} (the reward above is the environment's)"
+            )
         return
     parts = []
     if found.path is not None:
@@ -71,11 +76,17 @@ def show(detail: EpisodeDetail) -> None:
     else:
         parts.append(f"recorded by a {run.source_format}")
     if found.rewards:
-        named = ", ".join(f"{name} {fmt_num(v, 3)}" for name, v in sorted(found.rewards.items()))
-        parts.append(f"rewards: {escape_markdown(named)}")
+        parts.append(f"rewards: {_named(found)}")
     if found.regraded is not None:
         parts.append(regrade_words(found.regraded))
     if found.filled_steps:
         steps = ", ".join(str(s) for s in found.filled_steps)
         parts.append(f"observation of step {steps} filled by running its SQL (the file had none)")
     st.caption(" · ".join(parts))
+
+
+def _named(found: EpisodeOrigin) -> str:
+    """The rewards by name, in name order, as markdown-safe text (the names are a trainer's)."""
+    return escape_markdown(
+        ", ".join(f"{name} {fmt_num(v, 3)}" for name, v in sorted(found.rewards.items()))
+    )

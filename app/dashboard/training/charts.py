@@ -86,8 +86,10 @@ CHARTS: tuple[Chart, ...] = (
         "mean episode reward",
         (Series("reward", "reward", "#0072B2"),),
         None,
-        "Mean episode reward: 1 for a correct answer, plus shaping (QUERY progress up to "
-        "+0.1, −0.01 per failed action). TRL logs it as `reward`.",
+        "Mean episode reward, as rollscope's environment gives it: 1 for a correct answer, "
+        "plus shaping (QUERY progress up to +0.1, −0.01 per failed action). The trainer "
+        "trains on its own reward functions' sum (TRL logs it as `reward`), this one where "
+        "that is `app.trl.shaped_reward`.",
         "Mean episode reward as the trainer's files give it (verl's `score`, TRL's reward "
         "columns summed, ...): its own reward function, not rollscope's shaping.",
         drawn=True,
@@ -137,7 +139,8 @@ CHARTS: tuple[Chart, ...] = (
 SIGNAL_NOTE = (
     "Each step's groups by where their reward spread comes from: right and wrong samples "
     "(**correctness**), shaping terms alone with every sample right or every one wrong "
-    "(**shaping only**), or nothing (**all rewards equal**, TRL's `frac_reward_zero_std`)."
+    "(**shaping only**), or nothing (**no advantage**: all rewards equal, TRL's "
+    "`frac_reward_zero_std`, or, where the trainer reported its advantages, every one 0)."
 )
 
 

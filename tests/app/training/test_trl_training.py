@@ -352,6 +352,31 @@ def test_trls_completion_logs_import_as_the_steps_rollscope_recorded(
         imported.close()
 
 
+def test_the_trainers_advantages_and_rewards_are_recorded_as_its_files_hold_them(
+    trained: Session,
+) -> None:
+    # TRL scores a batch after the rollout function returns it: its advantages and reward
+    # functions' values reach the store at the next call, the last batch's when training ends.
+    import pyarrow.parquet as pq
+
+    for k, call in enumerate(trained.calls):
+        path = trained.output_dir / "completions" / f"completions_{k + 1:05d}.parquet"
+        logged = pq.read_table(path).to_pylist()
+        ids = call.output["episode_id"]
+        assert len(logged) == len(ids)
+        origins = trained.store.episode_origins(ids)
+        for row, episode_id in zip(logged, ids, strict=True):
+            episode = trained.store.get_episode(episode_id)
+            assert episode is not None and episode.trainer_advantage is not None
+            assert episode.trainer_advantage == pytest.approx(row["advantage"], abs=1e-6)
+            assert dict(origins[episode_id].rewards) == {
+                "shaped_reward": pytest.approx(row["shaped_reward"], abs=1e-6),
+                "spread_reward": pytest.approx(row["spread_reward"], abs=1e-6),
+            }
+            # The episode's own reward stays the environment's.
+            assert episode.summary.reward == pytest.approx(row["shaped_reward"], abs=1e-6)
+
+
 def test_recorded_logprobs_match_a_fresh_forward_pass(trained: Session) -> None:
     for call in trained.calls:
         assert call.worst_logprob_gap < 1e-4

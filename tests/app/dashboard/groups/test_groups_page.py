@@ -36,13 +36,13 @@ def test_groups_overview_sorts_questions_by_variance_and_counts_signal(fx: Analy
     table = at.dataframe[0].value
     assert list(table["std"]) == sorted(table["std"], reverse=True)
     assert list(table["question id"][-2:]) == ["q-count", "q-oldest"]
-    assert list(table["spread from"]) == ["correctness"] * 4 + ["none: all rewards equal"] * 2
+    assert list(table["spread from"]) == ["correctness"] * 4 + ["none: no advantage"] * 2
     assert table["question"].iloc[0].startswith("Which singers are from Peru")
     # The std histogram: the two groups without signal in a bar of their own, the four with
     # signal in bins of 0.05 by their std, stacked by source.
     [chart] = at.get("plotly_chart")
     flat, correctness, shaping = json.loads(chart.proto.spec)["data"]
-    assert (flat["name"], flat["y"]) == ("none: all rewards equal", [2])
+    assert (flat["name"], flat["y"]) == ("none: no advantage", [2])
     bins = [int(x / 0.05) for x in correctness["x"]]
     expected = Counter(int(s / 0.05 + 1e-9) for s in table["std"] if s > 0)
     assert dict(zip(bins, correctness["y"], strict=True)) == {b: expected[b] for b in bins}
@@ -303,7 +303,7 @@ def test_the_counts_name_where_the_spread_comes_from(shaped_run: int) -> None:
     assert table.loc[("q1", 0), "spread from"] == "⚠ shaping only"
     assert table.loc[("q2", 1), "spread from"] == "⚠ shaping only"
     assert table.loc[("q2", 0), "spread from"] == "correctness"
-    assert table.loc[("q1", 1), "spread from"] == "none: all rewards equal"
+    assert table.loc[("q1", 1), "spread from"] == "none: no advantage"
     [chart] = at.get("plotly_chart")
     flat, correctness, shaping = json.loads(chart.proto.spec)["data"]
     assert (flat["y"], sum(correctness["y"]), sum(shaping["y"])) == ([1], 1, 2)

@@ -178,7 +178,7 @@ def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
     assert "**reward_std** (as TRL logs it): the std of all the step's episode rewards" in shown
     assert "**within groups**: the mean over the step's groups of each group's own std" in shown
     signal = _figures(at)["Learning signal by source"]["data"]
-    assert [d["name"] for d in signal] == ["correctness", "shaping only", "none: all rewards equal"]
+    assert [d["name"] for d in signal] == ["correctness", "shaping only", "none: no advantage"]
     assert {d["type"] for d in signal} == {"bar"}
     # Step 1: q1 half right (correctness), q2 all wrong with equal rewards.
     assert [d["y"][1] for d in signal] == [0.5, 0.0, 0.5]
@@ -239,7 +239,7 @@ def test_a_run_of_thousands_of_groups_says_what_each_step_drew_and_what_flipped(
     assert {d["name"]: d["y"][0] for d in signal} == {
         "correctness": pytest.approx(1 / 3),
         "shaping only": pytest.approx(1 / 3),
-        "none: all rewards equal": pytest.approx(1 / 3),
+        "none: no advantage": pytest.approx(1 / 3),
     }
     metrics = {m.label: m.value for m in at.metric}
     assert (metrics["right → wrong"], metrics["wrong → right"]) == ("0", "1")

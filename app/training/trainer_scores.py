@@ -1,0 +1,63 @@
+"""How TRL's GRPOTrainer scored the rollouts rollscope played for it, read back once it has.
+
+TRL calls its reward functions on what the rollout function returns, then computes each
+rollout's advantage. It keeps the generation batch's prompts, each reward function's values
+and the advantages in `trainer._logs` (what `log_completions=True` writes to its completions
+files), gathered over the processes in process order. The rollout function reads them back
+for its previous call's episodes the next time the trainer asks for rollouts, and when
+training ends, and records them (`storage.trainer_scores`): the GRPO groups and Training
+pages then count a group as learning signal by the advantages the trainer gave, not by the
+environment's reward, which the trainer's reward functions may not follow.
+
+`_logs` is TRL's own, of the release `pyproject.toml` pins (its test holds the recorded
+advantages to TRL's completions files). Where it is not as expected (another release, a batch
+it no longer holds), nothing is recorded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from storage.trainer_scores import TrainerScore
+
+
+@dataclass(frozen=True, slots=True)
+class PlayedBatch:
+    """One rollout call's prompts, as the trainer passed them, and the episodes played."""
+
+    prompts: Sequence[Any]
+    episode_ids: Sequence[int]
+
+
+def read_scores(trainer: Any, played: PlayedBatch) -> list[TrainerScore]:
+    """The trainer's scores of `played`, the last batch it scored; [] where its log does not
+    hold that batch."""
+    logs = getattr(trainer, "_logs", None)
+    if not isinstance(logs, dict):
+        return []
+    n = len(played.prompts)
+    accelerator = trainer.accelerator
+    total = n * int(accelerator.num_processes)
+    mine = slice(int(accelerator.process_index) * n, int(accelerator.process_index) * n + n)
+
+    def last(values: Any) -> list[Any] | None:
+        held = list(values)[-total:]
+        return held[mine] if len(held) == total else None
+
+    prompts = last(logs.get("prompt", ()))
+    advantages = last(logs.get("advantages", ()))
+    rewards = {str(name): last(values) for name, values in dict(logs.get("rewards", {})).items()}
+    if prompts is None or advantages is None or any(v is None for v in rewards.values()):
+        return []
+    if prompts != list(played.prompts):  # not the batch played: nothing to pair
+        return []
+    return [
+        TrainerScore(
+            episode_id,
+            float(advantages[i]),
+            {name: float(values[i]) for name, values in rewards.items() if values is not None},
+        )
+        for i, episode_id in enumerate(played.episode_ids)
+    ]
