@@ -111,7 +111,8 @@ class Store:
         try:
             if read_only:
                 with self._engine.connect() as conn, conn.begin():
-                    check_readable(conn, shown)
+                    sqlite_file = self._url.database if self.dialect == "sqlite" else None
+                    check_readable(conn, shown, sqlite_file)
             else:
                 if self.dialect == "sqlite" and self._url.database:
                     if (refused := unwritable_store(shown, self._url.database)) is not None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Connection, Engine, create_engine, inspect, text
 from sqlalchemy.pool import StaticPool
 
-from storage.engine import SQLITE_IMMEDIATE, StoreError, StoreMissing
+from storage.engine import SQLITE_IMMEDIATE, StoreError, StoreMissing, why_unwritable
 
 if TYPE_CHECKING:
     from alembic.config import Config
@@ -188,11 +188,12 @@ def _check_foreign_keys(conn: Connection) -> None:
         )
 
 
-def check_readable(conn: Connection, url: str) -> None:
+def check_readable(conn: Connection, url: str, sqlite_file: str | None = None) -> None:
     """Refuse, in one line, a store a reader cannot use as it is; never writes.
 
     An older schema is not upgraded here: upgrading a colleague's store is a decision, made
-    with `rollscope migrate`, not a side effect of looking at it.
+    with `rollscope migrate`, not a side effect of looking at it. Where this user cannot write
+    the store (`sqlite_file`), `migrate` would be refused too: the line says to copy it first.
     """
     if at_head(conn):
         return
@@ -211,10 +212,10 @@ def check_readable(conn: Connection, url: str) -> None:
         )
     if _unknown(script, current):
         raise _newer(current, head)
-    raise StoreError(
-        f"store at schema {current}, this rollscope needs {head}: "
-        f"run `rollscope migrate --store {url}`"
-    )
+    fix = f"run `rollscope migrate --store {url}`"
+    if sqlite_file and (why := why_unwritable(sqlite_file)) is not None:
+        fix = f"{why}, so copy the store somewhere writable and run `rollscope migrate` on the copy"
+    raise StoreError(f"store at schema {current}, this rollscope needs {head}: {fix}")
 
 
 def _newer(current: str, head: str) -> StoreError:

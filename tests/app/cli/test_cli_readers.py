@@ -15,6 +15,7 @@ from alembic.config import Config
 from typer.testing import CliRunner
 
 from app.cli import cli
+from storage import migrations as storage_migrations
 from storage.migrations import head_revision
 from storage.store import Store
 from tests.conftest import REPO
@@ -275,6 +276,25 @@ def test_older_store_is_refused_until_migrated(tmp_path: Path, newer_code: Confi
     assert again.output.strip() == f"store {url}: already at schema 9001"
     listed = runner.invoke(cli, ["runs", "--store", url])
     assert listed.exit_code == 0 and "no runs yet" in listed.output
+
+
+def test_an_older_store_this_user_cannot_write_is_told_to_be_copied_first(
+    tmp_path: Path,
+) -> None:
+    # `rollscope migrate` would be refused on it: the reader's line says what works.
+    folder = tmp_path / "old"
+    folder.mkdir()
+    path = folder / "store.db"
+    upgrade_only_to(f"sqlite:///{path}", storage_migrations.alembic_config(), "0022")
+    view = tmp_path / "view"
+    view.mkdir()
+    res = run_read_only(folder, view, rollscope_cmd("runs", "--store", view / "store.db"), cwd=REPO)
+    assert res.returncode == 2
+    assert res.stderr.strip().splitlines() == [
+        f"error: store at schema 0022, this rollscope needs {head_revision()}: it is on a "
+        "read-only file system, so copy the store somewhere writable and run `rollscope "
+        "migrate` on the copy"
+    ]
 
 
 def test_show_prompt_prints_each_steps_prompt_as_the_model_saw_it(recorded: Path) -> None:
