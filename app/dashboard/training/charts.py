@@ -102,10 +102,11 @@ CHARTS: tuple[Chart, ...] = (
             Series("within groups (mean)", "group_reward_std", "#CC79A7"),
         ),
         None,
-        "**reward_std** (as TRL logs it): the std of all the step's episode rewards, "
-        "differences between questions included. **within groups**: the mean over the "
-        "step's groups of each group's own std, the spread GRPO's advantages are scaled by; "
-        "only this one is learning signal.",
+        "**reward_std** (as TRL logs it of the reward it trains on): the std of all the "
+        "step's episode rewards, differences between questions included. **within groups**: "
+        "the mean over the step's groups of each group's own std, the spread GRPO's "
+        "advantages are scaled by where the trainer trains on this reward; only this one is "
+        "learning signal.",
         drawn=True,
     ),
     Chart(

@@ -175,8 +175,9 @@ def test_hovers_say_the_step_and_the_questions_it_drew(env: TrainingStore) -> No
 def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
     at = open_page("training/page.py", run=str(env.run_id))
     shown = texts(at)
-    assert "**reward_std** (as TRL logs it): the std of all the step's episode rewards" in shown
+    assert "**reward_std** (as TRL logs it of the reward it trains on): the std of all" in shown
     assert "**within groups**: the mean over the step's groups of each group's own std" in shown
+    assert "scaled by where the trainer trains on this reward" in shown
     signal = _figures(at)["Learning signal by source"]["data"]
     assert [d["name"] for d in signal] == ["correctness", "shaping only", "none: no advantage"]
     assert {d["type"] for d in signal} == {"bar"}
