@@ -70,10 +70,16 @@ def headline(
     # Every run shares the same questions with the baseline: the baseline's card shows its
     # accuracy on them; otherwise each run's card names the baseline's on its own.
     common = shared[0] if len({p.question_ids for p in shared}) == 1 else None
+    own_reward = (
+        " Mean reward is each run's own: rollscope's environment's for a run it played, the "
+        "trainer's or the file's for one it did not; the same answers can score differently."
+        if len({run.played_here for run in runs}) > 1
+        else ""
+    )
     st.caption(
         f"Deltas against the baseline {escape_markdown(base.label)} (#{base.id}), on the "
         "questions each run shares with it. Accuracy: the mean success rate per question on "
-        "them, a question counting once however many samples it has."
+        f"them, a question counting once however many samples it has.{own_reward}"
     )
     for run in runs:
         # The name above its metrics, not beside them: four 160 px metrics then fit one line of
