@@ -1,17 +1,20 @@
 """The demo's training run: a short GRPO run (TRL, CPU) of the trained demo checkpoint on the
 train-split questions it solves some of the time, its rollouts recorded by app.trl, so the
 Training page has a run whose reward and accuracy rise. TRL logs the same rollouts itself
-(`log_completions`), and the demo imports that log as a run of its own (`import_trl_log`): the
-one training seen by rollscope's recording and by the trainer's files, side by side."""
+(`log_completions`), and the demo imports that log as a run of its own while it trains
+(`following_log`, as `rollscope import --follow` does): the one training seen by rollscope's
+recording and by the trainer's files, side by side. The log's run begins first, so the
+recording, which holds more (token confidence), is the newer run the pages open on."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import shutil
+import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -73,6 +76,65 @@ def trl_log_dir(work_dir: Path) -> Path:
     return work_dir / "grpo"
 
 
+@contextlib.contextmanager
+def following_log(store: Store, work_dir: Path, name: str, log: Log) -> Iterator[None]:
+    """Import TRL's log as run `name` while the body trains: its run begins now, a follow
+    (`app.importers.follow`) on a thread takes each step's file as TRL finishes it, and the
+    files it had not taken yet are read when the body ends. A failed follow leaves its run
+    `failed`, which `import_trl_log` reads on from."""
+    from app.importers.detect import format_of
+    from app.importers.follow import follow
+    from app.importers.importer import Importer, ImportOptions, rollout_files
+
+    root = trl_log_dir(work_dir)
+    root.mkdir(parents=True, exist_ok=True)
+    fmt = format_of(root, "trl")
+    importer = Importer(store, fmt, ImportOptions(path=root, name=name, questions="demo:train"))
+    importer.open()
+    failures: list[BaseException] = []
+    # Trained: the follow ends after its look, never inside a file (the importer's own stop
+    # would end it there, as a stopped training does).
+    trained = threading.Event()
+
+    def follow_until_trained() -> None:
+        try:
+            follow(importer, on_file=lambda _: None, on_note=log, stop=trained)
+        except BaseException as exc:  # told by the main thread, which ends the run
+            failures.append(exc)
+
+    thread = threading.Thread(target=follow_until_trained, name="trl-log-follow", daemon=True)
+    thread.start()
+    try:
+        yield
+    except BaseException as exc:
+        trained.set()
+        importer.stop.set()
+        thread.join()
+        if isinstance(exc, KeyboardInterrupt):
+            importer.finish("cancelled", "interrupted by Ctrl-C, with the training")
+        else:
+            importer.finish("failed", "the training failed")
+        raise
+    trained.set()
+    thread.join()
+    if failures:
+        why = (str(failures[0]).splitlines() or [type(failures[0]).__name__])[0]
+        importer.finish("failed", why)
+        log(f"{name}: following TRL's log failed ({why}); it is read again after training")
+        return
+    try:
+        # The files the follow had not taken yet: the last step's, still settling.
+        for _ in importer.import_files(rollout_files(fmt, root)):
+            pass
+    except BaseException as exc:
+        importer.finish("failed", str(exc))
+        raise
+    importer.finish("completed")
+    found = store.find_run(name)
+    episodes = found.episodes_finished if found is not None else 0
+    log(f"{name}: {episodes} episodes imported from TRL's log as it trained")
+
+
 def import_trl_log(store: Store, work_dir: Path, name: str, log: Log) -> bool:
     """Import TRL's log of the training run as run `name` (what it has not imported yet),
     matched to the demo's train split; False when there is no log to import."""
@@ -107,10 +169,12 @@ def train_demo_run(
     *,
     question_ids: list[str] | None = None,
     threads: int | None = None,
+    follow_log: str | None = None,
 ) -> str | None:
     """Train `checkpoint` with GRPO for a few steps into run `grpo-<checkpoint>` on
-    `question_ids` (by default those `pick_questions` finds); returns the run's name, or None
-    when TRL is not installed (`pip install 'rollscope[trl]'`)."""
+    `question_ids` (by default those `pick_questions` finds), importing TRL's log as run
+    `follow_log` while it trains where one is named; returns the run's name, or None when TRL
+    is not installed (`pip install 'rollscope[trl]'`)."""
     try:
         from trl.trainer.grpo_config import GRPOConfig
         from trl.trainer.grpo_trainer import GRPOTrainer
@@ -188,7 +252,13 @@ def train_demo_run(
     trainer.remove_callback(PrinterCallback)
     t0 = time.perf_counter()
     # TRL prints a table of the logged completions at every step; the demo imports them.
+    following = (
+        following_log(store, work_dir, follow_log, log)
+        if follow_log is not None
+        else contextlib.nullcontext()
+    )
     with (
+        following,
         torch_threads(threads),
         rollout.recording(),
         warnings.catch_warnings(),

@@ -215,12 +215,22 @@ def _grpo_run(
                 store.delete_run(stale.id)
         t1 = time.perf_counter()
         trained = train_demo_run(
-            store, checkpoint, settings.work_dir, grpo, log, threads=settings.threads
+            store,
+            checkpoint,
+            settings.work_dir,
+            grpo,
+            log,
+            threads=settings.threads,
+            follow_log=log_name,
         )
         if trained is None:
             return
         report.runs.append(name)
         report.seconds[name] = time.perf_counter() - t1
+        followed = store.find_run(log_name)
+        if followed is not None and followed.status == "completed":
+            report.runs.append(log_name)
+            return
     imported = store.find_run(log_name)
     if imported is not None and imported.status == "completed":
         report.reused.append(log_name)

@@ -220,3 +220,18 @@ def test_second_build_reuses_everything(demo: tuple[Store, DemoSettings, DemoRep
     assert again.runs == []
     assert sorted(again.reused) == sorted(r.name for r in store.list_runs())
     assert again.seconds["total"] < 10
+
+
+def test_trls_log_is_followed_from_before_the_training_so_the_recording_is_the_newer_run(
+    demo: tuple[Store, DemoSettings, DemoReport],
+) -> None:
+    # The pages open on the newest training run: the recording, which holds what the log
+    # lacks (token confidence). The log's run began first, followed as TRL wrote it.
+    store, _, report = demo
+    recorded = store.find_run("grpo-checkpoint-150")
+    imported = store.find_run("grpo-checkpoint-150-trl-log")
+    assert recorded is not None and imported is not None
+    assert imported.id < recorded.id and imported.created_at <= recorded.created_at
+    training = [r.name for r in store.list_runs() if r.is_training]
+    assert training[0] == "grpo-checkpoint-150"
+    assert report.runs[-2:] == ["grpo-checkpoint-150", "grpo-checkpoint-150-trl-log"]
