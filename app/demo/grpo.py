@@ -17,12 +17,15 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from app.demo.solvable import Solved, probe, sometimes_solved
 from rollout_core.datasets import load_named_dataset
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.store import Store
+
+if TYPE_CHECKING:
+    from app.importers.importer import Importer
 
 Log = Callable[[str], None]
 Reward = Literal["correct", "shaped"]
@@ -82,15 +85,11 @@ def following_log(store: Store, work_dir: Path, name: str, log: Log) -> Iterator
     (`app.importers.follow`) on a thread takes each step's file as TRL finishes it, and the
     files it had not taken yet are read when the body ends. A failed follow leaves its run
     `failed`, which `import_trl_log` reads on from."""
-    from app.importers.detect import format_of
     from app.importers.follow import follow
-    from app.importers.importer import Importer, ImportOptions, rollout_files
 
     root = trl_log_dir(work_dir)
     root.mkdir(parents=True, exist_ok=True)
-    fmt = format_of(root, "trl")
-    importer = Importer(store, fmt, ImportOptions(path=root, name=name, questions="demo:train"))
-    importer.open()
+    importer = _log_import(store, root, name)
     failures: list[BaseException] = []
     # Trained: the follow ends after its look, never inside a file (the importer's own stop
     # would end it there, as a stopped training does).
@@ -122,14 +121,7 @@ def following_log(store: Store, work_dir: Path, name: str, log: Log) -> Iterator
         importer.finish("failed", why)
         log(f"{name}: following TRL's log failed ({why}); it is read again after training")
         return
-    try:
-        # The files the follow had not taken yet: the last step's, still settling.
-        for _ in importer.import_files(rollout_files(fmt, root)):
-            pass
-    except BaseException as exc:
-        importer.finish("failed", str(exc))
-        raise
-    importer.finish("completed")
+    _import_the_rest(importer)  # what the follow had not taken: the last step's file, settling
     found = store.find_run(name)
     episodes = found.episodes_finished if found is not None else 0
     log(f"{name}: {episodes} episodes imported from TRL's log as it trained")
@@ -138,26 +130,39 @@ def following_log(store: Store, work_dir: Path, name: str, log: Log) -> Iterator
 def import_trl_log(store: Store, work_dir: Path, name: str, log: Log) -> bool:
     """Import TRL's log of the training run as run `name` (what it has not imported yet),
     matched to the demo's train split; False when there is no log to import."""
-    from app.importers.detect import format_of
-    from app.importers.importer import Importer, ImportOptions, rollout_files
-
     root = trl_log_dir(work_dir)
     if not (root / "completions").is_dir():
         return False
-    fmt = format_of(root, "trl")
+    importer = _log_import(store, root, name)
+    t0 = time.perf_counter()
+    episodes = _import_the_rest(importer)
+    log(f"{name}: {episodes} episodes imported from TRL's log, {time.perf_counter() - t0:.1f} s")
+    return True
+
+
+def _log_import(store: Store, root: Path, name: str) -> Importer:
+    """The import of TRL's log in `root` as run `name`, opened (made, or reopened to read on)."""
+    from app.importers.detect import format_of
+    from app.importers.importer import Importer, ImportOptions
+
     # The questions file lines the episodes up with the demo's own runs (Compare, the
     # Question map) and grades their answers against the gold SQL.
-    importer = Importer(store, fmt, ImportOptions(path=root, name=name, questions="demo:train"))
+    options = ImportOptions(path=root, name=name, questions="demo:train")
+    importer = Importer(store, format_of(root, "trl"), options)
     importer.open()
-    t0 = time.perf_counter()
+    return importer
+
+
+def _import_the_rest(importer: Importer) -> int:
+    """Read what the log holds that the run does not yet, and complete the run; the episodes
+    read (the run is left failed, and the error raised, where reading fails)."""
     try:
-        episodes = sum(r.episodes for r in importer.import_files(rollout_files(fmt, root)))
+        episodes = sum(r.episodes for r in importer.import_files(importer.files()))
     except BaseException as exc:
         importer.finish("failed", str(exc))
         raise
     importer.finish("completed")
-    log(f"{name}: {episodes} episodes imported from TRL's log, {time.perf_counter() - t0:.1f} s")
-    return True
+    return episodes
 
 
 def train_demo_run(

@@ -11,7 +11,7 @@ from app.dashboard.components import nav, params
 from app.dashboard.components.render import MISSING, fmt_num, fmt_pct
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import std_histogram
-from app.dashboard.groups.signal import SOURCE_LABELS, shaping_terms, trainer_terms
+from app.dashboard.groups.signal import SOURCE_LABELS, TRAINER_TERMS, shaping_terms
 from app.plural import counted
 from rollout_core.grpo import ADVANTAGE_EPSILON
 from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
@@ -90,7 +90,7 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
 
     by_source = found.by_source
     judged = found.trainer_judged
-    terms = trainer_terms() if judged else shaping_terms(run)
+    terms = TRAINER_TERMS if judged else shaping_terms(run)
     # A wrapping row: at 800 px seven fixed columns cut every value short.
     with st.container(horizontal=True, gap="large"):
         st.metric("groups", f"{found.total:,}", width="content")

@@ -30,9 +30,8 @@ def shaping_terms(run: RunSummary) -> str:
     return "the trainer's reward terms other than correctness (a format reward, partial credit)"
 
 
-def trainer_terms() -> str:
-    """What a trainer's advantages beside correctness come from, where it reported them."""
-    return "the trainer's reward terms other than correctness (shaping, a format reward)"
+TRAINER_TERMS = "the trainer's reward terms other than correctness (shaping, a format reward)"
+"""What a trainer's advantages beside correctness come from, where it reported them."""
 
 
 def correctness_term(outcome: Outcome | None) -> float:
