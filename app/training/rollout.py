@@ -160,7 +160,8 @@ class RolloutFunction:
 
     def record_scores(self, trainer: Any) -> None:
         """Record the trainer's advantages and rewards of the last call's episodes, which it
-        has scored by the time it asks again or ends (`app.training.trainer_scores`)."""
+        has scored by the end of the optimizer step or evaluation it played them for, and by
+        the time it asks again or ends (`app.training.trainer_scores`)."""
         if self._unscored is None or self.run.run_id is None:
             return
         scores = read_scores(trainer, self._unscored)
@@ -185,7 +186,7 @@ class RolloutFunction:
         )
         _, self._numbering = self.run.start(spec, _planned(trainer, batch), info)
         if not self._callback_added:
-            trainer.add_callback(self.run.callback(before_end=lambda: self.record_scores(trainer)))
+            trainer.add_callback(self.run.callback(scored=lambda: self.record_scores(trainer)))
             self._callback_added = True
 
     def _questions(self, prompts: Sequence[Messages], size: int) -> list[Question]:

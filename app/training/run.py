@@ -88,18 +88,28 @@ class TrainingRun:
             raise
         self.finish("completed")
 
-    def callback(self, before_end: Callable[[], None] | None = None) -> Any:
-        """A transformers TrainerCallback that completes the run when training ends, after
-        `before_end` (the last writes the training's end makes possible)."""
+    def callback(self, scored: Callable[[], None] | None = None) -> Any:
+        """A transformers TrainerCallback that completes the run when training ends. `scored`
+        (the writes the trainer's scores make possible) runs after each optimizer step and
+        evaluation, once the trainer has scored the batches before them, and before the run
+        completes."""
         from transformers import TrainerCallback
 
         run = self
 
-        class _EndOfTraining(TrainerCallback):
+        class _Follow(TrainerCallback):
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                if scored is not None:
+                    scored()
+
+            def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                if scored is not None:
+                    scored()
+
             def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                if before_end is not None:
-                    before_end()
+                if scored is not None:
+                    scored()
                 with contextlib.suppress(lifecycle.RunStateError):
                     run.finish("completed")
 
-        return _EndOfTraining()
+        return _Follow()

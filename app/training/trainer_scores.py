@@ -1,13 +1,14 @@
 """How TRL's GRPOTrainer scored the rollouts rollscope played for it, read back once it has.
 
 TRL calls its reward functions on what the rollout function returns, then computes each
-rollout's advantage. It keeps the generation batch's prompts, each reward function's values
-and the advantages in `trainer._logs` (what `log_completions=True` writes to its completions
-files), gathered over the processes in process order. The rollout function reads them back
-for its previous call's episodes the next time the trainer asks for rollouts, and when
-training ends, and records them (`storage.trainer_scores`): the GRPO groups and Training
-pages then count a group as learning signal by the advantages the trainer gave, not by the
-environment's reward, which the trainer's reward functions may not follow.
+rollout's advantage. It keeps the generation batch's prompts, each reward function's values and
+the advantages in `trainer._logs` (what `log_completions=True` writes to its completions
+files), gathered over the processes in process order. The rollout function reads them back for
+its last call's episodes at the end of the optimizer step or evaluation that played them (or,
+failing that, when the trainer next asks for rollouts or ends), and records them
+(`storage.trainer_scores`): the GRPO groups and Training pages then count a group as learning
+signal by the advantages the trainer gave, not by the environment's reward, which the trainer's
+reward functions may not follow.
 
 `_logs` is TRL's own, of the release `pyproject.toml` pins (its test holds the recorded
 advantages to TRL's completions files). Where it is not as expected (another release, a batch

@@ -1,6 +1,7 @@
 """The trainer's scores of recorded rollouts under TRL schedules other than one generation a
 step: a generation batch that serves two optimizer steps, and evaluation between them, whose
-batches the trainer scores in between (`app.training.trainer_scores`)."""
+batches the trainer scores in between (`app.training.trainer_scores`). Each batch's scores
+are in the store when the step or evaluation that played it ends."""
 
 from __future__ import annotations
 
@@ -63,8 +64,13 @@ def test_scores_pair_with_their_batches_across_steps_and_evaluation(
         log_completions=True,
     )
     calls: list[dict[str, list[Any]]] = []
+    scored_before_next_call: list[bool] = []
 
     def watched(prompts: list[Any], trainer: Any) -> dict[str, list[Any]]:
+        if calls:  # the last batch's scores, as the store holds them before this call
+            earlier = [store.get_episode(i) for i in calls[-1]["ids"]]
+            scored = all(d is not None and d.trainer_advantage is not None for d in earlier)
+            scored_before_next_call.append(scored)
         out = rollout(prompts, trainer)
         calls.append({"ids": out["episode_id"], "training": [trainer.model.training]})
         return out
@@ -84,6 +90,9 @@ def test_scores_pair_with_their_batches_across_steps_and_evaluation(
         assert rollout.run_id is not None
         modes = [c["training"][0] for c in calls]
         assert True in modes and False in modes  # training and evaluation batches both
+        # Each batch was recorded when the optimizer step or evaluation that played it ended,
+        # not only once the trainer asked for the next one (a live run's newest step).
+        assert scored_before_next_call == [True] * (len(calls) - 1)
         episodes = store.list_episodes(EpisodeFilter(run_ids=(rollout.run_id,)), limit=500)
         played = {e.id for e in episodes.items}
         assert played == {i for c in calls for i in c["ids"]}
