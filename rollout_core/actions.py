@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from typing import Any
 
 from rollout_core.records import ActionKind
 
@@ -17,3 +19,9 @@ class SQLAction:
     """Table name, SQL text or answer text, stripped of fences and surrounding whitespace."""
     parsed: bool = True
     """False when no action line was found and the whole text fell back to QUERY."""
+
+
+def tool_call_text(name: Any, arguments: Any) -> str:
+    """A tool call as a step's raw output writes it: one JSON line of its name and arguments
+    (what a model's call holds; a trainer's tools receive it without the text around it)."""
+    return json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)

@@ -4,6 +4,7 @@ what a client sends (`SQLAction`), what it reads back (`SQLObservation`) and the
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from openenv.core.env_server.types import Action, Observation, State
@@ -24,7 +25,9 @@ class SQLAction(Action):  # type: ignore[misc]  # openenv ships no type hints
     )
     argument: str = Field(default="", description="Table name, SQL text or answer text")
     raw_output: str | None = Field(
-        default=None, description="The model's text as generated, kept in the step's record"
+        default=None,
+        description="The model's text as generated, kept in the step's record (without it, "
+        "the record keeps the action sent, as JSON)",
     )
     malformed: SkipJsonSchema[str | None] = Field(default=None, exclude=True)
     """Why the message was not a valid action: the session answers with an error observation
@@ -44,6 +47,12 @@ class SQLAction(Action):  # type: ignore[misc]  # openenv ships no type hints
             first = exc.errors()[0]
             where = ".".join(str(p) for p in first["loc"]) or "action"
             return cls.model_construct(malformed=f"{where}: {first['msg']}")
+
+
+def typed_action_text(action_type: ActionKind, argument: str) -> str:
+    """A step's raw output where the client sent the action and not the model's text: the
+    action, as JSON."""
+    return json.dumps({"action_type": action_type, "argument": argument}, ensure_ascii=False)
 
 
 class SQLObservation(Observation):  # type: ignore[misc]

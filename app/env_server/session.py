@@ -12,7 +12,7 @@ from typing import Any
 from openenv.core.env_server.interfaces import Environment
 from openenv.core.env_server.types import EnvironmentMetadata
 
-from app.env_server.models import SQLAction, SQLObservation, SQLState
+from app.env_server.models import SQLAction, SQLObservation, SQLState, typed_action_text
 from app.env_server.served import ServedRun
 from rollout_core.actions import SQLAction as ParsedAction
 from rollout_core.environment import SQLEnvironment
@@ -183,8 +183,8 @@ class SQLSessionEnvironment(Environment[SQLAction, SQLObservation, SQLState]):  
                 return self._refused("no episode in play: call reset() to begin one", True), None
             if action.action_type is not None:
                 text = action.raw_output
-                if text is None:
-                    text = f"{action.action_type} {action.argument}"
+                if text is None:  # the model's text never reached the server: the action sent
+                    text = typed_action_text(action.action_type, action.argument)
                 step = episode.play(text, action=ParsedAction(action.action_type, action.argument))
             elif action.raw_output is not None:
                 step = episode.play(action.raw_output)

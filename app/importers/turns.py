@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from rollout_core.actions import SQLAction
+from rollout_core.actions import SQLAction, tool_call_text
 from rollout_core.parse import parse_model_output
 from rollout_core.records import ChatMessage
 
@@ -216,18 +216,16 @@ def assistant_text(message: Mapping[str, Any]) -> tuple[str, tuple[Mapping[str, 
     calls = message.get("tool_calls") or ()
     if not isinstance(calls, list | tuple):
         return text, ()
-    shown = [json.dumps(_plain_call(c), ensure_ascii=False) for c in calls]
+    shown = [_call_text(c) for c in calls]
     joined = "\n".join(part for part in (text, *shown) if part)
     return joined, tuple(c for c in calls if isinstance(c, Mapping))
 
 
-def _plain_call(call: Any) -> Any:
-    if not isinstance(call, Mapping):
-        return call
-    function = call.get("function")
+def _call_text(call: Any) -> str:
+    function = call.get("function") if isinstance(call, Mapping) else None
     if isinstance(function, Mapping):
-        return {"name": function.get("name"), "arguments": function.get("arguments")}
-    return dict(call)
+        return tool_call_text(function.get("name"), function.get("arguments"))
+    return json.dumps(dict(call) if isinstance(call, Mapping) else call, ensure_ascii=False)
 
 
 def content_text(content: Any) -> str:

@@ -86,10 +86,10 @@ class ServerToolEnvironment(SQLTools):
         # Not public: TRL makes a tool of every public method.
         self._client.close()
 
-    def _act(self, kind: ActionKind, argument: str) -> str:
+    def _act(self, kind: ActionKind, argument: str, call: str) -> str:
         if self._done:
             raise RuntimeError("the episode is over; no more tool calls")
-        result = self._client.step(SQLAction(action_type=kind, argument=argument))
+        result = self._client.step(SQLAction(action_type=kind, argument=argument, raw_output=call))
         obs = result.observation
         self._reward += float(result.reward or 0.0)
         self._done = obs.done

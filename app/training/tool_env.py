@@ -168,11 +168,11 @@ class SQLToolEnvironment(SQLTools):
         self._end_episode()
         return reward
 
-    def _act(self, kind: ActionKind, argument: str) -> str:
+    def _act(self, kind: ActionKind, argument: str, call: str) -> str:
         episode, sink = self._episode, self._sink
         if episode is None or sink is None or self._recorded:
             raise RuntimeError("the episode is over; no more tool calls")
-        step = episode.play(f"{kind} {argument}", action=SQLAction(kind, argument))
+        step = episode.play(call, action=SQLAction(kind, argument))
         finished = [episode.finish()] if step.done else []
         sink.write(IterationBatch(steps=[step], finished=finished))
         self._recorded = step.done

@@ -4,13 +4,16 @@ server's client share these methods and differ only in how `_act` plays the acti
 
 from __future__ import annotations
 
+from rollout_core.actions import tool_call_text
 from rollout_core.records import ActionKind
 
 
 class SQLTools:
     """DESCRIBE, SAMPLE, QUERY and ANSWER as tool methods over `_act`."""
 
-    def _act(self, kind: ActionKind, argument: str) -> str:
+    def _act(self, kind: ActionKind, argument: str, call: str) -> str:
+        """Play the action; `call` is the model's tool call as the step's raw output records
+        it (the model's text around the call never reaches a tool)."""
         raise NotImplementedError
 
     def describe(self, table: str) -> str:
@@ -19,7 +22,7 @@ class SQLTools:
         Args:
             table: The table's name.
         """
-        return self._act("DESCRIBE", table)
+        return self._act("DESCRIBE", table, tool_call_text("describe", {"table": table}))
 
     def sample(self, table: str) -> str:
         """Show the first rows of a table.
@@ -27,7 +30,7 @@ class SQLTools:
         Args:
             table: The table's name.
         """
-        return self._act("SAMPLE", table)
+        return self._act("SAMPLE", table, tool_call_text("sample", {"table": table}))
 
     def query(self, sql: str) -> str:
         """Run one SELECT statement on the database and show its rows.
@@ -35,7 +38,7 @@ class SQLTools:
         Args:
             sql: A single SQLite SELECT statement.
         """
-        return self._act("QUERY", sql)
+        return self._act("QUERY", sql, tool_call_text("query", {"sql": sql}))
 
     def answer(self, value: str) -> str:
         """Submit the final answer; the episode ends.
@@ -43,4 +46,4 @@ class SQLTools:
         Args:
             value: The answer; several values as a JSON list, e.g. ["a", "b"].
         """
-        return self._act("ANSWER", value)
+        return self._act("ANSWER", value, tool_call_text("answer", {"value": value}))

@@ -75,7 +75,8 @@ def test_generic_client_plays_episodes_one_after_another(served: Served) -> None
         (3, "ANSWER", "5", None),
     ]
     assert first.steps[0].observation.startswith("table singer (5 rows)")
-    assert first.steps[2].raw_output == "ANSWER 5"
+    # The client sent the action, not the model's text: the step's raw output is the action.
+    assert json.loads(first.steps[2].raw_output) == {"action_type": "ANSWER", "argument": "5"}
     assert first.summary.reward == pytest.approx(sum(s.reward for s in first.steps))
 
 

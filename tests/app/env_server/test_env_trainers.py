@@ -4,6 +4,7 @@ server's run holds every episode they played."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from pathlib import Path
@@ -54,6 +55,24 @@ def test_rollout_func_plays_on_the_server(served: Served) -> None:
         False,
         "QUERY",
     )
+
+
+def test_server_tools_record_each_call_as_the_models_tool_call(served: Served) -> None:
+    from app.training.server_tools import ServerTools
+
+    tools = ServerTools(served.url)
+    env = tools()
+    env.reset(question_id="q-count")
+    assert "5" in env.query("SELECT COUNT(*) FROM singer")
+    assert env.answer("5") == "Answer submitted: correct."
+    tools.close()
+    (episode,) = episodes(served.store, served.run_id)
+    # The model's call, as the trainer handed it to the tool: the server never sees the text.
+    assert [(s.action, s.argument, json.loads(s.raw_output)) for s in episode.steps] == [
+        ("QUERY", "SELECT COUNT(*) FROM singer",
+         {"name": "query", "arguments": {"sql": "SELECT COUNT(*) FROM singer"}}),
+        ("ANSWER", "5", {"name": "answer", "arguments": {"value": "5"}}),
+    ]  # fmt: skip
 
 
 def test_a_grpo_trainer_trains_two_steps_through_the_server(

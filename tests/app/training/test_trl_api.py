@@ -160,6 +160,13 @@ def test_tool_environment_records_each_call_as_a_step(bench: tuple[str, str, Sto
         ("QUERY", "SELECT COUNT(*) FROM singer"),
         ("ANSWER", "5"),
     ]
+    # The raw output is the model's call, as an imported tool call's is: the tools never see
+    # the text around it, and the model wrote no action line.
+    assert [json.loads(s.raw_output) for s in detail.steps] == [
+        {"name": "describe", "arguments": {"table": "singer"}},
+        {"name": "query", "arguments": {"sql": "SELECT COUNT(*) FROM singer"}},
+        {"name": "answer", "arguments": {"value": "5"}},
+    ]
     assert [s.episodes for s in training_steps(store, factory.run.run_id)] == [3]
     # The tool environment's episodes are classified as the runner's are (one step player).
     classes = [store.get_episode(e.id).summary.failure_class for e in episodes]  # type: ignore[union-attr]
