@@ -28,10 +28,11 @@ _CUT_MARK = re.compile(r"\n\.\.\. \(cut at \d+ tokens\)\Z")
 
 
 def start_record(
-    question: Question, sample_index: int, seed: int, **origin: int | None
+    question: Question, sample_index: int, seed: int | None, **origin: int | None
 ) -> EpisodeStart:
     """The start record of one sample of a question, stamped now (call it at the reset);
-    `origin`: fork and training fields."""
+    `seed`: its sampling's, None where rollscope did not sample it; `origin`: fork and
+    training fields."""
     return EpisodeStart(
         question.id,
         sample_index,

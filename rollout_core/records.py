@@ -239,7 +239,8 @@ class EpisodeStart(EpisodeRef):
 
     seed: int | None
     """Seed of this episode's sampling, derived from the run seed, question and sample; None
-    for a rollout rollscope did not play (an import's, a Recorder's): no seed of its is known."""
+    for a rollout rollscope did not sample (an import's, a Recorder's, a trainer's tool calls):
+    no seed of its is known. An env-server episode's is the one its client reset with."""
     db_id: str
     question: str
     gold_sql: str

@@ -24,7 +24,6 @@ from rollout_core.datasets import Dataset
 from rollout_core.episode import start_record
 from rollout_core.failure_classes import repeated_actions
 from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, PolicyInfo, RunSpec
-from rollout_core.runner import episode_seed
 from rollout_core.sandbox import Sandbox
 from rollout_core.settings import EnvironmentSettings
 from storage import lifecycle
@@ -100,8 +99,7 @@ class ServedRun:
         else:
             question = random.Random(seed).choice(self.dataset.questions)
         index = self.numbers.take(question.id)
-        if seed is None:
-            seed = episode_seed(0, question.id, index)
+        # The seed the client gave, if any: the server samples nothing itself.
         return start_record(question, index, seed, train_step=train_step, group_index=group_index)
 
     def opened(self, session: Closable) -> None:

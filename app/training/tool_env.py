@@ -26,7 +26,6 @@ from rollout_core.records import (
     Question,
     RunSpec,
 )
-from rollout_core.runner import episode_seed
 from rollout_core.sandbox import Sandbox
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from storage.sink import StoreSink
@@ -109,7 +108,7 @@ class ToolEnvironmentFactory:
             return start_record(
                 question,
                 index,
-                episode_seed(0, question.id, index),
+                None,  # the trainer sampled the rollout, with no seed of rollscope's
                 train_step=self.train_step,
                 group_index=group,
             )

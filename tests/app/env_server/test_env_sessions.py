@@ -57,7 +57,7 @@ def test_generic_client_plays_episodes_one_after_another(served: Served) -> None
         last = play(env, "q-count")
         assert last.done and last.reward == 1.0
         assert last.observation["metadata"]["outcome"] == "correct"
-        play(env, "q-count")
+        play(env, "q-count", seed=7)
         env.reset(question_id="q-france")
         wrong = env.step({"action_type": "answer", "argument": "Bo"})
         assert wrong.done and wrong.observation["result"] == "Answer submitted: incorrect."
@@ -69,6 +69,8 @@ def test_generic_client_plays_episodes_one_after_another(served: Served) -> None
     assert [found[k].summary.outcome for k in sorted(found)] == ["correct", "correct", "wrong"]
     assert found["q-france", 0].summary.failure_class == "wrong_answer"
     first = found["q-count", 0]
+    # The seed a client reset with; none where it gave none (the server samples nothing).
+    assert (first.seed, found["q-count", 1].seed) == (None, 7)
     assert [(s.step_no, s.action, s.argument, s.error) for s in first.steps] == [
         (1, "DESCRIBE", "singer", None),
         (2, "QUERY", "SELECT COUNT(*) FROM singer", None),

@@ -155,6 +155,7 @@ def test_tool_environment_records_each_call_as_a_step(bench: tuple[str, str, Sto
     ]
     detail = store.get_episode(episodes[0].id)
     assert detail is not None
+    assert detail.seed is None  # the trainer sampled it, with no seed of rollscope's
     assert [(s.action, s.argument) for s in detail.steps] == [
         ("DESCRIBE", "singer"),
         ("QUERY", "SELECT COUNT(*) FROM singer"),
