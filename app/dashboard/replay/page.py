@@ -32,7 +32,7 @@ def _transcript(detail: EpisodeDetail) -> None:
         for step in detail.steps:
             action = action_label(step)
             st.markdown(f"**Step {step.step_no}** · {action} · reward {step.reward:+.3f}")
-            show_step(step, with_prompt=False)
+            show_step(step, kind=detail.run.kind, with_prompt=False)
             st.divider()
 
 

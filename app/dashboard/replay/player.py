@@ -108,7 +108,7 @@ def _player(detail: EpisodeDetail) -> None:
     cur = st.session_state[key]
     step = steps[cur - 1]
     st.subheader(f"Step {cur} of {n}: {action_label(step)}")
-    show_step(step)
+    show_step(step, kind=detail.run.kind)
     rerun_button(detail, step, key=f"rp_rerun_{cur}")
     with st.expander("Reward per step"):
         st.plotly_chart(reward_timeline(steps, cur), width="stretch", key="rp_timeline")

@@ -15,6 +15,7 @@ from app.dashboard.components.render import (
 from app.dashboard.replay import requery
 from app.dashboard.replay.tokens import show_tokens
 from app.render import action_label
+from rollout_core.records import RunKind
 from storage.read_models import EpisodeDetail, StoredStep
 
 
@@ -75,11 +76,13 @@ def show_numbers(step: StoredStep) -> None:
     st.caption(" · ".join(parts))
 
 
-def show_step(step: StoredStep, *, with_prompt: bool = True) -> None:
-    """Output and parsed action beside the observation, then the numbers; prompt folded."""
+def show_step(step: StoredStep, *, kind: RunKind, with_prompt: bool = True) -> None:
+    """Output and parsed action beside the observation, then the numbers; prompt folded.
+    `kind`: the run's; an env-server run holds what its clients sent, the model's text or
+    only the action."""
     left, right = st.columns(2)
     with left:
-        st.caption("raw model output")
+        st.caption("raw output, as the client sent it" if kind == "env" else "raw model output")
         show_text(step.raw_output)
         if with_prompt:  # the player, not the transcript
             show_tokens(step, key=f"tokens_{step.id}")

@@ -147,6 +147,29 @@ def test_replay_says_what_an_abandoned_episode_is(labelled: FixtureStore) -> Non
     assert ABANDONED not in [c.value for c in at.caption]
 
 
+def test_an_env_server_step_is_shown_as_what_its_client_sent(labelled: FixtureStore) -> None:
+    # The client may send the action alone: its raw output is then that action, not the
+    # model's text, and the caption must not call it the model's.
+    store = Store(labelled.url)
+    served = store.create_run(spec("client", kind="env"), episodes_planned=0, status="running")
+    sent = json.dumps({"action_type": "DESCRIBE", "argument": "singer"})
+    store.sink(served).write(
+        IterationBatch(
+            started=[start("q1")],
+            steps=[step("q1", 0, 1, action="DESCRIBE", raw=sent)],
+            finished=[finish("q1", 0, "wrong", 0.0, 1)],
+        )
+    )
+    (episode,) = store.list_episodes(EpisodeFilter(run_ids=(served,)), limit=5).items
+    at = open_page("replay/page.py", episode=str(episode.id))
+    captions = [c.value for c in at.caption]
+    assert "raw output, as the client sent it" in captions
+    assert "raw model output" not in captions
+    assert sent in [c.value for c in at.code]
+    at = open_page("replay/page.py", episode=str(labelled.query_episode))
+    assert "raw model output" in [c.value for c in at.caption]
+
+
 def test_an_episode_of_a_run_of_several_samples_links_its_questions_samples(
     fx: AnalysisStore,
 ) -> None:
