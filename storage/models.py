@@ -74,7 +74,8 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
     type_annotation_map = {  # noqa: RUF012 (SQLAlchemy reads it as a class attribute)
         datetime: UtcDateTime(),
-        dict[str, Any]: JSON(),
+        # None as SQL NULL, not the JSON text 'null': `IS NULL` must find what holds nothing.
+        dict[str, Any]: JSON(none_as_null=True),
         str: Text(),
     }
 
