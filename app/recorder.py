@@ -177,6 +177,7 @@ class Recorder:
         tokens_out: int | None = None,
         mean_logprob: float | None = None,
         advantage: float | None = None,
+        truncated: bool = False,
     ) -> None:
         """Record one finished rollout.
 
@@ -189,6 +190,8 @@ class Recorder:
         `tokens_out`: the tokens the model wrote over the rollout; `mean_logprob`: their mean
         log-probability (Training charts both), if the loop has them. `advantage`: the one
         the trainer gave the rollout, if the loop has it (GRPO groups shows it beside its own).
+        `truncated`: the model's last output was cut at the length limit (a `finish_reason`
+        of "length").
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
@@ -199,7 +202,18 @@ class Recorder:
                 "{'correct': 1.0, 'format': 0.5}"
             )
         parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
-        verdict = _verdict(correct, self.correct_at)
+        verdict = _flag(
+            correct,
+            "correct",
+            "give True or False, or leave it out to judge by the reward (correct at "
+            f"{self.correct_at:g} or more)",
+        )
+        cut = _flag(
+            truncated,
+            "truncated",
+            "give True where the model's last output was cut at "
+            "the length limit (a finish_reason of 'length'), else leave it out",
+        )
         train_step = _stored(_whole(step, "step"), "step")
         took = None if seconds is None else _finite(seconds, "seconds")
         if took is not None and took < 0:
@@ -267,6 +281,7 @@ class Recorder:
                 reward=total,
                 rewards=parts,
                 correct=verdict,
+                truncated=bool(cut),
                 train_step=train_step,
                 group=group,
                 db_id=db_id,
@@ -404,7 +419,7 @@ def _whole(value: Any, what: str) -> int | None:
         raise RecorderError(f"{what} is {_shown(value)}, not a whole number") from None
 
 
-def _verdict(value: Any, correct_at: float) -> bool | None:
+def _flag(value: Any, what: str, hint: str) -> bool | None:
     """True or False (1 and 0, numpy's and torch's one-element bools too), or None;
     RecorderError for anything else: a string such as 'no' would read as True."""
     if value is None or isinstance(value, bool):
@@ -414,10 +429,7 @@ def _verdict(value: Any, correct_at: float) -> bool | None:
     if str(getattr(value, "dtype", "")) in ("bool", "torch.bool"):
         with contextlib.suppress(ValueError, RuntimeError):  # more than one element
             return bool(value)
-    raise RecorderError(
-        f"correct is {_shown(value)}: give True or False, or leave it out to judge by the "
-        f"reward (correct at {correct_at:g} or more)"
-    )
+    raise RecorderError(f"{what} is {_shown(value)}: {hint}")
 
 
 def _stored(value: int | None, what: str) -> int | None:

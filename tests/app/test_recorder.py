@@ -280,6 +280,22 @@ def test_a_verdict_of_numpy_or_torch_bools_is_taken(tmp_path: Path) -> None:
     assert rows(rec.store, outcomes) == [("wrong",), ("correct",), ("wrong",)]
 
 
+def test_a_rollout_cut_at_the_length_limit_marks_its_last_step(tmp_path: Path) -> None:
+    np = pytest.importorskip("numpy")
+    turns = [
+        {"role": "assistant", "content": "QUERY: SELECT 1"},
+        {"role": "tool", "content": "1"},
+        {"role": "assistant", "content": "ANSWER: the count of singers is"},
+    ]
+    with Recorder(_url(tmp_path), run="r") as rec:
+        rec.episode(question="Q?", turns=turns, reward=0.0, truncated=np.True_)
+        rec.episode(question="Q?", turns=turns, reward=0.0)  # not said: nothing tells
+    cut = "SELECT e.id, s.step_no, s.truncated FROM steps s JOIN episodes e ON e.id = s.episode_id"
+    assert rows(rec.store, cut + " ORDER BY e.id, s.step_no") == [
+        (1, 1, 0), (1, 2, 1), (2, 1, 0), (2, 2, 0)
+    ]  # fmt: skip
+
+
 def test_rollouts_of_a_step_that_come_back_late_join_its_groups(tmp_path: Path) -> None:
     # An asynchronous loop: a step-1 rollout returns after step 2's began.
     with Recorder(_url(tmp_path), run="r", kind="training") as rec:
@@ -329,6 +345,7 @@ def test_a_step_past_the_stores_range_is_refused_and_recording_goes_on(tmp_path:
         ({"prompt": True}, "prompt is True: pass the messages before the first assistant"),
         ({"rewards": [1]}, "rewards is [1]: give the reward's parts by name"),
         ({"correct": "no"}, "correct is 'no': give True or False, or leave it out"),
+        ({"truncated": "no"}, "truncated is 'no': give True where the model's last output was"),
         ({"reward": "1.0"}, "reward is '1.0', not a number"),
         ({"reward": True}, "reward is True, not a number"),
         ({"question": None}, "question is None, not text"),
