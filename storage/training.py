@@ -33,7 +33,7 @@ from rollout_core import grpo
 from rollout_core.records import Outcome
 from storage import groups, run_totals
 from storage.imports import gone_episodes, in_its_file
-from storage.models import Episode
+from storage.models import Episode, EpisodeReward
 from storage.read_models import GroupKey, RunSummary
 from storage.sql_limits import literal_limit
 from storage.store import Store
@@ -88,6 +88,16 @@ class TrainingStep:
     step counted together)."""
 
 
+class NamedRewardStep(NamedTuple):
+    """One named reward (a trainer's reward function, a file's reward column) at one training
+    step: its sum over the step's finished episodes that have it, and their number."""
+
+    train_step: int
+    name: str
+    total: float
+    episodes: int
+
+
 @dataclass(frozen=True, slots=True)
 class TrainingEpisode:
     """One episode of a question within a training run."""
@@ -140,6 +150,28 @@ def training_steps(store: Store, run_id: int) -> list[TrainingStep]:
     if sums is not None:
         out.append(sums.metrics())
     return out
+
+
+def named_reward_steps(store: Store, run_id: int) -> list[NamedRewardStep]:
+    """Each named reward's sum per training step over the run's finished episodes, in step
+    and name order (TRL logs their means as `rewards/<name>/mean`)."""
+    e, r = Episode, EpisodeReward
+    query = (
+        select(e.train_step, r.name, func.sum(r.value), func.count())
+        .join(r, r.episode_id == e.id)
+        .where(
+            e.run_id == run_id,
+            e.outcome.is_not(None),
+            e.train_step.is_not(None),
+            in_its_file(run_id),
+        )
+        .group_by(e.train_step, r.name)
+        .order_by(e.train_step, r.name)
+    )
+    with Session(store._engine) as session:
+        rows = session.connection().execute(query).all()
+    # train_step is never NULL here: the WHERE leaves those out.
+    return [NamedRewardStep(cast(int, s), name, float(total), n) for s, name, total, n in rows]
 
 
 def steps_query(run_id: int) -> Select[Any]:

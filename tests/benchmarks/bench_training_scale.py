@@ -11,13 +11,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import random
+import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from app.dashboard.training.curves import curves_of
+from app.dashboard.training.curves import curves_of, named_reward_points
 from app.dashboard.training.flips import flips_of
 from rollout_core.records import IterationBatch, Outcome
 from storage import training
@@ -66,16 +68,34 @@ def long_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, int]:
     store = Store(url)
     run_id = _demo_like(store)
     copy_training_run(store, run_id, COPIES)
+    _name_rewards(url, run_id)
     store.close()
     return url, run_id
+
+
+def _name_rewards(url: str, run_id: int) -> None:
+    """Two named rewards an episode, as a trainer's two reward functions give them: its
+    correctness, and the rest of its reward."""
+    with closing(sqlite3.connect(url)) as conn, conn:
+        conn.execute(
+            "INSERT INTO episode_rewards (episode_id, name, value) "
+            "SELECT id, 'correct_reward', outcome = 'correct' FROM episodes WHERE run_id = ? "
+            "UNION ALL SELECT id, 'shaping', reward - (outcome = 'correct') FROM episodes "
+            "WHERE run_id = ?",
+            (run_id, run_id),
+        )
 
 
 def _training_page(store: Store, run_id: int) -> object:
     """What the Training page reads and computes for its curves and flips (uncached)."""
     steps = training.training_steps(store, run_id)
     flips = flips_of(steps)
-    return curves_of(steps), flips.with_texts(
-        training.question_texts(store, run_id, flips.question_ids)
+    curves = curves_of(steps)
+    named = named_reward_points(curves, training.named_reward_steps(store, run_id))
+    return (
+        curves,
+        named,
+        flips.with_texts(training.question_texts(store, run_id, flips.question_ids)),
     )
 
 
@@ -85,6 +105,7 @@ def test_training_run_reads(long_run: tuple[str, int]) -> None:
     reads: dict[str, Callable[[], Any]] = {
         "groups: overview, counted by source": lambda: store.group_overview(run_id),
         "training: per-step sums and draws": lambda: training.training_steps(store, run_id),
+        "training: rewards by name, per step": lambda: training.named_reward_steps(store, run_id),
         "training: curves and flips": lambda: _training_page(store, run_id),
     }
     rows = [(name, _best_of(fn)) for name, fn in reads.items()]

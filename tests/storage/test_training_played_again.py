@@ -9,8 +9,10 @@ from pathlib import Path
 from storage.read_models import GroupKey, RunStep
 from storage.store import Store
 from storage.training import (
+    NamedRewardStep,
     PlayedAgain,
     finished_steps,
+    named_reward_steps,
     played_again,
     played_steps,
     question_episodes,
@@ -88,3 +90,21 @@ def test_a_step_whose_rewrite_drops_all_of_it_leaves_the_page(store: Store, tmp_
     assert [s.train_step for s in training_steps(store, run_id)] == [1]
     assert finished_steps(store, run_id) == [1]
     assert played_again(store, run_id) == PlayedAgain({2: 2})
+
+
+def test_named_rewards_by_step_are_read_as_the_files_hold_them_now(
+    store: Store, tmp_path: Path
+) -> None:
+    # verl writes each reward-extra column beside `score`: the importer keeps it by name.
+    dump = tmp_path / "rollouts"
+    _write_step(dump, 1, [1.0, 0.0])
+    _write_step(dump, 2, [0.0, 0.0, 0.0])
+    run_id, _ = run_import(store, dump)
+    assert named_reward_steps(store, run_id) == [
+        NamedRewardStep(1, "score", 1.0, 2), NamedRewardStep(2, "score", 0.0, 3)
+    ]  # fmt: skip
+    _write_step(dump, 2, [1.0, 1.0, 0.5])  # step 2 played again by a resumed trainer
+    run_import(store, dump)
+    assert named_reward_steps(store, run_id) == [
+        NamedRewardStep(1, "score", 1.0, 2), NamedRewardStep(2, "score", 2.5, 3)
+    ]  # fmt: skip

@@ -279,6 +279,59 @@ def _least_range(ys: Sequence[float | None]) -> list[float] | None:
     return [middle - half, middle + half]
 
 
+NAMED_DRAWN = 8
+"""Named rewards a chart draws at most (by name): more lines than that read as a tangle."""
+# Not the Reward chart's blue first: its line beside this one is another quantity.
+_NAMED_COLORS = ("#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#0072B2", "#000000",
+                 "#7F7F7F")  # fmt: skip
+
+
+def named_rewards_note(names: int) -> str:
+    """What the named rewards' chart draws, under it."""
+    note = (
+        "Each reward the episodes carry by name, as its mean over the step's episodes: a "
+        "trainer's reward functions (TRL logs them as `rewards/<name>/mean` and trains on "
+        "their weighted sum), a file's reward columns, a Recorder's `rewards=`."
+    )
+    if names > NAMED_DRAWN:
+        note += f" The first {NAMED_DRAWN} of {names} by name are drawn."
+    return note
+
+
+def named_rewards_figure(curves: Curves, rewards: dict[str, list[float | None]]) -> go.Figure:
+    """Each named reward's mean over training steps, a line each (the first `NAMED_DRAWN`);
+    gaps where a step holds none of it (a recorded batch the trainer has not scored yet)."""
+    fig = go.Figure()
+    xs = [p.train_step for p in curves.points]
+    markers = marked(curves)
+    hover = _hover_data(curves, drawn=False)
+    drawn = list(rewards.items())[:NAMED_DRAWN]
+    for (name, ys), color in zip(drawn, _NAMED_COLORS, strict=False):
+        fig.add_scatter(
+            # A name is the file's or the trainer's text; Plotly reads a subset of HTML in it.
+            name=html.escape(name),
+            x=xs,
+            y=ys,
+            customdata=hover,
+            mode="lines+markers" if markers else "lines",
+            line={"color": color},
+            showlegend=True,  # the name is the news, with one line too
+            hovertemplate="%{fullData.name} %{y:.3f}<br>%{customdata[0]} · "
+            "%{customdata[1]:,} episodes<extra></extra>",
+        )
+    layout: dict[str, Any] = {
+        **_LAYOUT,
+        **_drag(markers),
+        "title": "Rewards by name",
+        "yaxis_title": "mean reward",
+    }
+    if narrow := _least_range([y for _, ys in drawn for y in ys]):
+        layout["yaxis_range"] = narrow
+    fig.update_layout(**layout)
+    _x_axis(fig, xs)
+    return fig
+
+
 def signal_figure(curves: Curves) -> go.Figure:
     """Each point's groups by the source of their spread, as shares stacked to 100%: bars, or
     on a curve of more points than `_MARKERS_UP_TO` stacked areas (a browser draws thousands of

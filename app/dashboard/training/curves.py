@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rollout_core.grpo import SIGNAL_SOURCES, SignalSource
-from storage.training import DrawnQuestion, TrainingEpisode, TrainingStep
+from storage.training import DrawnQuestion, NamedRewardStep, TrainingEpisode, TrainingStep
 
 MAX_POINTS = 1000
 """Points a curve draws at most: a browser draws a long run's every step slowly, if at all."""
@@ -65,6 +65,44 @@ def curves_of(steps: Sequence[TrainingStep], max_points: int = MAX_POINTS) -> Cu
     firsts = [steps[i].train_step for i in range(0, len(steps), per_point)]
     drawn = [_drawn_text(p.drawn) for p in points]
     return Curves(len(steps), steps[-1] if steps else None, points, per_point, firsts, drawn)
+
+
+def named_reward_points(
+    curves: Curves, steps: Sequence[NamedRewardStep]
+) -> dict[str, list[float | None]]:
+    """Each named reward's mean at each of the curves' points, over the point's steps
+    weighted by their episodes; None where those steps hold none of it. `steps` in step
+    order; a step the curves do not hold yet (a live run read a moment apart) is left out."""
+    lasts = [p.train_step for p in curves.points]
+    sums: dict[str, list[float]] = {}
+    counts: dict[str, list[int]] = {}
+    i = 0
+    for s in steps:
+        while i < len(lasts) and s.train_step > lasts[i]:
+            i += 1
+        if i == len(lasts):
+            break
+        if s.train_step < curves.firsts[i]:
+            continue
+        sums.setdefault(s.name, [0.0] * len(lasts))[i] += s.total
+        counts.setdefault(s.name, [0] * len(lasts))[i] += s.episodes
+    return {
+        name: [t / n if n else None for t, n in zip(sums[name], counts[name], strict=True)]
+        for name in sorted(sums)
+    }
+
+
+def adds_to_reward(curves: Curves, rewards: dict[str, list[float | None]]) -> bool:
+    """Whether the named rewards say more than the mean episode reward: there are several, or
+    the one differs from it at a point. A file whose one reward column is the episode's reward
+    (a TRL log trained on one function) would draw the Reward chart again."""
+    if len(rewards) != 1:
+        return bool(rewards)
+    (values,) = rewards.values()
+    return any(
+        v is None or not math.isclose(v, p.reward, abs_tol=1e-9)
+        for v, p in zip(values, curves.points, strict=True)
+    )
 
 
 def steps_of_points(curves: Curves, low: float, high: float) -> tuple[int, int] | None:

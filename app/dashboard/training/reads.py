@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from app.dashboard.data import cached_read
-from app.dashboard.training.curves import Curves, curves_of
+from app.dashboard.training.curves import Curves, curves_of, named_reward_points
 from app.dashboard.training.flips import Flips, flips_of
 from storage import training
 from storage.read_models import RunSummary
@@ -36,18 +36,23 @@ class StepsView:
 
     curves: Curves
     flips: Flips
+    rewards: dict[str, list[float | None]]
+    """Each named reward's mean at each of the curves' points (none for a run without them)."""
 
 
 @cached_read(_TTL, max_entries=_ENTRIES)
 def steps_view(store: Store, run_id: int, progress: Progress) -> StepsView:
     """A training run's per-step metrics, as many points as the page draws, with the
-    questions each point's steps drew; and the questions whose result changed between the
-    first and the last step that drew them. Reduced before caching: the cache copies what it
-    holds at every visit, and a long run's steps name tens of thousands of groups."""
+    questions each point's steps drew, and its named rewards at those points; and the
+    questions whose result changed between the first and the last step that drew them.
+    Reduced before caching: the cache copies what it holds at every visit, and a long run's
+    steps name tens of thousands of groups."""
     steps = training.training_steps(store, run_id)
     flips = flips_of(steps)
     texts = training.question_texts(store, run_id, flips.question_ids)
-    return StepsView(curves_of(steps), flips.with_texts(texts))
+    curves = curves_of(steps)
+    named = named_reward_points(curves, training.named_reward_steps(store, run_id))
+    return StepsView(curves, flips.with_texts(texts), named)
 
 
 @cached_read(_TTL, max_entries=_ENTRIES)

@@ -21,7 +21,13 @@ from app.dashboard.components.render import (
     show_step_result,
 )
 from app.dashboard.training import charts, reads
-from app.dashboard.training.curves import Curves, at_step, shown_steps, steps_of_points
+from app.dashboard.training.curves import (
+    Curves,
+    adds_to_reward,
+    at_step,
+    shown_steps,
+    steps_of_points,
+)
 from app.dashboard.training.flips import QuestionFlip
 from app.plural import counted
 from rollout_core.errors import SpecError
@@ -70,7 +76,8 @@ def curves(run_id: int) -> None:
     if run is None:  # deleted since the page listed it
         st.info("This run is no longer in the store.")
         return
-    found = reads.steps_view(run.id, reads.progress_of(run)).curves
+    view = reads.steps_view(run.id, reads.progress_of(run))
+    found = view.curves
     last = found.last
     # A wrapping row: at 800 px five fixed columns cut every value to "co…".
     with st.container(horizontal=True, gap="large"):
@@ -105,11 +112,17 @@ def curves(run_id: int) -> None:
         )
     )
     drawn = [c for c in charts.CHARTS if charts.has_values(found, c)]
-    if left := [c.title.lower() for c in charts.CHARTS if c not in drawn]:
+    left = [c.title.lower() for c in charts.CHARTS if c not in drawn]
+    if not view.rewards:
+        left.insert(0, "rewards by name")
+    if left:
         st.caption(f"Not drawn, as this run's records hold none: {', '.join(left)}.")
     imported = run.source_format is not None
     figures = [(charts.figure(found, c), (imported and c.imported_note) or c.note) for c in drawn]
     figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
+    if adds_to_reward(found, view.rewards):  # beside the reward: the parts a trainer logs
+        named = charts.named_rewards_figure(found, view.rewards)
+        figures.insert(2, (named, charts.named_rewards_note(len(view.rewards))))
     # A row of two at a time: the notes under the charts differ in length, and two tall
     # columns let the charts beside each other drift apart.
     for start in range(0, len(figures), 2):

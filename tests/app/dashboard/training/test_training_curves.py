@@ -10,14 +10,16 @@ import pytest
 
 from app.dashboard.training import charts
 from app.dashboard.training.curves import (
+    adds_to_reward,
     curves_of,
+    named_reward_points,
     shown_steps,
     steps_of_points,
     trend,
     trend_window,
 )
 from app.dashboard.training.view import step_ranges
-from storage.training import DrawnQuestion, TrainingStep
+from storage.training import DrawnQuestion, NamedRewardStep, TrainingStep
 
 ACCURACY = next(c for c in charts.CHARTS if c.title == "Accuracy")
 REWARD = next(c for c in charts.CHARTS if c.title == "Reward")
@@ -191,3 +193,31 @@ def test_a_long_runs_signal_bars_touch_and_a_short_runs_keep_their_gaps() -> Non
 )
 def test_the_steps_a_page_leaves_out_read_as_ranges(steps: tuple[int, ...], said: str) -> None:
     assert step_ranges(steps) == said
+
+
+def test_named_rewards_are_averaged_into_the_same_points_as_the_curves() -> None:
+    # Six steps, at most three points: steps (0, 1), (2, 3), (4, 5), each point the mean over
+    # its steps weighted by the episodes that carry the reward; step 3 has no "format".
+    steps = [_step(n, episodes=4, accuracy=0.5, logprob=None) for n in range(6)]
+    curves = curves_of(steps, max_points=3)
+    named = [
+        NamedRewardStep(0, "correct", 1.0, 4), NamedRewardStep(0, "format", 4.0, 4),
+        NamedRewardStep(1, "correct", 3.0, 4), NamedRewardStep(1, "format", 2.0, 2),
+        NamedRewardStep(2, "correct", 0.0, 4), NamedRewardStep(2, "format", 1.0, 4),
+        NamedRewardStep(3, "correct", 2.0, 4),
+        NamedRewardStep(5, "correct", 4.0, 4),
+        NamedRewardStep(6, "correct", 4.0, 4),  # a step the curves do not hold yet
+    ]  # fmt: skip
+    means = named_reward_points(curves, named)
+    assert means == {"correct": [0.5, 0.25, 1.0], "format": [1.0, 0.25, None]}
+    assert adds_to_reward(curves, means)
+
+
+def test_one_named_reward_that_is_the_episode_reward_adds_nothing() -> None:
+    steps = [_step(n, episodes=2, accuracy=0.5 * (n % 2), logprob=None) for n in range(4)]
+    curves = curves_of(steps)
+    same = {"score": [p.reward for p in curves.points]}
+    assert not adds_to_reward(curves, same)
+    assert adds_to_reward(curves, {"score": [0.0, 0.5, 0.0, 0.4]})
+    assert adds_to_reward(curves, {"score": [0.0, 0.5, 0.0, None]})  # a step not scored yet
+    assert not adds_to_reward(curves, {})
