@@ -211,8 +211,8 @@ class Recorder:
         cut = _flag(
             truncated,
             "truncated",
-            "give True where the model's last output was cut at "
-            "the length limit (a finish_reason of 'length'), else leave it out",
+            "give True where the model's last output was cut at the length limit (a "
+            "finish_reason of 'length'), else leave it out",
         )
         train_step = _stored(_whole(step, "step"), "step")
         took = None if seconds is None else _finite(seconds, "seconds")

@@ -88,7 +88,7 @@ class TrainingRun:
             raise
         self.finish("completed")
 
-    def callback(self, scored: Callable[[], None] | None = None) -> Any:
+    def callback(self, scored: Callable[[], None]) -> Any:
         """A transformers TrainerCallback that completes the run when training ends. `scored`
         (the writes the trainer's scores make possible) runs after each optimizer step and
         evaluation, once the trainer has scored the batches before them, and before the run
@@ -99,16 +99,13 @@ class TrainingRun:
 
         class _Follow(TrainerCallback):
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                if scored is not None:
-                    scored()
+                scored()
 
             def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                if scored is not None:
-                    scored()
+                scored()
 
             def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                if scored is not None:
-                    scored()
+                scored()
                 with contextlib.suppress(lifecycle.RunStateError):
                     run.finish("completed")
 
