@@ -177,7 +177,7 @@ class Recorder:
         tokens_out: int | None = None,
         mean_logprob: float | None = None,
         advantage: float | None = None,
-        truncated: bool = False,
+        truncated: bool | None = None,
     ) -> None:
         """Record one finished rollout.
 
@@ -190,8 +190,8 @@ class Recorder:
         `tokens_out`: the tokens the model wrote over the rollout; `mean_logprob`: their mean
         log-probability (Training charts both), if the loop has them. `advantage`: the one
         the trainer gave the rollout, if the loop has it (GRPO groups shows it beside its own).
-        `truncated`: the model's last output was cut at the length limit (a `finish_reason`
-        of "length").
+        `truncated`: whether the model's last output was cut at the length limit (a
+        `finish_reason` of "length"); left out, the store holds NULL: nobody told.
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
@@ -212,7 +212,7 @@ class Recorder:
             truncated,
             "truncated",
             "give True where the model's last output was cut at the length limit (a "
-            "finish_reason of 'length'), else leave it out",
+            "finish_reason of 'length'), False where it ended on its own, or leave it out",
         )
         train_step = _stored(_whole(step, "step"), "step")
         took = None if seconds is None else _finite(seconds, "seconds")
@@ -281,7 +281,7 @@ class Recorder:
                 reward=total,
                 rewards=parts,
                 correct=verdict,
-                truncated=bool(cut),
+                truncated=cut,
                 train_step=train_step,
                 group=group,
                 db_id=db_id,

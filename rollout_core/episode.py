@@ -146,7 +146,8 @@ class LiveEpisode:
             policy_seconds=policy_seconds,
             env_seconds=env_seconds,
             tokens=completion.tokens,
-            truncated=completion.truncated,
+            # A replayed step's output is its source's: cut where that one was.
+            truncated=completion.truncated if recorded is None else recorded.truncated,
             cached_tokens=completion.cached_tokens,
             replayed=recorded is not None,
         )

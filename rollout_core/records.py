@@ -295,8 +295,10 @@ class StepRecord(EpisodeRef):
     file times it; None where nobody timed it."""
     tokens: TokenTrace | None = None
     """Per-token log-probabilities and entropies of the output, when the policy records them."""
-    truncated: bool = False
-    """True when the output was cut by `max_new_tokens` (finish reason `length`)."""
+    truncated: bool | None = None
+    """True when the output was cut by `max_new_tokens` (finish reason `length`); None where
+    nobody could tell (a trainer's tool call, an env-server client's text, a file that does
+    not say)."""
     cached_tokens: int | None = None
     """Prompt tokens served from a cache (prefix cache, server prompt cache), when known."""
     replayed: bool = False

@@ -278,8 +278,11 @@ class Step(Base):
     env_seconds: Mapped[float | None] = mapped_column(Float)
     """Wall time of the environment's step, or of the imported file's environment response
     after the step; NULL where nobody timed it (an import of a file without timings)."""
-    truncated: Mapped[bool] = mapped_column(default=False, server_default=false())
-    """The output was cut by max_new_tokens."""
+    truncated: Mapped[bool | None]
+    """The output was cut at the length limit (max_new_tokens, a `finish_reason` of "length").
+    NULL where nobody could tell: a trainer's tool call, an env-server client's text, an
+    imported turn its file says nothing about (a file that tells only of the last turn leaves
+    the earlier ones NULL)."""
     cached_tokens: Mapped[int | None]
     token_trace: Mapped[bytes | None] = mapped_column(LargeBinary)
     """Per-token pieces, log-probs, entropies (and ids): `storage.token_codec`'s layout."""

@@ -358,7 +358,7 @@ def _step_values(episode_id: int, s: StepRecord, prompt: StoredPrompt) -> tuple[
         s.tokens_out,
         s.policy_seconds,
         s.env_seconds,
-        int(s.truncated),
+        None if s.truncated is None else int(s.truncated),
         s.cached_tokens,
         None if s.tokens is None else encode_trace(s.tokens, s.raw_output),
         mean_logprob,

@@ -144,7 +144,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
         db_id=str(task.get("db_id") or ""),
         gold_sql=next((str(task[k]) for k in _GOLD_KEYS if isinstance(task.get(k), str)), ""),
         step_rewards=step_rewards if len(step_rewards) == len(turns) else None,
-        truncated=ended == "max_response_length_exceeded",
+        truncated=ended == "max_response_length_exceeded" if ended else None,
         error=f"rLLM ended the episode: {ended}" if ended in ("error", "timeout") else None,
         seconds=_seconds(data.get("timing"), "total_time"),
         turn_seconds=step_times if len(step_times) == len(turns) else None,

@@ -69,9 +69,10 @@ class Rollout:
     model: str | None = None
     step_rewards: Sequence[float] | None = None
     """A reward per turn, when the file has them (rLLM); else the total is the last step's."""
-    truncated: bool = False
+    truncated: bool | None = None
     """The last turn was cut at the trainer's length limit, as the file says (SkyRL's
-    `stop_reason` "length", verifiers' `is_truncated`, rLLM's termination reason)."""
+    `stop_reason` "length", verifiers' `is_truncated`, rLLM's termination reason); None where
+    it says nothing (TRL's and verl's files)."""
     seconds: float | None = None
     """How long the rollout took, when its producer timed it (verifiers' and rLLM's timing, a
     Recorder's loop)."""
@@ -310,7 +311,8 @@ def episode_records(
                 error=error,
                 reward=float(reward),
                 done=i == last,
-                truncated=rollout.truncated and i == last,
+                # Files tell how the last turn ended; an earlier turn's cut is not known.
+                truncated=rollout.truncated if i == last else None,
                 policy_seconds=model_seconds,
                 env_seconds=env_seconds,
             )

@@ -62,7 +62,7 @@ class SkyRL(JsonLines):
                 train_step=optional_int(step, "the step in the folder's name"),
                 db_id=str(extras.get("db_id") or ""),
                 gold_sql=_gold(extras),
-                truncated=data.get("stop_reason") == "length",  # vLLM's max_tokens was hit
+                truncated=_cut(data.get("stop_reason")),
             )
 
         return rollout
@@ -75,3 +75,9 @@ def _gold(extras: Mapping[str, Any]) -> str:
             if isinstance(source.get(key), str):
                 return str(source[key])
     return ""
+
+
+def _cut(stop_reason: object) -> bool | None:
+    """Whether vLLM's max_tokens cut the last turn (its stop reason "length"); None where the
+    line gives no stop reason."""
+    return stop_reason == "length" if isinstance(stop_reason, str) else None

@@ -126,6 +126,7 @@ def _result_rollout(data: dict[str, Any]) -> Rollout:
     # A text-to-SQL environment's dataset row keeps its database in `info` (Spider's, BIRD's).
     info = data.get("info")
     db_id = info.get("db_id") if isinstance(info, Mapping) else None
+    cut = data.get("is_truncated")
     return Rollout(
         prompt=prompt,
         turns=turns,
@@ -135,7 +136,7 @@ def _result_rollout(data: dict[str, Any]) -> Rollout:
         rewards=rewards,
         gold_sql=answer if isinstance(answer, str) and is_sql(answer) else "",
         db_id=db_id if isinstance(db_id, str) else "",
-        truncated=data.get("is_truncated") is True,
+        truncated=cut if isinstance(cut, bool) else None,
         error=error_text(data.get("error")),
         seconds=seconds,
         turn_seconds=turn_seconds,

@@ -232,11 +232,17 @@ def _task_prompt(data: Mapping[str, Any]) -> str:
     return prompt if isinstance(prompt, str) else ""
 
 
-def _truncated(trace: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]) -> bool:
-    if trace.get("stop_condition") in _TRUNCATING_STOPS:
+def _truncated(trace: Mapping[str, Any], calls: Sequence[Mapping[str, Any]]) -> bool | None:
+    """Whether the last turn was cut at a token limit; None where the trace says neither how
+    it stopped nor how its last call finished."""
+    stop = trace.get("stop_condition")
+    if stop in _TRUNCATING_STOPS:
         return True
     last = next((c for c in reversed(calls) if c.get("error") is None), None)
-    return last is not None and last.get("finish_reason") == "length"
+    finish = last.get("finish_reason") if last is not None else None
+    if isinstance(finish, str):
+        return finish == "length"
+    return False if isinstance(stop, str) else None
 
 
 def _tokens_out(calls: Sequence[Mapping[str, Any]]) -> int | None:

@@ -58,8 +58,9 @@ class Completion:
     tokens_out: int | None = None
     tokens: TokenTrace | None = None
     """Per-token pieces, log-probabilities and entropies, when the policy records them."""
-    truncated: bool = False
-    """True when generation stopped at `max_new_tokens` rather than at an end token."""
+    truncated: bool | None = None
+    """True when generation stopped at `max_new_tokens` rather than at an end token; None
+    where nobody can tell (a text its producer gave without saying how it ended)."""
     cached_tokens: int | None = None
     """Prompt tokens served from a cache instead of being computed again, when known."""
 

@@ -34,7 +34,7 @@ class OraclePolicy:
         """Stateless per episode: nothing to forget."""
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
-        return [Completion(self._act(r)) for r in requests]
+        return [Completion(self._act(r), truncated=False) for r in requests]  # never cut
 
     def _act(self, r: PolicyRequest) -> str:
         # With fewer than three actions left at the start, skip the DESCRIBE (and the QUERY).
@@ -84,7 +84,7 @@ class RandomPolicy:
         """Stateless per episode: nothing to forget."""
 
     def generate(self, requests: Sequence[PolicyRequest]) -> list[Completion]:
-        return [Completion(self._act(r)) for r in requests]
+        return [Completion(self._act(r), truncated=False) for r in requests]  # never cut
 
     def _act(self, r: PolicyRequest) -> str:
         rng = random.Random(r.seed * 1_000_003 + r.step_no)

@@ -289,10 +289,12 @@ def test_a_rollout_cut_at_the_length_limit_marks_its_last_step(tmp_path: Path) -
     ]
     with Recorder(_url(tmp_path), run="r") as rec:
         rec.episode(question="Q?", turns=turns, reward=0.0, truncated=np.True_)
+        rec.episode(question="Q?", turns=turns, reward=0.0, truncated=False)
         rec.episode(question="Q?", turns=turns, reward=0.0)  # not said: nothing tells
     cut = "SELECT e.id, s.step_no, s.truncated FROM steps s JOIN episodes e ON e.id = s.episode_id"
+    # The flag tells of the last output; the earlier turns' are not known (NULL).
     assert rows(rec.store, cut + " ORDER BY e.id, s.step_no") == [
-        (1, 1, 0), (1, 2, 1), (2, 1, 0), (2, 2, 0)
+        (1, 1, None), (1, 2, 1), (2, 1, None), (2, 2, 0), (3, 1, None), (3, 2, None)
     ]  # fmt: skip
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -84,6 +85,25 @@ def test_a_fork_with_the_same_policy_and_seed_reproduces_the_source(dataset: Dat
     starts = {s.key: s for s in fork.started}
     assert {s.fork_step for s in starts.values()} == {3}
     assert all(s.forked_from is not None for s in starts.values())
+
+
+def test_a_replayed_step_is_cut_where_its_source_was(dataset: Dataset) -> None:
+    """A replayed step's output is its source's text, so it holds the source's flag: cut,
+    not cut, or not known (a source step from an import or a trainer's tool call)."""
+    source = _play(dataset, "oracle", plan_episodes(dataset.questions, 1, run_seed=0))
+    tasks = _fork_tasks(dataset, source, step=3)
+    assert tasks, "the oracle should have episodes of 3 steps or more"
+    told = (True, None)
+
+    def flagged(task: EpisodeTask) -> EpisodeTask:
+        assert task.fork is not None
+        steps = [replace(s, truncated=f) for s, f in zip(task.fork.steps, told, strict=True)]
+        return replace(task, fork=replace(task.fork, steps=tuple(steps)))
+
+    fork = _play(dataset, "oracle", [flagged(t) for t in tasks])
+    for steps in _episodes(fork).values():
+        assert [(s.replayed, s.truncated) for s in steps[:2]] == [(True, True), (True, None)]
+        assert all(s.truncated is False for s in steps[2:])  # the oracle's own: never cut
 
 
 def test_the_oracle_takes_over_at_the_fork_step(dataset: Dataset) -> None:

@@ -79,6 +79,8 @@ def test_generic_client_plays_episodes_one_after_another(served: Served) -> None
     assert first.steps[0].observation.startswith("table singer (5 rows)")
     # The client sent the action, not the model's text: the step's raw output is the action.
     assert json.loads(first.steps[2].raw_output) == {"action_type": "ANSWER", "argument": "5"}
+    # Nor how its model's output ended: whether it was cut is not known.
+    assert [s.truncated for s in first.steps] == [None, None, None]
     assert first.summary.reward == pytest.approx(sum(s.reward for s in first.steps))
 
 

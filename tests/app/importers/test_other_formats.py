@@ -360,17 +360,20 @@ def test_truncations_and_errors_the_files_report_are_kept(store: Store, tmp_path
     found = rows(
         store,
         "SELECT r.name, e.outcome, e.failure_class, e.error, "
-        "(SELECT group_concat(s.truncated, '') FROM steps s WHERE s.episode_id = e.id) "
+        "(SELECT group_concat(coalesce(s.truncated, '-'), '') FROM steps s "
+        "WHERE s.episode_id = e.id) "
         "FROM episodes e JOIN runs r ON r.id = e.run_id ORDER BY e.id",
     )
+    # Files tell how the last turn ended: an earlier turn's cut, or one a file leaves out
+    # (verifiers' `is_truncated` missing), is not known, NULL ('-').
     assert found == [
         # Cut inside its <solution> tag: no answer, its last turn unparsed and truncated.
-        ("skyrl", "budget_exhausted", "unparsed", None, "01"),
-        ("skyrl", "budget_exhausted", "unparsed", None, "00"),
-        ("rllm", "wrong", "wrong_answer", None, "01"),
-        ("rllm", "error", "env_error", "rLLM ended the episode: error", "00"),
+        ("skyrl", "budget_exhausted", "unparsed", None, "-1"),
+        ("skyrl", "budget_exhausted", "unparsed", None, "-0"),
+        ("rllm", "wrong", "wrong_answer", None, "-1"),
+        ("rllm", "error", "env_error", "rLLM ended the episode: error", "-0"),
         ("vf", "wrong", "wrong_answer", None, "1"),
-        ("vf", "error", "env_error", "ModelError('overloaded')", "0"),
+        ("vf", "error", "env_error", "ModelError('overloaded')", "-"),
     ]
     # The cut turn took no action, and plain SQL reads none: nothing ran its text here.
     assert rows(

@@ -96,6 +96,8 @@ def test_scores_are_rewards_groups_are_right_per_step_and_sql_turns_are_queries(
     # Generated and played elsewhere: no timing, seed or clock time is claimed.
     timed = "SELECT count(*) FROM steps WHERE policy_seconds IS NOT NULL OR env_seconds IS NOT NULL"
     assert rows(store, timed) == [(0,)]
+    # verl writes no finish reason: whether an output was cut is not known.
+    assert rows(store, "SELECT count(*) FROM steps WHERE truncated IS NOT NULL") == [(0,)]
     known = "seed IS NOT NULL OR started_at IS NOT NULL OR ended_at IS NOT NULL"
     assert rows(store, f"SELECT count(*) FROM episodes WHERE {known}") == [(0,)]
     classes = rows(

@@ -168,6 +168,7 @@ def test_tool_environment_records_each_call_as_a_step(bench: tuple[str, str, Sto
         {"name": "query", "arguments": {"sql": "SELECT COUNT(*) FROM singer"}},
         {"name": "answer", "arguments": {"value": "5"}},
     ]
+    assert [s.truncated for s in detail.steps] == [None, None, None]  # a call has no end reason
     assert [s.episodes for s in training_steps(store, factory.run.run_id)] == [3]
     # The tool environment's episodes are classified as the runner's are (one step player).
     classes = [store.get_episode(e.id).summary.failure_class for e in episodes]  # type: ignore[union-attr]
