@@ -60,7 +60,7 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
             str(r.id),
             Text(r.name),
             Text(r.policy),
-            Text(r.dataset),
+            Text(r.dataset or "-"),
             r.status,
             episodes_text(r),
             _pct(r.accuracy),

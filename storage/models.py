@@ -96,7 +96,9 @@ class Run(Base):
     policy: Mapped[str]
     checkpoint: Mapped[str | None]
     checkpoint_fingerprint: Mapped[str | None] = mapped_column(String(64))
-    dataset: Mapped[str]
+    dataset: Mapped[str | None]
+    """The benchmark the run's questions come from; NULL where nothing names one (an import
+    without `--questions`, a Recorder's run)."""
     kind: Mapped[str] = mapped_column(String(16), default="batch", server_default="batch")
     spec: Mapped[dict[str, Any]]
     """The whole RunSpec (`RunSpec.to_stored()`): typed generation and environment settings."""
@@ -189,9 +191,12 @@ class Episode(Base):
     question_id: Mapped[str] = mapped_column(String(KEY_CHARS))
     sample_index: Mapped[int]
     seed: Mapped[int | None] = mapped_column(BigInteger)
-    db_id: Mapped[str] = mapped_column(String(KEY_CHARS))
+    db_id: Mapped[str | None] = mapped_column(String(KEY_CHARS))
+    """The database the question is asked of; NULL where nothing names one (an import without
+    `--questions` of a file that does not, a Recorder given no `db_id=`)."""
     question: Mapped[str]
-    gold_sql: Mapped[str]
+    gold_sql: Mapped[str | None]
+    """The reference SQL; NULL where nothing gives one (as `db_id`)."""
     started_at: Mapped[datetime | None]
     ended_at: Mapped[datetime | None]
     outcome: Mapped[str | None] = mapped_column(String(32))

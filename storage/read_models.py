@@ -60,7 +60,8 @@ class RunSummary:
     policy: str
     checkpoint: str | None
     checkpoint_fingerprint: str | None
-    dataset: str
+    dataset: str | None
+    """None where nothing names the benchmark (an import without `--questions`, a Recorder's)."""
     created_at: datetime
     started_at: datetime | None
     ended_at: datetime | None
@@ -174,7 +175,8 @@ class EpisodeSummary:
     run_name: str
     question_id: str
     sample_index: int
-    db_id: str
+    db_id: str | None
+    """None where nothing names the database (an import's, a Recorder's)."""
     question: str
     outcome: Outcome | None
     """None while the episode is still being played."""
@@ -248,7 +250,8 @@ class EpisodeDetail:
     """One episode with everything replay needs."""
 
     summary: EpisodeSummary
-    gold_sql: str
+    gold_sql: str | None
+    """None where nothing gives the reference SQL (an import's, a Recorder's)."""
     seed: int | None
     """None for a rollout rollscope did not play (an import's, a Recorder's)."""
     progress: float | None
@@ -288,7 +291,7 @@ class QuestionComparison:
     """One question across the compared runs."""
 
     question_id: str
-    db_id: str
+    db_id: str | None
     question: str
     cells: dict[RunKey, RunCell]
     """run id (or run and training step) -> its result; a run that did not play the question

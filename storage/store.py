@@ -208,7 +208,7 @@ class Store:
                 policy=clean_json(spec.policy),
                 checkpoint=clean_json(spec.checkpoint),
                 checkpoint_fingerprint=policy_info.fingerprint if policy_info else None,
-                dataset=clean_json(spec.dataset),
+                dataset=clean_json(spec.dataset) or None,
                 spec=clean_json(spec.to_stored(played_here=source_format is None)),
                 policy_info=_info_json(policy_info),
                 episodes_planned=episodes_planned,
@@ -500,7 +500,8 @@ class Store:
 
     def list_db_ids(self, run_ids: Sequence[int] = ()) -> list[str]:
         """Database names played in the given runs (all runs when none given), sorted."""
-        stmt = select(Episode.db_id).distinct().order_by(Episode.db_id)
+        stmt = select(Episode.db_id).where(Episode.db_id.is_not(None)).distinct()
+        stmt = stmt.order_by(Episode.db_id)
         if run_ids:
             stmt = stmt.where(Episode.run_id.in_(run_ids))
         with Session(self._engine) as session:

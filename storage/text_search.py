@@ -101,13 +101,14 @@ would make an AND of thousands."""
 _SHARED = (
     "e.sample_index > 0 AND EXISTS (SELECT 1 FROM episodes AS f WHERE f.run_id = e.run_id "
     "AND f.question_id = e.question_id AND f.sample_index = 0 AND f.outcome IS NOT NULL "
-    "AND f.question = e.question AND f.gold_sql = e.gold_sql)"
+    "AND f.question = e.question AND f.gold_sql IS e.gold_sql)"
 )
 """Whether the episode's question and gold SQL are its question's first sample's, which is
 finished and so indexed with them: one (unique) index lookup and one row."""
 
 _DOCUMENT = (
-    f"CASE WHEN {_SHARED} THEN '' ELSE e.question || char(10) || e.gold_sql || char(10) END "
+    f"CASE WHEN {_SHARED} THEN '' "
+    "ELSE e.question || char(10) || coalesce(e.gold_sql, '') || char(10) END "
     "|| coalesce((SELECT group_concat(DISTINCT s.raw_output) FROM steps AS s "
     "WHERE s.episode_id = e.id), '')"
 )

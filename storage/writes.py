@@ -228,9 +228,9 @@ def _insert_started(
             s.question_id,
             s.sample_index,
             s.seed,
-            s.db_id,
+            s.db_id or None,  # an empty name is no name: NULL, as plain SQL reads it
             clean_text(s.question),
-            clean_text(s.gold_sql),
+            clean_text(s.gold_sql) or None,
             s.started_at,
             s.forked_from,
             s.fork_step,

@@ -306,3 +306,58 @@ def test_samples_of_one_question_share_its_indexed_texts(
     assert _found(store, "FROM okapi") == [first, bee, cat, dog, again]
     for needle in ("okapis live", "in parks", "dog", "QUERY", "zoos?", "count(*)"):
         assert _found(store, needle) == _scanned(store, needle, monkeypatch), needle
+
+
+def test_an_episode_without_gold_sql_is_found_by_its_question_and_outputs(store: Store) -> None:
+    """An import's episode holds NULL gold SQL: its question and outputs are indexed all the
+    same, and its later samples share the first one's question text."""
+    batches = [
+        IterationBatch(
+            started=[EpisodeStart("q-gnu", n, None, "", "How many gnus graze?", "")],
+            steps=[
+                StepRecord(
+                    question_id="q-gnu",
+                    sample_index=n,
+                    step_no=1,
+                    prompt=(),
+                    raw_output=f"<sql>SELECT {word} FROM herd</sql>",
+                    action="QUERY",
+                    argument="",
+                    parsed=True,
+                    observation="",
+                    error=None,
+                    reward=0.0,
+                    done=True,
+                )
+            ],
+            finished=[
+                EpisodeRecord(
+                    "q-gnu",
+                    n,
+                    "wrong",
+                    0.0,
+                    None,
+                    None,
+                    1,
+                    None,
+                    None,
+                    failure_class="wrong_answer",
+                )
+            ],
+        )
+        for n, word in enumerate(("ibex", "yak"))
+    ]
+    write_run(store, spec("imported", kind="import", dataset=""), batches, status=None)
+    first, second = sorted(_ids_of(store))
+    assert _found(store, "gnus graze") == [first, second]
+    assert _found(store, "SELECT yak") == [second]
+    if store.dialect == "sqlite":
+        assert _index_hits(store, "gnus graze") == [first]  # the second shares its text
+        assert _index_hits(store, "ibex") == [first]
+    with store._engine.connect() as conn:
+        held = [tuple(r) for r in conn.execute(text("SELECT db_id, gold_sql FROM episodes"))]
+    assert held == [(None, None), (None, None)]  # nothing names them: NULL
+
+
+def _ids_of(store: Store) -> list[int]:
+    return [e.id for e in store.list_episodes(EpisodeFilter(), limit=100).items]

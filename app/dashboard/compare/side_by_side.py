@@ -234,9 +234,9 @@ def _gold(details: Sequence[tuple[RunSummary, EpisodeDetail]]) -> None:
     held = [(run, d, path) for run, d in golds if (path := _database(run, d)) is not None]
     # A run whose database is there before one whose folder has gone (that one says so).
     held.sort(key=lambda h: not h[2].is_file())
-    detail = held[0][1] if held else golds[0][1]
+    gold = (held[0][1] if held else golds[0][1]).gold_sql or ""
     with st.expander("Gold SQL and its result", expanded=True):
-        show_text(detail.gold_sql, language="sql")
+        show_text(gold, language="sql")
         if not held:
             st.caption(
                 "No result: these runs hold no database for this question (an imported run "
@@ -245,7 +245,7 @@ def _gold(details: Sequence[tuple[RunSummary, EpisodeDetail]]) -> None:
             return
         run, _, path = held[0]
         try:
-            result = requery.run_query(path, detail.gold_sql, limits=requery.limits_of(run.spec))
+            result = requery.run_query(path, gold, limits=requery.limits_of(run.spec))
         except OSError as exc:
             show_error(str(exc))
             return

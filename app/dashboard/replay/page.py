@@ -17,12 +17,17 @@ from storage.read_models import EpisodeDetail
 def _gold(detail: EpisodeDetail) -> None:
     if not st.toggle("Reveal gold SQL and answer", key="rp_reveal"):
         return
-    show_text(detail.gold_sql, language="sql")
+    gold = detail.gold_sql
+    if gold is None:
+        st.caption(
+            "This episode records no gold SQL (an imported run names it with `rollscope import "
+            "--questions F --db-dir D`)."
+        )
+        return
+    show_text(gold, language="sql")
     try:
         path = requery.db_path(detail.run.spec, detail.summary.db_id)
-        show_rerun(
-            requery.run_query(path, detail.gold_sql, limits=requery.limits_of(detail.run.spec))
-        )
+        show_rerun(requery.run_query(path, gold, limits=requery.limits_of(detail.run.spec)))
     except (OSError, ValueError) as exc:
         show_error(str(exc))
 

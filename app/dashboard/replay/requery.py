@@ -28,7 +28,7 @@ class Rerun:
     """True when it reads as recorded; None when there is no record to compare with."""
 
 
-def db_path(spec: Mapping[str, Any], db_id: str) -> Path:
+def db_path(spec: Mapping[str, Any], db_id: str | None) -> Path:
     """Where a run's database lives: `<db_dir>/<db_id>/<db_id>.sqlite` of its dataset;
     ValueError, naming the fix, when the run or the episode names none."""
     db_dir = spec.get("db_dir")

@@ -323,7 +323,9 @@ def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path
     verl_dump(tmp_path / "dump", 1, [sql_prompt("Q?"), sql_prompt("R?")],
               [output, "SELECT"], ["", ""], [0.0, 0.0], {})  # fmt: skip
     run_import(store, tmp_path / "dump")
-    assert rows(store, _WHERE_FROM) == [("", "", "")]
+    assert rows(store, _WHERE_FROM) == [(None, "", "")]
+    # Nor the databases and gold SQL, which the files do not hold: NULL, not ''.
+    assert rows(store, "SELECT DISTINCT db_id, gold_sql FROM episodes") == [(None, None)]
     # A rollout whose turns end unanswered ran out of them; a one-turn completion that is not
     # right is simply wrong: no budget ran out.
     assert rows(store, "SELECT question, outcome FROM episodes ORDER BY id") == [
