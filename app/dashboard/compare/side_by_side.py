@@ -258,7 +258,7 @@ def _gold(details: Sequence[tuple[RunSummary, EpisodeDetail]]) -> None:
 def _database(run: RunSummary, detail: EpisodeDetail) -> Path | None:
     """Where the run keeps the episode's database; None when it names none."""
     try:
-        return requery.db_path(run.spec, detail.summary.db_id)
+        return requery.db_path(run, detail.summary.db_id)
     except ValueError:
         return None
 

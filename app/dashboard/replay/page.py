@@ -19,14 +19,19 @@ def _gold(detail: EpisodeDetail) -> None:
         return
     gold = detail.gold_sql
     if gold is None:
-        st.caption(
-            "This episode records no gold SQL (an imported run names it with `rollscope import "
-            "--questions F --db-dir D`)."
+        names_it = (
+            "a Recorder's episode takes it as `gold_sql=`"
+            if detail.run.source_format == "recorder"
+            else "an imported run names it with `rollscope import --questions F --db-dir D`"
         )
+        st.caption(f"This episode records no gold SQL ({names_it}).")
         return
     show_text(gold, language="sql")
+    if not requery.can_run_sql(detail.run):
+        st.caption("Not run: a Recorder's run names no databases.")
+        return
     try:
-        path = requery.db_path(detail.run.spec, detail.summary.db_id)
+        path = requery.db_path(detail.run, detail.summary.db_id)
         show_rerun(requery.run_query(path, gold, limits=requery.limits_of(detail.run.spec)))
     except (OSError, ValueError) as exc:
         show_error(str(exc))

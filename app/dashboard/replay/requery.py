@@ -10,7 +10,7 @@ from typing import Any
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
 from rollout_core.sandbox import SandboxLimits
-from storage.read_models import StoredStep
+from storage.read_models import RunSummary, StoredStep
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,11 +28,18 @@ class Rerun:
     """True when it reads as recorded; None when there is no record to compare with."""
 
 
-def db_path(spec: Mapping[str, Any], db_id: str | None) -> Path:
+def can_run_sql(run: RunSummary) -> bool:
+    """Whether the run can name a database to run SQL on: not a Recorder's, which keeps none."""
+    return run.source_format != "recorder"
+
+
+def db_path(run: RunSummary, db_id: str | None) -> Path:
     """Where a run's database lives: `<db_dir>/<db_id>/<db_id>.sqlite` of its dataset;
     ValueError, naming the fix, when the run or the episode names none."""
-    db_dir = spec.get("db_dir")
-    if not db_dir and spec.get("kind") == "import":
+    db_dir = run.spec.get("db_dir")
+    if not can_run_sql(run):
+        raise ValueError("a Recorder's run names no databases: its SQL cannot be run here")
+    if not db_dir and run.kind == "import":
         raise ValueError(
             "this imported run names no databases to run its SQL on; "
             "`rollscope import PATH --name NAME --questions F --db-dir D` records them"

@@ -122,9 +122,11 @@ def rerun_button(detail: EpisodeDetail, step: StoredStep, *, key: str) -> None:
     """For a parsed QUERY step: a button that runs the query again and says if it matches."""
     if step.action != "QUERY" or step.argument is None or not step.parsed:
         return  # an unparsed output "ran" as QUERY is prose, not a query worth running again
+    if not requery.can_run_sql(detail.run):
+        return
     if st.button("Run this query again", key=key, icon=":material/play_arrow:"):
         try:
-            path = requery.db_path(detail.run.spec, detail.summary.db_id)
+            path = requery.db_path(detail.run, detail.summary.db_id)
             limits = requery.limits_of(detail.run.spec)
             show_rerun(requery.run_query(path, step.argument, step, limits))
         except (OSError, ValueError) as exc:

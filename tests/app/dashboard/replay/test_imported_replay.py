@@ -194,6 +194,32 @@ def test_replay_names_the_advantage_a_trainer_gave_the_episode(
     assert "advantage" not in texts(open_page("replay/page.py", episode=str(untold)))
 
 
+def test_a_recorded_episode_says_what_it_records_of_sql_and_offers_no_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = str(tmp_path / "store.db")
+    turns = [
+        {"role": "assistant", "content": "<sql>SELECT COUNT(*) FROM singer</sql>"},
+        {"role": "tool", "content": "| 6 |"},
+        {"role": "assistant", "content": "ANSWER 6"},
+    ]
+    with Recorder(url, run="looped") as rec:
+        rec.episode(question="How many?", turns=turns, reward=1.0)
+        rec.episode(question="How many?", turns=turns, reward=1.0, gold_sql="SELECT 6")
+    serve_env(monkeypatch, url)
+    untold, told = _episode(url, 1, 0), _episode(url, 1, 1)
+    at = open_page("replay/page.py", episode=str(untold), step="1")
+    # A Recorder keeps no database folder: a button that could only fail is not offered.
+    assert "Run this query again" not in [b.label for b in at.button]
+    at.toggle[0].set_value(True).run()
+    hint = "This episode records no gold SQL (a Recorder's episode takes it as `gold_sql=`)."
+    assert hint in texts(at)
+    at = open_page("replay/page.py", episode=str(told))
+    at.toggle[0].set_value(True).run()
+    assert "SELECT 6" in [c.value for c in at.code]
+    assert "Not run: a Recorder's run names no databases." in texts(at) and not at.error
+
+
 def test_replay_says_token_confidence_is_left_out(served: Imported) -> None:
     at = open_page("replay/page.py", episode=str(served.chat_episode))
     assert [c.value for c in at.caption].count(NO_TOKENS) == 1

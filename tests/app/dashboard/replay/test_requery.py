@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
 
@@ -31,16 +32,39 @@ def test_a_query_run_again_uses_the_sandbox_limits_its_run_played_under() -> Non
     assert requery.limits_of({"name": 3}) == SandboxLimits()
 
 
-def test_where_a_query_runs_again_or_what_the_run_lacks() -> None:
-    from app.dashboard.replay.requery import db_path
+def _run(kind: str, db_dir: str, source: str | None = None) -> Any:
+    """A run as the pages read it, with only what finding its database looks at."""
+    from datetime import UTC, datetime
 
-    assert str(db_path({"db_dir": "/data/db"}, "library")) == "/data/db/library/library.sqlite"
+    from storage.read_models import RunSummary
+
+    return RunSummary(
+        id=1, name="r", status="completed", policy="p", checkpoint=None,
+        checkpoint_fingerprint=None, dataset=None, created_at=datetime.now(UTC),
+        started_at=None, ended_at=None, heartbeat_at=None, episodes_planned=0,
+        episodes_finished=0, correct=0, accuracy=None, mean_reward=None, mean_steps=None,
+        parse_failure_rate=None, error=None, spec={"db_dir": db_dir}, kind=kind,  # type: ignore[arg-type]
+        source_format=source,
+    )  # fmt: skip
+
+
+def test_where_a_query_runs_again_or_what_the_run_lacks() -> None:
+    from app.dashboard.replay.requery import can_run_sql, db_path
+
+    played = _run("batch", "/data/db")
+    assert str(db_path(played, "library")) == "/data/db/library/library.sqlite"
     with pytest.raises(ValueError, match="re-run it with a current rollscope"):
-        db_path({"kind": "batch", "db_dir": ""}, "library")
+        db_path(_run("batch", ""), "library")
     # An import names its databases only when made with --questions and --db-dir.
     with pytest.raises(ValueError, match="imported run names no databases") as lacking:
-        db_path({"kind": "import", "db_dir": ""}, "library")
+        db_path(_run("import", "", "verl"), "library")
     assert "`rollscope import PATH --name NAME --questions F --db-dir D`" in str(lacking.value)
     # An episode that names no database is not looked for at `<db_dir>//.sqlite`.
-    with pytest.raises(ValueError, match="this episode names no database"):
-        db_path({"kind": "import", "db_dir": "/data/db"}, "")
+    for unnamed in ("", None):
+        with pytest.raises(ValueError, match="this episode names no database"):
+            db_path(_run("import", "/data/db", "verl"), unnamed)
+    # A Recorder keeps no database folder: nothing to run on, and no hint that would help.
+    recorded = _run("training", "", "recorder")
+    assert not can_run_sql(recorded) and can_run_sql(played)
+    with pytest.raises(ValueError, match="a Recorder's run names no databases"):
+        db_path(recorded, "library")
