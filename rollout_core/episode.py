@@ -28,10 +28,17 @@ _CUT_MARK = re.compile(r"\n\.\.\. \(cut at \d+ tokens\)\Z")
 
 
 def start_record(
-    question: Question, sample_index: int, seed: int | None, **origin: int | None
+    question: Question,
+    sample_index: int,
+    seed: int | None,
+    *,
+    forked_from: int | None = None,
+    fork_step: int | None = None,
+    train_step: int | None = None,
+    group_index: int | None = None,
 ) -> EpisodeStart:
     """The start record of one sample of a question, stamped now (call it at the reset);
-    `seed`: its sampling's, None where rollscope did not sample it; `origin`: fork and
+    `seed`: its sampling's, None where rollscope did not sample it; the rest: fork and
     training fields."""
     return EpisodeStart(
         question.id,
@@ -40,7 +47,10 @@ def start_record(
         question.db_id,
         question.question,
         question.gold_sql,
-        **origin,
+        forked_from=forked_from,
+        fork_step=fork_step,
+        train_step=train_step,
+        group_index=group_index,
         started_at=datetime.now(UTC),
     )
 

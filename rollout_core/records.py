@@ -256,6 +256,10 @@ class EpisodeStart(EpisodeRef):
     started_at: datetime | None = None
     """When rollscope reset the episode (UTC); None for a rollout played elsewhere (an
     import's, a Recorder's): no time of its start is known."""
+    sql_run_here: bool = True
+    """Whether rollscope's environment ran the episode's SQL; False for a rollout played
+    elsewhere that it did not run again (a Recorder's, an import's without its question):
+    whether a query of it failed is not known, and the store's `has_sql_error` is NULL."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -212,7 +212,9 @@ class Episode(Base):
     steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     unparsed_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     has_unparsed: Mapped[bool] = mapped_column(default=False, server_default=false())
-    has_sql_error: Mapped[bool] = mapped_column(default=False, server_default=false())
+    has_sql_error: Mapped[bool | None]
+    """A QUERY of the episode failed in rollscope's environment; NULL where its SQL did not run
+    there (a Recorder's rollout, an import's without its question): nobody here knows."""
     # Parsed steps per action (unparsed ones count in unparsed_steps): the action mix chart.
     describe_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))
     sample_steps: Mapped[int] = mapped_column(default=0, server_default=text("0"))

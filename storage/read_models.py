@@ -183,7 +183,9 @@ class EpisodeSummary:
     reward: float | None
     steps: int
     duration_seconds: float | None
-    has_sql_error: bool
+    has_sql_error: bool | None
+    """None where its SQL did not run in rollscope's environment (a Recorder's, an import's
+    without its question): whether a query failed is not known."""
     has_unparsed: bool
     answer: str | None
     forked_from: int | None = None

@@ -339,7 +339,7 @@ def episode_summary(row: AnyRow) -> EpisodeSummary:
         reward=row.reward,
         steps=row.steps,
         duration_seconds=row.duration_seconds,
-        has_sql_error=bool(row.has_sql_error),
+        has_sql_error=None if row.has_sql_error is None else bool(row.has_sql_error),
         has_unparsed=bool(row.has_unparsed),
         answer=row.answer,
         forked_from=row.forked_from,

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 from rollout_core.records import (
     EpisodeKey,
     EpisodeRecord,
+    EpisodeStart,
     IterationBatch,
     StepRecord,
 )
@@ -236,7 +237,7 @@ def _insert_started(
             s.fork_step,
             s.train_step,
             s.group_index,
-            *counts.get(s.key, ZERO_COUNTS).values(),
+            *_counters(s, counts),
             *(NOT_FINISHED if (e := whole.get(s.key)) is None else outcome_values(e)),
         )
         for s in batch.started
@@ -255,6 +256,12 @@ def _insert_started(
             "skip the keys Store.finished_keys returns when resuming"
         ) from None
     return {EpisodeKey(q, s): i for i, q, s in inserted}
+
+
+def _counters(s: EpisodeStart, counts: Mapping[EpisodeKey, dict[str, Any]]) -> Iterable[Any]:
+    """A new episode's counter columns; `has_sql_error` NULL where no SQL of it ran here."""
+    row = counts.get(s.key, ZERO_COUNTS)
+    return row.values() if s.sql_run_here else {**row, "has_sql_error": None}.values()
 
 
 _DELETE_CHUNK = 1024

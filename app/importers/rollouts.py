@@ -272,6 +272,7 @@ def episode_records(
         rollout.gold_sql,
         train_step=rollout.train_step,
         group_index=group_index,
+        sql_run_here=checked is not None and checked.progress is not None,
     )
     turns = rollout.turns
     last = len(turns) - 1

@@ -194,6 +194,8 @@ def test_a_turn_without_an_action_is_stored_with_none(tmp_path: Path) -> None:
     assert rows(rec.store, steps) == [(None, None, 0), ("ANSWER", "5", 1)]
     counters = "SELECT steps, unparsed_steps, query_steps, answer_steps FROM episodes"
     assert rows(rec.store, counters) == [(2, 1, 0, 1)]
+    # Its SQL ran in the loop's environment, not here: whether a query failed is not known.
+    assert rows(rec.store, "SELECT has_sql_error FROM episodes") == [(None,)]
 
 
 def test_the_loops_token_count_log_probability_and_advantage_are_stored(tmp_path: Path) -> None:

@@ -97,7 +97,13 @@ def show(run_names: dict[int, str]) -> None:
                     **_bound(key, known),
                 )
             st.selectbox(
-                "SQL error", list(params.TRISTATE), width=110, **_bound("ep_sqlerr", known)
+                "SQL error",
+                list(params.TRISTATE),
+                width=110,
+                help="A query of the episode failed in rollscope's environment. Episodes whose "
+                "SQL did not run here (a Recorder's, an import's without --questions) match "
+                "neither yes nor no: nobody here knows",
+                **_bound("ep_sqlerr", known),
             )
             st.selectbox(
                 "Unparsed", list(params.TRISTATE), width=110, **_bound("ep_unparsed", known)

@@ -212,6 +212,8 @@ def test_questions_regrade_the_final_sql_apart_and_fill_a_missing_observation(
     assert [(d, p is not None, o is not None) for d, p, o in rows(store, measured)] == [
         (None, True, True)
     ] * 3
+    # Its queries ran here, so whether one failed is known: none did.
+    assert rows(store, "SELECT DISTINCT has_sql_error FROM episodes") == [(0,)]
 
 
 def test_an_unmatched_question_is_counted_not_graded(store: Store, tmp_path: Path) -> None:
@@ -324,8 +326,11 @@ def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path
               [output, "SELECT"], ["", ""], [0.0, 0.0], {})  # fmt: skip
     run_import(store, tmp_path / "dump")
     assert rows(store, _WHERE_FROM) == [(None, "", "")]
-    # Nor the databases and gold SQL, which the files do not hold: NULL, not ''.
-    assert rows(store, "SELECT DISTINCT db_id, gold_sql FROM episodes") == [(None, None)]
+    # Nor the databases and gold SQL, which the files do not hold: NULL, not ''; nor whether
+    # a query failed, as none ran here.
+    assert rows(store, "SELECT DISTINCT db_id, gold_sql, has_sql_error FROM episodes") == [
+        (None, None, None)
+    ]
     # A rollout whose turns end unanswered ran out of them; a one-turn completion that is not
     # right is simply wrong: no budget ran out.
     assert rows(store, "SELECT question, outcome FROM episodes ORDER BY id") == [
