@@ -45,7 +45,8 @@ def _groups_link(flt: EpisodeFilter, runs: list[RunSummary]) -> None:
 
 def _why_none(flt: EpisodeFilter, runs: list[RunSummary]) -> str:
     """What in the filters leaves nothing to list, where it is plain: a range whose low end
-    is above its high end, a training-step range over runs without training steps."""
+    is above its high end, a training-step range over runs without training steps, an SQL
+    error filter over runs whose SQL did not run here."""
     reasons = [
         f"**{low_name}** {low:g} is above **{high_name}** {high:g}"
         for low_name, low, high_name, high in (
@@ -66,7 +67,17 @@ def _why_none(flt: EpisodeFilter, runs: list[RunSummary]) -> str:
             else "none of the runs chosen is one"
         )
         reasons.append(f"A training step range lists a training run's episodes, and {which}")
+    if flt.has_sql_error is not None and chosen and not any(map(_ran_sql, chosen)):
+        which = "the run chosen: its" if len(chosen) == 1 else "the runs chosen: their"
+        reasons.append(f"**SQL error** is not known for {which} SQL did not run here")
     return "".join(f" {r}." for r in reasons)
+
+
+def _ran_sql(run: RunSummary) -> bool:
+    """Whether rollscope's environment ran (some of) the run's SQL: not a Recorder's, nor an
+    import's made without `--questions` (which names no dataset)."""
+    unrun = run.source_format == "recorder" or (run.kind == "import" and run.dataset is None)
+    return not unrun
 
 
 def _go_to(cursors: list[str]) -> None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from app.dashboard.episodes import query as episode_query
+from app.recorder import Recorder
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.app.dashboard.apptest import open_page
+from tests.app.dashboard.conftest import serve_env
 from tests.support.dashboard_stores import FixtureStore
 from tests.support.long_training import LongTraining
 
@@ -217,3 +220,20 @@ def test_an_empty_list_says_which_filter_leaves_nothing(store_env: FixtureStore)
         "step** 2. A training step range lists a training run's episodes, and the run chosen "
         "is not one."
     )
+
+
+def test_an_sql_error_filter_over_a_recorded_run_says_it_is_not_known(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = str(tmp_path / "store.db")
+    turns = [{"role": "assistant", "content": "<sql>SELECT 1</sql>"}]
+    with Recorder(url, run="looped") as rec:
+        rec.episode(question="How many?", turns=turns, reward=0.0)
+    serve_env(monkeypatch, url)
+    for choice in ("yes", "no"):
+        at = open_page("episodes/page.py", run="1", sqlerr=choice)
+        assert at.info[0].value == (
+            "No episodes match these filters. **SQL error** is not known for the run chosen: "
+            "its SQL did not run here."
+        )
+    assert len(open_page("episodes/page.py", run="1").dataframe[0].value) == 1
