@@ -2,7 +2,8 @@
 
 Each line: `messages` (the conversation: the prompt, then the model's turns with the tool or
 user replies after each) and `reward`; optionally `question_id`, `question`, `step`, `group`,
-`model`, `correct`, `db_id`, `gold_sql`, and `rewards` (an object of named rewards).
+`model`, `correct`, `db_id`, `gold_sql`, `rewards` (an object of named rewards) and
+`finish_reason` (the last completion's, as the OpenAI API names it: "length" where it was cut).
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
     qid = data.get("question_id")
     correct = data.get("correct")
     group = data.get("group")
+    finish = data.get("finish_reason")
     return Rollout(
         prompt=prompt,
         turns=turns,
@@ -62,4 +64,5 @@ def rollout(data: dict[str, Any]) -> Rollout:
         model=str(data["model"]) if data.get("model") is not None else None,
         db_id=str(data.get("db_id") or ""),
         gold_sql=str(data.get("gold_sql") or ""),
+        truncated=finish == "length" if isinstance(finish, str) else None,
     )

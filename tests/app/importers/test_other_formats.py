@@ -355,7 +355,16 @@ def test_truncations_and_errors_the_files_report_are_kept(store: Store, tmp_path
         ],
         {"model": "m"},
     )
-    for fmt in ("skyrl", "rllm", "vf"):
+    chat = [{"role": "user", "content": COUNT_Q},
+            {"role": "assistant", "content": f"<sql>{COUNT_SQL}</sql>"},
+            {"role": "tool", "content": "| 5 |"},
+            {"role": "assistant", "content": "<solution>SELECT"}]  # fmt: skip
+    (tmp_path / "chat").mkdir()
+    (tmp_path / "chat" / "log.jsonl").write_text("".join(
+        json.dumps({"messages": chat, "reward": 0.0} | finish) + "\n"
+        for finish in ({"finish_reason": "length"}, {"finish_reason": "stop"}, {})
+    ))  # fmt: skip
+    for fmt in ("skyrl", "rllm", "vf", "chat"):
         run_import(store, tmp_path / fmt, fmt)
     found = rows(
         store,
@@ -374,6 +383,10 @@ def test_truncations_and_errors_the_files_report_are_kept(store: Store, tmp_path
         ("rllm", "error", "env_error", "rLLM ended the episode: error", "-0"),
         ("vf", "wrong", "wrong_answer", None, "1"),
         ("vf", "error", "env_error", "ModelError('overloaded')", "-"),
+        # A chat log's `finish_reason`, as OpenAI's API gives it; none given, not known.
+        ("chat", "budget_exhausted", "unparsed", None, "-1"),
+        ("chat", "budget_exhausted", "unparsed", None, "-0"),
+        ("chat", "budget_exhausted", "unparsed", None, "--"),
     ]
     # The cut turn took no action, and plain SQL reads none: nothing ran its text here.
     assert rows(
