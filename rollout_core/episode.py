@@ -131,8 +131,9 @@ class LiveEpisode:
         obs = self.env.step(action)
         env_seconds = time.perf_counter() - t0
         observation = format_observation(obs)
-        if recorded is not None and observations_match(recorded.observation, observation):
-            observation = recorded.observation
+        was = None if recorded is None else recorded.observation
+        if was is not None and observations_match(was, observation):
+            observation = was
         self._facts.append(StepFacts(action.action_type, action.argument, action.parsed, obs.error))
         self._count(completion)
         if self.messages is not None:
@@ -202,11 +203,14 @@ class LiveEpisode:
             self._tokens += completion.tokens_out
 
 
-def observations_match(recorded: str, replayed: str) -> bool:
+def observations_match(recorded: str | None, replayed: str | None) -> bool:
     """Equal, or equal up to where a token cap cut one of them (the cut one's kept text begins
-    the other: another tokenizer cuts the same text at another place)."""
+    the other: another tokenizer cuts the same text at another place). No answer (None)
+    matches only no answer."""
     if recorded == replayed:
         return True
+    if recorded is None or replayed is None:
+        return False
     kept_a, cut_a = _uncut(recorded)
     kept_b, cut_b = _uncut(replayed)
     if not (cut_a or cut_b):

@@ -282,8 +282,9 @@ class StepRecord(EpisodeRef):
     parsed: bool
     """False when no action line was found: rollscope's environment ran the text as a QUERY,
     an imported or Recorder step has no action."""
-    observation: str
-    """The environment's answer as shown to the model next turn."""
+    observation: str | None
+    """The environment's answer as shown to the model next turn; None where nothing answered
+    (an imported or Recorder turn with no reply after it, as a rollout's last turn)."""
     error: str | None
     """Error text when the action failed (SQL error, refusal, unknown table)."""
     reward: float

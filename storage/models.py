@@ -271,7 +271,9 @@ class Step(Base):
     """The action's argument (table name, SQL, answer), as the parser took it; NULL where
     `action` is."""
     parsed: Mapped[bool]
-    observation: Mapped[str]
+    observation: Mapped[str | None]
+    """What the environment answered, as the model read it next turn; NULL where nothing
+    answered (an imported or Recorder turn with no reply after it, as a rollout's last)."""
     error: Mapped[str | None]
     """Why the action failed (SQL error, refusal, unknown table); NULL when it did not."""
     reward: Mapped[float] = mapped_column(Float)

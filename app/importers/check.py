@@ -90,7 +90,7 @@ class Checker:
             errors[n] = step.error
             if action.action_type == "ANSWER":
                 answered = True
-            elif turn.reply is None:
+            elif turn.reply is None and step.observation is not None:
                 observations[n] = step.observation
         record = episode.finish()
         regraded: Regrade | None = None

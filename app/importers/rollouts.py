@@ -308,7 +308,7 @@ def episode_records(
                 action=kind,
                 argument=argument,
                 parsed=action.parsed,
-                observation=observation or "",
+                observation=observation,
                 error=error,
                 reward=float(reward),
                 done=i == last,

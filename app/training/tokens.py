@@ -77,7 +77,8 @@ class TurnTokens:
         return rows
 
     def record(self, step: StepRecord) -> None:
-        """Add a step's model turn and, unless the episode ended, the environment's reply."""
+        """Add a step's model turn and, unless the episode ended or nothing answered, the
+        environment's reply."""
         episode = self.episodes[step.key]
         if step.tokens is None or step.tokens.ids is None or step.tokens.logprobs is None:
             raise ValueError("the policy recorded no token ids and log-probabilities")
@@ -85,7 +86,7 @@ class TurnTokens:
         episode.completion_ids += ids
         episode.logprobs += [float(x) for x in step.tokens.logprobs[: len(ids)]]
         episode.env_mask += [1] * len(ids)
-        if step.done:
+        if step.done or step.observation is None:
             return
         ended = bool(ids) and ids[-1] in self.eos_ids
         reply = self.reply_ids(step.observation, closed_by=ids[-1] if ended else None)

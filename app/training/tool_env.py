@@ -175,7 +175,7 @@ class SQLToolEnvironment(SQLTools):
         finished = [episode.finish()] if step.done else []
         sink.write(IterationBatch(steps=[step], finished=finished))
         self._recorded = step.done
-        return step.observation
+        return step.observation or ""  # rollscope's environment answers every step
 
     def _end_episode(self) -> None:
         """Finish an episode the model left without an answer."""

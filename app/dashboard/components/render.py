@@ -72,9 +72,9 @@ NO_REPLY = "(no reply: the rollout ended here)"
 environment answers every step, an ANSWER with its verdict)."""
 
 
-def ended_without_reply(step: StoredStep) -> bool:
-    """The episode's last step, which nothing answered."""
-    return step.done and not step.observation and step.error is None
+def no_reply(step: StoredStep) -> str:
+    """What a step nothing answered shows for its observation (NULL in the store)."""
+    return NO_REPLY if step.done else "(no reply)"
 
 
 def show_step_action(step: StoredStep) -> None:
@@ -94,8 +94,8 @@ def show_step_result(step: StoredStep) -> None:
     rows, an answer's check), or another action's observation folded away."""
     if step.error is not None:
         show_error(step.error)
-    elif ended_without_reply(step):
-        st.caption(NO_REPLY)
+    elif step.observation is None:
+        st.caption(no_reply(step))
     elif step.action in ("QUERY", "ANSWER"):
         show_text(step.observation)
     elif step.observation:

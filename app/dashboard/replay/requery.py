@@ -86,11 +86,15 @@ def run_query(
         error=result.error,
         elapsed_seconds=result.elapsed_seconds,
         text=text,
-        matches=None if recorded is None else _matches(result.error, text, recorded),
+        matches=_matches(result.error, text, recorded),
     )
 
 
-def _matches(error: str | None, text: str, recorded: StoredStep) -> bool:
+def _matches(error: str | None, text: str, recorded: StoredStep | None) -> bool | None:
+    """Whether the result shows as the recorded one did; None with nothing recorded to compare
+    (no step, or a step nothing answered)."""
+    if recorded is None or (recorded.observation is None and recorded.error is None):
+        return None
     if recorded.error is not None or error is not None:
         return recorded.error is not None and error is not None
-    return recorded.observation.strip() == text.strip()
+    return (recorded.observation or "").strip() == text.strip()

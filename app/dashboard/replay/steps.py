@@ -6,8 +6,7 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard.components.render import (
-    NO_REPLY,
-    ended_without_reply,
+    no_reply,
     show_error,
     show_prompt,
     show_text,
@@ -55,10 +54,13 @@ def show_observation(step: StoredStep) -> None:
     """The environment's answer; an error once, in red (the model saw it as `Error: ...`)."""
     if step.error is not None:
         show_error(step.error)
-    if step.observation and step.observation not in (step.error, f"Error: {step.error}"):
+    if step.observation is None:
+        if step.error is None:
+            st.caption(no_reply(step))
+    elif step.observation and step.observation not in (step.error, f"Error: {step.error}"):
         show_text(step.observation)
     elif not step.observation and step.error is None:
-        st.caption(NO_REPLY if ended_without_reply(step) else "(empty)")
+        st.caption("(empty)")
 
 
 def show_numbers(step: StoredStep) -> None:

@@ -61,7 +61,7 @@ def test_skyrl_eval_dumps_per_step_and_data_source(store: Store, tmp_path: Path)
         run_id,
     ) == [(10, "concerts", COUNT_SQL, 2.0, 1), (20, "concerts", COUNT_SQL, 2.0, 1)]
     assert rows(store, "SELECT DISTINCT action, observation FROM steps ORDER BY action") == [
-        ("ANSWER", ""),
+        ("ANSWER", None),  # nothing answered the last turn
         ("QUERY", "| 5 |"),
     ]
 
@@ -133,7 +133,7 @@ def test_rllm_episode_logs_use_the_files_verdict_and_task_groups(
     assert detail is not None
     assert [(s.action, s.argument, s.observation, s.reward) for s in detail.steps] == [
         ("QUERY", COUNT_SQL, "| 5 |", 0.0),
-        ("ANSWER", COUNT_SQL, "", 1.0),
+        ("ANSWER", COUNT_SQL, None, 1.0),
     ]
     assert detail.summary.question == COUNT_Q and detail.gold_sql == COUNT_SQL
     assert [m["role"] for m in detail.steps[1].prompt] == ["system", "user", "assistant", "user"]
@@ -184,7 +184,7 @@ def test_verifiers_results_take_the_model_from_metadata_and_group_by_example(
     steps = rows(
         store, "SELECT step_no, action, argument, observation FROM steps WHERE episode_id = 1"
     )
-    assert steps == [(1, "QUERY", QUESTIONS[0][2], "| rows |"), (2, "ANSWER", "0", "")]
+    assert steps == [(1, "QUERY", QUESTIONS[0][2], "| rows |"), (2, "ANSWER", "0", None)]
     names = rows(store, "SELECT DISTINCT name FROM episode_rewards ORDER BY name")
     assert names == [("exact",), ("format",), ("reward",)]
 

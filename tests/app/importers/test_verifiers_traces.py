@@ -112,7 +112,7 @@ def test_a_v1_trace_is_an_episode_of_its_trained_agents_turns(store: Store, tmp_
     assert steps == [
         # The tool's answer: from the first call's end to the second's start.
         ("QUERY", COUNT_SQL, "| 6 |", pytest.approx(1.1), pytest.approx(0.15)),
-        ("ANSWER", "6", "", pytest.approx(0.65), None),
+        ("ANSWER", "6", None, pytest.approx(0.65), None),
     ]
     named = rows(store, "SELECT name, value FROM episode_rewards ORDER BY name")
     assert named == [

@@ -91,7 +91,7 @@ def test_scores_are_rewards_groups_are_right_per_step_and_sql_turns_are_queries(
     assert steps == [
         (1, "QUERY", "SELECT name FROM sqlite_master", "singer", 1),
         (2, "QUERY", PLAYED[0][2], "| result |", 1),
-        (3, "ANSWER", WRONG_SQL, "", 1),
+        (3, "ANSWER", WRONG_SQL, None, 1),  # nothing answered the last turn
     ]
     # Generated and played elsewhere: no timing, seed or clock time is claimed.
     timed = "SELECT count(*) FROM steps WHERE policy_seconds IS NOT NULL OR env_seconds IS NOT NULL"
@@ -252,7 +252,7 @@ def test_turns_split_with_or_without_the_templates_special_tokens(
     run_import(store, dump, "tokens")
     assert rows(store, "SELECT step_no, raw_output, action, observation FROM steps ORDER BY 1") == [
         (1, "<sql>SELECT 1</sql>", "QUERY", "1"),
-        (2, "<solution>SELECT 1</solution>", "ANSWER", ""),
+        (2, "<solution>SELECT 1</solution>", "ANSWER", None),
     ]
     assert rows(store, "SELECT question FROM episodes") == [("Database: concerts. Q?",)]
 

@@ -343,13 +343,17 @@ def test_trls_completion_logs_import_as_the_steps_rollscope_recorded(
                 assert played is not None
                 # The last turn's reply is not in the completion: nothing came after it.
                 expected = [
-                    (s.step_no, s.raw_output.strip(), "" if s.done else s.observation.strip())
+                    (s.step_no, s.raw_output.strip(), None if s.done else _stripped(s.observation))
                     for s in played.steps
                 ]
-                got = [(n, raw.strip(), obs.strip()) for at, n, raw, obs in texts if at == line]
+                got = [(n, raw.strip(), _stripped(obs)) for at, n, raw, obs in texts if at == line]
                 assert got == expected
     finally:
         imported.close()
+
+
+def _stripped(text: str | None) -> str | None:
+    return None if text is None else text.strip()
 
 
 def test_the_trainers_advantages_and_rewards_are_recorded_as_its_files_hold_them(

@@ -49,23 +49,25 @@ def test_steps_in_brief_say_which_action_each_took() -> None:
     assert [c.value for c in at.code] == ["SELECT 1", "select name", "Let me think."]
 
 
-def _results_of_last_steps() -> None:
-    """The results of two last steps: an ANSWER rollscope graded, an imported turn that nothing
-    answered."""
+def _results_of_steps() -> None:
+    """The results of steps: an ANSWER rollscope graded, an imported last turn that nothing
+    answered (NULL), an earlier one, and a query whose reply was empty."""
     from app.dashboard.components.render import show_step_result
     from tests.support.records import step
 
     show_step_result(step("q", 0, 3, action="ANSWER", observation="Answer submitted: correct.",
                           done=True))  # fmt: skip
-    show_step_result(step("q", 1, 3, action="ANSWER", observation="", done=True))
+    show_step_result(step("q", 1, 3, action="ANSWER", observation=None, done=True))
+    show_step_result(step("q", 1, 2, action="QUERY", observation=None))
+    show_step_result(step("q", 1, 1, action="QUERY", observation=""))
 
 
-def test_a_last_step_nothing_answered_says_so_not_that_the_reply_was_empty() -> None:
+def test_a_step_nothing_answered_says_so_not_that_the_reply_was_empty() -> None:
     from streamlit.testing.v1 import AppTest
 
     from app.dashboard.components.render import NO_REPLY
 
-    at = AppTest.from_function(_results_of_last_steps).run()
+    at = AppTest.from_function(_results_of_steps).run()
     assert not at.exception
     assert [c.value for c in at.code] == ["Answer submitted: correct."]
-    assert [c.value for c in at.caption] == [NO_REPLY]
+    assert [c.value for c in at.caption] == [NO_REPLY, "(no reply)", "(empty)"]

@@ -68,3 +68,20 @@ def test_where_a_query_runs_again_or_what_the_run_lacks() -> None:
     assert not can_run_sql(recorded) and can_run_sql(played)
     with pytest.raises(ValueError, match="a Recorder's run names no databases"):
         db_path(recorded, "library")
+
+
+def test_a_query_run_again_matches_what_was_recorded_or_says_nothing_was() -> None:
+    from app.dashboard.replay import requery
+    from rollout_core.datasets import load_named_dataset
+    from tests.support.records import step
+
+    ds = load_named_dataset("demo")
+    path = ds.db_path(ds.questions[0].db_id)
+    sql = "SELECT 1 AS one"
+    shown = requery.run_query(path, sql).text
+    assert requery.run_query(path, sql, step("q", 0, 1, observation=shown)).matches is True
+    assert requery.run_query(path, sql, step("q", 0, 1, observation="| 2 |")).matches is False
+    # An imported turn nothing answered (NULL): no recorded result to differ from.
+    assert requery.run_query(path, sql, step("q", 0, 1, observation=None)).matches is None
+    failed = step("q", 0, 1, observation=None, error="no such table: t")
+    assert requery.run_query(path, sql, failed).matches is False
