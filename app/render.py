@@ -117,9 +117,13 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
             # What the action ran or answered: inside a tag, a tool call or a fence of the
             # output, not always where a reader finds it.
             body.append(" " + step.argument, style="cyan")
+        body.append("\nobservation: ", style="bold")
         if step.observation:
-            body.append("\nobservation: ", style="bold")
             body.append(step.observation, style="red" if step.error else "")
+        elif step.error is not None:
+            body.append(f"Error: {step.error}", style="red")
+        else:  # NULL: nothing answered the turn; '': the reply was empty
+            body.append("(no reply)" if step.observation is None else "(empty)", style="italic")
         title = f"step {step.step_no}  reward {step.reward:+.3f}"
         if step.truncated:
             title += "  output cut"

@@ -45,3 +45,28 @@ def test_each_prompt_is_titled_with_its_count_of_messages(tmp_path: Path) -> Non
     shown = console.export_text()
     assert "step 1 prompt: 1 message " in shown and "step 2 prompt: 2 messages " in shown
     assert json.dumps({"tool_calls": [CALL]}) in shown
+
+
+def test_a_step_nothing_answered_reads_no_reply_and_an_empty_reply_empty(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "s.db"))
+    run = store.create_run(spec(), episodes_planned=1)
+    store.sink(run).write(
+        IterationBatch(
+            [start("q")],
+            [
+                step("q", 0, 1, observation=""),
+                step("q", 0, 2, observation=None, error="no such table: t"),
+                step("q", 0, 3, observation=None, done=True),
+            ],
+            [finish("q", 0, "wrong", 0.0, 3)],
+        )
+    )
+    (detail,) = store.iter_episode_details(run)
+    console = Console(record=True, width=200)
+    console.print(episode_transcript(detail))
+    shown = [line for line in console.export_text().splitlines() if "observation:" in line]
+    assert [line.strip("│ ").removeprefix("observation: ") for line in shown] == [
+        "(empty)",
+        "Error: no such table: t",
+        "(no reply)",
+    ]
