@@ -136,11 +136,12 @@ class Recorder:
                 kind=kind,
                 checkpoint=model,
             )
-            self.run_id = self.store.create_run(spec, episodes_planned=0, source_format="recorder")
+            self.run_id = self.store.create_run(
+                spec, episodes_planned=None, source_format="recorder"
+            )
         self._own = OwnQuestions(self.store)
         if found is not None:  # questions rollscope has played since take its ids
             self._own.match(self.run_id)
-        self._recorded = found.episodes_finished if found is not None else 0
         self._numbering = Numbering.of_run(self.store, self.run_id)
         self._sink = self.store.sink(self.run_id)
         self._started: list[EpisodeStart] = []
@@ -337,8 +338,6 @@ class Recorder:
         if self._finished:
             batch = IterationBatch(self._started, self._steps, self._finished)
             self._sink.write(batch)
-            self._recorded += len(self._finished)
-            self.store.set_episodes_planned(self.run_id, self._recorded)
             self._started, self._steps, self._finished = [], [], []
         self._last_flush = time.monotonic()
         if self._own.refresh() and self._own.match(self.run_id)[1]:

@@ -26,9 +26,9 @@ def _num(value: float | None, digits: int = 2) -> str:
 
 def episodes_text(run: RunSummary) -> str:
     """`12/40`, finished of planned (`1,200/4,000`); `12` for a run with no plan."""
-    if not run.has_plan:
+    if run.plan is None:
         return f"{run.episodes_finished:,}"
-    return f"{run.episodes_finished:,}/{run.episodes_planned:,}"
+    return f"{run.episodes_finished:,}/{run.plan:,}"
 
 
 def runs_table(runs: Sequence[RunSummary]) -> Table:

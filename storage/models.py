@@ -104,7 +104,10 @@ class Run(Base):
     """The whole RunSpec (`RunSpec.to_stored()`): typed generation and environment settings."""
     policy_info: Mapped[dict[str, Any] | None]
     """What the policy reported about itself (`PolicyInfo`); never fed back as input."""
-    episodes_planned: Mapped[int]
+    episodes_planned: Mapped[int | None]
+    """The episodes the run sets out to play (a batch's, a recorded TRL run's rollout calls
+    times their prompts; an import's, the rows of the files it has begun reading); NULL where
+    it sets out to play no number (an env server, a trainer's tools, a Recorder)."""
     status: Mapped[str] = mapped_column(String(16))
     error: Mapped[str | None]
     host: Mapped[str | None]

@@ -66,8 +66,9 @@ class RunSummary:
     started_at: datetime | None
     ended_at: datetime | None
     heartbeat_at: datetime | None
-    episodes_planned: int
-    """Questions x samples the run was asked for."""
+    episodes_planned: int | None
+    """Questions x samples the run was asked for (an import's: the rows of the files begun);
+    None where it sets out to play no number (an env server, a trainer's tools, a Recorder)."""
     episodes_finished: int
     correct: int
     accuracy: float | None
@@ -121,12 +122,12 @@ class RunSummary:
         return self.source_format is None
 
     @property
-    def has_plan(self) -> bool:
-        """Whether the run set out to play a number of episodes. An environment server's does
-        not (episodes come for as long as clients play), nor an import or a Recorder's (its
-        count so far is what the files, or the loop, gave: a followed training run has no end
-        in view)."""
-        return bool(self.episodes_planned) and self.played_here
+    def plan(self) -> int | None:
+        """The episodes the run set out to play; None where it set out to play no number. An
+        environment server's does not (episodes come for as long as clients play), nor a
+        trainer's tools, an import or a Recorder (an import's count so far is what its files
+        gave: a followed training run has no end in view)."""
+        return self.episodes_planned if self.episodes_planned and self.played_here else None
 
     @property
     def duration_seconds(self) -> float | None:

@@ -185,7 +185,7 @@ class Store:
         self,
         spec: RunSpec,
         *,
-        episodes_planned: int,
+        episodes_planned: int | None,
         status: RunStatus = "running",
         policy_info: PolicyInfo | None = None,
         source_format: str | None = None,
@@ -263,10 +263,6 @@ class Store:
         self._update_run(
             run_id, {"policy_info": _info_json(info), "checkpoint_fingerprint": info.fingerprint}
         )
-
-    def set_episodes_planned(self, run_id: int, planned: int) -> None:
-        """How many episodes the run is to have (a recorded run's: those recorded so far)."""
-        self._update_run(run_id, {"episodes_planned": planned})
 
     def heartbeat(self, run_id: int) -> None:
         """Record that the run's process is alive (also done by every sink write)."""

@@ -150,7 +150,7 @@ def open_run(store: Store, spec: RunSpec, dataset: Dataset) -> OpenRun:
     when the name is another kind of run, one still served, or one of other settings."""
     found = store.find_run(spec.name)
     if found is None:
-        run_id = store.create_run(spec, episodes_planned=0, policy_info=PolicyInfo(name=POLICY))
+        run_id = store.create_run(spec, episodes_planned=None, policy_info=PolicyInfo(name=POLICY))
         next_sample: dict[str, int] = {}
         leftovers: list[EpisodeRecord] = []
     else:

@@ -49,7 +49,7 @@ class TrainingRun:
         if refusal is not None:
             raise JobError(refusal)
 
-    def start(self, spec: RunSpec, planned: int, info: PolicyInfo) -> tuple[int, Counters]:
+    def start(self, spec: RunSpec, planned: int | None, info: PolicyInfo) -> tuple[int, Counters]:
         """Create (or reopen) the run as `running` and start its heartbeat."""
         found = self.store.find_run(self.name) if self.resume else None
         if found is None:

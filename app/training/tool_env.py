@@ -89,7 +89,7 @@ class ToolEnvironmentFactory:
                 spec = self._spec
                 if settings is not None:
                     spec = RunSpec(**{**_fields(spec), "training": settings})
-                _, self._numbering = self.run.start(spec, 0, PolicyInfo(name="tools"))
+                _, self._numbering = self.run.start(spec, None, PolicyInfo(name="tools"))
             assert self.run.run_id is not None
             return self.run.run_id
 

@@ -10,6 +10,7 @@ from app.dashboard import data
 from app.dashboard.components import nav
 from app.dashboard.components.render import show_error, show_text
 from app.plural import counted
+from app.render import episodes_text
 from storage import lifecycle
 
 _LOG_TAIL_BYTES = 4000
@@ -31,11 +32,10 @@ def _follow(run_id: int) -> None:
     if run is None:
         st.warning(f"No run with id {run_id} in this store.")
         return
-    done = run.episodes_finished / run.episodes_planned if run.episodes_planned else 0.0
+    done = run.episodes_finished / run.plan if run.plan else 0.0
     st.progress(
         min(1.0, done),
-        text=f"{run.name} (#{run.id}): {run.status}, "
-        f"{run.episodes_finished:,}/{run.episodes_planned:,} episodes",
+        text=f"{run.name} (#{run.id}): {run.status}, {episodes_text(run)} episodes",
     )
     exit_code = jobs.worker_exit_code(run_id)
     if run.status in lifecycle.ACTIVE and exit_code is not None:

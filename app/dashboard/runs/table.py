@@ -51,7 +51,7 @@ def short_path(text: str | None) -> str:
 
 def progress_of(run: RunSummary) -> float | None:
     """The share of its planned episodes a run has finished; None for a run with no plan."""
-    return run.episodes_finished / run.episodes_planned if run.has_plan else None
+    return None if run.plan is None else run.episodes_finished / run.plan
 
 
 def model_of(run: RunSummary) -> str:

@@ -64,6 +64,7 @@ def test_generic_client_plays_episodes_one_after_another(served: Served) -> None
 
     run = served.store.get_run(served.run_id)
     assert run is not None and run.kind == "env" and run.status == "running"
+    assert run.episodes_planned is None  # clients play as long as they like: no plan
     found = {(e.summary.question_id, e.summary.sample_index): e for e in episodes(served.store, 1)}
     assert sorted(found) == [("q-count", 0), ("q-count", 1), ("q-france", 0)]
     assert [found[k].summary.outcome for k in sorted(found)] == ["correct", "correct", "wrong"]

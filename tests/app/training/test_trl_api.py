@@ -145,6 +145,7 @@ def test_tool_environment_records_each_call_as_a_step(bench: tuple[str, str, Sto
     assert factory.run.run_id is not None
     run = store.get_run(factory.run.run_id)
     assert run is not None and run.kind == "training" and run.episodes_finished == 3
+    assert run.episodes_planned is None  # the trainer calls the tools it calls: no plan
     episodes = question_episodes(store, factory.run.run_id, "q-count")
     # Two episodes of a question at one step make a group of num_generations (2); the third
     # opens the next group.
