@@ -75,6 +75,7 @@ def test_launch_an_oracle_batch_and_follow_it_to_the_end(dashboard: Dashboard, p
         "[data-testid='stCode']"
     ).all_inner_texts()
     page.wait_for_url(re.compile(r"run=\d+"))
+    page.get_by_text(re.compile(r"browser-oracle \(#\d+\): completed, 2/2 episodes")).wait_for()
     wait_drawn(page)
     screenshot(page, "launch")
     page.get_by_role("link", name="Episodes of this run").click()
