@@ -4,6 +4,9 @@ TRL makes one environment per rollout (pooled and reset between rollouts), turns
 methods into tools from their type hints and docstrings, and calls `get_reward()` when the
 model stops calling tools. Each tool call is one step of an episode in the store, written as it
 happens; the episode ends at ANSWER, when the step budget is spent, or at `get_reward()`.
+Given the trainer, the factory's callback also records how the trainer scored each batch (its
+advantages and reward functions' values, `app.training.trainer_scores`): the environments of
+a batch are the trainer's `environments`, in the order of its log.
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from typing import Any
 from app.training.run import TrainingRun
 from app.training.settings import model_name
 from app.training.tools import SQLTools
+from app.training.trainer_scores import PlayedBatch, read_scores
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
 from rollout_core.episode import LiveEpisode, start_record
 from rollout_core.records import (
     ActionKind,
+    EpisodeKey,
     EpisodeStart,
     IterationBatch,
     PolicyInfo,
@@ -45,8 +50,8 @@ def tool_prompt(question: Question) -> str:
 
 
 class ToolEnvironmentFactory:
-    """Makes `SQLToolEnvironment`s that record into one training run; `callback()` tells them
-    the trainer's step (pass it in `GRPOTrainer(callbacks=[...])`)."""
+    """Makes `SQLToolEnvironment`s that record into one training run; `callback(trainer)` tells
+    them the trainer's step and records its scores (`trainer.add_callback(...)`)."""
 
     def __init__(
         self,
@@ -67,6 +72,9 @@ class ToolEnvironmentFactory:
         self.num_generations = 1
         self._numbering = Counters()
         self._open_groups: dict[tuple[int, str], tuple[int, int]] = {}
+        self._scored: tuple[EpisodeKey, ...] = ()
+        """The episodes of the last batch whose scores were recorded (a batch the trainer
+        trains several optimizer steps on is recorded once)."""
         self._lock = threading.Lock()
         self._spec = RunSpec(
             name=name,
@@ -113,12 +121,41 @@ class ToolEnvironmentFactory:
                 group_index=group,
             )
 
-    def callback(self) -> Any:
+    def record_scores(self, trainer: Any) -> None:
+        """Record the trainer's advantages and rewards of its last batch, played by its
+        `environments` in the order of its log; nothing where that batch is not all this
+        factory's finished episodes, or its log does not hold it."""
+        played = [
+            (env.start, env.logged_prompt)
+            for env in getattr(trainer, "environments", None) or ()
+            if isinstance(env, SQLToolEnvironment) and env._factory is self and env._recorded
+        ]
+        if not played or len(played) != len(trainer.environments) or self.run.run_id is None:
+            return
+        keys = tuple(start.key for start, _ in played if start is not None)
+        prompts = [prompt for _, prompt in played if prompt is not None]
+        if len(keys) != len(played) or len(prompts) != len(played) or keys == self._scored:
+            return
+        ids = self.store.episode_ids(self.run.run_id, keys)
+        if len(ids) != len(keys):
+            return
+        scores = read_scores(trainer, PlayedBatch(prompts, [ids[k] for k in keys]))
+        if scores:
+            self.store.record_trainer_scores(self.run.run_id, scores)
+            self._scored = keys
+
+    def callback(self, trainer: Any = None) -> Any:
         """A TrainerCallback: starts the run with the trainer's arguments, follows its global
-        step, and completes the run when training ends."""
+        step, and completes the run when training ends. Given the trainer (add it with
+        `trainer.add_callback(factory.callback(trainer))`), it records the trainer's scores of
+        each batch after the step or evaluation that scored it."""
         from transformers import TrainerCallback
 
         factory = self
+
+        def scored() -> None:
+            if trainer is not None:
+                factory.record_scores(trainer)
 
         class _Follow(TrainerCallback):
             def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
@@ -128,7 +165,14 @@ class ToolEnvironmentFactory:
             def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 factory.train_step = int(state.global_step)
 
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                scored()
+
+            def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                scored()
+
             def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                scored()
                 factory.run.finish("completed")
 
         return _Follow()
@@ -146,6 +190,10 @@ class SQLToolEnvironment(SQLTools):
         self._episode: LiveEpisode | None = None
         self._recorded = True
         """Whether the episode's record is written (it ended, or none was begun)."""
+        self.start: EpisodeStart | None = None
+        """The last episode begun."""
+        self.logged_prompt: list[dict[str, Any]] | None = None
+        """Its prompt as the trainer logs it: the row's, the tables added (`_trainer_prompt`)."""
 
     def reset(self, **row: Any) -> str | None:
         """Open the row's question (`question_id`); returns the tables to add to the prompt."""
@@ -159,7 +207,10 @@ class SQLToolEnvironment(SQLTools):
         self._episode = LiveEpisode(self._env, start, conversation=False)
         self._sink.write(IterationBatch(started=[start]))
         self._recorded = False
-        return "\n\nTables: " + ", ".join(self._env.tables)
+        tables = "\n\nTables: " + ", ".join(self._env.tables)
+        self.start = start
+        self.logged_prompt = _trainer_prompt(row.get("prompt"), tables)
+        return tables
 
     def get_reward(self) -> float:
         """The episode's total reward (ends it when the model stopped without answering)."""
@@ -183,6 +234,17 @@ class SQLToolEnvironment(SQLTools):
             return
         self._sink.write(IterationBatch(finished=[self._episode.finish()]))
         self._recorded = True
+
+
+def _trainer_prompt(prompt: Any, added: str) -> list[dict[str, Any]] | None:
+    """A row's chat prompt as TRL's trainer logs it once `reset` returned `added`: appended to
+    the last message's text. None for a prompt of another form (no scores are paired then)."""
+    if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
+        return None
+    last = prompt[-1]
+    if not isinstance(last.get("content"), str):
+        return None
+    return [*prompt[:-1], {**last, "content": last["content"] + added}]
 
 
 def _fields(spec: RunSpec) -> dict[str, Any]:
