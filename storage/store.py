@@ -179,6 +179,19 @@ class Store:
 
         retry_locked(run)
 
+    def file_space(self) -> tuple[int, int] | None:
+        """The SQLite file's bytes and, of them, those its free pages hold (a rebuilt table's
+        or a deleted run's, reused by later writes; `VACUUM` gives them back to the disk);
+        None on PostgreSQL."""
+        if self.dialect != "sqlite":
+            return None
+        with self._engine.connect() as conn:
+            pages, free, size = (
+                int(conn.exec_driver_sql(f"PRAGMA {name}").scalar_one())
+                for name in ("page_count", "freelist_count", "page_size")
+            )
+        return pages * size, free * size
+
     # -- runs ---------------------------------------------------------------------------------
 
     def create_run(
