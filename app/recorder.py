@@ -61,6 +61,7 @@ from rollout_core.specs import checked_run_name
 from storage import lifecycle
 from storage.models import INTEGER_RANGE
 from storage.prompts import MAX_NESTING, messages_json, nested_deeper_than
+from storage.read_models import RunSummary
 from storage.store import Store
 
 
@@ -114,6 +115,14 @@ class Recorder:
         self.store = store if isinstance(store, Store) else Store(store)
         found = self.store.find_run(run)
         if found is not None:
+            if found.source_format == "recorder" and found.status == "running":
+                # As a multi-GPU trainer's second process finds the first's run.
+                raise RecorderError(
+                    f"run {run!r} is being recorded now by another process ({_where(found)}); "
+                    "a run has one Recorder: in a trainer of several processes, gather the "
+                    "rollouts and record them on the main process (docs/import.md, 'One "
+                    "process a run'), or give each process a run of its own"
+                )
             if not resume:
                 raise RecorderError(
                     f"a run named {run!r} already exists in this store; choose another name, or "
@@ -470,3 +479,10 @@ def _check_json(messages: Iterable[Mapping[str, Any]], what: str) -> None:
 
 def _shown(value: Any) -> str:
     return clip_repr(value, 40)
+
+
+def _where(run: RunSummary) -> str:
+    """The process a run's row says records it: pid and host, where it names them."""
+    if run.pid is None:
+        return "its heartbeat is live"
+    return f"pid {run.pid}" + (f" on {run.host}" if run.host else "")

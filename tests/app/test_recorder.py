@@ -447,3 +447,37 @@ def _answer() -> list[dict[str, str]]:
 
 def _url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 's.db'}"
+
+
+def test_a_second_process_on_a_run_being_recorded_is_told_to_record_on_one(
+    tmp_path: Path,
+) -> None:
+    """As under a multi-GPU trainer: every process runs the loop's `Recorder(...)`; the one
+    that comes second is told to gather onto the main process, not to pass resume=True (which
+    a running run refuses too)."""
+    import os
+    import subprocess
+    import sys
+
+    second = (
+        "import sys\n"
+        "from app.recorder import Recorder, RecorderError\n"
+        "try:\n"
+        f"    Recorder({_url(tmp_path)!r}, run='grpo-sql', kind='training')\n"
+        "except RecorderError as exc:\n"
+        "    print(exc)\n"
+        "    sys.exit(3)\n"
+    )
+    with Recorder(_url(tmp_path), run="grpo-sql", kind="training") as rec:
+        rec.episode(question="q", turns=_answer(), reward=1.0)
+        done = subprocess.run(
+            [sys.executable, "-c", second], capture_output=True, text=True, timeout=120
+        )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.startswith(
+        f"run 'grpo-sql' is being recorded now by another process (pid {os.getpid()} on "
+    )
+    assert "record them on the main process" in done.stdout
+    # Once the first has finished, the same call is told the name is taken.
+    with pytest.raises(RecorderError, match=r"^a run named 'grpo-sql' already exists"):
+        Recorder(_url(tmp_path), run="grpo-sql", kind="training")
