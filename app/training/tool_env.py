@@ -125,20 +125,25 @@ class ToolEnvironmentFactory:
         """Record the trainer's advantages and rewards of its last batch, played by its
         `environments` in the order of its log; nothing where that batch is not all this
         factory's finished episodes, or its log does not hold it."""
+        batch = list(getattr(trainer, "environments", None) or ())
         played = [
-            (env.start, env.logged_prompt)
-            for env in getattr(trainer, "environments", None) or ()
-            if isinstance(env, SQLToolEnvironment) and env._factory is self and env._recorded
+            (env.start.key, env.logged_prompt)
+            for env in batch
+            if isinstance(env, SQLToolEnvironment)
+            and env._factory is self
+            and env._recorded  # its episode has ended
+            and env.start is not None
+            and env.logged_prompt is not None
         ]
-        if not played or len(played) != len(trainer.environments) or self.run.run_id is None:
+        keys = tuple(key for key, _ in played)
+        if not played or len(played) != len(batch) or keys == self._scored:
             return
-        keys = tuple(start.key for start, _ in played if start is not None)
-        prompts = [prompt for _, prompt in played if prompt is not None]
-        if len(keys) != len(played) or len(prompts) != len(played) or keys == self._scored:
+        if self.run.run_id is None:
             return
         ids = self.store.episode_ids(self.run.run_id, keys)
         if len(ids) != len(keys):
             return
+        prompts = [prompt for _, prompt in played]
         scores = read_scores(trainer, PlayedBatch(prompts, [ids[k] for k in keys]))
         if scores:
             self.store.record_trainer_scores(self.run.run_id, scores)
