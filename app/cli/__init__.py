@@ -13,6 +13,7 @@ import sys
 import typer
 from rich.markup import escape
 
+from app.cli.compare import compare
 from app.cli.demo import demo
 from app.cli.env_server import env_server
 from app.cli.fork import fork
@@ -37,7 +38,8 @@ cli = typer.Typer(
 )
 for name, command in (
     ("run", run_command), ("fork", fork), ("tag", tag), ("tags", tags), ("runs", runs),
-    ("show", show), ("export", export), ("dashboard", dashboard), ("migrate", migrate),
+    ("show", show), ("compare", compare), ("export", export), ("dashboard", dashboard),
+    ("migrate", migrate),
     ("demo", demo), ("env-server", env_server), ("import", import_command),
 ):  # fmt: skip
     cli.command(name)(command)

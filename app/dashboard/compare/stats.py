@@ -10,6 +10,10 @@ from app.dashboard import analysis
 from app.dashboard.analysis import BootstrapInterval, HasCells, Row
 from storage.read_models import RunKey
 
+MIN_CI_QUESTIONS = 5
+"""Fewest shared questions a bootstrap interval is given for: over fewer, its resamples take a
+handful of values and the interval says nothing the difference does not."""
+
 
 @dataclass(frozen=True, slots=True)
 class Pairing:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from app.dashboard import analysis
 from app.dashboard.compare import stats
-from app.dashboard.compare.stats import Pairing
+from app.dashboard.compare.stats import MIN_CI_QUESTIONS, Pairing
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.render import (
     MISSING,
@@ -24,9 +24,6 @@ from app.dashboard.training import reads as training_reads
 from app.plural import counted
 from storage.read_models import QuestionComparison, QuestionOutcomes, RunKey, RunSummary
 
-MIN_CI_QUESTIONS = 5
-"""Fewest shared questions a bootstrap interval is printed for: over fewer, its resamples take
-a handful of values and the interval says nothing the difference does not."""
 LIST_CAP = 200
 """Questions listed per outcome cell; the counts are always complete."""
 _UNCHANGED = 0.0005

@@ -1,0 +1,214 @@
+"""`rollscope compare`: runs (or training steps of a run) against a baseline on the questions
+they share, in the terminal or as JSON for a script that picks a checkpoint.
+
+The figures are the dashboard's Compare's (`app.dashboard.compare.stats`, pure functions):
+accuracy is the mean success rate per question over the questions both played, the difference
+has a paired bootstrap interval over those questions, and a run solves a question when half
+or more of its samples are right.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from app.cli.output import fail, out
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
+from app.plural import counted
+from storage.read_models import QuestionOutcomes, RunKey, RunStep, RunSummary
+from storage.store import Store
+
+if TYPE_CHECKING:  # imported where used: numpy would load with every command
+    from app.dashboard.compare.stats import Pairing
+
+LISTED = 10
+"""Question ids printed per list in the terminal (JSON lists them all)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Side:
+    """A run, or one training step of it, as the command line named it."""
+
+    key: RunKey
+    run: RunSummary
+
+    @property
+    def label(self) -> str:
+        step = f" @ step {self.key.train_step}" if isinstance(self.key, RunStep) else ""
+        return f"{self.run.name} (#{self.run.id}){step}"
+
+    def as_json(self) -> dict[str, object]:
+        step = self.key.train_step if isinstance(self.key, RunStep) else None
+        return {"run": self.run.name, "id": self.run.id, "train_step": step}
+
+
+@dataclass(frozen=True, slots=True)
+class Compared:
+    """A run against the baseline: the dashboard's pairing, and the questions one solves and
+    the other does not (both played them)."""
+
+    side: Side
+    pairing: Pairing
+    solved_by_run: list[str]
+    solved_by_base: list[str]
+
+
+def compare(
+    baseline: Annotated[
+        str, typer.Argument(help="The run the others are set against: a name, an id, or RUN@STEP.")
+    ],
+    runs: Annotated[
+        list[str],
+        typer.Argument(help="Runs to set against it: names, ids, or RUN@STEP (a training step)."),
+    ],
+    store: StoreOpt = DEFAULT_STORE,
+    as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
+) -> None:
+    """Compare runs with a baseline on the questions each shares with it.
+
+    For each run: the questions both played, each one's accuracy on them (a question counts
+    once, however many samples it has), the difference with its 95% paired bootstrap interval,
+    and the questions one solves and the other does not. A training step of a run, as
+    `grpo-run@200` or `7@200`, compares that step's episodes alone: an evaluation run every
+    few steps compares checkpoint with checkpoint.
+    """
+    from app.dashboard.compare import stats
+
+    st = open_reader(store)
+    sides = [_side(st, ref) for ref in (baseline, *runs)]
+    seen: set[RunKey] = set()
+    for side in sides:
+        if side.key in seen:
+            fail(f"{side.label} is named twice; name each run once")
+        seen.add(side.key)
+    base = sides[0]
+    outcomes = st.compare_outcomes([s.key for s in sides])
+    results = []
+    for side in sides[1:]:
+        pairing = stats.pairing(outcomes, base.key, side.key)
+        if pairing.interval is None:
+            fail(
+                f"{side.label} and the baseline {base.label} share no finished question: "
+                "compare runs played on the same questions (by id, or by the question's text)"
+            )
+        results.append(Compared(side, pairing, *_solved_apart(outcomes, base.key, side.key)))
+    if as_json:
+        print(json.dumps(_json(base, results), indent=2))
+        return
+    out.print(_table(base, results))
+    for r in results:
+        for who, solved, other in (
+            (r.side, r.solved_by_run, base),
+            (base, r.solved_by_base, r.side),
+        ):
+            if solved:
+                shown = ", ".join(solved[:LISTED])
+                more = f", and {len(solved) - LISTED:,} more" if len(solved) > LISTED else ""
+                out.print(
+                    Text(f"{who.label} solves, {other.label} not: {shown}{more}"), soft_wrap=True
+                )
+
+
+def _side(st: Store, ref: str) -> Side:
+    """The run (or training step) a command-line reference names; exits when none."""
+    found = st.find_run(ref)
+    if found is not None:
+        return Side(found.id, found)
+    name, at, step = ref.rpartition("@")
+    if at and step.strip().removeprefix("-").isdecimal():
+        run = st.find_run(name)
+        if run is not None:
+            from storage.training import finished_steps
+
+            train_step = int(step)
+            if train_step not in finished_steps(st, run.id):
+                fail(
+                    f"run {run.name!r} has no finished episode at training step {train_step} "
+                    "(its steps are on the Training page)"
+                )
+            return Side(RunStep(run.id, train_step), run)
+    fail(f"no run {ref!r} in the store (list them with `rollscope runs`; a step is RUN@STEP)")
+
+
+def _solved_apart(
+    outcomes: list[QuestionOutcomes], base: RunKey, run: RunKey
+) -> tuple[list[str], list[str]]:
+    """The questions both played that `run` solves and `base` does not, and the reverse."""
+    from app.dashboard.compare.stats import solved
+
+    by_run: list[str] = []
+    by_base: list[str] = []
+    for row in outcomes:
+        a, b = solved(row, base), solved(row, run)
+        if a is None or b is None or a == b:
+            continue
+        (by_run if b else by_base).append(row.question_id)
+    return by_run, by_base
+
+
+def _interval(pairing: Pairing) -> tuple[float, float] | None:
+    """The 95% interval of the difference; None over too few questions for one."""
+    from app.dashboard.compare.stats import MIN_CI_QUESTIONS
+
+    ci = pairing.interval
+    return None if ci is None or ci.n < MIN_CI_QUESTIONS else (ci.low, ci.high)
+
+
+def _table(base: Side, results: list[Compared]) -> Table:
+    table = Table(
+        title=Text(f"against {base.label}, on the questions each run shares with it"),
+        title_justify="left",
+        caption="accuracy: mean success rate per question; difference: in points, with its 95% "
+        "paired bootstrap interval; solves: questions the run solves (half or more of its "
+        "samples right) and the baseline does not; loses: the reverse",
+        caption_justify="left",
+    )
+    for col in ("run", "questions", "accuracy", "baseline", "difference", "solves", "loses"):
+        table.add_column(col, justify="left" if col in ("run", "difference") else "right")
+    for r in results:
+        p = r.pairing
+        diff = f"{(p.delta or 0.0) * 100:+.1f} pts"
+        interval = _interval(p)
+        diff += (
+            " (too few questions for an interval)"
+            if interval is None
+            else f" ({interval[0] * 100:+.1f} to {interval[1] * 100:+.1f})"
+        )
+        table.add_row(
+            Text(r.side.label),
+            f"{p.questions:,}",
+            _pct(p.run),
+            _pct(p.base),
+            diff,
+            counted(len(r.solved_by_run), "question"),
+            counted(len(r.solved_by_base), "question"),
+        )
+    return table
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
+
+
+def _json(base: Side, results: list[Compared]) -> dict[str, object]:
+    return {
+        "baseline": base.as_json(),
+        "runs": [
+            {
+                **r.side.as_json(),
+                "questions": r.pairing.questions,
+                "accuracy": r.pairing.run,
+                "baseline_accuracy": r.pairing.base,
+                "difference": r.pairing.delta,
+                "interval_95": _interval(r.pairing),
+                "solved_not_by_baseline": r.solved_by_run,
+                "solved_by_baseline_only": r.solved_by_base,
+            }
+            for r in results
+        ],
+    }
