@@ -19,7 +19,6 @@ from rich.text import Text
 
 from app.cli.output import fail, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
-from app.plural import counted
 from storage.read_models import QuestionOutcomes, RunKey, RunStep, RunSummary
 from storage.store import Store
 
@@ -100,18 +99,19 @@ def compare(
     if as_json:
         print(json.dumps(_json(base, results), indent=2))
         return
-    out.print(_table(base, results))
+    out.print(Text(f"baseline: {base.label}"))
     for r in results:
-        for who, solved, other in (
-            (r.side, r.solved_by_run, base),
-            (base, r.solved_by_base, r.side),
-        ):
-            if solved:
-                shown = ", ".join(solved[:LISTED])
-                more = f", and {len(solved) - LISTED:,} more" if len(solved) > LISTED else ""
-                out.print(
-                    Text(f"{who.label} solves, {other.label} not: {shown}{more}"), soft_wrap=True
-                )
+        out.print()
+        out.print(Text(r.side.label, style="bold"))
+        out.print(_report(r))
+    out.print()
+    out.print(
+        "accuracy: the mean success rate per question, over the questions both played; "
+        "interval: a paired bootstrap over those questions (none under "
+        f"{stats.MIN_CI_QUESTIONS}); a run solves a question when half or more of its samples "
+        "are right",
+        style="dim",
+    )
 
 
 def _side(st: Store, ref: str) -> Side:
@@ -159,36 +159,37 @@ def _interval(pairing: Pairing) -> tuple[float, float] | None:
     return None if ci is None or ci.n < MIN_CI_QUESTIONS else (ci.low, ci.high)
 
 
-def _table(base: Side, results: list[Compared]) -> Table:
-    table = Table(
-        title=Text(f"against {base.label}, on the questions each run shares with it"),
-        title_justify="left",
-        caption="accuracy: mean success rate per question; difference: in points, with its 95% "
-        "paired bootstrap interval; solves: questions the run solves (half or more of its "
-        "samples right) and the baseline does not; loses: the reverse",
-        caption_justify="left",
+def _report(r: Compared) -> Table:
+    """A run's figures against the baseline: a grid of label and value that wraps at any
+    terminal width."""
+    p = r.pairing
+    interval = _interval(p)
+    spread = (
+        "too few questions for an interval"
+        if interval is None
+        else f"95% interval {interval[0] * 100:+.1f} to {interval[1] * 100:+.1f}"
     )
-    for col in ("run", "questions", "accuracy", "baseline", "difference", "solves", "loses"):
-        table.add_column(col, justify="left" if col in ("run", "difference") else "right")
-    for r in results:
-        p = r.pairing
-        diff = f"{(p.delta or 0.0) * 100:+.1f} pts"
-        interval = _interval(p)
-        diff += (
-            " (too few questions for an interval)"
-            if interval is None
-            else f" ({interval[0] * 100:+.1f} to {interval[1] * 100:+.1f})"
-        )
-        table.add_row(
-            Text(r.side.label),
-            f"{p.questions:,}",
-            _pct(p.run),
-            _pct(p.base),
-            diff,
-            counted(len(r.solved_by_run), "question"),
-            counted(len(r.solved_by_base), "question"),
-        )
-    return table
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for label, value in (
+        ("  questions both played", f"{p.questions:,}"),
+        ("  accuracy", f"{_pct(p.run)}, the baseline's {_pct(p.base)}"),
+        ("  difference", f"{(p.delta or 0.0) * 100:+.1f} pts, {spread}"),
+        ("  solves, baseline not", _listed(r.solved_by_run)),
+        ("  baseline solves, not it", _listed(r.solved_by_base)),
+    ):
+        grid.add_row(label, Text(value))
+    return grid
+
+
+def _listed(question_ids: list[str]) -> str:
+    """How many questions, and the first `LISTED` of them."""
+    if not question_ids:
+        return "0"
+    shown = ", ".join(question_ids[:LISTED])
+    more = f", and {len(question_ids) - LISTED:,} more" if len(question_ids) > LISTED else ""
+    return f"{len(question_ids):,}: {shown}{more}"
 
 
 def _pct(value: float | None) -> str:

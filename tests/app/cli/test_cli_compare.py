@@ -84,14 +84,22 @@ def test_the_figures_are_per_question_over_the_shared_questions(store_path: Path
     assert vs["solved_by_baseline_only"] == ["q0"]
 
 
-def test_the_terminal_table_says_the_same(store_path: Path) -> None:
+def test_the_terminal_report_says_the_same(store_path: Path) -> None:
     done = rollscope("compare", "1", "ckpt-2000", "--store", store_path)
     assert done.returncode == 0, done.stderr
-    text = " ".join(done.stdout.split())
-    assert "against ckpt-1000 (#1)" in text
-    assert "ckpt-2000 (#2) │ 6 │ 41.7% │ 33.3% │ +8.3 pts (" in text
-    assert "ckpt-2000 (#2) solves, ckpt-1000 (#1) not: q2, q3" in text
-    assert "ckpt-1000 (#1) solves, ckpt-2000 (#2) not: q0" in text
+    lines = [" ".join(line.split()) for line in done.stdout.splitlines()]
+    at = lines.index("ckpt-2000 (#2)")
+    assert lines[0] == "baseline: ckpt-1000 (#1)"
+    assert lines[at + 1 : at + 3] == [
+        "questions both played 6",
+        "accuracy 41.7%, the baseline's 33.3%",
+    ]
+    # The interval's bounds are the bootstrap's (checked against the figure in JSON above).
+    assert lines[at + 3].startswith("difference +8.3 pts, 95% interval ")
+    assert lines[at + 4 : at + 6] == [
+        "solves, baseline not 2: q2, q3",
+        "baseline solves, not it 1: q0",
+    ]
 
 
 def test_training_steps_of_a_run_compare_as_checkpoints(store_path: Path) -> None:
@@ -103,8 +111,9 @@ def test_training_steps_of_a_run_compare_as_checkpoints(store_path: Path) -> Non
     assert (vs["train_step"], vs["questions"], vs["difference"]) == (20, 2, 1.0)
     assert vs["interval_95"] is None  # two questions: too few for an interval
     assert vs["solved_not_by_baseline"] == ["q0", "q1"]
-    table = rollscope("compare", "grpo@10", "grpo@20", "--store", store_path)
-    assert "too few questions for an interval" in " ".join(table.stdout.split())
+    report = rollscope("compare", "grpo@10", "grpo@20", "--store", store_path)
+    assert "grpo (#4) @ step 20" in report.stdout
+    assert "+100.0 pts, too few questions for an interval" in " ".join(report.stdout.split())
 
 
 @pytest.mark.parametrize(
