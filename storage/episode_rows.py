@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Boolean, Integer, Table, bindparam, or_, update
+from sqlalchemy import Boolean, Integer, Table, bindparam, func, or_, update
 
 from rollout_core.records import ACTION_KINDS, EpisodeKey, EpisodeRecord, StepRecord
 from storage.models import Episode
@@ -139,11 +139,21 @@ EPISODE_COLUMNS = (
 )
 """A new episode's columns, in the order of `writes._insert_started`'s values."""
 
-# Finishes an episode inserted in an earlier batch.
+# Finishes an episode inserted in an earlier batch. A trainer may score an episode before
+# its producer finishes it (an env server's session ends an unanswered one at its next
+# reset): an advantage the record does not carry keeps the one recorded.
+_FINISHED = {c: bindparam(f"b_{c}", type_=_EPISODES.c[c].type) for c in OUTCOME_COLUMNS}
 FINISH_EPISODE = (
     update(_EPISODES)
     .where(_EPISODES.c.id == bindparam("b_id"))
-    .values({c: bindparam(f"b_{c}", type_=_EPISODES.c[c].type) for c in OUTCOME_COLUMNS})
+    .values(
+        {
+            **_FINISHED,
+            "trainer_advantage": func.coalesce(
+                _FINISHED["trainer_advantage"], _EPISODES.c.trainer_advantage
+            ),
+        }
+    )
 )
 FINISH_KEYS = tuple(f"b_{c}" for c in OUTCOME_COLUMNS)
 

@@ -2,8 +2,9 @@
 one is set.
 
 OpenEnv's production mode: `/health`, `/schema`, `/metadata` and the WebSocket session route
-`/ws`. Its simulation-only HTTP `/reset` and `/step` are left out: each call makes a fresh
-environment and closes it, so a reset there would begin an episode no step could ever reach.
+`/ws`, and rollscope's `POST /trainer-scores`. OpenEnv's simulation-only HTTP `/reset` and
+`/step` are left out: each call makes a fresh environment and closes it, so a reset there would
+begin an episode no step could ever reach.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.env_server.models import SQLAction, SQLObservation, SQLState
+from app.env_server.models import SQLAction, SQLObservation, SQLState, TrainerScores
 from app.env_server.served import ServedRun
 from app.env_server.session import SQLSessionEnvironment
 
 ENV_NAME = "rollscope_sql"
 SESSION_PATH = "/ws"
+SCORES_PATH = "/trainer-scores"
+"""rollscope's own route beside OpenEnv's: a trainer's scores of the episodes it trained on
+(`app.training.server_tools` posts them)."""
 OPEN_PATHS = frozenset({"/health"})
 """Answered without the token: a load balancer's probe carries none."""
 
@@ -40,6 +44,14 @@ def build_app(served: ServedRun, *, max_sessions: int, token: str | None = None)
         state_cls=SQLState,
         mode="production",
     )
+
+    @app.post(SCORES_PATH, tags=["rollscope"])
+    def trainer_scores(body: TrainerScores) -> dict[str, int]:
+        """Record a trainer's advantages and reward functions' values on the run's episodes,
+        named by question and sample index; `scored` says how many it found."""
+        scored = served.record_trainer_scores(body.scores)
+        return {"scored": scored, "unknown": len(body.scores) - scored}
+
     app.add_middleware(ObjectMessagesOnly)
     if token:
         app.add_middleware(TokenRequired, token=token)

@@ -5,10 +5,17 @@ what a client sends (`SQLAction`), what it reads back (`SQLObservation`) and the
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 from openenv.core.env_server.types import Action, Observation, State
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.json_schema import SkipJsonSchema
 
 from rollout_core.records import ActionKind
@@ -77,3 +84,30 @@ class SQLState(State):  # type: ignore[misc]
     done: bool = True
     """True when no episode is in play (none begun, or the last one ended)."""
     total_reward: float = 0.0
+
+
+MOST_SCORES = 100_000
+"""Episodes one `/trainer-scores` request may score: a generation batch is far fewer."""
+
+
+class EpisodeScore(BaseModel):
+    """How a trainer scored one episode of the server's run, named by its question and sample
+    index (a reset's `metadata`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    question_id: str
+    sample_index: int = Field(ge=0, lt=2**31)
+    advantage: float = Field(allow_inf_nan=False)
+    rewards: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = Field(
+        default_factory=dict, description="Each reward function's value by its name"
+    )
+
+
+class TrainerScores(BaseModel):
+    """The body of `POST /trainer-scores`: a trainer's advantages and reward functions' values
+    of episodes it trained on, recorded on them beside the environment's reward."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scores: list[EpisodeScore] = Field(max_length=MOST_SCORES)

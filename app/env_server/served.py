@@ -13,22 +13,32 @@ from __future__ import annotations
 import multiprocessing
 import random
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from app.batch import JobError
 from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
+from app.env_server.models import EpisodeScore
 from app.env_server.step_threads import StepThreads
 from app.env_server.writer import GroupWriter
 from rollout_core.datasets import Dataset
 from rollout_core.episode import start_record
 from rollout_core.failure_classes import repeated_actions
-from rollout_core.records import EpisodeRecord, EpisodeStart, IterationBatch, PolicyInfo, RunSpec
+from rollout_core.records import (
+    EpisodeKey,
+    EpisodeRecord,
+    EpisodeStart,
+    IterationBatch,
+    PolicyInfo,
+    RunSpec,
+)
 from rollout_core.sandbox import Sandbox
 from rollout_core.settings import EnvironmentSettings
 from storage import lifecycle
 from storage.read_models import EpisodeFilter
 from storage.store import Store
+from storage.trainer_scores import TrainerScore
 from storage.training import counters
 
 POLICY = "env-server"
@@ -101,6 +111,18 @@ class ServedRun:
         index = self.numbers.take(question.id)
         # The seed the client gave, if any: the server samples nothing itself.
         return start_record(question, index, seed, train_step=train_step, group_index=group_index)
+
+    def record_trainer_scores(self, scores: Sequence[EpisodeScore]) -> int:
+        """Record a trainer's advantages and rewards on the run's episodes they name (by
+        question and sample index); how many episodes of the run they scored."""
+        keys = [EpisodeKey(s.question_id, s.sample_index) for s in scores]
+        ids = self.store.episode_ids(self.run_id, keys)
+        found = [
+            TrainerScore(ids[key], s.advantage, dict(s.rewards))
+            for key, s in zip(keys, scores, strict=True)
+            if key in ids
+        ]
+        return self.store.record_trainer_scores(self.run_id, found)
 
     def opened(self, session: Closable) -> None:
         with self._lock:

@@ -3,22 +3,33 @@
 The in-process tools (`app.training.tool_env`) record into a store the trainer opens; these
 are a client of `rollscope env-server`, which records instead, so the trainer needs no store
 (and may generate with vLLM). Each rollout is one session's episode; the trainer's global step
-goes with each reset, through `callback()`.
+goes with each reset, through `callback()`. Given the trainer, the callback also sends the
+server how the trainer scored each batch (`POST /trainer-scores`: its advantages and reward
+functions' values, `app.training.trainer_scores`), which the server records on the episodes.
 
 ```python
 tools = ServerTools("http://127.0.0.1:8000")
-trainer = GRPOTrainer(..., environment_factory=tools, callbacks=[tools.callback()])
+trainer = GRPOTrainer(..., environment_factory=tools)
+trainer.add_callback(tools.callback(trainer))
 ```
 """
 
 from __future__ import annotations
 
+import json
 import threading
+import urllib.error
+import urllib.request
+import warnings
 from typing import Any
 
 from app.env_client import SQLAction, SQLEnvClient
 from app.training.tools import SQLTools
-from rollout_core.records import ActionKind
+from app.training.trainer_scores import batch_scores, logged_prompt
+from rollout_core.records import ActionKind, EpisodeKey
+
+SCORES_TIMEOUT_S = 30.0
+"""How long the trainer waits for the server to record a batch's scores."""
 
 
 class ServerTools:
@@ -30,6 +41,10 @@ class ServerTools:
         self.train_step = 0
         self._made: list[ServerToolEnvironment] = []
         self._lock = threading.Lock()
+        self._scored: tuple[EpisodeKey, ...] = ()
+        """The episodes of the last batch whose scores were sent (a batch the trainer trains
+        several optimizer steps on is sent once)."""
+        self._warned = False
 
     def __call__(self) -> ServerToolEnvironment:
         env = ServerToolEnvironment(self)
@@ -37,21 +52,95 @@ class ServerTools:
             self._made.append(env)
         return env
 
-    def callback(self) -> Any:
+    def callback(self, trainer: Any = None) -> Any:
         """A TrainerCallback that follows the trainer's global step and, when training ends,
-        closes the sessions (an episode the model left unanswered ends `abandoned`)."""
+        closes the sessions (an episode the model left unanswered ends `abandoned`). Given
+        the trainer (`trainer.add_callback(tools.callback(trainer))`), it sends the server the
+        trainer's scores of each batch after the step or evaluation that scored it."""
         from transformers import TrainerCallback
 
         tools = self
+
+        def scored() -> None:
+            if trainer is not None:
+                tools.send_scores(trainer)
 
         class _Follow(TrainerCallback):
             def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 tools.train_step = int(state.global_step)
 
+            def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                scored()
+
+            def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                scored()
+
             def on_train_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                scored()
                 tools.close()
 
         return _Follow()
+
+    def send_scores(self, trainer: Any) -> int | None:
+        """Send the server the trainer's scores of its last batch, played by its
+        `environments` in the order of its log; the episodes the server scored, or None where
+        nothing was sent (the batch is not all this factory's sessions, was sent already, or
+        the log does not hold it). A server that cannot take them is warned of, not raised:
+        training goes on without them."""
+        batch = list(getattr(trainer, "environments", None) or ())
+        played = [
+            (env.key, env.trainer_prompt)
+            for env in batch
+            if isinstance(env, ServerToolEnvironment)
+            and env._tools is self
+            and env.key is not None
+            and env.trainer_prompt is not None
+        ]
+        keys = tuple(key for key, _ in played)
+        if not played or len(played) != len(batch) or keys == self._scored:
+            return None
+        scored = batch_scores(trainer, [prompt for _, prompt in played])
+        if scored is None:
+            return None
+        body = {
+            "scores": [
+                {
+                    "question_id": key.question_id,
+                    "sample_index": key.sample_index,
+                    "advantage": s.advantage,
+                    "rewards": s.rewards,
+                }
+                for key, s in zip(keys, scored, strict=True)
+            ]
+        }
+        try:
+            answer = self._post("/trainer-scores", body)
+        except (OSError, ValueError) as exc:
+            if not self._warned:
+                warnings.warn(
+                    f"the environment server at {self.base_url} did not record the trainer's "
+                    f"scores ({exc}); training goes on, and GRPO groups counts this run's "
+                    "groups by the environment's reward",
+                    stacklevel=2,
+                )
+                self._warned = True
+            return None
+        self._scored = keys
+        return int(answer["scored"])
+
+    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        request = urllib.request.Request(
+            self.base_url.rstrip("/") + path,
+            data=json.dumps(body, allow_nan=False).encode(),
+            headers=headers,
+            method="POST",
+        )
+        with urllib.request.urlopen(request, timeout=SCORES_TIMEOUT_S) as response:
+            answer: dict[str, Any] = json.load(response)
+        return answer
 
     def close(self) -> None:
         """Close every session made so far."""
@@ -69,6 +158,10 @@ class ServerToolEnvironment(SQLTools):
         self._client = SQLEnvClient(tools.base_url, token=tools.token).sync()
         self._reward = 0.0
         self._done = True
+        self.key: EpisodeKey | None = None
+        """The last episode begun, as the server numbered it."""
+        self.trainer_prompt: list[dict[str, Any]] | None = None
+        """Its prompt as the trainer logs it: the row's, the tables added."""
 
     def reset(self, **row: Any) -> str | None:
         """Open the row's question (`question_id`); returns the tables to add to the prompt."""
@@ -76,7 +169,12 @@ class ServerToolEnvironment(SQLTools):
             question_id=str(row["question_id"]), train_step=self._tools.train_step
         )
         self._reward, self._done = 0.0, False
-        return "\n\nTables: " + ", ".join(result.observation.tables)
+        obs = result.observation
+        index = (obs.metadata or {}).get("sample_index")
+        self.key = EpisodeKey(obs.question_id, index) if isinstance(index, int) else None
+        tables = "\n\nTables: " + ", ".join(obs.tables)
+        self.trainer_prompt = logged_prompt(row.get("prompt"), tables)
+        return tables
 
     def get_reward(self) -> float:
         """The episode's total reward so far."""

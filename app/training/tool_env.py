@@ -17,7 +17,7 @@ from typing import Any
 from app.training.run import TrainingRun
 from app.training.settings import model_name
 from app.training.tools import SQLTools
-from app.training.trainer_scores import PlayedBatch, read_scores
+from app.training.trainer_scores import PlayedBatch, logged_prompt, read_scores
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
@@ -127,13 +127,13 @@ class ToolEnvironmentFactory:
         factory's finished episodes, or its log does not hold it."""
         batch = list(getattr(trainer, "environments", None) or ())
         played = [
-            (env.start.key, env.logged_prompt)
+            (env.start.key, env.trainer_prompt)
             for env in batch
             if isinstance(env, SQLToolEnvironment)
             and env._factory is self
             and env._recorded  # its episode has ended
             and env.start is not None
-            and env.logged_prompt is not None
+            and env.trainer_prompt is not None
         ]
         keys = tuple(key for key, _ in played)
         if not played or len(played) != len(batch) or keys == self._scored:
@@ -197,8 +197,8 @@ class SQLToolEnvironment(SQLTools):
         """Whether the episode's record is written (it ended, or none was begun)."""
         self.start: EpisodeStart | None = None
         """The last episode begun."""
-        self.logged_prompt: list[dict[str, Any]] | None = None
-        """Its prompt as the trainer logs it: the row's, the tables added (`_trainer_prompt`)."""
+        self.trainer_prompt: list[dict[str, Any]] | None = None
+        """Its prompt as the trainer logs it: the row's, the tables added (`logged_prompt`)."""
 
     def reset(self, **row: Any) -> str | None:
         """Open the row's question (`question_id`); returns the tables to add to the prompt."""
@@ -214,7 +214,7 @@ class SQLToolEnvironment(SQLTools):
         self._recorded = False
         tables = "\n\nTables: " + ", ".join(self._env.tables)
         self.start = start
-        self.logged_prompt = _trainer_prompt(row.get("prompt"), tables)
+        self.trainer_prompt = logged_prompt(row.get("prompt"), tables)
         return tables
 
     def get_reward(self) -> float:
@@ -239,17 +239,6 @@ class SQLToolEnvironment(SQLTools):
             return
         self._sink.write(IterationBatch(finished=[self._episode.finish()]))
         self._recorded = True
-
-
-def _trainer_prompt(prompt: Any, added: str) -> list[dict[str, Any]] | None:
-    """A row's chat prompt as TRL's trainer logs it once `reset` returned `added`: appended to
-    the last message's text. None for a prompt of another form (no scores are paired then)."""
-    if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
-        return None
-    last = prompt[-1]
-    if not isinstance(last.get("content"), str):
-        return None
-    return [*prompt[:-1], {**last, "content": last["content"] + added}]
 
 
 def _fields(spec: RunSpec) -> dict[str, Any]:

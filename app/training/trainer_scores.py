@@ -32,13 +32,22 @@ class PlayedBatch:
     episode_ids: Sequence[int]
 
 
-def read_scores(trainer: Any, played: PlayedBatch) -> list[TrainerScore]:
-    """The trainer's scores of `played`, the last batch it scored; [] where its log does not
-    hold that batch."""
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """One rollout of a batch as the trainer scored it."""
+
+    advantage: float
+    rewards: dict[str, float]
+    """Each reward function's value by the trainer's name for it."""
+
+
+def batch_scores(trainer: Any, prompts: Sequence[Any]) -> list[Scored] | None:
+    """The trainer's scores of the last batch it scored, in order, where that batch's prompts
+    (this process's share) are `prompts`; None where its log does not hold that batch."""
     logs = getattr(trainer, "_logs", None)
     if not isinstance(logs, dict):
-        return []
-    n = len(played.prompts)
+        return None
+    n = len(prompts)
     accelerator = trainer.accelerator
     total = n * int(accelerator.num_processes)
     mine = slice(int(accelerator.process_index) * n, int(accelerator.process_index) * n + n)
@@ -47,18 +56,41 @@ def read_scores(trainer: Any, played: PlayedBatch) -> list[TrainerScore]:
         held = list(values)[-total:]
         return held[mine] if len(held) == total else None
 
-    prompts = last(logs.get("prompt", ()))
+    logged = last(logs.get("prompt", ()))
     advantages = last(logs.get("advantages", ()))
     rewards = {str(name): last(values) for name, values in dict(logs.get("rewards", {})).items()}
-    if prompts is None or advantages is None or any(v is None for v in rewards.values()):
-        return []
-    if prompts != list(played.prompts):  # not the batch played: nothing to pair
-        return []
+    if logged is None or advantages is None or any(v is None for v in rewards.values()):
+        return None
+    if logged != list(prompts):  # not the batch played: nothing to pair
+        return None
     return [
-        TrainerScore(
-            episode_id,
+        Scored(
             float(advantages[i]),
             {name: float(values[i]) for name, values in rewards.items() if values is not None},
         )
-        for i, episode_id in enumerate(played.episode_ids)
+        for i in range(n)
     ]
+
+
+def read_scores(trainer: Any, played: PlayedBatch) -> list[TrainerScore]:
+    """The trainer's scores of `played`, the last batch it scored; [] where its log does not
+    hold that batch."""
+    scored = batch_scores(trainer, played.prompts)
+    if scored is None:
+        return []
+    return [
+        TrainerScore(episode_id, s.advantage, s.rewards)
+        for episode_id, s in zip(played.episode_ids, scored, strict=True)
+    ]
+
+
+def logged_prompt(prompt: Any, added: str) -> list[dict[str, Any]] | None:
+    """A row's chat prompt as TRL's trainer logs it once an environment's `reset` returned
+    `added`: appended to the last message's text. None for a prompt of another form (no
+    scores are paired then)."""
+    if not isinstance(prompt, list) or not prompt or not isinstance(prompt[-1], dict):
+        return None
+    last = prompt[-1]
+    if not isinstance(last.get("content"), str):
+        return None
+    return [*prompt[:-1], {**last, "content": last["content"] + added}]
