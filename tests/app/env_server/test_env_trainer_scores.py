@@ -6,102 +6,37 @@ route refuses a malformed body and anyone without the server's token."""
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
 import urllib.error
 import urllib.request
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from storage.store import Store
 from tests.app.env_server.conftest import Bench, Served, env_spec, serving, wait_for
-
-GROUP = 2
-STEPS = 2
-
-
-def _spread_reward(*, completion_ids: list[list[int]], **_: Any) -> list[float]:
-    """A reward that differs between samples, so that groups have advantages to record."""
-    return [sum(ids) % 10 / 10.0 for ids in completion_ids]
-
-
-def _episodes(path: Path, run_id: int) -> list[tuple[int, int, str, float | None]]:
-    with closing(sqlite3.connect(path)) as db:
-        return db.execute(
-            "SELECT id, train_step, question, trainer_advantage FROM episodes "
-            "WHERE run_id = ? ORDER BY id",
-            (run_id,),
-        ).fetchall()
+from tests.support.tool_scores import GROUP, STEPS, assert_scored_as_logged, played, tool_trainer
 
 
 def test_a_grpo_trainers_scores_are_recorded_on_the_servers_episodes(
     tiny_checkpoint: Path, served: Served, bench: Bench, tmp_path: Path
 ) -> None:
-    import pyarrow.parquet as pq
-    import trl
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
-
     from app.training.server_tools import ServerTools
-    from app.trl import checkpointing_off, training_dataset
+    from app.trl import training_dataset
 
-    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    tok = AutoTokenizer.from_pretrained(tiny_checkpoint)
-    tok.chat_template = (Path(trl.__file__).parent / "chat_templates/qwen2_5.jinja").read_text()
     tools = ServerTools(served.url)
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(tiny_checkpoint),
-        processing_class=tok,
-        reward_funcs=[_spread_reward],
-        args=GRPOConfig(
-            output_dir=str(tmp_path / "out"),
-            per_device_train_batch_size=GROUP * 2,
-            num_generations=GROUP,
-            max_steps=STEPS,
-            max_completion_length=8,
-            use_cpu=True,
-            bf16=False,
-            **checkpointing_off(GRPOConfig),
-            report_to=[],
-            logging_steps=1,
-            log_completions=True,
-            save_strategy="no",
-            disable_tqdm=True,
-        ),
-        train_dataset=training_dataset(
-            None, questions=str(bench.questions), db_dir=str(bench.db_dir), tools=True
-        ),
-        environment_factory=tools,
+    rows = training_dataset(
+        None, questions=str(bench.questions), db_dir=str(bench.db_dir), tools=True
     )
+    trainer = tool_trainer(tiny_checkpoint, tmp_path / "out", rows, tools)
     trainer.add_callback(tools.callback(trainer))
     trainer.train()
 
-    store_file = tmp_path / "store.db"
-    # The last sessions' episodes end once their clients have gone, a moment after training.
-    wait_for(lambda: len(_episodes(store_file, served.run_id)) == STEPS * GROUP * 2)
+    # The last sessions' episodes end once their clients have gone, a moment after training;
+    # an unanswered one ends after its batch was scored, and keeps the scores.
     wait_for(lambda: _finished(served) == STEPS * GROUP * 2)
-    rows = _episodes(store_file, served.run_id)
-    advantages = []
-    for step in range(STEPS):
-        path = tmp_path / "out" / "completions" / f"completions_{step + 1:05d}.parquet"
-        logged = pq.read_table(path).to_pylist()
-        # The sessions reset in the batch's order, so the step's episodes, by id, are the rows.
-        played = [(i, q, a) for i, s, q, a in rows if s == step]
-        assert len(played) == len(logged)
-        origins = served.store.episode_origins([i for i, _, _ in played])
-        for (episode_id, question, advantage), row in zip(played, logged, strict=True):
-            assert question in row["prompt"][-1]["content"]
-            # Kept through the episode's finish, which for an unanswered one came later.
-            assert advantage == pytest.approx(row["advantage"], abs=1e-6)
-            advantages.append(advantage)
-            assert dict(origins[episode_id].rewards) == {
-                "_spread_reward": pytest.approx(row["_spread_reward"], abs=1e-6),
-                "ServerToolEnvironment": pytest.approx(row["ServerToolEnvironment"], abs=1e-6),
-            }
-    assert any(abs(a) > 1e-3 for a in advantages)
+    assert_scored_as_logged(
+        served.store, tmp_path / "store.db", served.run_id, tmp_path / "out",
+        "ServerToolEnvironment",
+    )  # fmt: skip
 
 
 def _finished(served: Served) -> int:
@@ -146,7 +81,7 @@ def test_the_route_scores_known_episodes_and_refuses_bad_bodies(
         ):
             status, answer = _post(served.url, bad)
             assert status == 422, bad
-    (episode_id, _, _, advantage) = _episodes(tmp_path / "store.db", served.run_id)[0]
+    (episode_id, _, _, advantage) = played(tmp_path / "store.db", served.run_id)[0]
     assert advantage == 0.5
     assert dict(served.store.episode_origins([episode_id])[episode_id].rewards) == {"correct": 1.0}
 
