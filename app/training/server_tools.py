@@ -25,7 +25,7 @@ from typing import Any
 
 from app.env_client import SQLAction, SQLEnvClient
 from app.training.tools import SQLTools
-from app.training.trainer_scores import batch_scores, logged_prompt
+from app.training.trainer_scores import ScoredAs, batch_scores, last_batch, logged_prompt
 from rollout_core.records import ActionKind, EpisodeKey
 
 SCORES_TIMEOUT_S = 30.0
@@ -87,17 +87,18 @@ class ServerTools:
         nothing was sent (the batch is not all this factory's sessions, was sent already, or
         the log does not hold it). A server that cannot take them is warned of, not raised:
         training goes on without them."""
-        batch = list(getattr(trainer, "environments", None) or ())
-        played = [
-            (env.key, env.trainer_prompt)
-            for env in batch
-            if isinstance(env, ServerToolEnvironment)
-            and env._tools is self
-            and env.key is not None
-            and env.trainer_prompt is not None
-        ]
+        played = last_batch(
+            trainer,
+            lambda env: (
+                env.scored_as
+                if isinstance(env, ServerToolEnvironment) and env._tools is self
+                else None
+            ),
+        )
+        if played is None:
+            return None
         keys = tuple(key for key, _ in played)
-        if not played or len(played) != len(batch) or keys == self._scored:
+        if keys == self._scored:
             return None
         scored = batch_scores(trainer, [prompt for _, prompt in played])
         if scored is None:
@@ -162,6 +163,13 @@ class ServerToolEnvironment(SQLTools):
         """The last episode begun, as the server numbered it."""
         self.trainer_prompt: list[dict[str, Any]] | None = None
         """Its prompt as the trainer logs it: the row's, the tables added."""
+
+    @property
+    def scored_as(self) -> ScoredAs | None:
+        """The last episode begun and its prompt as the trainer logs it, once both are known."""
+        if self.key is None or self.trainer_prompt is None:
+            return None
+        return self.key, self.trainer_prompt
 
     def reset(self, **row: Any) -> str | None:
         """Open the row's question (`question_id`); returns the tables to add to the prompt."""

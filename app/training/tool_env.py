@@ -17,7 +17,13 @@ from typing import Any
 from app.training.run import TrainingRun
 from app.training.settings import model_name
 from app.training.tools import SQLTools
-from app.training.trainer_scores import PlayedBatch, logged_prompt, read_scores
+from app.training.trainer_scores import (
+    PlayedBatch,
+    ScoredAs,
+    last_batch,
+    logged_prompt,
+    read_scores,
+)
 from rollout_core.actions import SQLAction
 from rollout_core.datasets import Dataset
 from rollout_core.environment import SQLEnvironment
@@ -124,21 +130,19 @@ class ToolEnvironmentFactory:
     def record_scores(self, trainer: Any) -> None:
         """Record the trainer's advantages and rewards of its last batch, played by its
         `environments` in the order of its log; nothing where that batch is not all this
-        factory's finished episodes, or its log does not hold it."""
-        batch = list(getattr(trainer, "environments", None) or ())
-        played = [
-            (env.start.key, env.trainer_prompt)
-            for env in batch
-            if isinstance(env, SQLToolEnvironment)
-            and env._factory is self
-            and env._recorded  # its episode has ended
-            and env.start is not None
-            and env.trainer_prompt is not None
-        ]
-        keys = tuple(key for key, _ in played)
-        if not played or len(played) != len(batch) or keys == self._scored:
+        factory's episodes, or its log does not hold it."""
+        played = last_batch(
+            trainer,
+            lambda env: (
+                env.scored_as
+                if isinstance(env, SQLToolEnvironment) and env._factory is self
+                else None
+            ),
+        )
+        if played is None or self.run.run_id is None:
             return
-        if self.run.run_id is None:
+        keys = tuple(key for key, _ in played)
+        if keys == self._scored:
             return
         ids = self.store.episode_ids(self.run.run_id, keys)
         if len(ids) != len(keys):
@@ -199,6 +203,13 @@ class SQLToolEnvironment(SQLTools):
         """The last episode begun."""
         self.trainer_prompt: list[dict[str, Any]] | None = None
         """Its prompt as the trainer logs it: the row's, the tables added (`logged_prompt`)."""
+
+    @property
+    def scored_as(self) -> ScoredAs | None:
+        """The last episode begun and its prompt as the trainer logs it, once both are known."""
+        if self.start is None or self.trainer_prompt is None:
+            return None
+        return self.start.key, self.trainer_prompt
 
     def reset(self, **row: Any) -> str | None:
         """Open the row's question (`question_id`); returns the tables to add to the prompt."""

@@ -17,11 +17,15 @@ it no longer holds), nothing is recorded.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rollout_core.records import EpisodeKey
 from storage.trainer_scores import TrainerScore
+
+ScoredAs = tuple[EpisodeKey, list[dict[str, Any]]]
+"""An environment's last episode, and its prompt as the trainer logs it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +86,16 @@ def read_scores(trainer: Any, played: PlayedBatch) -> list[TrainerScore]:
         TrainerScore(episode_id, s.advantage, s.rewards)
         for episode_id, s in zip(played.episode_ids, scored, strict=True)
     ]
+
+
+def last_batch(trainer: Any, mine: Callable[[Any], ScoredAs | None]) -> list[ScoredAs] | None:
+    """The trainer's last batch of tool-calling rollouts (`trainer.environments`, in the order
+    of its log), each environment as `mine` names its episode; None unless `mine` names one
+    for every environment of it."""
+    played = [mine(env) for env in getattr(trainer, "environments", None) or ()]
+    if not played or any(p is None for p in played):
+        return None
+    return [p for p in played if p is not None]
 
 
 def logged_prompt(prompt: Any, added: str) -> list[dict[str, Any]] | None:
