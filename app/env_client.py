@@ -10,19 +10,86 @@ with SQLEnvClient("http://127.0.0.1:8000").sync() as env:
 ```
 
 Any OpenEnv client plays the server too (`GenericEnvClient` with plain dicts); this one reads
-and writes the environment's own models.
+and writes the environment's own models. `send_trainer_scores` gives the server a trainer's
+advantages and reward functions' values of the episodes it played, from any training loop.
 """
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from openenv.core.client_types import StepResult
 from openenv.core.env_client import EnvClient
 
-from app.env_server.models import SQLAction, SQLObservation, SQLState
+from app.env_server.models import (
+    MOST_SCORES,
+    SCORES_PATH,
+    EpisodeScore,
+    SQLAction,
+    SQLObservation,
+    SQLState,
+)
 
-__all__ = ["SQLAction", "SQLEnvClient", "SQLObservation", "SQLState"]
+__all__ = [
+    "EpisodeScore",
+    "SQLAction",
+    "SQLEnvClient",
+    "SQLObservation",
+    "SQLState",
+    "ScoresNotRecorded",
+    "send_trainer_scores",
+]
+
+
+class ScoresNotRecorded(Exception):
+    """The server did not take a trainer's scores: unreachable, or it refused them."""
+
+
+def send_trainer_scores(
+    base_url: str,
+    scores: Iterable[EpisodeScore | Mapping[str, Any]],
+    *,
+    token: str | None = None,
+    timeout: float = 30.0,
+) -> dict[str, int]:
+    """Record how a trainer scored episodes the server played, each named by its question and
+    its sample index (a reset's `metadata["sample_index"]`): `{"question_id": ...,
+    "sample_index": ..., "advantage": ..., "rewards": {reward function: value}}`. Returns
+    `{"scored": N, "unknown": M}`, M the scores that named no episode of the server's run.
+
+    A score that is not one (a missing field, a number that is not finite) raises pydantic's
+    `ValidationError` before anything is sent; a server that cannot be reached or refuses the
+    request raises `ScoresNotRecorded`. Any number of scores: they go in requests of at most
+    `MOST_SCORES`, each recorded whole or not at all."""
+    checked = [EpisodeScore.model_validate(s) for s in scores]
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    url = base_url.rstrip("/") + SCORES_PATH
+    total = {"scored": 0, "unknown": 0}
+    for start in range(0, len(checked), MOST_SCORES):
+        part = checked[start : start + MOST_SCORES]
+        body = {"scores": [s.model_dump() for s in part]}
+        request = urllib.request.Request(
+            url, data=json.dumps(body).encode(), headers=headers, method="POST"
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                answer = json.load(response)
+        except urllib.error.HTTPError as exc:
+            detail = exc.read().decode(errors="replace")[:500]
+            raise ScoresNotRecorded(
+                f"{url} refused the scores: HTTP {exc.code} {detail}".rstrip()
+            ) from exc
+        except (OSError, ValueError) as exc:
+            raise ScoresNotRecorded(f"no answer from {url}: {exc}") from exc
+        total["scored"] += int(answer["scored"])
+        total["unknown"] += int(answer["unknown"])
+    return total
 
 
 class SQLEnvClient(EnvClient[SQLAction, SQLObservation, SQLState]):  # type: ignore[misc]

@@ -19,15 +19,18 @@ from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.env_server.models import SQLAction, SQLObservation, SQLState, TrainerScores
+from app.env_server.models import (
+    SCORES_PATH,
+    SQLAction,
+    SQLObservation,
+    SQLState,
+    TrainerScores,
+)
 from app.env_server.served import ServedRun
 from app.env_server.session import SQLSessionEnvironment
 
 ENV_NAME = "rollscope_sql"
 SESSION_PATH = "/ws"
-SCORES_PATH = "/trainer-scores"
-"""rollscope's own route beside OpenEnv's: a trainer's scores of the episodes it trained on
-(`app.training.server_tools` posts them)."""
 OPEN_PATHS = frozenset({"/health"})
 """Answered without the token: a load balancer's probe carries none."""
 

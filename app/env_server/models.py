@@ -86,6 +86,9 @@ class SQLState(State):  # type: ignore[misc]
     total_reward: float = 0.0
 
 
+SCORES_PATH = "/trainer-scores"
+"""rollscope's own route beside OpenEnv's: a trainer's scores of the episodes it trained on
+(`app.env_client.send_trainer_scores` posts them)."""
 MOST_SCORES = 100_000
 """Episodes one `/trainer-scores` request may score: a generation batch is far fewer."""
 

@@ -16,20 +16,20 @@ trainer.add_callback(tools.callback(trainer))
 
 from __future__ import annotations
 
-import json
 import threading
-import urllib.error
-import urllib.request
 import warnings
 from typing import Any
 
-from app.env_client import SQLAction, SQLEnvClient
+from app.env_client import (
+    EpisodeScore,
+    ScoresNotRecorded,
+    SQLAction,
+    SQLEnvClient,
+    send_trainer_scores,
+)
 from app.training.tools import SQLTools
 from app.training.trainer_scores import ScoredAs, batch_scores, last_batch, logged_prompt
 from rollout_core.records import ActionKind, EpisodeKey
-
-SCORES_TIMEOUT_S = 30.0
-"""How long the trainer waits for the server to record a batch's scores."""
 
 
 class ServerTools:
@@ -103,20 +103,21 @@ class ServerTools:
         scored = batch_scores(trainer, [prompt for _, prompt in played])
         if scored is None:
             return None
-        body = {
-            "scores": [
-                {
-                    "question_id": key.question_id,
-                    "sample_index": key.sample_index,
-                    "advantage": s.advantage,
-                    "rewards": s.rewards,
-                }
-                for key, s in zip(keys, scored, strict=True)
-            ]
-        }
         try:
-            answer = self._post("/trainer-scores", body)
-        except (OSError, ValueError) as exc:
+            answer = send_trainer_scores(
+                self.base_url,
+                (
+                    EpisodeScore(
+                        question_id=key.question_id,
+                        sample_index=key.sample_index,
+                        advantage=s.advantage,
+                        rewards=s.rewards,
+                    )
+                    for key, s in zip(keys, scored, strict=True)
+                ),
+                token=self.token,
+            )
+        except (ScoresNotRecorded, ValueError) as exc:
             if not self._warned:
                 warnings.warn(
                     f"the environment server at {self.base_url} did not record the trainer's "
@@ -127,21 +128,7 @@ class ServerTools:
                 self._warned = True
             return None
         self._scored = keys
-        return int(answer["scored"])
-
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        headers = {"Content-Type": "application/json"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        request = urllib.request.Request(
-            self.base_url.rstrip("/") + path,
-            data=json.dumps(body, allow_nan=False).encode(),
-            headers=headers,
-            method="POST",
-        )
-        with urllib.request.urlopen(request, timeout=SCORES_TIMEOUT_S) as response:
-            answer: dict[str, Any] = json.load(response)
-        return answer
+        return answer["scored"]
 
     def close(self) -> None:
         """Close every session made so far."""

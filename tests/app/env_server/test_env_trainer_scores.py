@@ -11,6 +11,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from storage.store import Store
 from tests.app.env_server.conftest import Bench, Served, env_spec, serving, wait_for
 from tests.support.tool_scores import GROUP, STEPS, assert_scored_as_logged, played, tool_trainer
@@ -94,5 +96,44 @@ def test_the_route_wants_the_servers_token(bench: Bench, tmp_path: Path) -> None
             assert _post(running.url, body)[0] == 401
             assert _post(running.url, body, token="wrong")[0] == 401
             assert _post(running.url, body, token="s3cret") == (200, {"scored": 0, "unknown": 0})
+    finally:
+        store.close()
+
+
+def test_any_loop_sends_its_trainers_scores_with_the_client(
+    bench: Bench, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import app.env_client
+    from app.env_client import ScoresNotRecorded, SQLEnvClient, send_trainer_scores
+
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    try:
+        with serving(store, env_spec(bench), token="s3cret") as running:
+            with SQLEnvClient(running.url, token="s3cret").sync() as env:
+                indexes = [
+                    env.reset(question_id="q-count").observation.metadata["sample_index"]
+                    for _ in range(3)
+                ]
+            scores = [
+                {"question_id": "q-count", "sample_index": i, "advantage": 0.25 * n}
+                for n, i in enumerate(indexes)
+            ]
+            scores[1]["rewards"] = {"correct": 1.0}
+            with pytest.raises(ValueError, match="finite"):
+                send_trainer_scores(
+                    running.url, [{**scores[0], "advantage": float("nan")}], token="s3cret"
+                )
+            with pytest.raises(ScoresNotRecorded, match="HTTP 401"):
+                send_trainer_scores(running.url, scores, token="wrong")
+            # More scores than one request may carry go in several.
+            monkeypatch.setattr(app.env_client, "MOST_SCORES", 2)
+            unknown = {"question_id": "q-none", "sample_index": 0, "advantage": 1.0}
+            answer = send_trainer_scores(running.url, [*scores, unknown], token="s3cret")
+            assert answer == {"scored": 3, "unknown": 1}
+            url = running.url
+        with pytest.raises(ScoresNotRecorded, match="no answer from"):
+            send_trainer_scores(url, scores, token="s3cret", timeout=5)
+        advantages = sorted(a for *_, a in played(tmp_path / "store.db", running.run_id))
+        assert advantages == [0.0, 0.25, 0.5]
     finally:
         store.close()
