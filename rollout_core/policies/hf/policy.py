@@ -282,7 +282,7 @@ class HFPolicy:
         self.reused_tokens += batch.reused
         self.shared_prefix_calls += bool(batch.shared)
         generated = out.sequences[:, width:].tolist()
-        outputs = [ids[: _generated_length(ids, self.eos_ids, self.pad_id)] for ids in generated]
+        outputs = [ids[: _generated_length(ids, self.eos_ids)] for ids in generated]
         texts = [str(t) for t in self.tokenizer.batch_decode(outputs, skip_special_tokens=True)]
         pieces = self._pieces(outputs, texts)
         logprobs, entropies = chooser.traces(len(rows), len(generated[0]))
@@ -325,13 +325,12 @@ def _eos_ids(tokenizer: PreTrainedTokenizerBase, model: Any) -> frozenset[int]:
     return frozenset(ids)
 
 
-def _generated_length(ids: list[int], eos: frozenset[int], pad: int) -> int:
-    """Tokens up to and including the first end-of-sequence (padding after it not counted)."""
+def _generated_length(ids: list[int], eos: frozenset[int]) -> int:
+    """Tokens up to and including the first end-of-sequence: `generate` pads a row only after
+    it ended, so a padding token before that is one the model wrote."""
     for i, tok in enumerate(ids):
         if tok in eos:
             return i + 1
-        if tok == pad:
-            return i
     return len(ids)
 
 

@@ -158,3 +158,25 @@ def test_play_episode_with_a_scripted_policy(tmp_path: Path) -> None:
     assert result["correct"] is True
     assert result["metadata"]["step_count"] == 3
     assert result["completion"].splitlines()[0].startswith("DESCRIBE")
+
+
+def test_a_generated_padding_token_is_output_like_any_other(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    """Generation stops at an end-of-sequence token only: where the model itself writes the
+    padding token, the tokens after it are still its output."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    settings = GenerationSettings(max_new_tokens=12, device="cpu")
+    request = _requests(tmp_path)[:1]
+    plain = HFPolicy(tiny_checkpoint, settings).generate(request)[0]
+    assert plain.tokens is not None and plain.tokens_out == 12 and plain.truncated
+    ids = plain.tokens.ids
+    tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
+    tokenizer.pad_token = tokenizer.convert_ids_to_tokens(ids[1])  # a token it writes
+    model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    padded = HFPolicy(tiny_checkpoint, settings, model=model, tokenizer=tokenizer)
+    assert padded.pad_id == ids[1] and padded.pad_id not in padded.eos_ids
+    again = padded.generate(request)[0]
+    assert again.tokens is not None and again.tokens.ids == ids
+    assert again.tokens_out == 12 and again.truncated
