@@ -30,13 +30,24 @@ Recorder's) was generated with the trainer's settings, which its files do not gi
 stored spec leaves these out rather than hold rollscope's defaults as if they were used."""
 
 
+GENERATED_HERE_ONLY = ("generation", "samples", "limit", "question_ids")
+"""The fields of `PLAYED_ONLY` that say how rollscope generates: an environment server's run
+plays the SQL by its `environment` settings, while its clients generate as they choose."""
+
+NAMED_DATA = ("dataset", "questions_path", "db_dir")
+"""A spec's names of its questions and databases: null in the store where it names none (an
+import without `--questions`, a Recorder given none), as the run's `dataset` column is."""
+
+
 def spec_to_dict(spec: RunSpec, *, played_here: bool = True) -> dict[str, Any]:
-    """The JSON-able form of a spec (tuples become lists); without `PLAYED_ONLY` for a run
-    rollscope did not play."""
+    """The JSON-able form of a spec (tuples become lists), without the settings nobody used:
+    `PLAYED_ONLY` for a run rollscope did not play, `GENERATED_HERE_ONLY` for a server's."""
     plain: dict[str, Any] = _plain(dataclasses.asdict(spec))
-    if not played_here:
-        for key in PLAYED_ONLY:
-            del plain[key]
+    unused = PLAYED_ONLY if not played_here else GENERATED_HERE_ONLY if spec.kind == "env" else ()
+    for key in unused:
+        del plain[key]
+    for key in NAMED_DATA:
+        plain[key] = plain[key] or None
     return plain
 
 
@@ -128,6 +139,9 @@ def _upgrade_legacy(data: dict[str, Any]) -> dict[str, Any]:
     data["generation"] = generation
     environment = data.get("environment")
     data["environment"] = dict(environment) if isinstance(environment, Mapping) else {}
+    for key in NAMED_DATA:  # null where the run names none
+        if key in data and data[key] is None:
+            data[key] = ""
     return data
 
 

@@ -325,7 +325,7 @@ def test_without_questions_the_run_names_no_dataset(store: Store, tmp_path: Path
     verl_dump(tmp_path / "dump", 1, [sql_prompt("Q?"), sql_prompt("R?")],
               [output, "SELECT"], ["", ""], [0.0, 0.0], {})  # fmt: skip
     run_import(store, tmp_path / "dump")
-    assert rows(store, _WHERE_FROM) == [(None, "", "")]
+    assert rows(store, _WHERE_FROM) == [(None, None, None)]
     # Nor the databases and gold SQL, which the files do not hold: NULL, not ''; nor whether
     # a query failed, as none ran here.
     assert rows(store, "SELECT DISTINCT db_id, gold_sql, has_sql_error FROM episodes") == [
