@@ -139,7 +139,7 @@ def queue_episode_fork(store: Store, episode_id: int, step: int, req: ForkReques
     run --run-id ID`); its id. ForkError, with nothing written, when it cannot be made."""
     plan = plan_episode_fork(store, episode_id, step, req)
     fork_tasks(store, plan)  # a source gone or a question changed: refused now, not in the worker
-    if store.find_run(plan.spec.name) is not None:
+    if store.run_named(plan.spec.name) is not None:
         raise ForkError(f"a run named {plan.spec.name!r} exists; give the fork another name")
     return store.create_run(plan.spec, episodes_planned=plan.planned, status="queued")
 

@@ -113,7 +113,7 @@ class Recorder:
                 f"for its write, above 0 and at most {MAX_FLUSH_SECONDS:.0f}"
             )
         self.store = store if isinstance(store, Store) else Store(store)
-        found = self.store.find_run(run)
+        found = self.store.run_named(run)
         if found is not None:
             if found.source_format == "recorder" and found.status == "running":
                 # As a multi-GPU trainer's second process finds the first's run.

@@ -19,3 +19,11 @@ def key_problem(value: str) -> str | None:
     if holds_lone_surrogate(value):
         return "holds a lone surrogate (no UTF-8 text can), which the store cannot keep"
     return None
+
+
+def run_name_problem(name: str) -> str | None:
+    """Why `name` cannot name a run, or None when it can: a key's problems, and digits alone,
+    which every command and page reads as a run's id (`find_run`)."""
+    if (number := name.strip()).isdecimal():
+        return f"{number!r} is a number, which names the run of that id where a run is asked for"
+    return key_problem(name)

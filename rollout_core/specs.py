@@ -17,14 +17,16 @@ from urllib.parse import urlsplit
 from rollout_core.checkpoints import check_checkpoint_dir
 from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
 from rollout_core.errors import SpecError
-from rollout_core.keys import key_problem
+from rollout_core.keys import run_name_problem
 from rollout_core.policies.registry import check_spec, split_spec
 from rollout_core.records import ForkSpec, Question, RunKind, RunSpec
 from rollout_core.settings import (
+    MAX_WHOLE,
     EndpointSettings,
     EnvironmentSettings,
     GenerationSettings,
     SettingsError,
+    check_numbers,
 )
 
 
@@ -75,6 +77,7 @@ class SettingsRequest:
 
     def build(self) -> tuple[GenerationSettings, EnvironmentSettings]:
         """The settings, defaults filled in; SettingsError names the first bad field."""
+        check_numbers(self)  # here, so an error names --query-timeout, not the sandbox's field
         given = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         given = {name: value for name, value in given.items() if value is not None}
         if self.endpoint is not None and self.batch_size is None:
@@ -134,6 +137,7 @@ def build_spec(req: RunRequest) -> PlannedRun:
         checkpoint = req.generation.endpoint.model  # what the runs and Compare pages show
     elif req.generation.endpoint is not None:
         raise SpecError("--model, --api-key-env and --concurrency apply to the openai policy only")
+    check_numbers(req)
     if req.samples < 1:
         raise SettingsError("samples", f"must be at least 1, got {req.samples}")
     if req.limit is not None and req.limit < 1:
@@ -166,7 +170,14 @@ def build_spec(req: RunRequest) -> PlannedRun:
         kind=req.kind,
         fork=req.fork,
     )
-    return PlannedRun(spec, dataset, questions)
+    plan = PlannedRun(spec, dataset, questions)
+    if plan.planned > MAX_WHOLE:  # the store counts a run's episodes in 32 bits
+        raise SettingsError(
+            "samples",
+            f"{req.samples:,} make {plan.planned:,} episodes, more than the {MAX_WHOLE:,} a "
+            "run holds; ask for fewer samples or questions",
+        )
+    return plan
 
 
 def check_base_url(url: str) -> str:
@@ -215,11 +226,11 @@ def dataset_for_spec(spec: RunSpec) -> Dataset:
 
 def checked_run_name(name: str) -> str:
     """A run name as the store keeps it (spaces around it dropped); SpecError when none is
-    left, or it is longer than the column or holds NUL."""
+    left, or it is longer than the column, holds NUL, or is digits alone (read as an id)."""
     name = name.strip()
     if not name:
         raise SpecError("the run name is empty; give the run a name")
-    if problem := key_problem(name):
+    if problem := run_name_problem(name):
         raise SpecError(f"the run name {problem}; choose another name")
     return name
 

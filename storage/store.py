@@ -17,6 +17,7 @@ import dataclasses
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import TypeVar, cast
 
 from sqlalchemy import Engine, delete, func, select, update
@@ -24,7 +25,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from rollout_core import grpo
-from rollout_core.keys import key_problem
+from rollout_core.keys import run_name_problem
 from rollout_core.records import (
     RUN_STATUSES,
     EpisodeKey,
@@ -148,6 +149,14 @@ class Store:
             )
 
     @property
+    def sqlite_file(self) -> Path | None:
+        """The SQLite store's file; None for a server's store or one held in memory."""
+        database = self._url.database
+        if self.dialect != "sqlite" or not database or database == ":memory:":
+            return None
+        return Path(database)
+
+    @property
     def dialect(self) -> str:
         """`sqlite` or `postgresql` (or another SQLAlchemy backend name)."""
         return self._url.get_backend_name()
@@ -208,7 +217,7 @@ class Store:
         `source_format`, `source_path`: where the episodes of a run rollscope does not play come
         from (an import's format and files, a Recorder)."""
         _check_status(status)
-        if problem := key_problem(spec.name):
+        if problem := run_name_problem(spec.name):
             raise StoreError(f"the run name {problem}; choose another name")
         now = now_utc()
         running = status == "running"
@@ -489,8 +498,16 @@ class Store:
         with Session(self._engine) as session:
             return self._run_by(session, Run.id == run_id)
 
+    def run_named(self, name: str) -> RunSummary | None:
+        """The run of this name, never one whose id it reads as: a producer opening its run
+        by name (an import, a Recorder) must not go on with another."""
+        if holds_lone_surrogate(name):
+            return None
+        with Session(self._engine) as session:
+            return self._run_by(session, Run.name == name)
+
     def find_run(self, name_or_id: str) -> RunSummary | None:
-        """A run by name, or by id when the text is a number."""
+        """A run by name, or by id when the text is a number: a reference a person gave."""
         if holds_lone_surrogate(name_or_id):
             return None  # no stored name holds one (and no driver takes one)
         with Session(self._engine) as session:

@@ -55,7 +55,12 @@ def export(
     ] = None,
     all_runs: Annotated[bool, typer.Option("--all", help="Every run in the store.")] = False,
     store: StoreOpt = DEFAULT_STORE,
-    fmt: Annotated[str, typer.Option("--format", help="jsonl or parquet.")] = "jsonl",
+    fmt: Annotated[
+        str | None,
+        typer.Option(
+            "--format", help="jsonl or parquet (default: the --output name's, else jsonl)."
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(help="File to write (default: RUN.FORMAT, or rollscope-export.FORMAT)."),
@@ -77,12 +82,19 @@ def export(
     from app.export import EXPORT_FORMATS, default_output, export_episodes
     from storage.read_models import EpisodeFilter
 
+    named = output.suffix.removeprefix(".").lower() if output is not None else ""
+    if fmt is None:
+        fmt = named if named in EXPORT_FORMATS else "jsonl"
     if fmt not in EXPORT_FORMATS:
         fail(f"unknown format {fmt!r} (choose {' or '.join(EXPORT_FORMATS)})")
+    if named in EXPORT_FORMATS and named != fmt:
+        fail(f"--output {output} names a .{named} file, and --format is {fmt}; make them agree")
     low, high = _step_range(training_steps) if training_steps is not None else (None, None)
     flt = EpisodeFilter(min_train_step=low, max_train_step=high)
-    if bool(run_refs) == all_runs:
-        fail("name the runs to export: --run NAME (repeatable) or --all, not both")
+    if run_refs and all_runs:
+        fail("--run and --all both given; name the runs, or give --all for every run")
+    if not run_refs and not all_runs:
+        fail("name the runs to export: --run NAME (repeatable), or --all for every run")
     if output is not None:
         _check_output(output)
     st = open_reader(store)
@@ -99,6 +111,8 @@ def export(
             chosen.append(found)
     target = output or default_output([r.name for r in chosen], fmt)
     _check_output(target)
+    if (store_file := st.sqlite_file) is not None and _is_store_file(target, store_file):
+        fail(f"--output {target} is one of the store's own files; choose another file to write")
     try:
         count = export_episodes(st, [r.id for r in chosen], target, fmt, flt)
     except OSError as exc:
@@ -128,6 +142,23 @@ def _step_range(text: str) -> tuple[int | None, int | None]:
     if first is not None and last is not None and first > last:
         fail(f"--training-steps {text!r} runs backwards; give the lower step first")
     return first, last
+
+
+_JOURNALS = ("-wal", "-shm", "-journal")
+
+
+def _is_store_file(path: Path, store_file: Path) -> bool:
+    """Whether writing `path` would replace the SQLite store or one of its journal files."""
+    names = [store_file] + [store_file.with_name(store_file.name + s) for s in _JOURNALS]
+    return any(path.resolve() == name.resolve() or _same_inode(path, name) for name in names)
+
+
+def _same_inode(a: Path, b: Path) -> bool:
+    """Whether both exist and are one file (a hard link to the store has another name)."""
+    try:
+        return a.samefile(b)
+    except OSError:
+        return False
 
 
 def _check_output(path: Path) -> None:

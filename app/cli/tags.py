@@ -55,12 +55,13 @@ def tags(
     tag_name: Annotated[
         str | None, _Opt("--tag", help="List the episodes carrying this tag, with their notes.")
     ] = None,
-    limit: Annotated[int, _Opt(help="Episodes listed with --tag at most.")] = 100,
+    limit: Annotated[int, _Opt(min=1, help="Episodes listed with --tag at most.")] = 100,
     as_json: Annotated[bool, _Opt("--json", help="Machine-readable output.")] = False,
     store: StoreOpt = DEFAULT_STORE,
 ) -> None:
     """Tags in use and how many episodes carry each; --tag lists those episodes."""
     from app.render import annotated_table, tag_table
+    from storage.models import INTEGER_RANGE
     from storage.read_models import EpisodeFilter
     from storage.tagging import AnnotationError, clean_tag
 
@@ -85,7 +86,7 @@ def tags(
     except AnnotationError as exc:
         fail(one_line(exc))
     flt = EpisodeFilter(run_ids=tuple(run_ids), tags=(wanted,), finished_only=False)
-    page = st.list_episodes(flt, limit=max(1, limit))
+    page = st.list_episodes(flt, limit=min(limit, INTEGER_RANGE.stop - 1))  # any more is all
     details = st.get_episodes([e.id for e in page.items])
     if as_json:
         rows = [

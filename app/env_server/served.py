@@ -170,7 +170,7 @@ class OpenRun:
 def open_run(store: Store, spec: RunSpec, dataset: Dataset) -> OpenRun:
     """Create the run `spec.name`, or go on with the env run of that name; JobError in one line
     when the name is another kind of run, one still served, or one of other settings."""
-    found = store.find_run(spec.name)
+    found = store.run_named(spec.name)
     if found is None:
         run_id = store.create_run(spec, episodes_planned=None, policy_info=PolicyInfo(name=POLICY))
         next_sample: dict[str, int] = {}

@@ -169,7 +169,7 @@ class Importer:
 
     def open(self) -> int:
         """Create the run, or reopen the import run of that name to read on into it."""
-        found = self.store.find_run(self.options.name)
+        found = self.store.run_named(self.options.name)
         if found is None:
             # The questions and databases are --questions' (the files name neither): Replay
             # and Compare run the gold SQL and the episodes' SQL again on those databases.

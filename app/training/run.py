@@ -35,7 +35,7 @@ class TrainingRun:
     def check_name(self) -> None:
         """Refuse, before any training starts, a name that is taken (or a run that cannot
         be continued)."""
-        found = self.store.find_run(self.name)
+        found = self.store.run_named(self.name)
         if found is None:
             return
         if not self.resume:
@@ -51,7 +51,7 @@ class TrainingRun:
 
     def start(self, spec: RunSpec, planned: int | None, info: PolicyInfo) -> tuple[int, Counters]:
         """Create (or reopen) the run as `running` and start its heartbeat."""
-        found = self.store.find_run(self.name) if self.resume else None
+        found = self.store.run_named(self.name) if self.resume else None
         if found is None:
             run_id = self.store.create_run(spec, episodes_planned=planned, policy_info=info)
             numbering = Counters()

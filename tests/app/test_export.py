@@ -449,8 +449,8 @@ def test_cli_exports_a_range_of_training_steps(
         (["--run", "small", "--format", "csv"], "unknown format 'csv'"),
         (["--run", "small", "--output", "missing/out.jsonl"], "folder missing does not exist"),
         (["--run", "small", "--output", "."], "is a folder"),
-        ([], "--run NAME (repeatable) or --all"),
-        (["--all", "--run", "small"], "not both"),
+        ([], "--run NAME (repeatable), or --all"),
+        (["--all", "--run", "small"], "--run and --all both given"),
     ],
 )
 def test_cli_bad_input_is_one_line_and_writes_nothing(

@@ -330,7 +330,7 @@ def queue_run(
 ) -> int:
     """Validate the request and create a queued run; returns its id."""
     plan = build_spec(req, roots, dataset_roots)
-    if store.find_run(plan.spec.name) is not None:
+    if store.run_named(plan.spec.name) is not None:
         raise LaunchError(f"a run named {plan.spec.name!r} exists; choose another name", "run_name")
     try:
         return store.create_run(plan.spec, episodes_planned=plan.planned, status="queued")
