@@ -200,13 +200,34 @@ def play_run(
     Raises Cancelled when stopped (the run reads `cancelled`), JobError when the policy
     failed (the run reads `failed` with the error recorded).
     """
-    spec = prepared.spec
-    try:
-        tasks = plan_tasks(store, prepared.plan, skip or set())
-    except RollscopeError as exc:  # a fork whose source is gone: the run cannot start
-        store.set_run_status(run_id, "failed", error=str(exc))
-        raise JobError(f"run failed: {exc}") from exc
     stop = threading.Event()
+    # The handlers are set from the run's first moment until its last status is written: a
+    # stop while the episodes are planned, or once they are in, waits for it (the default
+    # SIGTERM would leave the run `running`).
+    with stop_on_signals(stop):
+        try:
+            tasks = plan_tasks(store, prepared.plan, skip or set())
+        except RollscopeError as exc:  # a fork whose source is gone: the run cannot start
+            store.set_run_status(run_id, "failed", error=str(exc))
+            raise JobError(f"run failed: {exc}") from exc
+        except KeyboardInterrupt:
+            store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
+            raise Cancelled("interrupted: the run is marked cancelled") from None
+        return _play_planned(store, run_id, prepared, tasks, stop, on_episode, on_note)
+
+
+def _play_planned(
+    store: Store,
+    run_id: int,
+    prepared: Prepared,
+    tasks: list[EpisodeTask],
+    stop: threading.Event,
+    on_episode: Callable[[EpisodeRecord, RunStats], None] | None,
+    on_note: Callable[[str], None] | None,
+) -> RunStats:
+    """Play the planned episodes until they are done or `stop` is set, and set the run's
+    final status."""
+    spec = prepared.spec
     last_poll = [time.monotonic()]
 
     def should_stop() -> bool:
@@ -221,48 +242,45 @@ def play_run(
 
     beat = _Heartbeat(store, run_id)
     beat.start()
-    # The handlers stay until the run's last status is written: a stop asked for once the
-    # episodes are in waits for it (the default SIGTERM would leave the run `running`).
-    with stop_on_signals(stop):
-        try:
-            if prepared.fanout is not None:
-                stats = prepared.fanout.play(
-                    store, run_id, prepared.plan, tasks,
-                    should_stop=should_stop, on_episode=on_episode, on_note=on_note,
-                    group_seconds=SINK_GROUP_SECONDS,
-                )  # fmt: skip
-            else:
-                assert prepared.policy is not None  # prepare() builds it when not fanned out
-                with store.sink(run_id, group_seconds=SINK_GROUP_SECONDS) as sink:
-                    stats = run_episodes(
-                        prepared.plan.dataset,
-                        tasks,
-                        prepared.policy,
-                        sink,
-                        batch_size=spec.generation.batch_size,
-                        environment=spec.environment,
-                        should_stop=should_stop,
-                        on_episode=on_episode,
-                        on_note=on_note,
-                    )
-        except KeyboardInterrupt:
-            store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
-            raise Cancelled("interrupted: the run is marked cancelled") from None
-        except Exception as exc:
-            message = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            # A store that cannot take even this (a full disk) leaves the run `running`: it
-            # reads `interrupted` once this process is gone, and --resume takes it over all
-            # the same.
-            with contextlib.suppress(Exception):
-                store.set_run_status(run_id, "failed", error=message)
-            raise JobError(f"run failed: {message}") from exc
-        finally:
-            beat.stopped.set()
-        if stats.end == "cancelled":
-            store.set_run_status(run_id, "cancelled", error="stopped before the end")
-            raise Cancelled(
-                f"stopped: {counted(stats.episodes, 'episode')} written; the run is marked "
-                f"cancelled (continue it with --resume {run_id})"
-            )
-        store.set_run_status(run_id, "completed")
+    try:
+        if prepared.fanout is not None:
+            stats = prepared.fanout.play(
+                store, run_id, prepared.plan, tasks,
+                should_stop=should_stop, on_episode=on_episode, on_note=on_note,
+                group_seconds=SINK_GROUP_SECONDS,
+            )  # fmt: skip
+        else:
+            assert prepared.policy is not None  # prepare() builds it when not fanned out
+            with store.sink(run_id, group_seconds=SINK_GROUP_SECONDS) as sink:
+                stats = run_episodes(
+                    prepared.plan.dataset,
+                    tasks,
+                    prepared.policy,
+                    sink,
+                    batch_size=spec.generation.batch_size,
+                    environment=spec.environment,
+                    should_stop=should_stop,
+                    on_episode=on_episode,
+                    on_note=on_note,
+                )
+    except KeyboardInterrupt:
+        store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
+        raise Cancelled("interrupted: the run is marked cancelled") from None
+    except Exception as exc:
+        message = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        # A store that cannot take even this (a full disk) leaves the run `running`: it
+        # reads `interrupted` once this process is gone, and --resume takes it over all
+        # the same.
+        with contextlib.suppress(Exception):
+            store.set_run_status(run_id, "failed", error=message)
+        raise JobError(f"run failed: {message}") from exc
+    finally:
+        beat.stopped.set()
+    if stats.end == "cancelled":
+        store.set_run_status(run_id, "cancelled", error="stopped before the end")
+        raise Cancelled(
+            f"stopped: {counted(stats.episodes, 'episode')} written; the run is marked "
+            f"cancelled (continue it with --resume {run_id})"
+        )
+    store.set_run_status(run_id, "completed")
     return stats
