@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from rich import box
 from rich.console import Group
 from rich.panel import Panel
 from rich.syntax import Syntax
@@ -31,32 +32,18 @@ def episodes_text(run: RunSummary) -> str:
     return f"{run.episodes_finished:,}/{run.plan:,}"
 
 
-def runs_table(runs: Sequence[RunSummary]) -> Table:
-    """One row per run with its metrics."""
-    skipped = [f"{r.name} {r.skipped_lines:,}" for r in runs if r.skipped_lines]
-    table = Table(
-        title="runs",
-        title_justify="left",
-        # An import's malformed lines: a run that looks whole may have left rows out.
-        caption=Text(f"bad lines skipped by imports: {', '.join(skipped)}") if skipped else None,
-        caption_justify="left",
-    )
-    for col in (
-        "id",
-        "name",
-        "policy",
-        "dataset",
-        "status",
-        "episodes",
-        "accuracy",
-        "reward",
-        "steps",
-        "unparsed",
-        "errors",
-    ):
-        table.add_column(col, justify="right" if col in ("id", "episodes", "errors") else "left")
-    for r in runs:
-        table.add_row(
+_COLUMNS: tuple[str, ...] = ("id", "name", "policy", "dataset", "status", "episodes")
+_COLUMNS += ("accuracy", "reward", "steps", "unparsed", "errors")
+_NAMES = ("name", "policy", "dataset")
+_NAME_LEAST = 8
+"""Characters a name column keeps on a narrow terminal before policy and dataset give way."""
+
+
+def runs_table(runs: Sequence[RunSummary], width: int | None = None) -> Table:
+    """One row per run with its metrics. Given the terminal's `width`, policy and dataset
+    are left out where they would squeeze the figures: a figure cut short reads as another."""
+    rows: list[tuple[str | Text, ...]] = [
+        (
             str(r.id),
             Text(r.name),
             Text(r.policy),
@@ -67,9 +54,43 @@ def runs_table(runs: Sequence[RunSummary]) -> Table:
             _num(r.mean_reward, 3),
             _num(r.mean_steps, 1),
             _pct(r.parse_failure_rate),
-            # Episodes that could not be played or graded: never silently counted as wrong.
+            # Episodes that could not be played or graded: shown apart, never only as wrong.
             Text(str(r.errors), style="bold red") if r.errors else Text("0"),
         )
+        for r in runs
+    ]
+    least = {
+        col: _NAME_LEAST if col in _NAMES else max([len(col), *(len(str(r[i])) for r in rows)])
+        for i, col in enumerate(_COLUMNS)
+    }
+    shown = _COLUMNS
+    if width is not None and sum(w + 2 for w in least.values()) - 2 > width:
+        shown = tuple(c for c in _COLUMNS if c not in ("policy", "dataset"))
+    notes = []
+    if skipped := [f"{r.name} {r.skipped_lines:,}" for r in runs if r.skipped_lines]:
+        # An import's malformed lines: a run that looks whole may have left rows out.
+        notes.append(f"bad lines skipped by imports: {', '.join(skipped)}")
+    if shown != _COLUMNS:
+        notes.append("policy and dataset left out at this width (`--json` holds them)")
+    table = Table(
+        title="runs",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,  # no rules between columns: room for the names at 80 columns
+        pad_edge=False,
+        collapse_padding=True,
+        caption=Text("\n".join(notes)) if notes else None,
+        caption_justify="left",
+    )
+    for col in shown:
+        figure = col not in _NAMES
+        table.add_column(
+            col,
+            justify="right" if col in ("id", "episodes", "errors") else "left",
+            min_width=least[col] if figure else None,
+            no_wrap=figure,
+        )
+    for row in rows:
+        table.add_row(*(cell for col, cell in zip(_COLUMNS, row, strict=True) if col in shown))
     return table
 
 

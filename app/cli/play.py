@@ -74,7 +74,7 @@ def play(
         fail(str(exc), code=1)
     summary = st.get_run(run_id)
     assert summary is not None
-    out.print(runs_table([summary]))
+    out.print(runs_table([summary], out.width))
     eps = stats.episodes / stats.wall_seconds if stats.wall_seconds else 0.0
     out.print(
         f"run {summary.id} {summary.name!r}: {counted(stats.episodes, 'episode')} in "

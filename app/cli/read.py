@@ -30,7 +30,7 @@ def runs(
     elif not summaries:
         out.print("no runs yet: start one with `rollscope run --policy oracle --dataset demo`")
     else:
-        out.print(runs_table(summaries))
+        out.print(runs_table(summaries, out.width))
 
 
 def show(

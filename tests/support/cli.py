@@ -59,9 +59,12 @@ def in_process(
     return int(exited.value.code or 0), capsys.readouterr().err
 
 
-def rollscope_in_terminal(*args: str | Path, timeout: float = 240) -> tuple[int, str]:
-    """Run the CLI with its stdout and stderr on a pseudo-terminal of 120 columns, as a user at
-    a shell sees it; its exit code and everything it wrote there, control sequences and all."""
+def rollscope_in_terminal(
+    *args: str | Path, timeout: float = 240, columns: int = 120
+) -> tuple[int, str]:
+    """Run the CLI with its stdout and stderr on a pseudo-terminal (120 columns unless told),
+    as a user at a shell sees it; its exit code and everything it wrote there, control
+    sequences and all."""
     import fcntl
     import pty
     import select
@@ -70,7 +73,7 @@ def rollscope_in_terminal(*args: str | Path, timeout: float = 240) -> tuple[int,
     import time
 
     leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     with subprocess.Popen(
         rollscope_cmd(*args), stdout=follower, stderr=follower, cwd=REPO, env=cli_env()
     ) as proc:
