@@ -76,9 +76,13 @@ def play(
     assert summary is not None
     out.print(runs_table([summary], out.width))
     eps = stats.episodes / stats.wall_seconds if stats.wall_seconds else 0.0
+    played = counted(stats.episodes, "episode")
+    if skip:  # a resumed run: the table above is the whole run's
+        played = f"{played} more, beside the {len(skip):,} played before,"
+    accuracy = "their accuracy" if skip else "accuracy"
     out.print(
-        f"run {summary.id} {summary.name!r}: {counted(stats.episodes, 'episode')} in "
-        f"{stats.wall_seconds:.1f} s ({eps:.1f} ep/s), accuracy {stats.accuracy:.1%}",
+        f"run {summary.id} {summary.name!r}: {played} in {stats.wall_seconds:.1f} s "
+        f"({eps:.1f} ep/s), {accuracy} {stats.accuracy:.1%}",
     )
 
 

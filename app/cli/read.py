@@ -19,12 +19,12 @@ from rollout_core.clip import clip
 def runs(
     store: StoreOpt = DEFAULT_STORE,
     as_json: Annotated[bool, typer.Option("--json", help="Machine-readable output.")] = False,
-    limit: int = 50,
+    limit: Annotated[int, typer.Option(min=1, help="The newest runs listed at most.")] = 50,
 ) -> None:
     """List the runs in a store with their metrics."""
     from app.render import runs_table
 
-    summaries = open_reader(store).list_runs(limit=limit)
+    summaries = open_reader(store).list_runs(limit=min(limit, sys.maxsize))
     if as_json:
         print(json.dumps([jsonable(dataclasses.asdict(s)) for s in summaries], indent=2))
     elif not summaries:

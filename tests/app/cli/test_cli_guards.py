@@ -6,6 +6,7 @@ store's own files, an export whose file name and format disagree, a run named by
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 
@@ -76,6 +77,19 @@ def test_export_takes_its_format_from_the_file_name_and_refuses_a_contradiction(
     code, err = in_process(monkeypatch, capsys, "export", "--store", store_file, "--all",
                            "--run", "first")  # fmt: skip
     assert code == 2 and "--run and --all both given" in err
+
+
+def test_runs_limit_is_one_or_more_and_any_more_lists_them_all(
+    store_file: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for bad in ("0", "-5"):  # "no runs yet", and every run, before
+        code, err = in_process(monkeypatch, capsys, "runs", "--store", store_file, "--limit", bad)
+        assert code == 2 and "--limit" in err
+    listed = rollscope("runs", "--store", store_file, "--json", "--limit", "9" * 20)
+    assert listed.returncode == 0
+    assert [run["name"] for run in json.loads(listed.stdout)] == ["second", "first"]
+    newest = rollscope("runs", "--store", store_file, "--json", "--limit", "1")
+    assert [run["name"] for run in json.loads(newest.stdout)] == ["second"]
 
 
 def test_tags_limit_is_one_or_more_and_any_more_lists_them_all(
