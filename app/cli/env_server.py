@@ -57,6 +57,7 @@ def env_server(
     if not 1 <= workers <= MAX_WORKERS:
         fail(f"--workers must be between 1 and {MAX_WORKERS}, got {workers}")
     if not is_loopback(host) and not allow_remote:
+        bind(host, port).close()  # a host that cannot be listened on is named as such first
         fail(
             f"--host {host} is reachable from other machines: pass --allow-remote with a "
             "--token clients must send, or bind 127.0.0.1"

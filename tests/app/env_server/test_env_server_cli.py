@@ -93,8 +93,10 @@ def test_bad_flags_are_refused_in_one_line_before_any_store(
     base = ["env-server", "--name", "env", "--store", store]
     data = ["--questions", str(bench.questions), "--db-dir", str(bench.db_dir)]
     cases = [
-        ([*data, "--host", "0.0.0.0"], "pass --allow-remote with a --token"),
+        ([*data, "--host", "0.0.0.0", "--port", "0"], "pass --allow-remote with a --token"),
         ([*data, "--host", "0.0.0.0", "--allow-remote"], "--allow-remote needs a --token"),
+        # Not "reachable from other machines": it names nothing to listen on.
+        ([*data, "--host", "no-such-host.invalid"], "cannot listen on no-such-host.invalid:"),
         ([*data, "--max-sessions", "0"], "--max-sessions must be at least 1"),
         ([*data, "--workers", "0"], "--workers must be between 1 and 64"),
         ([*data, "--step-budget", "0"], "step_budget must be at least 1"),
