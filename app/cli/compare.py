@@ -126,6 +126,8 @@ def _side(st: Store, ref: str) -> Side:
             from storage.training import finished_steps
 
             train_step = int(step)
+            if not run.is_training:
+                fail(f"run {run.name!r} is a {run.kind} run: it has no training steps to name")
             if train_step not in finished_steps(st, run.id):
                 fail(
                     f"run {run.name!r} has no finished episode at training step {train_step} "

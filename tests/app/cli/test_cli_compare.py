@@ -121,6 +121,7 @@ def test_training_steps_of_a_run_compare_as_checkpoints(store_path: Path) -> Non
     [
         (["ckpt-1000", "nope"], "no run 'nope' in the store"),
         (["ckpt-1000", "grpo@30"], "run 'grpo' has no finished episode at training step 30"),
+        (["ckpt-1000", "ckpt-2000@5"], "run 'ckpt-2000' is a batch run: it has no training steps"),
         (["ckpt-1000", "1"], "ckpt-1000 (#1) is named twice"),
         (["ckpt-1000", "other-set"], "other-set (#3) and the baseline ckpt-1000 (#1) share no"),
     ],
