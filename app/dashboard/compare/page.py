@@ -120,9 +120,10 @@ if len(runs) == 2:
     compare_summary.matrix(
         outcomes, {r.question_id: r for r in rows}, runs[0], runs[1], open_question
     )
-    dist_a, dist_b = run_distributions(tuple(chosen_ids))
-    shared = pairings[runs[1].key].interval is not None
-    failure_mix.show_shift(dist_a, dist_b, runs[0].label, runs[1].label, shared=shared)
+    dist_a, dist_b, what = compare_summary.class_counts(
+        runs[0], runs[1], run_distributions(tuple(chosen_ids)), pairings[runs[1].key], outcomes
+    )
+    failure_mix.show_shift(dist_a, dist_b, runs[0], runs[1], what)
 else:
     st.subheader("Per-question success rate")
     unplayed = any(run.key not in r.cells for r in rows for run in runs)
@@ -136,7 +137,8 @@ else:
     )
 
 by_question = {r.question_id: r for r in rows}
-if by_question:
+# Side by side needs a question two runs played: one run's episodes alone compare nothing.
+if compared:
     st.subheader("Question side by side")
     marked = set(differing)
     qid = st.selectbox(

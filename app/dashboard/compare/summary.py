@@ -3,13 +3,14 @@ interval, and the outcome matrix whose cells open a question side by side."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 import streamlit as st
 
 from app.dashboard import analysis
-from app.dashboard.compare import stats
+from app.dashboard.compare import reads, stats
 from app.dashboard.compare.stats import MIN_CI_QUESTIONS, Pairing
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.render import (
@@ -22,7 +23,13 @@ from app.dashboard.components.render import (
 )
 from app.dashboard.training import reads as training_reads
 from app.plural import counted
-from storage.read_models import QuestionComparison, QuestionOutcomes, RunKey, RunSummary
+from storage.read_models import (
+    Distribution,
+    QuestionComparison,
+    QuestionOutcomes,
+    RunKey,
+    RunSummary,
+)
 
 LIST_CAP = 200
 """Questions listed per outcome cell; the counts are always complete."""
@@ -316,3 +323,46 @@ def matrix(
             clickable_questions(
                 rows, [a, b], key=f"cmp_cell_{cell.replace(' ', '_')}", open_question=open_question
             )
+
+
+def class_counts(
+    a: RunSummary,
+    b: RunSummary,
+    whole: Sequence[Distribution],
+    pair: Pairing,
+    outcomes: Sequence[QuestionOutcomes],
+) -> tuple[Distribution, Distribution, str]:
+    """The two sides' failure-class counts over the questions the cards cover (those both
+    played), and a line saying what they cover. `whole`: the sides' whole counts: the same
+    where both played the same questions, and shown, said so, where they share none or a side
+    has too many episodes to count one by one."""
+    dist_a, dist_b = whole
+    shared = counted(pair.questions, "question")
+    if pair.questions == 0:
+        return dist_a, dist_b, NO_SHARED_CLASSES
+    if analysis.same_questions(outcomes, a.key, b.key):
+        return dist_a, dist_b, f"Over the {shared} both played, every episode of each."
+    if max(a.episodes_finished, b.episodes_finished) > reads.CLASS_COUNT_CAP:
+        what = (
+            f"Whole {_what(a)}s, not the {shared} both played that the cards cover: a side of "
+            f"over {reads.CLASS_COUNT_CAP:,} episodes is not counted question by question."
+        )
+        return dist_a, dist_b, what
+    ids = tuple(sorted(pair.question_ids))
+    dist_a = dataclasses.replace(dist_a, failure_counts=reads.failure_counts_on(dist_a.key, ids))
+    dist_b = dataclasses.replace(dist_b, failure_counts=reads.failure_counts_on(dist_b.key, ids))
+    n_a, n_b = sum(dist_a.failure_counts.values()), sum(dist_b.failure_counts.values())
+    name_a, name_b = escape_markdown(a.label), escape_markdown(b.label)
+    what = (
+        f"Over the {shared} both played, as the cards above: {n_a:,} of {name_a}'s "
+        f"{a.episodes_finished:,} episodes and {n_b:,} of {name_b}'s {b.episodes_finished:,} "
+        "(a question counts once per sample here). The episodes links open a side's episodes "
+        "of the class on all its questions."
+    )
+    return dist_a, dist_b, what
+
+
+NO_SHARED_CLASSES = (
+    "Each run's shares are over its own questions, and these runs share none: the change "
+    "compares different questions, not the same ones answered better or worse."
+)

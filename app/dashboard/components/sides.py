@@ -46,7 +46,7 @@ def codec(
     name: str, known: Collection[RunKey], runs: Collection[int], most: int
 ) -> Codec[list[RunKey]]:
     """The repeated side parameter (`run=3&run=5@200`, or `run=3,5@200`); sides not in
-    `known` are noted and dropped, and those past the first `most` too."""
+    `known`, repeated, or past the first `most` are noted and dropped."""
 
     def parse(values: list[str]) -> tuple[list[RunKey], list[str]]:
         out: list[RunKey] = []
@@ -60,7 +60,9 @@ def codec(
                 )
             elif key not in known:
                 problems.append(_unknown(key, runs))
-            elif key not in out:
+            elif key in out:
+                problems.append(f"{name}={v} comes more than once in the link; read once.")
+            else:
                 out.append(key)
         if len(out) > most:
             problems.append(

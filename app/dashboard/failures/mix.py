@@ -10,10 +10,11 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from app.dashboard.components import nav
+from app.dashboard.components.colors import plot_label, short_name
 from app.dashboard.components.render import COUNT_FORMAT, MISSING
 from rollout_core.failure_classes import FAILURE_LABELS
 from rollout_core.records import FAILURE_CLASSES, FailureClass
-from storage.read_models import Distribution, RunKey
+from storage.read_models import Distribution, RunKey, RunSummary
 
 P_CLASS = "class"
 """Episodes page: a failure class to filter by, repeated for several."""
@@ -42,7 +43,8 @@ def shares(dist: Distribution) -> dict[FailureClass, float]:
 
 
 def mix_chart(dists: Sequence[Distribution], names: Mapping[RunKey, str]) -> go.Figure:
-    """Share of finished episodes in each failure class, one stacked bar per run.
+    """Share of finished episodes in each failure class, one stacked bar per run; `names` are
+    Plotly labels (`plot_label`: a run name is user text, and Plotly reads HTML in labels).
 
     Horizontal bars, the first run at the top: run names read across instead of on end, and
     the legend goes under the bars, where a narrow chart still has room for eight classes.
@@ -88,18 +90,32 @@ def episodes_link(dist: Distribution, failure_class: FailureClass) -> str:
     return f"episodes?{nav.P_RUN}={dist.run_id}{at}&{P_CLASS}={failure_class}"
 
 
+def side_plot_label(run: RunSummary) -> str:
+    """A run's (or training step's) label in a chart: `plot_label`, and the step for a step."""
+    step = "" if run.train_step is None else f" @ step {run.train_step}"
+    return plot_label(run.id, run.name) + step
+
+
+def column_names(a: RunSummary, b: RunSummary) -> tuple[str, str]:
+    """The two sides' names in the table's headers, cut as chart labels are (a full long name
+    widened every column past an 800 px window); told apart if cutting made them one."""
+    name_a, name_b = short_name(a.label), short_name(b.label)
+    return (f"{name_a} (A)", f"{name_b} (B)") if name_a == name_b else (name_a, name_b)
+
+
 def shift_table(a: Distribution, b: Distribution, name_a: str, name_b: str) -> pd.DataFrame:
-    """Per class: counts and shares in each run, and the change in percentage points."""
+    """Per class: shares in each run and the change in percentage points (first, so a narrow
+    window shows them), then the counts and the links to the episodes."""
     share_a, share_b = shares(a), shares(b)
     return pd.DataFrame(
         [
             {
                 "class": FAILURE_LABELS[c],
-                f"{name_a} episodes": a.failure_counts.get(c, 0),
-                f"{name_b} episodes": b.failure_counts.get(c, 0),
                 f"{name_a} share": share_a[c],
                 f"{name_b} share": share_b[c],
                 "change (points)": 100 * (share_b[c] - share_a[c]),
+                f"{name_a} episodes": a.failure_counts.get(c, 0),
+                f"{name_b} episodes": b.failure_counts.get(c, 0),
                 f"open {name_a}": episodes_link(a, c),
                 f"open {name_b}": episodes_link(b, c),
             }
@@ -109,17 +125,13 @@ def shift_table(a: Distribution, b: Distribution, name_a: str, name_b: str) -> p
 
 
 def show_shift(
-    a: Distribution, b: Distribution, name_a: str, name_b: str, *, shared: bool = True
+    a: Distribution, b: Distribution, run_a: RunSummary, run_b: RunSummary, what: str
 ) -> None:
-    """How the failure mix moved from run a to run b: a table and paired bars. `shared`:
-    whether the runs played any question in common (else the shares are of different
-    questions, and the caption says so)."""
+    """How the failure mix moved from run a to run b: a caption saying what the counts cover
+    (`what`), a table and paired bars."""
     st.subheader("Failure classes")
-    if not shared:
-        st.caption(
-            "Each run's shares are over its own questions, and these runs share none: the "
-            "change compares different questions, not the same ones answered better or worse."
-        )
+    st.caption(what)
+    name_a, name_b = column_names(run_a, run_b)
     table = shift_table(a, b, name_a, name_b)
     st.dataframe(
         table,
@@ -127,6 +139,7 @@ def show_shift(
         hide_index=True,
         width="stretch",
         column_config={
+            "class": st.column_config.TextColumn(pinned=True),
             f"{name_a} episodes": st.column_config.NumberColumn(format=COUNT_FORMAT),
             f"{name_b} episodes": st.column_config.NumberColumn(format=COUNT_FORMAT),
             f"{name_a} share": st.column_config.NumberColumn(format="percent"),
@@ -136,4 +149,5 @@ def show_shift(
             f"open {name_b}": st.column_config.LinkColumn(display_text="episodes"),
         },
     )
-    st.plotly_chart(mix_chart([a, b], {a.key: name_a, b.key: name_b}), width="stretch")
+    labels = {a.key: side_plot_label(run_a), b.key: side_plot_label(run_b)}
+    st.plotly_chart(mix_chart([a, b], labels), width="stretch")

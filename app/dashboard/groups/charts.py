@@ -26,41 +26,50 @@ _DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 _SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "pentagon")
 
 
-def std_histogram(equal: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.Figure:
-    """The groups by reward std: `equal` ones at std 0 on their own, the others stacked by
-    source, in bins of `STD_BIN` from 0."""
+NO_ADVANTAGE = "no advantage"
+"""The histogram's first bar: the groups GRPO learns nothing from, apart from every std bin."""
+
+
+def std_bin_label(index: int) -> str:
+    """A std bin's category on the axis: `0.05–0.10`."""
+    return f"{index * STD_BIN:.2f}–{(index + 1) * STD_BIN:.2f}"
+
+
+def std_histogram(none: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.Figure:
+    """The groups by reward std: the `none` without advantage in a bar of their own, first, the
+    others stacked by source in bins of `STD_BIN` from 0."""
     fig = go.Figure()
-    # Groups GRPO learns nothing from (all rewards equal, or every advantage the trainer gave
-    # 0) stand apart from small but non-zero stds in their bin.
+    # A bar of its own, not stacked in the first bin: there a group whose rewards differ by a
+    # hundredth (shaping noise GRPO scales up) looked like one without any advantage.
     fig.add_bar(
-        x=[STD_BIN / 2],
-        y=[equal],
+        x=[NO_ADVANTAGE],
+        y=[none],
         name=SOURCE_LABELS["none"],
         marker_color=SOURCE_COLORS["none"],
-        hovertemplate="no advantage: %{y:,} groups<extra></extra>",
+        hovertemplate=f"{NO_ADVANTAGE}: %{{y:,}} groups<extra></extra>",
     )
+    labels = [std_bin_label(i) for i in range(max((len(c) for c in bins.values()), default=0))]
     for source, counts in bins.items():
-        starts = [i * STD_BIN for i in range(len(counts))]
         fig.add_bar(
-            x=[s + STD_BIN / 2 for s in starts],
+            x=labels[: len(counts)],
             y=list(counts),
             name=SOURCE_LABELS[source],
-            customdata=[(s, s + STD_BIN) for s in starts],
-            hovertemplate=f"std %{{customdata[0]:.2f}}-%{{customdata[1]:.2f}}, {source}: "
-            "%{y:,} groups<extra></extra>",
+            hovertemplate=f"std %{{x}}, {source}: %{{y:,}} groups<extra></extra>",
             marker_color=SOURCE_COLORS[source],
         )
-    fig.update_traces(width=STD_BIN * 0.95)
     fig.update_layout(
         title="Reward standard deviation of the groups, by source",
-        xaxis_title="group reward std (0: no learning signal)",
+        xaxis_title="group reward std",
         yaxis_title="groups",
         barmode="stack",
-        height=320,
-        margin={"l": 40, "r": 10, "t": 40, "b": 40},
-        legend={"orientation": "h", "yanchor": "top", "y": -0.25, "x": 0},
+        bargap=0.1,
+        height=380,
+        # Room under the axis for its bins' names, turned on end in a narrow window, and the
+        # legend beneath them.
+        margin={"l": 40, "r": 10, "t": 40, "b": 130},
+        legend={"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0},
     )
-    fig.update_xaxes(rangemode="tozero")
+    fig.update_xaxes(type="category", categoryorder="array", categoryarray=[NO_ADVANTAGE, *labels])
     return fig
 
 

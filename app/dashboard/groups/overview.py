@@ -8,9 +8,9 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard.components import nav, params
-from app.dashboard.components.render import MISSING, fmt_num, fmt_pct
+from app.dashboard.components.render import MISSING, escape_markdown, fmt_num, fmt_pct
 from app.dashboard.groups import reads
-from app.dashboard.groups.charts import std_histogram
+from app.dashboard.groups.charts import NO_ADVANTAGE, std_histogram
 from app.dashboard.groups.signal import SOURCE_LABELS, TRAINER_TERMS, shaping_terms
 from app.plural import counted
 from rollout_core.grpo import ADVANTAGE_EPSILON
@@ -19,7 +19,7 @@ from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
 FORMULA = (
     "advantage = (reward − mean) / (std + 1e-4), std the sample standard deviation (n − 1), "
     "as TRL's GRPOTrainer computes it; a group whose rewards are all equal has std 0 and gives "
-    "every sample advantage 0 (no learning signal)."
+    "every sample advantage 0: no advantage, so no learning signal."
 )
 assert ADVANTAGE_EPSILON == 1e-4  # the formula above says so
 SHAPING_FLAG = "⚠ shaping only"
@@ -44,6 +44,26 @@ def is_training(run: RunSummary) -> bool:
     """Whether the run's groups may be a question at a training step (else a question's
     samples): a trainer's run, or an import (`by_step` says whether its files named steps)."""
     return run.is_training
+
+
+def may_have_groups(run: RunSummary) -> bool:
+    """Whether the run can hold groups of several samples. A batch rollscope played holds the
+    samples per question its spec names; any other run may (a trainer's, an import, a fork of
+    several samples of a question, an environment server's or a Recorder's)."""
+    if run.kind == "batch" and run.played_here:
+        return int(run.spec.get("samples") or 1) > 1
+    return True
+
+
+RECORD_GROUPS = "record a run with `rollscope run --samples K` (K of 2 or more) to see them."
+
+
+def no_groups(run: RunSummary) -> None:
+    """Say that the run has no groups, and how to get some."""
+    st.info(
+        f"{escape_markdown(run.name)} has one sample per question, so no GRPO groups: "
+        + RECORD_GROUPS
+    )
 
 
 def by_step(run: RunSummary, question: str | None = None) -> bool:
@@ -108,10 +128,11 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
             f"from {terms} alone.",
         )
         st.metric(
-            "all rewards equal" if not judged else "no advantage",
+            NO_ADVANTAGE,
             count(by_source["none"]),
             width="content",
-            help="std 0: every advantage is 0, GRPO learns nothing from these groups."
+            help="All rewards equal (std 0): every advantage is 0, GRPO learns nothing from "
+            "these groups."
             if not judged
             else "Every advantage the trainer gave is 0 (or, where it reported none, every "
             "reward is equal): GRPO learns nothing from these groups.",
@@ -213,10 +234,7 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
         st.info(f"{run.name} has {f'no group{at}' if ranged else 'no finished episodes yet'}.")
         return
     if found.largest < 2:
-        st.info(
-            f"{run.name} has one sample per question, so no GRPO groups: record a run with "
-            "`rollscope run --samples K` (K of 2 or more) to see them."
-        )
+        no_groups(run)
         return
     _counts(run, found)
     st.caption(FORMULA)

@@ -7,11 +7,13 @@ import streamlit as st
 
 from app.dashboard import data
 from app.dashboard.components import agents, nav, params
+from app.dashboard.components.colors import short_name
 from app.dashboard.components.header import header
 from app.dashboard.components.new_runs import no_runs_yet
-from app.dashboard.groups import detail, overview
+from app.dashboard.components.params import Codec
+from app.dashboard.groups import detail, overview, reads
 from storage.models import INTEGER_RANGE
-from storage.read_models import GroupKey
+from storage.read_models import GroupKey, RunSummary
 
 
 def _group_param() -> int | None:
@@ -25,16 +27,43 @@ def _group_param() -> int | None:
     return int(value)
 
 
+def _run_codec(grouped: list[RunSummary], others: dict[int, RunSummary]) -> Codec[int]:
+    """The run in the link, one of those with groups; a run of one sample per question is
+    noted as such (not as unknown), and the first with groups shown."""
+    default = grouped[0]
+    codec = params.choice(nav.P_RUN, [r.id for r in grouped], default.id, "a run in this store")
+
+    def parse(values: list[str]) -> tuple[int, list[str]]:
+        given = [v.strip() for v in values if v.strip()]
+        if given and given[-1].isdecimal() and (run := others.get(int(given[-1]))):
+            return default.id, [
+                f"{short_name(run.name)} (#{run.id}) has one sample per question, so no GRPO "
+                "groups; "
+                f"showing {short_name(default.name)} (#{default.id})."
+            ]
+        return codec.parse(values)
+
+    return Codec(parse, codec.dump)
+
+
 notices = header("GRPO groups", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_GROUP, nav.P_TRAIN_FROM, nav.P_TRAIN_TO)
+group_param = _group_param()  # read first: a bad one is noted on a store without groups too
 runs = data.list_runs()
 if not runs:
     no_runs_yet()
-by_id = {r.id: r for r in runs}
-# Without a run in the link: a run with groups first: a trainer's or an import (whose spec
-# names no samples), or a batch of several samples per question.
-grouped = [r for r in runs if r.is_training or int(r.spec.get("samples") or 1) > 1]
-run_codec = params.choice(nav.P_RUN, list(by_id), (grouped or runs)[0].id, "a run in this store")
+# Only runs that can hold groups are offered: a run of one sample per question has none.
+grouped = [r for r in runs if overview.may_have_groups(r)]
+if not grouped:
+    params.show_notices(notices)
+    st.info("No run in this store has several samples per question: " + overview.RECORD_GROUPS)
+    st.stop()
+by_id = {r.id: r for r in grouped}
+others = {r.id: r for r in runs if r.id not in by_id}
+linked = params.get_str(nav.P_RUN)
+# A link to a run without groups (an old question-map click) opens no question of another run.
+refused = linked is not None and linked.isdecimal() and int(linked) in others
+run_codec = _run_codec(grouped, others)
 run_id: int = st.selectbox(
     "Run",
     list(by_id),
@@ -47,8 +76,8 @@ run_id: int = st.selectbox(
         on_change=lambda: detail.back_to_overview(st.session_state["gr_run"]),
     ),
 )
-question = params.get_str(nav.P_QUESTION)
-group_index = _group_param()
+question = None if refused else params.get_str(nav.P_QUESTION)
+group_index = None if refused else group_param
 if question is None and group_index is not None:
     # A group is opened by its question and its number (`overview.group_link`); a number
     # alone is a link cut short, or typed.
@@ -66,5 +95,8 @@ if question is None:
 elif listing:
     # A question without its group (a link from the question map): its groups to pick from.
     overview.show(run, question, steps)
+elif reads.overview(run.id).largest < 2:
+    # An import of one sample per question: no group to show, whatever the link asks.
+    overview.show(run)
 else:
     detail.show(run, GroupKey(question, group_index))

@@ -25,6 +25,7 @@ from app.dashboard.launch.form import (
     LaunchError,
     LaunchRequest,
     Roots,
+    build_spec,
     find_checkpoints,
     queue_run,
     ray_target,
@@ -179,15 +180,24 @@ def _launch(settings: Settings, choice: str) -> None:
     st.session_state[ERRORS] = {}
     roots = Roots(settings.checkpoint_roots, settings.dataset_roots)
     ss = st.session_state
+    errors: dict[str, str] = {}
+    target = None
     try:
         target = ray_target(
             settings.ray_address if ss.get("ln_on_ray") else None,
             workers=int(ss.get("ln_ray_workers", 2)),
             gpus_per_worker=float(ss.get("ln_ray_gpus", 0.0)),
         )
+    except LaunchError as exc:
+        errors = dict(exc.errors)
+    try:
+        if errors:  # the other fields' problems too, without queuing the run
+            build_spec(_request(choice), roots)
+            st.session_state[ERRORS] = errors
+            return
         run_id = queue_run(data.writer(), _request(choice), roots)
     except LaunchError as exc:
-        st.session_state[ERRORS] = exc.errors
+        st.session_state[ERRORS] = errors | exc.errors
         return
     except StoreError as exc:  # the store refused the writer
         st.session_state[ERRORS] = {FORM: str(exc)}

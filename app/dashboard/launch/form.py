@@ -16,8 +16,9 @@ from pathlib import Path
 from app.fanout import target as fanout_target
 from app.fanout.target import RayTarget, TargetError
 from rollout_core.checkpoints import CheckpointError, check_checkpoint_dir
-from rollout_core.datasets import DatasetError
+from rollout_core.datasets import DatasetError, select_questions
 from rollout_core.errors import RollscopeError
+from rollout_core.keys import run_name_problem
 from rollout_core.settings import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_CONCURRENCY,
@@ -27,6 +28,7 @@ from rollout_core.settings import (
 )
 from rollout_core.specs import PlannedRun, RunRequest, SettingsRequest, check_base_url
 from rollout_core.specs import build_spec as build_run_spec
+from rollout_core.specs import resolve_dataset as load_run_dataset
 from storage.store import Store
 
 SCRIPTED_POLICIES = ("oracle", "random")
@@ -215,8 +217,11 @@ def parse_question_ids(text: str) -> tuple[str, ...]:
 def _field_errors(req: LaunchRequest) -> dict[str, str]:
     """The form's own caps, one problem per field."""
     errors: dict[str, str] = {}
-    if not req.run_name.strip():
+    name = req.run_name.strip()
+    if not name:
         errors["run_name"] = "run name is empty; give the run a name such as ckpt-1000-demo"
+    elif problem := run_name_problem(name):
+        errors["run_name"] = f"the run name {problem}; choose another name"
     if not 1 <= req.samples <= MAX_SAMPLES:
         errors["samples"] = f"samples must be between 1 and {MAX_SAMPLES}, got {req.samples}"
     if not 1 <= req.step_budget <= MAX_STEP_BUDGET:
@@ -232,6 +237,23 @@ def _field_errors(req: LaunchRequest) -> dict[str, str]:
     ):
         errors["limit"] = f"number of questions must be between 1 and {MAX_QUESTIONS}"
     return errors
+
+
+def _dataset_errors(dataset: str, question_ids: tuple[str, ...]) -> dict[str, str]:
+    """A dataset (resolved) that does not read, or question ids it does not hold: checked
+    with the other fields, not after them (the run's own checks stop at the first)."""
+    try:
+        found = load_run_dataset(dataset, None, None)
+        if not found.questions:
+            return {"dataset": f"dataset {found.name!r} has no questions to run"}
+    except RollscopeError as exc:
+        return {"dataset": _message(exc)}
+    if question_ids:
+        try:
+            select_questions(found, question_ids=question_ids)
+        except RollscopeError as exc:
+            return {"question_ids": _message(exc)}
+    return {}
 
 
 _SETTINGS_FIELDS = frozenset({"samples", "step_budget", "temperature", "seed", "limit"})
@@ -270,6 +292,8 @@ def build_spec(
         dataset = resolve_dataset(req.dataset, roots.datasets)
     except LaunchError as exc:
         errors.update(exc.errors)
+    else:
+        errors.update(_dataset_errors(dataset, parse_question_ids(req.question_ids)))
     endpoint = None
     if policy.startswith("openai:"):
         try:
@@ -329,9 +353,17 @@ def queue_run(
     dataset_roots: Sequence[Path] = (),
 ) -> int:
     """Validate the request and create a queued run; returns its id."""
-    plan = build_spec(req, roots, dataset_roots)
-    if store.run_named(plan.spec.name) is not None:
-        raise LaunchError(f"a run named {plan.spec.name!r} exists; choose another name", "run_name")
+    errors: dict[str, str] = {}
+    try:
+        plan = build_spec(req, roots, dataset_roots)
+    except LaunchError as exc:
+        errors = exc.errors
+    name = req.run_name.strip()
+    # A taken name is said with the other problems, not after they are fixed.
+    if "run_name" not in errors and name and store.run_named(name) is not None:
+        errors["run_name"] = f"a run named {name!r} exists; choose another name"
+    if errors:
+        raise LaunchError(next(iter(errors.values())), errors=errors)
     try:
         return store.create_run(plan.spec, episodes_planned=plan.planned, status="queued")
     except RollscopeError as exc:

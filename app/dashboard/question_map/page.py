@@ -23,9 +23,6 @@ if len(offered) < 2:
         "record them with `rollscope run`."
     )
     st.stop()
-given = params.get_all(nav.P_RUN)
-for twice in sorted({v for v in given if given.count(v) > 1}):
-    params.notice(f"{nav.P_RUN}={twice} comes more than once in the link; the map reads it once.")
 chosen_ids: list[RunKey] = st.multiselect(
     "Runs, or training steps of a run, in order (checkpoints oldest first)",
     offered,

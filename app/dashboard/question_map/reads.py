@@ -14,7 +14,7 @@ from app.dashboard.question_map.matrix import (
     flips,
     played_by_all,
 )
-from storage.read_models import RunKey
+from storage.read_models import EpisodeFilter, RunKey, RunStep, run_of
 from storage.store import Store
 
 
@@ -55,3 +55,15 @@ def map_accuracy(
     """Each run's accuracy with its bootstrap interval, from `map_view`'s cached map of this
     same store. Apart from `map_view` so the heatmap is on screen while the resampling runs."""
     return accuracy_intervals(map_view(run_ids, shared_only).qmap)
+
+
+@cached_read()
+def first_episode(store: Store, key: RunKey, question_id: str) -> int | None:
+    """The id of a run's (or training step's) first finished episode of a question; None when
+    it has none."""
+    step = key.train_step if isinstance(key, RunStep) else None
+    flt = EpisodeFilter(
+        run_ids=(run_of(key),), question_id=question_id, min_train_step=step, max_train_step=step
+    )
+    found = store.list_episodes(flt, limit=1).items
+    return found[0].id if found else None

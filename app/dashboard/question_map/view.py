@@ -13,7 +13,7 @@ from app.dashboard.components import browser, nav, params
 from app.dashboard.components.render import COUNT_FORMAT, MISSING
 from app.dashboard.question_map import reads
 from app.dashboard.question_map.charts import accuracy_line, cell_of, heatmap
-from app.dashboard.question_map.matrix import PairFlips, first_with_flips
+from app.dashboard.question_map.matrix import PairFlips, QuestionMap, first_with_flips
 from app.plural import counted
 from storage.read_models import RunKey, RunStep, RunSummary, run_of
 
@@ -62,7 +62,7 @@ def heatmap_section(
     view: reads.MapView, names: list[str], one_run: RunSummary | None = None
 ) -> None:
     """The success-rate heatmap (columns named by step alone when all are `one_run`'s); a click
-    on a cell opens GRPO groups on that run's samples of the question."""
+    on a cell opens that run's samples of the question (`cell_target`)."""
     qmap = view.qmap
     which = (
         f"{counted(len(qmap.question_ids), 'question')} every chosen run played "
@@ -74,7 +74,7 @@ def heatmap_section(
         f"{which}, easiest at the top (mean success over the runs). "
         + ("" if qmap.complete else "Grey: not played. ")
         + "Hover a cell for the question; click it to open that run's samples of the question "
-        "on GRPO groups."
+        "on GRPO groups, or its one episode on Replay where it has one."
     )
     event = st.plotly_chart(
         heatmap(qmap, names, one_run),
@@ -85,17 +85,25 @@ def heatmap_section(
     )
     points = event.selection.points if event is not None else []
     if points and "point_index" in points[0]:
-        key, question_id = cell_of(qmap, int(points[0]["point_index"]))
-        query = [(nav.P_RUN, str(run_of(key))), (nav.P_QUESTION, question_id)]
-        if isinstance(key, RunStep):  # that step's group of the question
-            step = str(key.train_step)
-            query += [(nav.P_TRAIN_FROM, step), (nav.P_TRAIN_TO, step)]
-        browser.go(
-            "map_cell_link",
-            nav.GROUPS,
-            query,
-            f"Opening the samples of {question_id}...",
-        )
+        browser.go("map_cell_link", *cell_target(qmap, int(points[0]["point_index"])))
+
+
+def cell_target(qmap: QuestionMap, point_index: int) -> tuple[str, list[tuple[str, str]], str]:
+    """The page a click on a cell opens, its query and the label of the link: the run's samples
+    of the question on GRPO groups, or, for a cell of one episode, that episode on Replay (one
+    sample is no group: GRPO learns nothing from it)."""
+    key, question_id = cell_of(qmap, point_index)
+    row, col = divmod(point_index, len(qmap.run_ids))
+    if qmap.episodes[row, col] == 1:
+        episode = reads.first_episode(key, question_id)
+        if episode is not None:
+            query = [(nav.P_EPISODE, str(episode))]
+            return nav.REPLAY, query, f"Opening the replay of episode {episode}..."
+    query = [(nav.P_RUN, str(run_of(key))), (nav.P_QUESTION, question_id)]
+    if isinstance(key, RunStep):  # that step's group of the question
+        step = str(key.train_step)
+        query += [(nav.P_TRAIN_FROM, step), (nav.P_TRAIN_TO, step)]
+    return nav.GROUPS, query, f"Opening the samples of {question_id}..."
 
 
 def accuracy_section(

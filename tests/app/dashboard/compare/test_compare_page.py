@@ -100,9 +100,10 @@ def test_compare_runs_sharing_no_questions_show_no_delta(compare_env: Comparison
     assert _metric_deltas(at) and all(d == "" for ds in _metric_deltas(at).values() for d in ds)
     assert "95% CI" not in shown
     assert not any(df.value.shape == (2, 2) for df in at.dataframe)  # no outcome matrix
-    # The side by side of a question one run played says so; it compares nothing.
-    assert "All trajectories take the same actions." not in shown
-    assert "Only " in shown and "nothing to compare it with" in shown
+    # No question side by side: one run's episodes alone compare nothing. Before, a picker
+    # titled "Question (0 of the 0 shared questions differ...)" opened one run's episode.
+    assert not [s for s in at.selectbox if s.key == "cmp_question"]
+    assert "Question side by side" not in shown and "nothing to compare it with" not in shown
 
 
 def test_compare_deltas_count_the_questions_shared_with_the_baseline(
@@ -264,7 +265,11 @@ def test_two_training_steps_of_one_run_compare_as_two_runs(
     # Two bars, one a step: the same run's two steps are not stacked into one.
     (bars,) = [c for c in at.get("plotly_chart") if "share of episodes" in c.proto.spec]
     correct = json.loads(bars.proto.spec)["data"][0]
-    assert correct["y"] == ["grpo @ step 10", "grpo @ step 20"] and correct["x"] == [0.25, 0.75]
+    assert [y.split("</span> ")[1] for y in correct["y"]] == [
+        f"grpo #{grpo} @ step 10",
+        f"grpo #{grpo} @ step 20",
+    ]
+    assert correct["x"] == [0.25, 0.75]
     # Side by side: each step's own samples of q2, and each sample picker in the link.
     assert f"grpo** #{grpo} · step 20" in shown.replace("\\", "")
     later = at.selectbox(key=f"cmp_sample_{grpo}@20")

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from app.dashboard.groups.charts import std_bin_label
 from app.recorder import Recorder
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import EpisodeFilter, EpisodeSummary, GroupKey
@@ -32,7 +33,7 @@ def test_groups_overview_sorts_questions_by_variance_and_counts_signal(fx: Analy
     metrics = _metrics(at)
     assert metrics["groups"] == "6" and metrics["correctness signal"] == "4 (66.7%)"
     assert (metrics["all correct"], metrics["no correct sample"]) == ("1", "1")
-    assert metrics["all rewards equal"] == "2 (33.3%)" and metrics["shaping only"] == "0 (0.0%)"
+    assert metrics["no advantage"] == "2 (33.3%)" and metrics["shaping only"] == "0 (0.0%)"
     table = at.dataframe[0].value
     assert list(table["std"]) == sorted(table["std"], reverse=True)
     assert list(table["question id"][-2:]) == ["q-count", "q-oldest"]
@@ -42,10 +43,10 @@ def test_groups_overview_sorts_questions_by_variance_and_counts_signal(fx: Analy
     # signal in bins of 0.05 by their std, stacked by source.
     [chart] = at.get("plotly_chart")
     flat, correctness, shaping = json.loads(chart.proto.spec)["data"]
-    assert (flat["name"], flat["y"]) == ("none: no advantage", [2])
-    bins = [int(x / 0.05) for x in correctness["x"]]
-    expected = Counter(int(s / 0.05 + 1e-9) for s in table["std"] if s > 0)
-    assert dict(zip(bins, correctness["y"], strict=True)) == {b: expected[b] for b in bins}
+    assert (flat["name"], flat["x"], flat["y"]) == ("none: no advantage", ["no advantage"], [2])
+    expected = Counter(std_bin_label(int(s / 0.05 + 1e-9)) for s in table["std"] if s > 0)
+    bins = dict(zip(correctness["x"], correctness["y"], strict=True))
+    assert bins == {b: expected[b] for b in bins}
     assert sum(correctness["y"]) == 4 and sum(shaping["y"]) == 0
 
 
@@ -294,7 +295,7 @@ def test_the_counts_name_where_the_spread_comes_from(shaped_run: int) -> None:
     assert metrics["groups"] == "4"
     assert metrics["correctness signal"] == "1 (25.0%)"
     assert metrics["shaping only"] == "2 (50.0%)"
-    assert metrics["all rewards equal"] == "1 (25.0%)"
+    assert metrics["no advantage"] == "1 (25.0%)"
     assert metrics["no correct sample"] == "2"  # q1 at both steps, whatever their rewards
     assert metrics["all correct"] == "1"  # q2 at step 1, although its rewards differ
     assert "with signal" not in metrics and "all wrong" not in metrics
@@ -307,6 +308,24 @@ def test_the_counts_name_where_the_spread_comes_from(shaped_run: int) -> None:
     [chart] = at.get("plotly_chart")
     flat, correctness, shaping = json.loads(chart.proto.spec)["data"]
     assert (flat["y"], sum(correctness["y"]), sum(shaping["y"])) == ([1], 1, 2)
+
+
+def test_groups_without_advantage_have_a_bar_of_their_own_and_one_name(shaped_run: int) -> None:
+    # Before: the std-0 group and the shaping groups (std 0.008) stacked in one bar ticked
+    # "0.03", under an axis saying "0: no learning signal", beside a metric "all rewards
+    # equal" and a legend "none: no advantage".
+    at = open_page("groups/page.py", run=str(shaped_run))
+    assert "all rewards equal" not in _metrics(at)
+    assert _metrics(at)["no advantage"] == "1 (25.0%)"
+    [chart] = at.get("plotly_chart")
+    spec = json.loads(chart.proto.spec)
+    flat, _, shaping = spec["data"]
+    assert (flat["x"], flat["y"], flat["name"]) == (["no advantage"], [1], "none: no advantage")
+    # q1 at step 0 (std 0.010) in the first bin, q2 at step 1 (std 0.050) in the next.
+    assert (shaping["x"], shaping["y"]) == (["0.00–0.05", "0.05–0.10"], [1, 1])
+    xaxis = spec["layout"]["xaxis"]
+    assert xaxis["categoryarray"][:2] == ["no advantage", "0.00–0.05"]
+    assert "0:" not in xaxis["title"]["text"]
 
 
 def test_a_shaping_only_group_says_its_advantages_are_shaping(shaped_run: int) -> None:
@@ -340,7 +359,7 @@ def test_a_run_of_thousands_of_groups_counts_every_one_by_source(
     at = open_page("groups/page.py", run=str(long_training.run_id))
     metrics = _metrics(at)
     assert metrics["groups"] == "3,300"
-    for name in ("correctness signal", "shaping only", "all rewards equal"):
+    for name in ("correctness signal", "shaping only", "no advantage"):
         assert metrics[name] == "1,100 (33.3%)"
     # None correct: q-shaped at every step, q-learnt before the halfway step.
     assert (metrics["no correct sample"], metrics["all correct"]) == ("1,650", "550")

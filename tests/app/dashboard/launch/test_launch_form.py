@@ -104,3 +104,29 @@ def test_a_dataset_must_lie_under_a_dataset_root(tmp_path: Path) -> None:
         launch.resolve_dataset(str(root / ".." / "elsewhere.json"), [root])
     with pytest.raises(launch.LaunchError, match="no dataset roots configured"):
         launch.resolve_dataset("/etc/passwd", [])
+
+
+def test_every_problem_is_reported_at_once(tmp_path: Path) -> None:
+    # Before: the dataset alone; once it was fixed, the ids alone; then the name.
+    long_name = "N" * 1500
+    with pytest.raises(launch.LaunchError) as bad:
+        launch.build_spec(
+            _request(dataset="demo:test", question_ids="bogus1, bogus2", run_name=long_name), ()
+        )
+    assert set(bad.value.errors) == {"question_ids", "run_name"}
+    assert "unknown question ids" in bad.value.errors["question_ids"]
+    assert "1,500 characters long" in bad.value.errors["run_name"]
+    root = tmp_path / "datasets"
+    root.mkdir()
+    missing = str(root / "nope.json")
+    with pytest.raises(launch.LaunchError) as bad:
+        launch.build_spec(_request(dataset=missing, run_name=long_name), (), [root])
+    assert set(bad.value.errors) == {"dataset", "run_name"}
+    assert "dataset not found" in bad.value.errors["dataset"]
+    # A taken name comes with the other problems too.
+    store = Store(str(tmp_path / "s.db"))
+    launch.queue_run(store, _request(run_name="first"), ())
+    with pytest.raises(launch.LaunchError) as bad:
+        launch.queue_run(store, _request(run_name="first", question_ids="bogus"), ())
+    assert set(bad.value.errors) == {"question_ids", "run_name"}
+    assert "a run named 'first' exists" in bad.value.errors["run_name"]

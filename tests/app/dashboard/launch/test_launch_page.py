@@ -28,6 +28,19 @@ def test_launch_rejects_bad_input_with_clear_errors(
     assert "Not launched: 1 field to fix" in at.error[0].value
 
 
+def test_launch_counts_every_problem_at_once(store_env: FixtureStore) -> None:
+    # Before: "1 field to fix" for the dataset, then the ids, then the name, one at a time.
+    at = open_page("launch/page.py")
+    at.text_input(key="ln_dataset").set_value("demo:test")
+    at.text_input(key="ln_question_ids").set_value("bogus1, bogus2")
+    at.text_input(key="ln_run_name").set_value("N" * 1500)
+    at.form_submit_button[0].click().run()
+    shown = texts(at).replace("\\", "")
+    assert "unknown question ids in dataset 'demo:test'" in shown
+    assert "the run name is 1,500 characters long" in shown
+    assert "Not launched: 2 fields to fix" in at.error[0].value
+
+
 def test_launch_is_off_in_read_only_mode(
     store_env: FixtureStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
