@@ -6,9 +6,11 @@ reports about itself: that is `PolicyInfo`, stored apart and never fed back as i
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from rollout_core.errors import RollscopeError
 from rollout_core.sandbox import SandboxLimits
@@ -36,6 +38,25 @@ class SettingsError(RollscopeError, ValueError):
         self.problem = problem
 
 
+MAX_WHOLE = 2**31 - 1
+"""The largest count or budget a setting may be: the store's integer columns are 32 bits on
+PostgreSQL (`storage.models.INTEGER_RANGE`), so every face keeps to them. A seed is no count:
+it is hashed with each episode's key (`runner.episode_seed`), whatever its size."""
+
+
+def check_numbers(settings: Any, *, whole: bool = True) -> None:
+    """SettingsError for the first number field of a settings dataclass that is NaN or
+    infinite (NaN passes every range check, turns a timeout off and is no JSON) or, with
+    `whole`, a count past 32 bits; each class checks its own lower bounds."""
+    for f in dataclasses.fields(settings):
+        value = getattr(settings, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SettingsError(f.name, f"must be a finite number, got {value}")
+        counted = whole and f.name != "seed"
+        if counted and isinstance(value, int) and not isinstance(value, bool) and value > MAX_WHOLE:
+            raise SettingsError(f.name, f"must be at most {MAX_WHOLE:,} (32 bits), got {value:,}")
+
+
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -61,6 +82,7 @@ class EndpointSettings:
     """Alternatives per token recorded with the log-probabilities (0: the sampled one only)."""
 
     def __post_init__(self) -> None:
+        check_numbers(self)
         if not self.model.strip():
             raise SettingsError("model", "is empty (give the name the server serves)")
         if self.api_key_env is not None and not _ENV_NAME.fullmatch(self.api_key_env):
@@ -107,6 +129,7 @@ class GenerationSettings:
     """The server to ask, for policies that generate on one (`openai:`); None for the rest."""
 
     def __post_init__(self) -> None:
+        check_numbers(self)
         if not 0.0 <= self.temperature <= 10.0:
             raise SettingsError("temperature", f"must be between 0 and 10, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
@@ -139,6 +162,8 @@ class EnvironmentSettings:
     """Limits of every connection the environment opens (QUERY, SAMPLE, DESCRIBE alike)."""
 
     def __post_init__(self) -> None:
+        check_numbers(self)
+        check_numbers(self.sandbox, whole=False)  # byte limits may pass 32 bits: no counts
         if self.step_budget < 1:
             raise SettingsError("step_budget", f"must be at least 1, got {self.step_budget}")
         if self.sample_rows < 1:
@@ -178,3 +203,6 @@ class TrainingSettings:
     seed: int = 0
     reward_funcs: tuple[str, ...] = ()
     """Names of the reward functions, in the trainer's order."""
+
+    def __post_init__(self) -> None:
+        check_numbers(self)

@@ -10,6 +10,7 @@ import typer
 from app.cli.output import USER_ERRORS, err, fail, one_line, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from app.demo.grpo import GrpoSettings
+from rollout_core.settings import MAX_WHOLE
 
 
 def demo(
@@ -33,8 +34,13 @@ def demo(
 
     if steps < max(DEFAULT_SAVE_AT[:-1]) + 1:
         fail(f"--steps must be more than {max(DEFAULT_SAVE_AT[:-1])}, got {steps}")
+    if samples < 1:
+        fail(f"--samples must be at least 1, got {samples}")
     if grpo_steps < 0:
         fail(f"--grpo-steps must be 0 (no training run) or more, got {grpo_steps}")
+    for name, value in (("--steps", steps), ("--samples", samples), ("--grpo-steps", grpo_steps)):
+        if value > MAX_WHOLE:  # the store's steps and counts are 32 bits
+            fail(f"{name} must be at most {MAX_WHOLE:,}, got {value:,}")
     save_at = (*DEFAULT_SAVE_AT[:-1], steps)
     settings = DemoSettings(
         work_dir=work_dir,

@@ -16,6 +16,7 @@ import typer
 from app.cli.options import flag
 from app.cli.stores import DEFAULT_STORE
 from rollout_core.errors import RollscopeError
+from rollout_core.policies.registry import split_spec
 from rollout_core.policies.registry import usage as policy_usage
 from rollout_core.settings import (
     DEFAULT_CONCURRENCY,
@@ -153,15 +154,18 @@ class RunOptions:
         )
 
     def endpoint(self) -> EndpointSettings | None:
-        """The openai policy's server settings (None without --model)."""
-        server = {name: getattr(self, name) for name in _ENDPOINT}
+        """The openai policy's server settings (None without --model: `build_spec` asks the
+        openai policy for it); FlagError for server flags given to another policy."""
+        given = {k: v for k in ("model", *_ENDPOINT) if (v := getattr(self, k)) is not None}
+        if given and split_spec(self.policy or "oracle")[0] != "openai":
+            flags = ", ".join(flag(RunOptions, k) for k in given)
+            raise FlagError(
+                f"{flags} {'applies' if len(given) == 1 else 'apply'} to the openai policy only"
+            )
         if self.model is None:
-            given = [flag(RunOptions, k) for k, v in server.items() if v is not None]
-            if given:
-                raise FlagError(f"{', '.join(given)} need --model NAME (the openai policy's model)")
             return None
-        given_values = {k: v for k, v in server.items() if v is not None}
-        return EndpointSettings(model=self.model, **given_values)
+        del given["model"]
+        return EndpointSettings(model=self.model, **given)
 
 
 _SETTINGS_REQUEST = tuple(

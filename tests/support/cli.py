@@ -74,8 +74,11 @@ def rollscope_in_terminal(
 
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = cli_env()
+    for size in ("COLUMNS", "LINES"):  # the terminal's own size, not a caller's
+        env.pop(size, None)
     with subprocess.Popen(
-        rollscope_cmd(*args), stdout=follower, stderr=follower, cwd=REPO, env=cli_env()
+        rollscope_cmd(*args), stdout=follower, stderr=follower, cwd=REPO, env=env
     ) as proc:
         os.close(follower)
         shown, deadline = bytearray(), time.monotonic() + timeout

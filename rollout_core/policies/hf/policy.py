@@ -36,10 +36,22 @@ from rollout_core.settings import GenerationSettings
 
 
 def pick_device(device: str = "auto") -> torch.device:
-    """`auto` means CUDA when present, else CPU."""
+    """`auto` means CUDA when present, else CPU; PolicyError for a device torch here lacks."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
+    try:
+        chosen = torch.device(device)
+    except RuntimeError:
+        raise PolicyError(
+            f"unknown device {device!r}; use --device auto, cpu, cuda or cuda:N"
+        ) from None
+    gpus = torch.cuda.device_count()  # 0 where torch is built without CUDA
+    if chosen.type == "cuda" and (chosen.index or 0) >= gpus:
+        raise PolicyError(
+            f"device {device!r} is not available: torch here sees {gpus} CUDA GPU(s); use "
+            "--device auto or cpu" + (f", or cuda:N with N below {gpus}" if gpus else "")
+        )
+    return chosen
 
 
 def pick_dtype(dtype: str, device: torch.device) -> torch.dtype:
@@ -107,7 +119,13 @@ class HFPolicy:
         self.shared_prefix = self._use_shared_prefix(shared_prefix)
         self._encoder = PromptEncoder(self.tokenizer)
         self._pieces = TokenPieces(self.tokenizer)
-        self.max_prompt_tokens = self._context_length() - self.max_new_tokens
+        context = self._context_length()
+        if self.max_new_tokens >= context:  # no token of the prompt would be left to the model
+            raise PolicyError(
+                f"--max-new-tokens {self.max_new_tokens} does not fit the model's context of "
+                f"{context} tokens; give {context - 1} or fewer"
+            )
+        self.max_prompt_tokens = context - self.max_new_tokens
         self._info: PolicyInfo | None = None
 
     @classmethod

@@ -104,11 +104,14 @@ def test_bad_server_flags_are_one_line_and_leave_no_run(
     ("args", "message"),
     [
         (["--policy", "openai:http://127.0.0.1:9/v1"], "needs the model's name: --model NAME"),
-        (["--policy", "oracle", "--model", "m"], "apply to the openai policy only"),
+        (["--policy", "oracle", "--model", "m"], "--model applies to the openai policy only"),
         (["--policy", "openai", "--model", "m"], "needs a base url: --policy openai:BASE_URL"),
         (["--policy", "openai:localhost:8000", "--model", "m"], "must look like http://HOST"),
         (["--policy", "openai:http://k:s@127.0.0.1:9/v1", "--model", "m"], "holds credentials"),
-        (["--policy", "oracle", "--concurrency", "8"], "--concurrency need --model NAME"),
+        (
+            ["--policy", "oracle", "--concurrency", "8"],
+            "--concurrency applies to the openai policy",
+        ),
     ],
 )
 def test_misplaced_server_flags_are_refused(

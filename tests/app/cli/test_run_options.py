@@ -65,7 +65,7 @@ def test_a_server_run_sends_one_iteration_at_once_unless_a_batch_is_given() -> N
          "--limit, --temperature cannot change a stored run"),
         (RunOptions(run_id=3, resume="r"), "give --run-id or --resume, not both"),
         (RunOptions(concurrency=8, timeout_seconds=5),
-         "--concurrency, --request-timeout need --model"),
+         "--concurrency, --request-timeout apply to the openai policy only"),
     ],
 )  # fmt: skip
 def test_flags_that_do_not_go_together(options: RunOptions, message: str) -> None:

@@ -1,0 +1,169 @@
+"""`rollscope run` and `rollscope demo` refuse bad numbers and devices up front: one line, exit 2,
+no run in the store (a device torch lacks, more new tokens than the model's context, NaN or
+infinite floats, counts past 32 bits, server flags without the openai policy)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.support.cli import in_process
+
+OPENAI = ["--policy", "openai:http://127.0.0.1:9/v1", "--model", "m"]
+"""A server nobody answers at: every refusal here comes before it is asked."""
+
+
+def refused(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+    *args: str | Path,
+) -> str:
+    """The one-line error of `rollscope run ARGS` on an existing store, which keeps no run."""
+    db = tmp_path / "store.db"
+    assert in_process(monkeypatch, capsys, "migrate", "--store", db)[0] == 0
+    code, err = in_process(
+        monkeypatch, capsys, "run", "--dataset", "demo", "--limit", "2", *args, "--store", db,
+        "--quiet",
+    )  # fmt: skip
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert sqlite3.connect(db).execute("SELECT COUNT(*) FROM runs").fetchone() == (0,)
+    return " ".join(err.split())
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        ("tpu", "unknown device 'tpu'; use --device auto, cpu, cuda or cuda:N"),
+        ("cuda:99", "device 'cuda:99' is not available: torch here sees"),
+        pytest.param(
+            "cuda",
+            "device 'cuda' is not available: torch here sees 0 CUDA GPU(s); use --device auto "
+            "or cpu",
+            marks=pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is here"),
+        ),
+    ],
+)
+def test_a_device_torch_lacks_is_refused(
+    tiny_checkpoint: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    device: str,
+    message: str,
+) -> None:
+    err = refused(
+        monkeypatch, capsys, tmp_path, "--policy", f"hf:{tiny_checkpoint}", "--device", device
+    )
+    assert message in err
+
+
+@pytest.mark.parametrize("tokens", ["1024", "100000"])
+def test_new_tokens_past_the_models_context_are_refused(
+    tiny_checkpoint: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tokens: str,
+) -> None:
+    # The tiny checkpoint's context is 1024 tokens: the prompt needs one of them at least.
+    err = refused(
+        monkeypatch, capsys, tmp_path, "--policy", f"hf:{tiny_checkpoint}",
+        "--max-new-tokens", tokens,
+    )  # fmt: skip
+    assert f"--max-new-tokens {tokens} does not fit the model's context of 1024 tokens" in err
+    assert "give 1023 or fewer" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--query-timeout", "nan"], "--query-timeout must be a finite number, got nan"),
+        (["--query-timeout", "inf"], "--query-timeout must be a finite number, got inf"),
+        (["--temperature", "nan"], "--temperature must be a finite number, got nan"),
+        (["--top-p", "-inf"], "--top-p must be a finite number, got -inf"),
+        ([*OPENAI, "--request-timeout", "nan"], "--request-timeout must be a finite number"),
+        ([*OPENAI, "--retry-deadline", "nan"], "--retry-deadline must be a finite number"),
+        ([*OPENAI, "--retry-deadline", "inf"], "--retry-deadline must be a finite number"),
+    ],
+)
+def test_floats_that_are_not_finite_are_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    assert message in refused(monkeypatch, capsys, tmp_path, *args)
+
+
+@pytest.mark.parametrize(
+    "flag",
+    [
+        "--samples", "--step-budget", "--batch-size", "--max-new-tokens", "--threads",
+        "--sample-rows", "--max-observation-tokens", "--limit",
+    ],
+)  # fmt: skip
+def test_counts_past_32_bits_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], flag: str
+) -> None:
+    err = refused(monkeypatch, capsys, tmp_path, flag, "3000000000")
+    assert f"{flag} must be at most 2,147,483,647 (32 bits), got 3,000,000,000" in err
+
+
+def test_episodes_past_32_bits_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    err = refused(monkeypatch, capsys, tmp_path, "--limit", "200", "--samples", "20000000")
+    assert "--samples 20,000,000 make 2,420,000,000 episodes, more than the 2,147,483,647" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--concurrency", "4"], "error: --concurrency applies to the openai policy only"),
+        (
+            ["--model", "m", "--request-timeout", "5"],
+            "error: --model, --request-timeout apply to the openai policy only",
+        ),
+        (
+            ["--policy", "openai:http://127.0.0.1:9/v1", "--concurrency", "4"],
+            "needs the model's name: --model NAME",
+        ),
+    ],
+)
+def test_server_flags_name_the_policy_they_go_with(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    assert message in refused(monkeypatch, capsys, tmp_path, *args)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--samples", "0"], "--samples must be at least 1, got 0"),
+        (["--samples", "3000000000"], "--samples must be at most 2,147,483,647"),
+        (["--grpo-steps", "3000000000"], "--grpo-steps must be at most 2,147,483,647"),
+    ],
+)
+def test_demo_checks_its_counts_before_training(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    message: str,
+) -> None:
+    work = tmp_path / "demo"
+    code, err = in_process(
+        monkeypatch, capsys, "demo", *args, "--dir", work, "--store", tmp_path / "s.db"
+    )
+    assert code == 2 and message in " ".join(err.split()), err
+    assert not work.exists() and not (tmp_path / "s.db").exists()  # nothing trained or made
