@@ -104,6 +104,30 @@ def comparisons(
     return [QuestionComparison(q, *about[q], cells[q]) for q in qids if q in about]
 
 
+_IN_CHUNK = 500
+"""Question ids bound to one `IN` (SQLite builds before 3.32 take 999 values a statement)."""
+
+
+def failure_counts_on(session: Session, key: RunKey, question_ids: Sequence[str]) -> dict[str, int]:
+    """A run's (or training step's) finished episodes per failure class on these questions
+    alone; its `run_counts` cover all of its questions."""
+    counts: dict[str, int] = dict.fromkeys(FAILURE_CLASSES, 0)
+    ids = sorted(set(question_ids))
+    for at in range(0, len(ids), _IN_CHUNK):
+        stmt = (
+            select(Episode.failure_class, func.count())
+            .where(
+                *_episodes_of(key),
+                Episode.failure_class.is_not(None),
+                Episode.question_id.in_(ids[at : at + _IN_CHUNK]),
+            )
+            .group_by(Episode.failure_class)
+        )
+        for failure_class, n in session.execute(stmt):
+            counts[str(failure_class)] = counts.get(str(failure_class), 0) + int(n)
+    return counts
+
+
 def _episodes_of(key: RunKey) -> list[ColumnElement[bool]]:
     """The episodes a key names: a run's, or one training step's of a run."""
     if isinstance(key, RunStep):

@@ -703,6 +703,12 @@ class Store:
         with Session(self._engine) as session:
             return aggregates.distributions(session, runs)
 
+    def failure_counts_on(self, key: RunKey, question_ids: Sequence[str]) -> dict[str, int]:
+        """A run's (or training step's) finished episodes per failure class on these
+        questions alone (`aggregates.failure_counts_on`)."""
+        with Session(self._engine) as session:
+            return aggregates.failure_counts_on(session, key, question_ids)
+
     def group_overview(
         self,
         run_id: int,

@@ -3,26 +3,18 @@
 from __future__ import annotations
 
 from app.dashboard.data import cached_read
-from rollout_core.records import FAILURE_CLASSES
 from storage import training
 from storage.read_models import (
-    EpisodeFilter,
     QuestionComparison,
     QuestionOutcomes,
     RunKey,
-    RunStep,
     RunSummary,
-    run_of,
 )
 from storage.store import Store
 
 QUESTION_CAP = 5000
 """Most questions the Compare page lists with their text (its statistics cover them all)."""
 _PAGE = 500
-CLASS_COUNT_CAP = 200_000
-"""Most finished episodes of a side read one by one to count its failure classes on the
-shared questions; a larger side shows its whole counts, and the page says so."""
-_CLASS_PAGE = 5000
 
 
 @cached_read()
@@ -64,18 +56,6 @@ def run_at_step(store: Store, run_id: int, step: int) -> RunSummary | None:
 
 @cached_read()
 def failure_counts_on(store: Store, key: RunKey, question_ids: tuple[str, ...]) -> dict[str, int]:
-    """A side's finished episodes per failure class on these questions only (the store keeps
-    whole-run counts): its episodes read a page at a time."""
-    step = key.train_step if isinstance(key, RunStep) else None
-    flt = EpisodeFilter(run_ids=(run_of(key),), min_train_step=step, max_train_step=step)
-    wanted = set(question_ids)
-    counts: dict[str, int] = dict.fromkeys(FAILURE_CLASSES, 0)
-    cursor: str | None = None
-    while True:
-        page = store.list_episodes(flt, limit=_CLASS_PAGE, cursor=cursor)
-        for e in page.items:
-            if e.failure_class is not None and e.question_id in wanted:
-                counts[e.failure_class] += 1
-        cursor = page.next_cursor
-        if cursor is None:
-            return counts
+    """A side's finished episodes per failure class on these questions only (the store's
+    counts cover all of a run's questions)."""
+    return store.failure_counts_on(key, question_ids)

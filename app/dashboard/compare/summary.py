@@ -334,20 +334,13 @@ def class_counts(
 ) -> tuple[Distribution, Distribution, str]:
     """The two sides' failure-class counts over the questions the cards cover (those both
     played), and a line saying what they cover. `whole`: the sides' whole counts: the same
-    where both played the same questions, and shown, said so, where they share none or a side
-    has too many episodes to count one by one."""
+    where both played the same questions, and shown, said so, where they share none."""
     dist_a, dist_b = whole
     shared = counted(pair.questions, "question")
     if pair.questions == 0:
         return dist_a, dist_b, NO_SHARED_CLASSES
     if analysis.same_questions(outcomes, a.key, b.key):
         return dist_a, dist_b, f"Over the {shared} both played, every episode of each."
-    if max(a.episodes_finished, b.episodes_finished) > reads.CLASS_COUNT_CAP:
-        what = (
-            f"Whole {_what(a)}s, not the {shared} both played that the cards cover: a side of "
-            f"over {reads.CLASS_COUNT_CAP:,} episodes is not counted question by question."
-        )
-        return dist_a, dist_b, what
     ids = tuple(sorted(pair.question_ids))
     dist_a = dataclasses.replace(dist_a, failure_counts=reads.failure_counts_on(dist_a.key, ids))
     dist_b = dataclasses.replace(dist_b, failure_counts=reads.failure_counts_on(dist_b.key, ids))
