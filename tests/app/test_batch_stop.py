@@ -16,15 +16,21 @@ from storage.store import Store
 from tests.support.benchmark import make_benchmark
 
 
-def test_a_sigterm_as_the_run_is_marked_completed_leaves_it_completed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _started(tmp_path: Path) -> tuple[Store, int, batch.Prepared]:
+    """A random-policy run created on a small benchmark, not yet played."""
     questions, db_dir = make_benchmark(tmp_path / "bench")
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     run_id, prepared = batch.start_run(
         store,
         RunRequest(policy="random", questions=str(questions), db_dir=str(db_dir), name="r"),
     )
+    return store, run_id, prepared
+
+
+def test_a_sigterm_as_the_run_is_marked_completed_leaves_it_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, run_id, prepared = _started(tmp_path)
     set_status = store.set_run_status
     before = signal.getsignal(signal.SIGTERM)
 
@@ -45,12 +51,7 @@ def test_a_sigterm_as_the_run_is_marked_completed_leaves_it_completed(
 def test_a_sigterm_while_the_episodes_are_planned_cancels_the_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    questions, db_dir = make_benchmark(tmp_path / "bench")
-    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    run_id, prepared = batch.start_run(
-        store,
-        RunRequest(policy="random", questions=str(questions), db_dir=str(db_dir), name="r"),
-    )
+    store, run_id, prepared = _started(tmp_path)
     plan = batch.plan_tasks
 
     def planned_while_stopped(*args: Any) -> Any:

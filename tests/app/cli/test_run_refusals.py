@@ -82,6 +82,7 @@ def test_new_tokens_past_the_models_context_are_refused(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        # Numbers that are not finite: NaN passes every range check and is no JSON.
         (["--query-timeout", "nan"], "--query-timeout must be a finite number, got nan"),
         (["--query-timeout", "inf"], "--query-timeout must be a finite number, got inf"),
         (["--temperature", "nan"], "--temperature must be a finite number, got nan"),
@@ -89,9 +90,19 @@ def test_new_tokens_past_the_models_context_are_refused(
         ([*OPENAI, "--request-timeout", "nan"], "--request-timeout must be a finite number"),
         ([*OPENAI, "--retry-deadline", "nan"], "--retry-deadline must be a finite number"),
         ([*OPENAI, "--retry-deadline", "inf"], "--retry-deadline must be a finite number"),
+        # A server's flags, given to a policy that has no server.
+        (["--concurrency", "4"], "error: --concurrency applies to the openai policy only"),
+        (
+            ["--model", "m", "--request-timeout", "5"],
+            "error: --model, --request-timeout apply to the openai policy only",
+        ),
+        (
+            ["--policy", "openai:http://127.0.0.1:9/v1", "--concurrency", "4"],
+            "needs the model's name: --model NAME",
+        ),
     ],
 )
-def test_floats_that_are_not_finite_are_refused(
+def test_bad_numbers_and_misplaced_flags_are_refused(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -120,30 +131,6 @@ def test_episodes_past_32_bits_are_refused(
 ) -> None:
     err = refused(monkeypatch, capsys, tmp_path, "--limit", "200", "--samples", "20000000")
     assert "--samples 20,000,000 make 2,420,000,000 episodes, more than the 2,147,483,647" in err
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--concurrency", "4"], "error: --concurrency applies to the openai policy only"),
-        (
-            ["--model", "m", "--request-timeout", "5"],
-            "error: --model, --request-timeout apply to the openai policy only",
-        ),
-        (
-            ["--policy", "openai:http://127.0.0.1:9/v1", "--concurrency", "4"],
-            "needs the model's name: --model NAME",
-        ),
-    ],
-)
-def test_server_flags_name_the_policy_they_go_with(
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    capsys: pytest.CaptureFixture[str],
-    args: list[str],
-    message: str,
-) -> None:
-    assert message in refused(monkeypatch, capsys, tmp_path, *args)
 
 
 @pytest.mark.parametrize(
