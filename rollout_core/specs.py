@@ -208,6 +208,8 @@ def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | No
                 f"give a dataset or a questions file, not both (got {dataset!r} and {questions!r})"
             )
         return load_dataset(questions, db_dir)
+    if dataset is not None and not dataset.strip():
+        raise SpecError("the dataset named is empty: give --dataset demo, or a questions file")
     name = dataset or "demo"
     if db_dir and name.split(":")[0] == "demo":
         raise SpecError(

@@ -90,6 +90,8 @@ def test_new_tokens_past_the_models_context_are_refused(
         ([*OPENAI, "--request-timeout", "nan"], "--request-timeout must be a finite number"),
         ([*OPENAI, "--retry-deadline", "nan"], "--retry-deadline must be a finite number"),
         ([*OPENAI, "--retry-deadline", "inf"], "--retry-deadline must be a finite number"),
+        # An empty name is no dataset (typer keeps the last --dataset given).
+        (["--dataset", " "], "the dataset named is empty"),
         # A server's flags, given to a policy that has no server.
         (["--concurrency", "4"], "error: --concurrency applies to the openai policy only"),
         (
