@@ -126,9 +126,10 @@ def accuracy_section(
         width="stretch",
         key="map_accuracy",
     )
+    each = "step" if one_run is not None else "run"
     caption = (
-        f"Paired over questions: {BOOTSTRAP_RESAMPLES:,} resamples of the questions each run "
-        "played, the same draws for every run."
+        f"Paired over questions: {BOOTSTRAP_RESAMPLES:,} resamples of the questions each {each} "
+        f"played, the same draws for every {each}."
     )
     if not shared:
         caption += (
@@ -144,8 +145,11 @@ def _open_flip(pair: PairFlips, question_ids: list[str]) -> None:
         st.session_state[_OPENING] = (pair.run_before, pair.run_after, question_ids[click["row"]])
 
 
-def flips_section(pairs: list[PairFlips], names: Mapping[RunKey, str]) -> None:
-    """How many questions each run lost and gained against the one before, and one pair's."""
+def flips_section(
+    pairs: list[PairFlips], names: Mapping[RunKey, str], one_run: RunSummary | None = None
+) -> None:
+    """How many questions each run (or training step of `one_run`) lost and gained against the
+    one before, and one pair's."""
     opening = st.session_state.pop(_OPENING, None)
     if opening is not None:
         before, after, question_id = opening
@@ -155,10 +159,11 @@ def flips_section(pairs: list[PairFlips], names: Mapping[RunKey, str]) -> None:
             [(nav.P_RUN, str(before)), (nav.P_RUN, str(after)), (nav.P_QUESTION, question_id)],
             f"Opening {question_id} side by side...",
         )
-    st.subheader("Flips between consecutive runs")
+    each = "step" if one_run is not None else "run"
+    st.subheader(f"Flips between consecutive {each}s")
     st.caption(
-        f"A run solves a question with a success rate of {SOLVED_RATE:.0%} or more; a "
-        "regression is a question the run before solved and this one does not."
+        f"A {each} solves a question with a success rate of {SOLVED_RATE:.0%} or more; a "
+        f"regression is a question the {each} before solved and this one does not."
     )
     summary = pd.DataFrame(
         [

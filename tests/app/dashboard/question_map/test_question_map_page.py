@@ -180,8 +180,11 @@ def test_training_steps_of_one_run_map_as_checkpoints(
     # A flip opens the two steps side by side on Compare.
     flips = at.dataframe[1].value
     assert list(flips["question id"]) == ["q1"]
+    assert [h.value for h in at.subheader][-1] == "Flips between consecutive steps"
+    assert "the same draws for every step" in " ".join(c.value for c in at.caption)
     # Beside a whole run, each column names its run.
     at = open_page("question_map/page.py", run=[str(grpo), *steps[:2]])
+    assert [h.value for h in at.subheader][-1] == "Flips between consecutive runs"
     heat = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert heat["layout"]["title"]["text"] == "Success rate per question and run"
     assert [t.split("</span> ")[-1] for t in heat["layout"]["xaxis"]["ticktext"]] == [
