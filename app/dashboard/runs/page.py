@@ -109,11 +109,18 @@ def _charted(runs: list[RunSummary], chosen: list[int]) -> tuple[list[RunSummary
     )
 
 
+INTERVAL_NOTE = (
+    "Accuracy's 95% interval here counts each episode a trial (Wilson); Compare and the "
+    "Question map resample questions instead, wider for a run of few questions asked many "
+    "times."
+)
+
+
 def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
     shown, caption = _charted(runs, chosen)
     if not shown:
         return
-    st.caption(caption)
+    st.caption(caption + " " + INTERVAL_NOTE)
     by_id = {r.id: r for r in shown}
     dists = reads.run_distributions(tuple(r.id for r in shown))
     left, right = st.columns(2)

@@ -129,7 +129,8 @@ _CONFIG: dict[str, Any] = {
     ),
     "accuracy": st.column_config.NumberColumn(format="percent"),
     "95% interval": st.column_config.TextColumn(
-        help="Wilson score interval of the accuracy, episodes as trials"
+        help="Wilson score interval of the accuracy, episodes as trials (Compare and the "
+        "Question map resample questions, wider for few questions asked many times)"
     ),
     "mean reward": st.column_config.NumberColumn(format="%.3f"),
     "mean steps": st.column_config.NumberColumn(format="%.2f"),

@@ -31,6 +31,8 @@ def test_runs_lists_every_run_with_metrics_and_charts(store_env: FixtureStore) -
     assert by_id.loc[store_env.running, "status"] == "running"
     assert len(at.get("plotly_chart")) == 6  # accuracy, reward, 2 spreads, actions, classes
     assert "ckpt-3000: running, 1/10 episodes" in [p.proto.text for p in at.get("progress")]
+    # Its interval is not Compare's: the page says which each is.
+    assert any("counts each episode a trial (Wilson)" in c.value for c in at.caption)
 
 
 def test_runs_on_an_empty_store_says_how_to_record_one(empty_store: str) -> None:
