@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.episode_ids import episode_id as parse_episode_id
 from app.cli.output import USER_ERRORS, err, fail, one_line
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from rollout_core.policies.registry import usage as policy_usage
@@ -16,7 +17,13 @@ _Opt = typer.Option
 
 def fork(
     episode_id: Annotated[
-        int | None, typer.Argument(help="Episode to continue (with --step).", show_default=False)
+        int | None,
+        typer.Argument(
+            parser=parse_episode_id,
+            metavar="EPISODE",
+            help="Episode to continue (with --step).",
+            show_default=False,
+        ),
     ] = None,
     step: Annotated[
         int | None, _Opt(help="First step the new policy plays; the ones before are replayed.")

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.episode_ids import episode_id as parse_episode_id
 from app.cli.output import fail, jsonable, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
 from app.plural import counted
@@ -34,7 +35,14 @@ def runs(
 
 
 def show(
-    episode_id: Annotated[int, typer.Argument(help="Episode id (see the dashboard or export).")],
+    episode_id: Annotated[
+        int,
+        typer.Argument(
+            parser=parse_episode_id,
+            metavar="EPISODE",
+            help="Episode id (see the dashboard or export).",
+        ),
+    ],
     prompt: Annotated[
         bool, typer.Option("--prompt", help="Also print each step's prompt, as the model saw it.")
     ] = False,

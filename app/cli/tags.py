@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from app.cli.episode_ids import episode_id as parse_episode_id
 from app.cli.output import USER_ERRORS, fail, jsonable, one_line, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader, open_store
 
@@ -16,7 +17,12 @@ _Opt = typer.Option
 
 
 def tag(
-    episode_id: Annotated[int, typer.Argument(help="Episode to label.", show_default=False)],
+    episode_id: Annotated[
+        int,
+        typer.Argument(
+            parser=parse_episode_id, metavar="EPISODE", help="Episode to label.", show_default=False
+        ),
+    ],
     tag_name: Annotated[str, typer.Argument(metavar="TAG", help="A short label, e.g. wrong-join.")],
     note: Annotated[str | None, _Opt(help="Free text kept with the tag.")] = None,
     step: Annotated[int | None, _Opt(help="Label this step rather than the episode.")] = None,

@@ -1,7 +1,8 @@
 """Commands refuse what would lose data or mislead, in one line with exit 2: an export onto the
 store's own files, an export whose file name and format disagree, a run named by digits alone
 (every command reads those as a run's id), a `tags --limit` below one; and take what is plain
-(a limit past the store's size lists everything, a `.parquet` output writes Parquet)."""
+(a limit past the store's size lists everything, a `.parquet` output writes Parquet). An
+episode is named by its digits alone: `1_0` is not episode 10."""
 
 from __future__ import annotations
 
@@ -101,6 +102,27 @@ def test_tags_limit_is_one_or_more_and_any_more_lists_them_all(
         assert code == 2 and "--limit" in err
     listed = rollscope(*tags, str(2**63 - 1))
     assert listed.returncode == 0 and '"episode_id": 1' in listed.stdout
+
+
+def test_an_episode_id_is_digits_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "eleven.db"
+    store = Store(f"sqlite:///{path}")
+    try:
+        run = store.create_run(spec("eleven", kind="import"), episodes_planned=None)
+        for sample in range(11):
+            store.sink(run).write(play("q", sample, "correct", 1.0, 1))
+    finally:
+        store.close()
+    for command in (("show",), ("tag", "x"), ("fork", "--step", "1")):
+        for ref in ("1_0", " 10", "\u0661\u0660"):  # int() reads each as 10
+            args = (command[0], ref, *command[1:], "--store", path)
+            code, err = in_process(monkeypatch, capsys, *args)
+            assert code == 2, args
+            assert f"{ref!r} is not an episode id" in err
+    assert sql_rows(f"sqlite:///{path}", "SELECT COUNT(*) FROM annotations") == [(0,)]
+    assert "episode 10  run eleven" in rollscope("show", "10", "--store", path).stdout
 
 
 def test_a_run_is_never_named_by_digits_alone(
