@@ -262,7 +262,7 @@ def show(run: RunSummary, key: GroupKey) -> None:
         st.subheader(f"Question {key.question_id}, training step {key.train_step}")
     st.markdown(escape_markdown(first.summary.question))
     stats = group.stats
-    with st.container(horizontal=True, gap="large"):
+    with st.container(horizontal=True, gap="medium"):
         st.metric("samples", stats.size, width="content")
         st.metric("correct", f"{stats.correct} of {stats.size}", width="content")
         st.metric("mean reward", fmt_num(stats.mean, 3), width="content")

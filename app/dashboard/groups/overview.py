@@ -112,7 +112,7 @@ def _counts(run: RunSummary, found: GroupOverview) -> None:
     judged = found.trainer_judged
     terms = TRAINER_TERMS if judged else shaping_terms(run)
     # A wrapping row: at 800 px seven fixed columns cut every value short.
-    with st.container(horizontal=True, gap="large"):
+    with st.container(horizontal=True, gap="medium"):
         st.metric("groups", f"{found.total:,}", width="content")
         st.metric(
             "correctness signal",

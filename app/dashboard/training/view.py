@@ -80,7 +80,7 @@ def curves(run_id: int) -> None:
     found = view.curves
     last = found.last
     # A wrapping row: at 800 px five fixed columns cut every value to "co…".
-    with st.container(horizontal=True, gap="large"):
+    with st.container(horizontal=True, gap="medium"):
         st.metric("status", run.status, width="content")
         st.metric("episodes", f"{run.episodes_finished:,}", width="content")
         st.metric("training steps", f"{found.steps:,}", width="content")
@@ -240,7 +240,7 @@ def flips(run: RunSummary) -> None:
         f"at least {SOLVED_RATE:.0%} of its samples there were correct. **open** shows its "
         "episodes at both steps side by side, below."
     )
-    with st.container(horizontal=True, gap="large"):
+    with st.container(horizontal=True, gap="medium"):
         st.metric("right → wrong", f"{len(found.to_wrong):,}", width="content")
         st.metric("wrong → right", f"{len(found.to_right):,}", width="content")
         st.metric("drawn at two steps or more", f"{found.questions:,}", width="content")
