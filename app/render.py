@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
+from decimal import ROUND_HALF_UP, Context, Decimal
 
 from rich import box
 from rich.console import Group
@@ -16,13 +18,34 @@ from app.plural import counted
 from rollout_core.records import ChatMessage
 from storage.read_models import Annotation, EpisodeDetail, RunSummary, StoredStep, TagCount
 
+_EVERY_DIGIT = Context(prec=400, rounding=ROUND_HALF_UP)
+"""Digits enough for any float's integer part with its decimals (1e308 has 309)."""
 
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
+
+def fixed(value: float, digits: int, *, sign: bool = False) -> str:
+    """`value` with `digits` decimals, a tie rounded away from zero as the dashboard's browser
+    tables round (Python's format rounds it to even: 3.625 would read 3.62 here, 3.63 there)."""
+    if not math.isfinite(value):
+        return f"{value:{'+' if sign else ''}.{digits}f}"
+    rounded = Decimal(value).quantize(Decimal(1).scaleb(-digits), context=_EVERY_DIGIT)
+    if rounded.is_zero():
+        rounded = abs(rounded)  # -0.0001 to 3 digits is 0.000, not -0.000
+    return f"{rounded:+f}" if sign else f"{rounded:f}"
 
 
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
+def fmt_pct(value: float | None) -> str:
+    """0.4567 -> '45.7%'; None -> '-'."""
+    return "-" if value is None else f"{fixed(value * 100, 1)}%"
+
+
+def fmt_num(value: float | None, digits: int = 2) -> str:
+    """A number with fixed digits; None -> '-'."""
+    return "-" if value is None else fixed(value, digits)
+
+
+def fmt_signed(value: float | None, digits: int = 3) -> str:
+    """A difference with its sign; None -> '-'."""
+    return "-" if value is None else fixed(value, digits, sign=True)
 
 
 def episodes_text(run: RunSummary) -> str:
@@ -50,10 +73,10 @@ def runs_table(runs: Sequence[RunSummary], width: int | None = None) -> Table:
             Text(r.dataset or "-"),
             r.status,
             episodes_text(r),
-            _pct(r.accuracy),
-            _num(r.mean_reward, 3),
-            _num(r.mean_steps, 1),
-            _pct(r.parse_failure_rate),
+            fmt_pct(r.accuracy),
+            fmt_num(r.mean_reward, 3),
+            fmt_num(r.mean_steps, 1),
+            fmt_pct(r.parse_failure_rate),
             # Episodes that could not be played or graded: shown apart, never only as wrong.
             Text(str(r.errors), style="bold red") if r.errors else Text("0"),
         )
@@ -150,7 +173,7 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
             title += "  output cut"
         parts.append(Panel(body, title=title, title_align="left"))
     outcome = Text(
-        f"outcome: {s.outcome or 'unfinished'}  reward {_num(s.reward, 3)}  steps {s.steps}",
+        f"outcome: {s.outcome or 'unfinished'}  reward {fmt_num(s.reward, 3)}  steps {s.steps}",
         style="bold green" if s.outcome == "correct" else "bold",
     )
     parts.append(outcome)

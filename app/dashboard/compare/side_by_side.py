@@ -19,7 +19,6 @@ from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.params import Codec
 from app.dashboard.components.render import (
     escape_markdown,
-    fmt_num,
     show_error,
     show_step_action,
     show_step_result,
@@ -27,6 +26,7 @@ from app.dashboard.components.render import (
 )
 from app.dashboard.replay import origin, requery
 from app.plural import counted
+from app.render import fmt_num
 from storage.read_models import (
     EpisodeDetail,
     QuestionComparison,

@@ -13,16 +13,10 @@ from app.dashboard import analysis
 from app.dashboard.compare import reads, stats
 from app.dashboard.compare.stats import MIN_CI_QUESTIONS, Pairing
 from app.dashboard.components.colors import swatch
-from app.dashboard.components.render import (
-    MISSING,
-    escape_markdown,
-    fmt_num,
-    fmt_pct,
-    fmt_points,
-    fmt_signed,
-)
+from app.dashboard.components.render import MISSING, escape_markdown, fmt_points
 from app.dashboard.training import reads as training_reads
 from app.plural import counted
+from app.render import fmt_num, fmt_pct, fmt_signed
 from storage.read_models import (
     Distribution,
     QuestionComparison,

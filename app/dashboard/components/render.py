@@ -119,21 +119,6 @@ COUNT_FORMAT = "%,d"
 """A table column of counts, with thousands grouped as the sentences group them (1,234)."""
 
 
-def fmt_pct(value: float | None) -> str:
-    """0.4567 -> '45.7%'; None -> '-'."""
-    return "-" if value is None else f"{value:.1%}"
-
-
-def fmt_num(value: float | None, digits: int = 2) -> str:
-    """A number with fixed digits; None -> '-'."""
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
-def fmt_signed(value: float | None, digits: int = 3) -> str:
-    """A difference with its sign; None -> '-'."""
-    return "-" if value is None else f"{value:+.{digits}f}"
-
-
 def fmt_duration(seconds: float | None) -> str:
     """Seconds as '1h 02m', '3m 05s' or '4.2s'; None -> '-'."""
     if seconds is None:

@@ -9,18 +9,12 @@ import streamlit as st
 from app.dashboard.components import browser, nav
 from app.dashboard.components.confidence import has_confidence
 from app.dashboard.components.outcome import outcome_label
-from app.dashboard.components.render import (
-    MISSING,
-    escape_markdown,
-    fmt_num,
-    show_error,
-    show_step_action,
-)
+from app.dashboard.components.render import MISSING, escape_markdown, show_error, show_step_action
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
 from app.dashboard.groups.overview import FORMULA, go_to, spread_label
 from app.dashboard.groups.signal import shaping_terms, split_members, spread_stds
-from app.render import action_label
+from app.render import action_label, fmt_num
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
 

@@ -8,11 +8,12 @@ import pandas as pd
 import streamlit as st
 
 from app.dashboard.components import nav, params
-from app.dashboard.components.render import MISSING, escape_markdown, fmt_num, fmt_pct
+from app.dashboard.components.render import MISSING, escape_markdown
 from app.dashboard.groups import reads
 from app.dashboard.groups.charts import NO_ADVANTAGE, std_histogram
 from app.dashboard.groups.signal import SOURCE_LABELS, TRAINER_TERMS, shaping_terms
 from app.plural import counted
+from app.render import fmt_num, fmt_pct
 from rollout_core.grpo import ADVANTAGE_EPSILON
 from storage.read_models import GroupKey, GroupOverview, GroupStats, RunSummary
 

@@ -12,12 +12,13 @@ from app.dashboard.analysis import fork_source, steps_before
 from app.dashboard.components import nav, params
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.outcome import outcome_label
-from app.dashboard.components.render import escape_markdown, fmt_num, show_error
+from app.dashboard.components.render import escape_markdown, show_error
 from app.dashboard.episodes import query as episode_query
 from app.dashboard.episodes import reads as list_reads
 from app.dashboard.episodes.query import ListQuery, Neighbour
 from app.dashboard.replay import origin
 from app.plural import counted
+from app.render import fmt_num
 from storage.read_models import EpisodeDetail, GroupKey
 
 ABANDONED = (

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.dashboard.components.render import escape_markdown, fmt_num
+from app.dashboard.components.render import escape_markdown
 from app.dashboard.data import cached_read
 from app.importers.detect import format_label
+from app.render import fmt_num
 from storage.imports import EpisodeOrigin
 from storage.read_models import EpisodeDetail
 from storage.store import Store

@@ -15,8 +15,6 @@ from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.render import (
     MISSING,
     escape_markdown,
-    fmt_num,
-    fmt_pct,
     show_step_action,
     show_step_result,
 )
@@ -30,6 +28,7 @@ from app.dashboard.training.curves import (
 )
 from app.dashboard.training.flips import QuestionFlip
 from app.plural import counted
+from app.render import fmt_num, fmt_pct
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
 from storage.read_models import EpisodeDetail, RunSummary
