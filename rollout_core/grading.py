@@ -289,13 +289,13 @@ def _as_text(value: Any) -> str:
     return " ".join(str(value).split()).casefold()
 
 
-def _as_number(value: Any) -> tuple[float, int] | None:
-    """(value, decimals shown) for a number or numeric text; None otherwise."""
+def _as_number(value: Any) -> tuple[Decimal, int] | None:
+    """(exact value, decimals shown) for a finite number or numeric text; None otherwise."""
     if isinstance(value, bool | int):
-        return (float(value), 0) if abs(value) < 2**63 else None
+        return (Decimal(value), 0) if abs(value) < 2**63 else None
     if isinstance(value, float):
         # repr is the shortest text of the float: 58.33 shows two decimals.
-        return _decimal_number(Decimal(repr(value))) if math.isfinite(value) else (value, 0)
+        return _decimal_number(Decimal(repr(value))) if math.isfinite(value) else None
     if isinstance(value, Decimal):
         return _decimal_number(value)
     if isinstance(value, str):
@@ -311,19 +311,23 @@ def _as_number(value: Any) -> tuple[float, int] | None:
     return None
 
 
-def _decimal_number(value: Decimal) -> tuple[float, int] | None:
+def _decimal_number(value: Decimal) -> tuple[Decimal, int] | None:
     if not value.is_finite():
         return None
     exponent = value.as_tuple().exponent
     decimals = -exponent if isinstance(exponent, int) and exponent < 0 else 0
-    return (float(value), decimals)
+    return (value, decimals)
 
 
-def _numbers_equal(answer: tuple[float, int], gold: float) -> bool:
-    """Equal as floats, or equal to the gold rounded to the answer's shown decimals (>= 2)."""
+def _numbers_equal(answer: tuple[Decimal, int], gold: Decimal) -> bool:
+    """Whole numbers exactly; others equal as floats, or equal to the gold rounded to the
+    answer's shown decimals (>= 2)."""
     value, decimals = answer
-    if math.isclose(value, gold, rel_tol=1e-9, abs_tol=1e-12):
+    if value == value.to_integral_value() and gold == gold.to_integral_value():
+        # A float's relative tolerance would take 1000000001 for a gold 1000000000.
+        return value == gold
+    if math.isclose(float(value), float(gold), rel_tol=1e-9, abs_tol=1e-12):
         return True
     if decimals >= 2:
-        return abs(value - gold) <= 0.5 * 10.0**-decimals * (1 + 1e-9) + 1e-12
+        return abs(float(value) - float(gold)) <= 0.5 * 10.0**-decimals * (1 + 1e-9) + 1e-12
     return False

@@ -44,6 +44,14 @@ def gold(
         ("58.333333333333336", 58.333333333333336, True),
         ("1990", "1990", True),
         ("1990.0", "1990", True),
+        # Whole numbers are exact: a float's tolerance took these (Spider's GNP and phones).
+        ("1000000001", 1000000000, False),
+        ("3705025703", 3705025700.0, False),
+        ("3705025700", 3705025700.0, True),
+        ("7182887240", 7182887233, False),
+        ("9007199254740993", 9007199254740992, False),  # past 2**53, floats are equal
+        ("1e18", 10**18, True),
+        ("0.3", 0.1 + 0.2, True),
     ],
 )
 def test_numbers_compare_numerically(answer: str, cell: Any, expected: bool) -> None:
