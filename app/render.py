@@ -14,9 +14,16 @@ from rich.syntax import Syntax
 from rich.table import Table
 from rich.text import Text
 
+from app.pictured import picture_controls
 from app.plural import counted
 from rollout_core.records import ChatMessage
 from storage.read_models import Annotation, EpisodeDetail, RunSummary, StoredStep, TagCount
+
+
+def _shown(text: str, style: str = "") -> Text:
+    """Text from a store or a file, for the terminal: plain (never markup), controls pictured."""
+    return Text(picture_controls(text), style=style)
+
 
 _EVERY_DIGIT = Context(prec=400, rounding=ROUND_HALF_UP)
 """Digits enough for any float's integer part with its decimals (1e308 has 309)."""
@@ -68,9 +75,9 @@ def runs_table(runs: Sequence[RunSummary], width: int | None = None) -> Table:
     rows: list[tuple[str | Text, ...]] = [
         (
             str(r.id),
-            Text(r.name),
-            Text(r.policy),
-            Text(r.dataset or "-"),
+            _shown(r.name),
+            _shown(r.policy),
+            _shown(r.dataset or "-"),
             r.status,
             episodes_text(r),
             fmt_pct(r.accuracy),
@@ -101,7 +108,7 @@ def runs_table(runs: Sequence[RunSummary], width: int | None = None) -> Table:
         box=box.SIMPLE_HEAD,  # no rules between columns: room for the names at 80 columns
         pad_edge=False,
         collapse_padding=True,
-        caption=Text("\n".join(notes)) if notes else None,
+        caption=_shown("\n".join(notes)) if notes else None,
         caption_justify="left",
     )
     for col in shown:
@@ -130,8 +137,9 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
     head = Text()
     head.append(f"episode {s.id}", style="bold")
     where = f"  db {s.db_id}" if s.db_id else ""  # an import names no database
-    head.append(f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}{where}\n")
-    head.append(s.question)  # model- and dataset-written text is always plain Text, never markup
+    names = f"  run {detail.run.name}  question {s.question_id}#{s.sample_index}{where}\n"
+    head.append(picture_controls(names))
+    head.append(picture_controls(s.question))  # plain Text: a "[red]" in it is not markup
     if s.forked_from is not None:
         head.append(
             f"\nfork of episode {s.forked_from}: steps before {s.fork_step} replayed",
@@ -139,7 +147,8 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
         )
     parts: list[Panel | Text | Syntax] = [head]
     if detail.gold_sql:
-        parts += [Text("gold SQL:", style="bold"), Syntax(detail.gold_sql, "sql", word_wrap=True)]
+        gold = Syntax(picture_controls(detail.gold_sql), "sql", word_wrap=True)
+        parts += [Text("gold SQL:", style="bold"), gold]
     parts += [_annotation_line(a) for a in detail.annotations]
     for step in detail.steps:
         if prompts:
@@ -148,7 +157,7 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
         if step.replayed:
             body.append("replayed from the source episode\n", style="italic")
         body.append("output: ", style="bold")
-        body.append(step.raw_output + "\n")
+        body.append(picture_controls(step.raw_output) + "\n")
         if step.parsed:
             flag = ""
         elif step.fell_back:
@@ -160,12 +169,12 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
         if step.parsed and step.argument:
             # What the action ran or answered: inside a tag, a tool call or a fence of the
             # output, not always where a reader finds it.
-            body.append(" " + step.argument, style="cyan")
+            body.append(" " + picture_controls(step.argument), style="cyan")
         body.append("\nobservation: ", style="bold")
         if step.observation:
-            body.append(step.observation, style="red" if step.error else "")
+            body.append(picture_controls(step.observation), style="red" if step.error else "")
         elif step.error is not None:
-            body.append(f"Error: {step.error}", style="red")
+            body.append(picture_controls(f"Error: {step.error}"), style="red")
         else:  # NULL: nothing answered the turn; '': the reply was empty
             body.append("(no reply)" if step.observation is None else "(empty)", style="italic")
         title = f"step {step.step_no}  reward {step.reward:+.3f}"
@@ -178,7 +187,7 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
     )
     parts.append(outcome)
     if detail.error:
-        parts.append(Text(f"error: {detail.error}", style="red"))
+        parts.append(_shown(f"error: {detail.error}", style="red"))
     return Group(*parts)
 
 
@@ -187,11 +196,12 @@ def _prompt_panel(step: StoredStep) -> Panel:
     if not step.prompt:
         body.append("(no prompt recorded: its producer did not see it)", style="italic")
     for i, message in enumerate(step.prompt):
-        body.append(("\n" if i else "") + f"[{message.get('role', '?')}]\n", style="bold cyan")
+        role = picture_controls(str(message.get("role", "?")))
+        body.append(("\n" if i else "") + f"[{role}]\n", style="bold cyan")
         text, extra = message_parts(message)
-        body.append(text)
+        body.append(picture_controls(text))
         if extra is not None:
-            body.append("\n" + extra, style="dim")
+            body.append("\n" + picture_controls(extra), style="dim")
     title = f"step {step.step_no} prompt: {counted(len(step.prompt), 'message')}"
     return Panel(body, title=title, title_align="left", border_style="cyan")
 
@@ -211,11 +221,11 @@ def message_parts(message: ChatMessage) -> tuple[str, str | None]:
 
 def _annotation_line(a: Annotation) -> Text:
     line = Text()
-    line.append(f"tag {a.tag}", style="bold magenta")
+    line.append(picture_controls(f"tag {a.tag}"), style="bold magenta")
     line.append("" if a.step is None else f" (step {a.step})")
-    line.append(f"  {a.author or 'someone'}, {a.created_at:%Y-%m-%d %H:%M} UTC")
+    line.append(picture_controls(f"  {a.author or 'someone'}, {a.created_at:%Y-%m-%d %H:%M} UTC"))
     if a.note:
-        line.append(f"\n  {a.note}")
+        line.append(picture_controls(f"\n  {a.note}"))
     return line
 
 
@@ -225,13 +235,13 @@ def tag_table(counts: Sequence[TagCount]) -> Table:
     table.add_column("tag")
     table.add_column("episodes", justify="right")
     for c in counts:
-        table.add_row(Text(c.tag), str(c.episodes))
+        table.add_row(_shown(c.tag), str(c.episodes))
     return table
 
 
 def annotated_table(details: Sequence[EpisodeDetail], tag: str) -> Table:
     """Episodes carrying a tag: one row per annotation with that tag, its step and note."""
-    table = Table(title=f"episodes tagged {tag}", title_justify="left")
+    table = Table(title=_shown(f"episodes tagged {tag}"), title_justify="left")
     for col in ("episode", "run", "question", "outcome", "step", "note", "by"):
         table.add_column(col, justify="right" if col in ("episode", "step") else "left")
     for d in details:
@@ -241,11 +251,11 @@ def annotated_table(details: Sequence[EpisodeDetail], tag: str) -> Table:
                 continue
             table.add_row(
                 str(s.id),
-                Text(s.run_name),
-                Text(s.question_id),
+                _shown(s.run_name),
+                _shown(s.question_id),
                 s.outcome or "playing",
                 "-" if a.step is None else str(a.step),
-                Text(a.note or ""),
-                Text(a.author or ""),
+                _shown(a.note or ""),
+                _shown(a.author or ""),
             )
     return table

@@ -19,6 +19,8 @@ from rich.text import Text
 
 from app.cli.output import fail, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
+from app.pictured import picture_controls
+from app.render import fmt_pct
 from storage.read_models import QuestionOutcomes, RunKey, RunStep, RunSummary
 from storage.store import Store
 
@@ -99,10 +101,10 @@ def compare(
     if as_json:
         print(json.dumps(_json(base, results), indent=2))
         return
-    out.print(Text(f"baseline: {base.label}"))
+    out.print(Text(picture_controls(f"baseline: {base.label}")))
     for r in results:
         out.print()
-        out.print(Text(r.side.label, style="bold"))
+        out.print(Text(picture_controls(r.side.label), style="bold"))
         out.print(_report(r))
     out.print()
     out.print(
@@ -176,12 +178,12 @@ def _report(r: Compared) -> Table:
     grid.add_column(overflow="fold")
     for label, value in (
         ("  questions both played", f"{p.questions:,}"),
-        ("  accuracy", f"{_pct(p.run)}, the baseline's {_pct(p.base)}"),
+        ("  accuracy", f"{fmt_pct(p.run)}, the baseline's {fmt_pct(p.base)}"),
         ("  difference", f"{(p.delta or 0.0) * 100:+.1f} pts, {spread}"),
         ("  solves, baseline not", _listed(r.solved_by_run)),
         ("  baseline solves, not it", _listed(r.solved_by_base)),
     ):
-        grid.add_row(label, Text(value))
+        grid.add_row(label, Text(picture_controls(value)))
     return grid
 
 
@@ -192,10 +194,6 @@ def _listed(question_ids: list[str]) -> str:
     shown = ", ".join(question_ids[:LISTED])
     more = f", and {len(question_ids) - LISTED:,} more" if len(question_ids) > LISTED else ""
     return f"{len(question_ids):,}: {shown}{more}"
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{value:.1%}"
 
 
 def _json(base: Side, results: list[Compared]) -> dict[str, object]:

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from app.pictured import picture_controls
 from rollout_core.clip import clip
 from rollout_core.errors import RollscopeError
 
@@ -28,7 +29,8 @@ exit 2. Anything else is a bug and keeps its traceback."""
 def fail(message: str, code: int = 2) -> NoReturn:
     """One line on stderr, a non-zero exit, no traceback."""
     # The message names paths and files' values: `[red]` in one is text, not markup.
-    err.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+    shown = escape(picture_controls(message))
+    err.print(f"[bold red]error:[/] {shown}", markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 

@@ -14,7 +14,7 @@ from app.cli.output import USER_ERRORS, err, fail, out
 from app.cli.store_failures import store_trouble
 from app.cli.stores import DEFAULT_STORE, shown_url
 from app.plural import counted
-from app.render import runs_table
+from app.render import fmt_pct, runs_table
 
 if TYPE_CHECKING:
     from rollout_core.records import EpisodeKey, EpisodeRecord
@@ -82,7 +82,7 @@ def play(
     accuracy = "their accuracy" if skip else "accuracy"
     out.print(
         f"run {summary.id} {summary.name!r}: {played} in {stats.wall_seconds:.1f} s "
-        f"({eps:.1f} ep/s), {accuracy} {stats.accuracy:.1%}",
+        f"({eps:.1f} ep/s), {accuracy} {fmt_pct(stats.accuracy)}",
     )
 
 

@@ -11,6 +11,7 @@ from rich.console import Console
 from app.render import episode_transcript, message_parts
 from rollout_core.records import IterationBatch
 from storage.store import Store
+from tests.support.cli import rollscope
 from tests.support.records import finish, spec, start, step
 
 CALL = {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
@@ -70,3 +71,35 @@ def test_a_step_nothing_answered_reads_no_reply_and_an_empty_reply_empty(tmp_pat
         "Error: no such table: t",
         "(no reply)",
     ]
+
+
+CONTROLS = "\x1b[2J\x1b]0;owned\x07\x9b31m"
+"""Clear the screen, retitle the window, and CSI as one C1 character: a terminal obeys each."""
+
+
+def test_the_terminal_is_shown_control_characters_never_sent_them(tmp_path: Path) -> None:
+    path = tmp_path / "s.db"
+    store = Store(str(path))
+    try:
+        for name in (f"run{CONTROLS}", "other"):
+            run = store.create_run(spec(name), episodes_planned=1)
+            out = (step("q", 0, 1, raw=f"out{CONTROLS}", observation=f"obs{CONTROLS}"),)
+            store.sink(run).write(
+                IterationBatch(
+                    [start("q", text=f"q{CONTROLS}")], out, [finish("q", 0, "wrong", 0, 1)]
+                )
+            )
+        store.annotate(1, "look", note=f"note{CONTROLS}")
+    finally:
+        store.close()
+    shown = "".join(
+        rollscope(*args, "--store", path).stdout
+        for args in (
+            ("show", "1", "--prompt"),
+            ("runs",),
+            ("tags", "--tag", "look"),
+            ("compare", "1", "2"),
+        )
+    )
+    assert not {"\x1b", "\x07", "\x9b"} & set(shown)
+    assert shown.count("␛[2J␛]0;owned␇\ufffd31m") >= 7  # name thrice, question, output, obs, note

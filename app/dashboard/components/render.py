@@ -8,6 +8,7 @@ from datetime import datetime
 
 import streamlit as st
 
+from app.pictured import picture_controls
 from app.render import action_label, message_parts
 from rollout_core.records import ChatMessage
 from storage.read_models import StoredStep
@@ -16,21 +17,9 @@ from storage.read_models import StoredStep
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~$&:])")
 
 
-# C0 controls but newline and tab, and DEL, to their Unicode Control Pictures (ESC -> U+241B).
-_PICTURES = {c: 0x2400 + c for c in range(0x20) if chr(c) not in "\n\t"} | {0x7F: 0x2421}
-
-
 def escape_markdown(text: str) -> str:
     """Text that st.markdown / st.error show literally, its control characters pictured."""
     return _MD_SPECIAL.sub(r"\\\1", picture_controls(text))
-
-
-def picture_controls(text: str) -> str:
-    """Text with each control character (but newline and tab) as its Unicode Control Picture,
-    `\\x1b` as `␛`: a browser draws the character itself as an empty box, or not at all. A
-    Windows line end (CR LF) shows as the line end it is. For display only; the store keeps
-    the text as it was."""
-    return text.replace("\r\n", "\n").translate(_PICTURES)
 
 
 MISSING = "-"

@@ -20,7 +20,8 @@ from typing import Literal
 
 import streamlit as st
 
-from app.dashboard.components.render import BOX_PX, picture_controls
+from app.dashboard.components.render import BOX_PX
+from app.pictured import picture_controls
 from app.render import fmt_num
 from rollout_core.records import TokenTrace
 from storage.read_models import StoredStep

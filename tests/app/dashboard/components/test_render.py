@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from app.dashboard.components.render import escape_markdown, picture_controls
+from app.dashboard.components.render import escape_markdown
+from app.pictured import picture_controls
 
 
 def test_markdown_escaping() -> None:
@@ -18,8 +19,10 @@ def test_control_characters_show_as_their_control_pictures() -> None:
     for code in range(0x20):
         shown = picture_controls(chr(code))
         assert shown == (chr(code) if chr(code) in "\n\t" else chr(0x2400 + code))
-    kept = "line\n\ttab é 中 \u2028 <b> \x80"
+    kept = "line\n\ttab é 中 \u2028 <b> \xa0"
     assert picture_controls(kept) == kept
+    # C1 controls (CSI is U+009B) have no picture
+    assert picture_controls("\x80\x9b31m\x9f") == "\ufffd\ufffd31m\ufffd"
     # a Windows line end is a line end; a carriage return alone is pictured
     assert picture_controls("a\r\nb\rc") == "a\nb␍c"
 
