@@ -7,7 +7,9 @@ never lift it. So the sandbox calls the C functions through ctypes, in the very 
 use plus the statement's budget; when the last running statement ends, the limits in force
 before are back. Overlapping statements (threads) each add their budget to one shared total.
 A connection outside the sandbox is only capped while a sandboxed statement runs, and only when
-the statements running used up their budgets.
+the statements running used up their budgets: the store's writes and the environment's own
+reads then fail for want of heap, and wait for those statements to end and try again
+(`wait_for_statements`, `after_statements`).
 
 Where the C functions cannot be reached (an interpreter whose SQLite symbols are hidden),
 `heap_ceiling()` is None and the sandbox falls back to a permanent `PRAGMA hard_heap_limit`.
@@ -18,9 +20,12 @@ from __future__ import annotations
 import ctypes
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import cache
+from typing import TypeVar
+
+T = TypeVar("T")
 
 _FUNCTIONS = ("sqlite3_hard_heap_limit64", "sqlite3_soft_heap_limit64", "sqlite3_memory_used")
 
@@ -33,6 +38,7 @@ class HeapCeiling:
         self._soft = lib.sqlite3_soft_heap_limit64
         self._used = lib.sqlite3_memory_used
         self._lock = threading.Lock()
+        self._ended = threading.Condition(self._lock)
         self._active = 0
         self._budgets = 0
         self._base = 0
@@ -68,11 +74,33 @@ class HeapCeiling:
                     # Setting a hard limit also lowers the soft one: put both back, hard first.
                     self._hard(self._saved[0])
                     self._soft(self._saved[1])
+                self._ended.notify_all()
+
+    def wait_for_statements(self, timeout: float) -> None:
+        """Return once a sandboxed statement running now has ended (its heap freed and the
+        ceiling lowered), none runs, or `timeout` seconds have passed."""
+        with self._lock:
+            if self._active:
+                self._ended.wait(timeout)
 
     def _ceiling(self) -> int:
         ceiling = self._base + self._budgets
         hard_before = self._saved[0]
         return min(ceiling, hard_before) if hard_before > 0 else ceiling
+
+
+def after_statements(fn: Callable[[], T], *, tries: int = 3, wait_seconds: float = 5.0) -> T:
+    """`fn()`, run again when it ran out of SQLite heap while sandboxed statements held the
+    process's limit, once a statement has ended (their deadlines end them)."""
+    for attempt in range(tries):
+        try:
+            return fn()
+        except MemoryError:
+            ceiling = heap_ceiling()
+            if ceiling is None or attempt == tries - 1:
+                raise
+            ceiling.wait_for_statements(wait_seconds)
+    raise AssertionError("unreachable")
 
 
 _FIND_LOCK = threading.Lock()

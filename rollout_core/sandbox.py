@@ -12,7 +12,8 @@ Layers, each enough on its own for the case it names:
   columns of a 1 MB blob hold 590 MB; 520 constant `hex(zeroblob(499000))` 1 GB). SQLite's
   hard heap limit stops those, and it is process-wide, so it is set only while a sandboxed
   statement runs, to the heap in use plus `memory_budget_bytes`, and put back after
-  (heap_limit.py): the store's connections in the same process are not capped in between;
+  (heap_limit.py): the store's connections in the same process are not capped in between,
+  and a write that runs short of heap while one runs waits for it to end and tries again;
 - work done inside one VM instruction escapes the deadline's progress handler: printf/format,
   instr, replace and trim are replaced by guarded versions (sql_functions.py).
 

@@ -11,6 +11,7 @@ import sqlite3
 import time
 from typing import Any
 
+from rollout_core.heap_limit import after_statements
 from rollout_core.sandbox import (
     QueryResult,
     SandboxConnection,
@@ -121,9 +122,14 @@ def _trusted(
     if not isinstance(conn, SandboxConnection):
         raise TypeError("schema reads need a connection from sandbox.open_readonly()")
     guard = conn.guard
-    with trusted_reads(conn):
-        guard.deadline = time.monotonic() + seconds
-        try:
-            return list(conn.execute(sql, params).fetchall())
-        finally:
-            guard.reset()
+
+    def read() -> list[tuple[Any, ...]]:
+        with trusted_reads(conn):
+            guard.deadline = time.monotonic() + seconds
+            try:
+                return list(conn.execute(sql, params).fetchall())
+            finally:
+                guard.reset()
+
+    # Not the agent's SQL: an agent's query on another thread may hold the process's heap.
+    return after_statements(read)

@@ -19,6 +19,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from rollout_core.heap_limit import heap_ceiling
 from rollout_core.records import (
     EpisodeKey,
     EpisodeRecord,
@@ -73,6 +74,9 @@ _HEARTBEAT = (
 # holding the WAL); retry a few times with growing pauses (0.1 s .. 1.6 s, ~3 s in all).
 _LOCK_RETRIES = 5
 _FIRST_PAUSE = 0.1
+_HEAP_WAIT_SECONDS = 5.0
+"""Longest wait for a sandboxed statement to end (its deadline ends it) before a write that
+ran out of SQLite heap tries again."""
 
 
 def now_utc() -> datetime:
@@ -87,7 +91,8 @@ def is_lock_error(exc: BaseException) -> bool:
 
 
 def retry_locked(fn: Callable[[], T]) -> T:
-    """Run a whole transaction, again after a pause when SQLite says it is locked."""
+    """Run a whole transaction, again after a pause when SQLite says it is locked, or when it
+    ran out of heap while the sandbox's statements held the process's SQLite heap limit."""
     pause = _FIRST_PAUSE
     for attempt in range(_LOCK_RETRIES + 1):
         try:
@@ -97,6 +102,13 @@ def retry_locked(fn: Callable[[], T]) -> T:
                 raise
             time.sleep(pause)
             pause *= 2
+        except MemoryError:
+            # SQLite's heap limit is one per process: an environment server's store writes
+            # share it with the untrusted queries its sessions run on other threads.
+            ceiling = heap_ceiling()
+            if attempt == _LOCK_RETRIES or ceiling is None:
+                raise
+            ceiling.wait_for_statements(_HEAP_WAIT_SECONDS)
     raise AssertionError("unreachable")
 
 

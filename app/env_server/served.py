@@ -162,8 +162,11 @@ class OpenRun:
         return ServedRun(self.store, self.run_id, self.spec, self.dataset, self.numbers)
 
     def complete(self) -> None:
-        """Stop the heartbeat and mark the run completed (its sessions are all closed)."""
+        """Stop the heartbeat and mark the run completed (its sessions are all closed): an
+        episode the store failed to finish (its session was told so) ends abandoned."""
         self._beat.stopped.set()
+        if leftovers := _unfinished(self.store, self.run_id):
+            self.store.sink(self.run_id).write(IterationBatch(finished=leftovers))
         self.store.set_run_status(self.run_id, "completed")
 
 

@@ -7,13 +7,18 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from rollout_core.heap_limit import HeapCeiling, heap_ceiling
 from rollout_core.sandbox import Sandbox, SandboxLimits, open_readonly, run_select
+from rollout_core.schema import describe_table
+from storage.store import Store
 from tests.conftest import REPO
+from tests.support.plain_sql import sql_rows
+from tests.support.records import play, spec
 
 MiB = 1024 * 1024
 # Columns of one 1 MB random blob each: held together in SQLite's registers for the row.
@@ -159,3 +164,47 @@ def test_open_readonly_sets_no_process_wide_limit(ceiling: HeapCeiling, db_path:
         assert _plain_limits() == (0, 0)
     finally:
         conn.close()
+
+
+def _held(ceiling: HeapCeiling, seconds: float) -> threading.Thread:
+    """A thread inside a sandboxed statement's ceiling with no budget left for `seconds`, as
+    while an agent's query fills its budget: any SQLite allocation elsewhere fails."""
+    inside = threading.Event()
+
+    def hold() -> None:
+        with ceiling.around(0):
+            inside.set()
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert inside.wait(10)
+    return thread
+
+
+def test_a_store_write_waits_for_the_statement_holding_the_heap(
+    ceiling: HeapCeiling, tmp_path: Path
+) -> None:
+    """An environment server writes its sessions' steps while other sessions' queries run."""
+    store = Store(f"sqlite:///{tmp_path / 'runs.db'}")
+    try:
+        run = store.create_run(spec("held"), episodes_planned=None)
+        thread = _held(ceiling, 0.5)
+        try:
+            store.sink(run).write(play("q", 0, "correct", 1.0, 3, raw="x" * 100_000))
+        finally:
+            thread.join()
+        rows = "SELECT outcome, (SELECT COUNT(*) FROM steps) FROM episodes"
+        assert sql_rows(store.url, rows) == [("correct", 3)]
+    finally:
+        store.close()
+
+
+def test_the_environments_own_reads_wait_for_it_too(ceiling: HeapCeiling, db_path: Path) -> None:
+    with Sandbox() as sandbox, sandbox.connection(db_path) as conn:
+        thread = _held(ceiling, 0.5)
+        try:
+            described = describe_table(conn, "singer")
+        finally:
+            thread.join()
+    assert described.startswith("table singer (4 rows)")

@@ -16,10 +16,12 @@ from websockets.sync.client import connect
 
 from app.env_client import SQLAction, SQLEnvClient
 from rollout_core.datasets import DatasetError, load_dataset
+from rollout_core.records import IterationBatch
 from storage.read_models import EpisodeDetail, EpisodeFilter
 from storage.store import Store
 from storage.training import question_episodes
 from tests.app.env_server.conftest import REPO, Bench, Served, env_spec, serving, wait_for
+from tests.support.records import start
 
 # Each fixture question played as an oracle would: look, query the gold, answer right.
 ORACLE: dict[str, list[dict[str, str]]] = {
@@ -314,6 +316,26 @@ def test_stopping_the_server_abandons_the_episodes_in_play(tmp_path: Path, bench
     assert run is not None and run.status == "completed"
     (episode,) = episodes(store, served.run_id)
     assert (episode.summary.outcome, len(episode.steps)) == ("abandoned", 1)
+    store.close()
+
+
+def test_an_episode_the_store_failed_to_finish_ends_abandoned_with_the_server(
+    tmp_path: Path, bench: Bench
+) -> None:
+    """A session whose step the store did not take ends its episode (the client is told);
+    the episode's row, written when it began, must not stay unfinished in a completed run."""
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    with serving(store, env_spec(bench)) as served:
+        # What such a session leaves: an episode begun, with no step and no outcome.
+        store.sink(served.run_id).write(IterationBatch(started=[start("q-count", 7)]))
+        env = client(served)
+        env.reset(question_id="q-france")
+        for action in ORACLE["q-france"]:
+            env.step(action)
+    run = store.get_run(served.run_id)
+    assert run is not None and run.status == "completed"
+    played = {(e.summary.sample_index, e.summary.outcome) for e in episodes(store, served.run_id)}
+    assert played == {(7, "abandoned"), (0, "correct")}
     store.close()
 
 
