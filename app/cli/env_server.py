@@ -8,8 +8,9 @@ import typer
 
 from app.cli.listen import bind
 from app.cli.output import USER_ERRORS, err, fail, one_line
-from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store, shown_url
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from app.plural import counted
+from app.store_url import shown_url
 
 MAX_SESSIONS = 64
 MAX_WORKERS = 64

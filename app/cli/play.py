@@ -12,9 +12,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from app import batch
 from app.cli.output import USER_ERRORS, err, fail, out
 from app.cli.store_failures import store_trouble
-from app.cli.stores import DEFAULT_STORE, shown_url
+from app.cli.stores import DEFAULT_STORE
 from app.plural import counted
 from app.render import fmt_pct, runs_table
+from app.store_url import shown_url
 
 if TYPE_CHECKING:
     from rollout_core.records import EpisodeKey, EpisodeRecord

@@ -9,7 +9,8 @@ import typer
 
 from app.cli.listen import bind
 from app.cli.output import err, fail
-from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store, shown_url
+from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from app.store_url import shown_url
 from rollout_core.clip import clip
 
 

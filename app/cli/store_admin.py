@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from app.cli.output import out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from app.store_url import shown_url
 
 FREE_SHOWN = 0.1
 """The share of a SQLite file in free pages after an upgrade worth a line: a revision that
@@ -16,10 +17,10 @@ def migrate(store: StoreOpt = DEFAULT_STORE) -> None:
     upgrade = opened.schema_upgrade
     assert upgrade is not None  # a writer always reports what it did
     if upgrade.before == upgrade.after:
-        out.print(f"store {store}: already at schema {upgrade.after}", soft_wrap=True)
+        out.print(f"store {shown_url(store)}: already at schema {upgrade.after}", soft_wrap=True)
         return
     before = upgrade.before or "none (new store)"
-    out.print(f"store {store}: schema {before} -> {upgrade.after}", soft_wrap=True)
+    out.print(f"store {shown_url(store)}: schema {before} -> {upgrade.after}", soft_wrap=True)
     space = opened.file_space()
     if upgrade.before is None or space is None:
         return

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from app.cli.output import fail
+from app.store_url import shown_url
 
 if TYPE_CHECKING:
     from storage.store import Store
@@ -75,15 +76,3 @@ def open_reader(url: str) -> Store:
         return Store(url, read_only=True)
     except StoreError as exc:
         fail(str(exc))
-
-
-def shown_url(url: str) -> str:
-    """The store as a command line may show it: a server URL without its password."""
-    if "://" not in url:
-        return url
-    from sqlalchemy.engine import make_url
-
-    try:
-        return make_url(url).render_as_string(hide_password=True)
-    except Exception:  # an unparsable URL could not have opened; show nothing of it
-        return "URL"

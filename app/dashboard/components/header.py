@@ -9,6 +9,7 @@ import streamlit as st
 
 from app.dashboard import data
 from app.dashboard.components.browser import page_tools
+from app.store_url import shown_url
 
 
 def header(
@@ -27,7 +28,8 @@ def header(
         if copy_link or keys or quiet:
             page_tools(copy_link=copy_link, keys=keys, quiet=quiet)
         st.caption(
-            f"store `{settings.store_url}`" + (" · read-only" if settings.read_only else ""),
+            f"store `{shown_url(settings.store_url)}`"
+            + (" · read-only" if settings.read_only else ""),
             width="stretch",
             text_alignment="right",
         )

@@ -8,6 +8,7 @@ capped; past the cap the page names the CLI command instead.
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -15,6 +16,7 @@ from functools import partial
 import streamlit as st
 
 from app.dashboard import data
+from app.store_url import shown_url
 from storage.read_models import EpisodeFilter
 
 DOWNLOAD_CAP = 5000
@@ -60,7 +62,8 @@ def export_menu(
                 f"More than {DOWNLOAD_CAP} episodes: narrow the filters, or export whole runs "
                 "from a shell:"
             )
-            st.code(f"rollscope export {refs} --format parquet --store {data.settings().store_url}")
+            store = shlex.quote(shown_url(data.settings().store_url))
+            st.code(f"rollscope export {refs} --format parquet --store {store}")
         url = data.settings().store_url
         for fmt in ("jsonl", "parquet"):
             writer: Callable[[], bytes] = partial(_write, url, run_ids, fmt, flt)
