@@ -108,12 +108,16 @@ def _dir_order(d: Path) -> tuple[int, int, str]:
 
 def rollout(data: dict[str, Any]) -> Rollout:
     trajectories = data["trajectories"]
-    if not isinstance(trajectories, list) or not trajectories:
+    ended = str(data.get("termination_reason") or "").lower()  # a TerminationReason's value
+    # An episode that failed before its model's first turn keeps no step: an error episode
+    # of no steps, as rollscope's own that could not begin.
+    error = f"rLLM ended the episode: {ended}" if ended in ("error", "timeout") else None
+    if not isinstance(trajectories, list) or not (trajectories or error):
         raise BadRow("'trajectories' is not a list of trajectories")
     steps = [s for t in trajectories if isinstance(t, Mapping) for s in t.get("steps") or ()]
-    if not steps or not all(isinstance(s, Mapping) for s in steps):
+    if not (steps or error) or not all(isinstance(s, Mapping) for s in steps):
         raise BadRow("its trajectories hold no steps")
-    prompt, turns = _turns(steps)
+    prompt, turns = _turns(steps) if steps else ([], [])
     task = data.get("task")
     task = task if isinstance(task, Mapping) else {"question": task} if task else {}
     question = next((str(task[k]) for k in _QUESTION_KEYS if isinstance(task.get(k), str)), "")
@@ -125,7 +129,6 @@ def rollout(data: dict[str, Any]) -> Rollout:
     if isinstance(metrics, Mapping):
         rewards |= numeric_columns(metrics, frozenset())
     correct = data.get("is_correct")
-    ended = str(data.get("termination_reason") or "").lower()  # a TerminationReason's value
     step_rewards = [number(s.get("reward") or 0.0, "a step's reward") for s in steps]
     step_times = [
         (_seconds(s.get("timing"), "llm_time"), _seconds(s.get("timing"), "env_time"))
@@ -145,7 +148,7 @@ def rollout(data: dict[str, Any]) -> Rollout:
         gold_sql=next((str(task[k]) for k in _GOLD_KEYS if isinstance(task.get(k), str)), ""),
         step_rewards=step_rewards if len(step_rewards) == len(turns) else None,
         truncated=ended == "max_response_length_exceeded" if ended else None,
-        error=f"rLLM ended the episode: {ended}" if ended in ("error", "timeout") else None,
+        error=error,
         seconds=_seconds(data.get("timing"), "total_time"),
         turn_seconds=step_times if len(step_times) == len(turns) else None,
     )

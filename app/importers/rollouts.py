@@ -208,7 +208,7 @@ class Numbering:
         self._next_group = next_group
         self._known_groups = known_groups
         self._step: int | None = None
-        self._steps: dict[int, dict[tuple[str, Hashable], int]] = {}
+        self._steps: dict[int, _StepGroups] = {}
         """The groups of the last `RECENT_STEPS` steps, least recently used first."""
 
     @classmethod
@@ -229,6 +229,18 @@ class Numbering:
         are its group, as in a batch run)."""
         if train_step is None:
             return None
+        groups = self._groups_at(train_step)
+        key = (question_id, group)
+        found = groups.found.get(key)
+        if found is None:
+            found = groups.stored.pop(question_id, None) if reads_on(group) else None
+            if found is None:
+                found = self._next_group
+                self._next_group += 1
+            groups.found[key] = found
+        return found
+
+    def _groups_at(self, train_step: int) -> _StepGroups:
         if train_step != self._step:
             # Files come in step order, but a loop's rollouts may come back late: a few
             # recent steps' groups are kept (memory stays flat), older ones read back.
@@ -236,17 +248,33 @@ class Numbering:
             if groups is None:
                 if len(self._steps) >= RECENT_STEPS:
                     del self._steps[next(iter(self._steps))]
-                known = self._known_groups(train_step)
-                groups = {(q, None): g for q, g in known.items()}
+                groups = _StepGroups(stored=dict(self._known_groups(train_step)))
             self._steps[train_step] = groups
             self._step = train_step
-        groups = self._steps[train_step]
-        key = (question_id, group)
-        found = groups.get(key)
-        if found is None:
-            found = groups[key] = self._next_group
-            self._next_group += 1
-        return found
+        return self._steps[train_step]
+
+
+@dataclass(slots=True)
+class _StepGroups:
+    """A training step's GRPO groups: those given here, by (question, framework group id),
+    and those the store held, by question, each read on into by the first rollout of its
+    question that comes (an import started again, a Recorder resumed)."""
+
+    found: dict[tuple[str, Hashable], int] = field(default_factory=dict)
+    stored: dict[str, int] = field(default_factory=dict)
+    """The store keeps a question's last group at the step, not the framework's id for it:
+    of a question with several framework groups at a step, the first to come reads on."""
+
+
+REWRITTEN = "rewritten file"
+"""What the importer's group key of a rollout from a rewritten file begins with (its
+`_REWRITE`): `(REWRITTEN, group)`."""
+
+
+def reads_on(group: Hashable | None) -> bool:
+    """Whether rollouts under this group key join their question's group the store holds at
+    the step: a rewritten file's are another play of the step, in groups of their own."""
+    return not (isinstance(group, tuple) and group[:1] == (REWRITTEN,))
 
 
 def episode_records(

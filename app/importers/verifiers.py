@@ -111,7 +111,10 @@ def _result_rollout(data: dict[str, Any]) -> Rollout:
     prompt = _messages(data["prompt"], "user")
     completion = _messages(data["completion"], "assistant")
     _, turns = message_turns(completion)
-    if not turns:
+    error = error_text(data.get("error"))
+    # A rollout that failed before the model's first turn (its sandbox never started, its
+    # first model call failed) is an error episode of no steps, as a v1 trace's is.
+    if not turns and error is None:
         raise BadRow("'completion' holds no assistant message")
     reward = number(data["reward"], "reward")
     metrics = data.get("metrics")
@@ -137,7 +140,7 @@ def _result_rollout(data: dict[str, Any]) -> Rollout:
         gold_sql=answer if isinstance(answer, str) and is_sql(answer) else "",
         db_id=db_id if isinstance(db_id, str) else "",
         truncated=cut if isinstance(cut, bool) else None,
-        error=error_text(data.get("error")),
+        error=error,
         seconds=seconds,
         turn_seconds=turn_seconds,
         tokens_out=stored_count(tokens),
