@@ -45,6 +45,9 @@ class StoreMissing(StoreError):
     """A reader found no store yet: a missing or empty SQLite file, or an empty database."""
 
 
+PERMISSION_DENIED = "42501"
+"""PostgreSQL's SQLSTATE for a statement its user has no privilege for."""
+
 SERVER_HINT = (
     "check that the server is running and that its host, port, database, user and password "
     "are right; or pass --store sqlite:///path.db"

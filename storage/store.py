@@ -46,6 +46,7 @@ from storage import (
     trainer_scores,
 )
 from storage.engine import (
+    PERMISSION_DENIED,
     SERVER_HINT,
     SQLITE_IMMEDIATE,
     URL_HINT,
@@ -124,6 +125,8 @@ class Store:
             dispose_engine(self._url, read_only=read_only)
             reason = str(exc.orig).strip().splitlines()[0] if exc.orig else str(exc)
             hint = URL_HINT if self.dialect == "sqlite" else SERVER_HINT
+            if getattr(exc.orig, "sqlstate", None) == PERMISSION_DENIED:
+                hint = "this database user may not read the store's tables: grant it SELECT"
             raise _store_error(shown, reason, hint) from None
         except NotAStore as exc:
             dispose_engine(self._url, read_only=read_only)

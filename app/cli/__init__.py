@@ -79,7 +79,7 @@ def main() -> None:
             markup=True,
             soft_wrap=True,
         )
-        sys.exit(1)
+        sys.exit(trouble.code)
     sys.exit(code if isinstance(code, int) else 0)
 
 

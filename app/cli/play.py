@@ -66,7 +66,7 @@ def play(
             fail(
                 f"run {run_id} {prepared.spec.name!r} stopped: {trouble.cause}; "
                 f"{_kept(st, run_id)}: {trouble.fix}, then {resume_command(prepared, url)}",
-                code=1,
+                code=trouble.code,
             )
         if cause is not None and not isinstance(cause, USER_ERRORS):
             # Not bad input: a bug or a broken model. The run records the one-line error; the

@@ -16,6 +16,9 @@ class StoreTrouble:
     """e.g. `the store's disk is full (database or disk is full)`."""
     fix: str
     """e.g. `free space on that disk`."""
+    code: int = 1
+    """The exit code: 1 for a store that failed, 2 for one this user may not write (as
+    for a read-only SQLite file)."""
 
 
 # SQLite's result codes (sqlite3.Error.sqlite_errorname), by prefix; anything else (a syntax
@@ -68,6 +71,13 @@ def _classify(exc: BaseException) -> StoreTrouble | None:
                 return StoreTrouble(f"{cause} ({detail})", fix)
         return None
     state = getattr(exc, "sqlstate", None) or getattr(exc, "pgcode", None)  # psycopg 3, 2
+    if state == "42501":  # insufficient_privilege: a user that may only read
+        return StoreTrouble(
+            f"this database user may not write the store ({detail})",
+            "use a user with write rights on its tables, or a command that only reads it "
+            "(runs, show, export, dashboard)",
+            code=2,
+        )
     if isinstance(state, str):
         for prefix, cause, fix in _POSTGRES:
             if state.startswith(prefix):
