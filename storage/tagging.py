@@ -10,6 +10,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from sqlalchemy import delete, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from rollout_core.errors import RollscopeError
@@ -78,25 +79,33 @@ def annotate_episode(
             f"choose a step from 1 to {steps}, or none for the whole episode"
         )
     step_no = 0 if step is None else step
-    session.execute(
-        delete(Annotation).where(
-            Annotation.episode_id == episode_id,
-            Annotation.step_no == step_no,
-            Annotation.tag == tag,
-        )
+    who, when = _author(author), now_utc()
+    values = {
+        "run_id": run_id,
+        "episode_id": episode_id,
+        "step_no": step_no,
+        "tag": tag,
+        "note": note,
+        "author": who,
+        "created_at": when,
+    }
+    # One statement: another writer tagging the same target at once (PostgreSQL, several
+    # people) is replaced, where a delete then an insert would break the unique index.
+    module = postgresql if session.get_bind().dialect.name == "postgresql" else sqlite
+    stmt = module.insert(Annotation).values(values)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[Annotation.episode_id, Annotation.step_no, Annotation.tag],
+        set_={k: stmt.excluded[k] for k in ("run_id", "note", "author", "created_at")},
     )
-    new = Annotation(
-        run_id=run_id,
-        episode_id=episode_id,
-        step_no=step_no,
+    new_id = session.execute(stmt.returning(Annotation.id)).scalar_one()
+    return AnnotationRecord(
+        id=new_id,
+        step=step,
         tag=tag,
         note=note,
-        author=_author(author),
-        created_at=now_utc(),
+        author=who,
+        created_at=when,
     )
-    session.add(new)
-    session.flush()
-    return record(new)
 
 
 def remove_episode_annotation(
