@@ -14,7 +14,9 @@ import hmac
 import json
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
 from openenv.core.env_server.http_server import create_fastapi_app
 from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -55,10 +57,19 @@ def build_app(served: ServedRun, *, max_sessions: int, token: str | None = None)
         scored = served.record_trainer_scores(body.scores)
         return {"scored": scored, "unknown": len(body.scores) - scored}
 
+    app.add_exception_handler(RequestValidationError, _refused_body)
     app.add_middleware(ObjectMessagesOnly)
     if token:
         app.add_middleware(TokenRequired, token=token)
     return app
+
+
+async def _refused_body(request: Request, exc: Exception) -> JSONResponse:
+    """422 naming each problem of a body, without the values it refused: FastAPI's own
+    answer echoes them, and a NaN or an infinity in one cannot be written as JSON (a 500)."""
+    errors = exc.errors() if isinstance(exc, RequestValidationError) else []
+    detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", ""))} for e in errors]
+    return JSONResponse(status_code=422, content={"detail": detail})
 
 
 class ObjectMessagesOnly:

@@ -18,6 +18,7 @@ from pydantic import (
 )
 from pydantic.json_schema import SkipJsonSchema
 
+from rollout_core.keys import key_problem
 from rollout_core.records import ActionKind
 
 
@@ -105,6 +106,24 @@ class EpisodeScore(BaseModel):
     rewards: dict[str, Annotated[float, Field(allow_inf_nan=False)]] = Field(
         default_factory=dict, description="Each reward function's value by its name"
     )
+
+    @field_validator("question_id")
+    @classmethod
+    def _storable_id(cls, value: str) -> str:
+        if (problem := key_problem(value)) is not None:
+            raise ValueError(f"the question id {problem}")
+        return value
+
+    @field_validator("rewards")
+    @classmethod
+    def _storable_names(cls, value: dict[str, float]) -> dict[str, float]:
+        # The store keys each value by its name, as an import's or a Recorder's.
+        for name in value:
+            if not name.strip():
+                raise ValueError("a reward's name is empty")
+            if (problem := key_problem(name)) is not None:
+                raise ValueError(f"the reward name {name[:40]!r} {problem}")
+        return value
 
 
 class TrainerScores(BaseModel):

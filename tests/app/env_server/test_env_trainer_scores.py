@@ -76,13 +76,21 @@ def test_the_route_scores_known_episodes_and_refuses_bad_bodies(
         assert (status, answer) == (200, {"scored": 1, "unknown": 1})
         for bad in (
             {"scores": [{**score, "advantage": "NaN"}]},  # not a finite number
+            # Python's json writes these bare: FastAPI's own 422 echoed them and failed (500).
+            {"scores": [{**score, "advantage": float("nan")}]},
+            {"scores": [{**score, "rewards": {"correct": float("inf")}}]},
+            # Names the store cannot key on (PostgreSQL refused them with a 500).
+            {"scores": [{**score, "rewards": {"x" * 201: 1.0}}]},
+            {"scores": [{**score, "rewards": {"a\x00b": 1.0}}]},
+            {"scores": [{**score, "rewards": {" ": 1.0}}]},
+            {"scores": [{**score, "question_id": "q" * 201}]},
             {"scores": [{**score, "sample_index": -1}]},
             {"scores": [{**score, "extra": 1}]},
             {"score": []},
             [score],
         ):
             status, answer = _post(served.url, bad)
-            assert status == 422, bad
+            assert status == 422 and answer["detail"], bad
     (episode_id, _, _, advantage) = played(tmp_path / "store.db", served.run_id)[0]
     assert advantage == 0.5
     assert dict(served.store.episode_origins([episode_id])[episode_id].rewards) == {"correct": 1.0}
