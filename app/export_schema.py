@@ -94,7 +94,8 @@ class Shape:
     row: bool = False
     """A struct read from a fixed-length tuple (fields `f0`, `f1`, ...), not a dataclass."""
     message: bool = False
-    """A chat message: its role and content, and its other keys as JSON text (or null)."""
+    """A chat message: its role, its content (null where it has none), and its other keys as
+    JSON text (or null)."""
 
 
 _SCALARS: dict[object, Kind] = {
@@ -123,7 +124,8 @@ def shape_of(hint: Any, where: str = "value") -> Shape:
         parts = [shape_of(a, f"{where}[{i}]") for i, a in enumerate(get_args(hint))]
         return Shape("struct", fields=tuple((f"f{i}", p) for i, p in enumerate(parts)), row=True)
     elif hint == ChatMessage:
-        fields = (("role", Shape("str")), ("content", Shape("str")), ("other", Shape("str", True)))
+        content = Shape("str", nullable=True)
+        fields = (("role", Shape("str")), ("content", content), ("other", Shape("str", True)))
         return Shape("struct", fields=fields, message=True)
     elif hint in _SCALARS:
         return Shape(_SCALARS[hint])
@@ -189,12 +191,15 @@ def converter(shape: Shape) -> Convert | None:
 
 
 def _message(m: Any) -> dict[str, Any]:
+    """A message's text as it is, content parts as JSON text, and no content (a tool call's
+    turn) as null: the text "null" is what a model may write."""
+    content = m.get("content")
     other = {k: v for k, v in m.items() if k not in ("role", "content")}
     return {
         "role": str(m.get("role", "")),
-        "content": m.get("content")
-        if isinstance(m.get("content"), str)
-        else json.dumps(m.get("content")),
+        "content": content
+        if content is None or isinstance(content, str)
+        else json.dumps(content, ensure_ascii=False),
         "other": json.dumps(other, ensure_ascii=False) if other else None,
     }
 

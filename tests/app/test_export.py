@@ -570,3 +570,40 @@ def test_a_training_episode_carries_its_step_group_and_tokens(tmp_path: Path) ->
         (None, None, 0, None, None),  # a batch run: no step, its question's samples a group
     ]
     store.close()
+
+
+def test_prompt_messages_export_as_recorded(tmp_path: Path) -> None:
+    """An assistant turn that only calls a tool has no content (OpenAI writes null): not the
+    text "null", which a model may write."""
+    from rollout_core.records import IterationBatch
+    from tests.support.records import finish, spec, start, step
+
+    call = {"id": "c1", "type": "function", "function": {"name": "run_sql", "arguments": "{}"}}
+    asked = {"role": "user", "content": "How many?"}
+    prompts = {
+        "none": (asked, {"role": "assistant", "content": None, "tool_calls": [call]}),
+        "null": (asked, {"role": "assistant", "content": "null"}),
+        "parts": ({"role": "user", "content": [{"type": "text", "text": "How many?"}]},),
+    }
+    store = Store(f"sqlite:///{tmp_path / 'm.db'}")
+    run = store.create_run(spec("messages"), episodes_planned=None)
+    for q, prompt in prompts.items():
+        store.sink(run).write(
+            IterationBatch(
+                [start(q)], [step(q, 0, 1, prompt=prompt)], [finish(q, 0, "wrong", 0, 1)]
+            )
+        )
+    jsonl, parquet = tmp_path / "m.jsonl", tmp_path / "m.parquet"
+    export_episodes(store, [run], jsonl, "jsonl")
+    export_episodes(store, [run], parquet, "parquet")
+    rows = _jsonl(jsonl)
+    assert rows == pq.read_table(parquet).to_pylist()
+    shown = {r["question_id"]: r["steps"][0]["prompt"] for r in rows}
+    assert shown["none"][1] == {
+        "role": "assistant",
+        "content": None,
+        "other": json.dumps({"tool_calls": [call]}),
+    }
+    assert shown["null"][1] == {"role": "assistant", "content": "null", "other": None}
+    assert shown["parts"][0]["content"] == json.dumps([{"type": "text", "text": "How many?"}])
+    store.close()
