@@ -7,6 +7,7 @@ so a mistake never leaves a run behind as "running".
 from __future__ import annotations
 
 import contextlib
+import shlex
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +25,7 @@ from rollout_core.records import EpisodeKey, EpisodeRecord, PolicyInfo, RunSpec
 from rollout_core.runner import EpisodeTask, RunStats, plan_episodes, run_episodes
 from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored
 from storage import lifecycle
+from storage.read_models import RunSummary
 from storage.store import Store
 
 HEARTBEAT_EVERY_SECONDS = 10.0
@@ -132,15 +134,12 @@ def reopen_run(
             raise JobError(refusal)
     elif found.status != "queued":
         raise JobError(f"run {found.id} is {found.status}, not queued; use --resume {found.id}")
+    if (elsewhere := _continued_elsewhere(found)) is not None:
+        raise JobError(f"run {found.name!r} {elsewhere}")
     try:
         spec = RunSpec.from_stored(found.spec)
     except SpecError as exc:
         raise JobError(f"run {found.name!r} cannot be played again: {exc}") from None
-    if spec.kind == "training":
-        raise JobError(
-            f"run {found.name!r} was recorded by a trainer; continue it from the training "
-            "script (app.trl.make_rollout_func(..., resume=True))"
-        )
     prepared = prepare(plan_stored(spec), fanout)
     with _closed_on_error(fanout):
         store.set_run_status(found.id, "running")
@@ -150,6 +149,30 @@ def reopen_run(
             store.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
             skip = store.finished_keys(found.id)
     return found.id, prepared, skip
+
+
+def _continued_elsewhere(run: RunSummary) -> str | None:
+    """How a run rollscope did not play goes on (its producer's way), or None for one
+    `rollscope run` plays: a batch or a fork."""
+    name = shlex.quote(run.name)
+    if run.source_format == "recorder":
+        return (
+            "was recorded by a loop's Recorder; continue it from that loop "
+            f"(Recorder(store, run={run.name!r}, resume=True))"
+        )
+    if run.kind == "import":
+        return f"was imported; import again with `rollscope import PATH --name {name}`"
+    if run.kind == "env":
+        return (
+            "was recorded by an environment server; serve it again with "
+            f"`rollscope env-server --name {name}` and the same dataset"
+        )
+    if run.kind == "training":
+        return (
+            "was recorded by a trainer; continue it from the training script "
+            "(app.trl.make_rollout_func(..., resume=True))"
+        )
+    return None
 
 
 def plan_tasks(store: Store, plan: PlannedRun, skip: set[EpisodeKey]) -> list[EpisodeTask]:

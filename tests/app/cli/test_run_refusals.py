@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from storage.store import Store
 from tests.support.cli import in_process
+from tests.support.records import spec
 
 OPENAI = ["--policy", "openai:http://127.0.0.1:9/v1", "--model", "m"]
 """A server nobody answers at: every refusal here comes before it is asked."""
@@ -156,3 +158,23 @@ def test_demo_checks_its_counts_before_training(
     )
     assert code == 2 and message in " ".join(err.split()), err
     assert not work.exists() and not (tmp_path / "s.db").exists()  # nothing trained or made
+
+
+def test_resume_of_a_run_rollscope_did_not_play_says_how_that_run_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path = tmp_path / "others.db"
+    store = Store(f"sqlite:///{store_path}")
+    made = {
+        "imported": (spec("imported", kind="import"), "verl", "rollscope import PATH --name"),
+        "served": (spec("served", kind="env", policy="env-server"), None, "rollscope env-server"),
+        "looped": (spec("looped", kind="training"), "recorder", "Recorder(store, run='looped'"),
+        "trained": (spec("trained", kind="training"), None, "make_rollout_func(..., resume=True)"),
+    }
+    for run_spec, source, _ in made.values():
+        run = store.create_run(run_spec, episodes_planned=None, source_format=source)
+        store.set_run_status(run, "failed")
+    store.close()
+    for name, (_, _, said) in made.items():
+        code, err = in_process(monkeypatch, capsys, "run", "--resume", name, "--store", store_path)
+        assert code == 2 and f"run {name!r} was " in err and said in err, err
