@@ -124,8 +124,9 @@ def _json_kind(value: object) -> str:
 
 
 class TokenRequired:
-    """Refuses HTTP requests (401) and WebSocket sessions (closed with 1008, policy violation)
-    that do not carry the server's token."""
+    """Refuses HTTP requests (401) and WebSocket sessions (closed with 1008, policy violation,
+    before they are accepted: the client sees its handshake refused with 403) that do not
+    carry the server's token."""
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self.app = app
