@@ -7,6 +7,7 @@ so a mistake never leaves a run behind as "running".
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shlex
 import threading
 import time
@@ -26,9 +27,11 @@ from rollout_core.runner import EpisodeTask, RunStats, plan_episodes, run_episod
 from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored
 from storage import lifecycle
 from storage.read_models import RunSummary
-from storage.store import Store
+from storage.store import DuplicateRunName, Store
 
 HEARTBEAT_EVERY_SECONDS = 10.0
+_NAME_TRIES = 20
+"""Numbered names tried after a made-up run name that is taken."""
 SINK_GROUP_SECONDS = 0.25
 """A one-process run writes its iterations of this long as one transaction (`StoreSink`)."""
 CANCEL_POLL_SECONDS = 2.0
@@ -105,16 +108,32 @@ def start_run(
     """Validate a request (a plan already is), build its policy, then create the run: nothing
     is written when any of that fails."""
     plan = request if isinstance(request, PlannedRun) else build_spec(request)
-    prepared = prepare(plan, fanout)
-    return record_run(store, prepared), prepared
+    named = isinstance(request, PlannedRun) or request.name is not None
+    return record_run(store, prepare(plan, fanout), name_given=named)
 
 
-def record_run(store: Store, prepared: Prepared) -> int:
-    """Create the run of a prepared plan in the store; its id."""
+def record_run(
+    store: Store, prepared: Prepared, *, name_given: bool = True
+) -> tuple[int, Prepared]:
+    """Create the run of a prepared plan in the store: its id, and the plan as recorded. A
+    name rollscope made up (no --name) that another run took meanwhile, as one started on
+    another machine in the same second, is recorded with `-2`, `-3`, ... after it."""
+    base = prepared.spec.name
     with _closed_on_error(prepared.fanout):
-        return store.create_run(
-            prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
-        )
+        for again in range(2, _NAME_TRIES + 2):
+            try:
+                run_id = store.create_run(
+                    prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
+                )
+                return run_id, prepared
+            except DuplicateRunName:
+                if name_given:
+                    raise
+                spec = dataclasses.replace(prepared.spec, name=f"{base}-{again}")
+                prepared = dataclasses.replace(
+                    prepared, plan=dataclasses.replace(prepared.plan, spec=spec)
+                )
+        raise JobError(f"runs named {base!r} and {base!r}-2 to -{_NAME_TRIES} exist; give --name")
 
 
 def reopen_run(

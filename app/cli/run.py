@@ -49,7 +49,8 @@ def run(opts: RunOptions) -> None:
     try:
         if plan is not None:
             prepared = built if built is not None else batch.prepare(plan, fanout)
-            run_id = batch.record_run(st, prepared)
+            named = opts.name is not None
+            run_id, prepared = batch.record_run(st, prepared, name_given=named)
             skip: set[EpisodeKey] = set()
         else:
             assert stored is not None
