@@ -93,9 +93,7 @@ def fork(
             )
         batch.plan_tasks(st, plan, set())  # a source gone or a changed question: refused now
         prepared = batch.prepare(plan)
-        run_id = st.create_run(
-            prepared.spec, episodes_planned=prepared.planned, policy_info=prepared.info
-        )
+        run_id, prepared = batch.record_run(st, prepared, name_given=name is not None)
     except SettingsError as exc:
         fail(f"--{exc.field.replace('_', '-')} {exc.problem}")
     except USER_ERRORS as exc:
