@@ -35,6 +35,7 @@ from app.importers.source import (
 )
 from app.importers.turns import Turn, last_user_text, message_turns
 from app.importers.verifiers_traces import error_text, is_sql, span_seconds, trace_rollouts
+from rollout_core.errors import RollscopeError
 
 RESULTS = ("results.jsonl", "traces.jsonl")
 # prime-rl's `FileMonitor.log_episodes` (src/prime_rl/monitors/file.py) appends each training
@@ -56,6 +57,7 @@ class Verifiers(JsonLines):
             return [root]
         found = sorted(root.rglob(RESULTS[0]))
         if found:
+            _one_model(root, found)
             return found
         traces = sorted(root.rglob(RESULTS[1]))
         stepped = [(m, p) for p in traces if (m := _PRIME_RL.search(p.as_posix()))]
@@ -99,6 +101,33 @@ class Verifiers(JsonLines):
             ):
                 return str(found["model"])
         return self.first_model(root)
+
+
+class SeveralModels(RollscopeError, ValueError):
+    """A folder of verifiers results holds several models' evaluations."""
+
+
+def _one_model(root: Path, results: list[Path]) -> None:
+    """SeveralModels when the folders' `metadata.json` name several models: `vf-eval -s` writes
+    `outputs/evals/{env}--{model}/{run}/`, and their results under one run would pass one
+    model's accuracy off as a blend of all."""
+    models = {m for path in results if (m := _metadata_model(path.parent)) is not None}
+    if len(models) > 1:
+        raise SeveralModels(
+            f"{root} holds the evaluations of {len(models)} models ({', '.join(sorted(models))}); "
+            "a run is one model's: import each model's folder ({env}--{model}) under its own "
+            "--name"
+        )
+
+
+def _metadata_model(folder: Path) -> str | None:
+    """The model a results folder's `metadata.json` names, if it names one."""
+    try:
+        found = json.loads((folder / "metadata.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    model = found.get("model") if isinstance(found, Mapping) else None
+    return model if isinstance(model, str) and model else None
 
 
 def rollouts(data: dict[str, Any]) -> tuple[Rollout, ...]:
