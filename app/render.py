@@ -29,11 +29,16 @@ _EVERY_DIGIT = Context(prec=400, rounding=ROUND_HALF_UP)
 """Digits enough for any float's integer part with its decimals (1e308 has 309)."""
 
 
+_WRITTEN_OUT = 1e15
+"""The size from which a figure is written as a power of ten."""
+
+
 def fixed(value: float, digits: int, *, sign: bool = False) -> str:
     """`value` with `digits` decimals, a tie rounded away from zero as the dashboard's browser
     tables round (Python's format rounds it to even: 3.625 would read 3.62 here, 3.63 there)."""
-    if not math.isfinite(value):
-        return f"{value:{'+' if sign else ''}.{digits}f}"
+    if not math.isfinite(value) or abs(value) >= _WRITTEN_OUT:
+        # A reward of 1e308 written out is 309 digits: every other column would give way.
+        return f"{value:{'+' if sign else ''}.{digits}e}"
     rounded = Decimal(value).quantize(Decimal(1).scaleb(-digits), context=_EVERY_DIGIT)
     if rounded.is_zero():
         rounded = abs(rounded)  # -0.0001 to 3 digits is 0.000, not -0.000

@@ -37,3 +37,5 @@ def test_percentages_and_differences_round_the_same_way() -> None:
     assert fmt_signed(1 / 16) == "+0.063" and fmt_signed(-1 / 16) == "-0.063"
     assert fmt_signed(-0.0001) == "+0.000"
     assert fixed(float("nan"), 2) == "nan"
+    # A reward of 1e308 written out (309 digits) pushed every other column off `runs`.
+    assert fixed(1e308, 3) == "1.000e+308" and fmt_signed(-2e20) == "-2.000e+20"
