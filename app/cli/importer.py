@@ -25,6 +25,8 @@ _Opt = typer.Option
 _FORMATS = "auto, trl, verl, skyrl, rllm, verifiers, messages"
 MAX_POLL_SECONDS = 3600.0
 """Past an hour a follow hardly follows; and a wait past time_t overflows."""
+WAIT_SECONDS = 1.0
+"""How often a follow started before the trainer's first file looks for it."""
 
 
 def import_command(
@@ -249,28 +251,47 @@ def _refuse_all_bad(importer: Importer, results: list[FileResult], path: Path) -
 def _format(path: Path, name: str, follow: bool, quiet: bool) -> Format:
     """The format to read with. When following, a folder nothing is in yet is waited for, and
     so is one not made yet (verl makes its rollout folder with its first step's file)."""
-    from app.importers.detect import FORMATS, FormatError, format_of
+    from app.importers.detect import FormatError, format_of
 
-    waited = False
-    while True:
-        try:
-            return format_of(path, name)
-        except FormatError as exc:
-            if (
-                not follow
-                or (path.exists() and not path.is_dir())
-                or name not in (*FORMATS, "auto")
-            ):
-                fail(str(exc))
-            if not waited and not quiet:
-                what = "rollout files in" if path.exists() else "the trainer to make"
-                err.print(f"waiting for {what} {path} ...")
-            waited = True
+    try:
+        return format_of(path, name)
+    except FormatError as exc:
+        if not follow or not _can_wait_for(path, name):
+            fail(str(exc))
+    return _wait_for_format(path, name, quiet)
+
+
+def _can_wait_for(path: Path, name: str) -> bool:
+    """Whether a follow can wait for files at `path`: a folder, or none yet, and a format
+    rollscope reads."""
+    from app.importers.detect import FORMATS
+
+    return (not path.exists() or path.is_dir()) and name in (*FORMATS, "auto")
+
+
+def _wait_for_format(path: Path, name: str, quiet: bool) -> Format:
+    """The format of the first files a follow waited for. Ctrl-C or SIGTERM while it waits
+    ends the command (exit 130) before any store is made, as a stop does once it follows."""
+    import threading
+
+    from app.importers.detect import FormatError, format_of
+    from app.importers.follow import pause
+    from app.stopping import stop_on_signals
+
+    stop = threading.Event()
+    with contextlib.suppress(KeyboardInterrupt), stop_on_signals(stop):
+        if not quiet:  # told once a stop is taken as one
+            what = "rollout files in" if path.exists() else "the trainer to make"
+            err.print(f"waiting for {what} {path} ...")
+        while not stop.is_set():
+            pause(stop, WAIT_SECONDS)
             try:
-                time.sleep(1.0)
-            except KeyboardInterrupt:
-                err.print("stopped before any rollout file came; nothing imported")
-                raise typer.Exit(130) from None
+                return format_of(path, name)
+            except FormatError as exc:
+                if not _can_wait_for(path, name):
+                    fail(str(exc))
+    err.print("stopped before any rollout file came; nothing imported")
+    raise typer.Exit(130)
 
 
 def _note(text: str, quiet: bool) -> None:

@@ -14,6 +14,7 @@ from app.importers.source import Format
 from app.importers.trl import TRL
 from app.importers.verifiers import RESULTS, Verifiers
 from app.importers.verl import Verl
+from app.plural import counted
 from rollout_core.errors import RollscopeError
 
 FORMATS: dict[str, Format] = {
@@ -22,6 +23,8 @@ FORMATS: dict[str, Format] = {
 """Every format `rollscope import` reads, by its `--format` name."""
 
 _SKYRL_DIR = re.compile(r"global_step_\d+_evals\Z")
+_ROLLOUT_SUFFIXES = (".jsonl", ".parquet")
+"""What another format's rollout files at a folder's top are named."""
 _RLLM_DIR = re.compile(r"\w+?_step_\d+_epoch_\d+\Z")
 LOOKED_FOR = (
     "TRL completions/completions_*.parquet, verl <step>.jsonl, SkyRL dumped_evals/, rLLM "
@@ -68,6 +71,28 @@ def detect(path: Path) -> Format | None:
         if (found := _sniff(p)) is not None:
             return found
     return None
+
+
+def other_formats_files(fmt: Format, root: Path) -> str | None:
+    """The files at the folder's top that hold another format's rollouts, which `fmt` does
+    not read (a folder of several formats), in one line; None for none."""
+    if not root.is_dir():
+        return None
+    read = set(fmt.files(root))
+    found = [
+        (p.name, other.label)
+        for p in sorted(root.iterdir())
+        if p.suffix in _ROLLOUT_SUFFIXES and p not in read and p.is_file()
+        and (other := _file_format(p)) is not None and other.name != fmt.name
+    ]  # fmt: skip
+    if not found:
+        return None
+    shown = ", ".join(f"{name} ({label})" for name, label in found[:3])
+    more = f" and {len(found) - 3} more" if len(found) > 3 else ""
+    return (
+        f"read the {fmt.label} files only, not {counted(len(found), 'file')} of another format "
+        f"({shown}{more}); import each by its path, under another --name, to read it"
+    )
 
 
 def _file_format(path: Path) -> Format | None:

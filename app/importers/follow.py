@@ -2,12 +2,13 @@
 
 A file is taken once it is whole: its writer's end is there (a JSONL file ends with a newline,
 a Parquet file with its footer, an rLLM episode parses) and its size and time have not changed
-over one look. A file its writer keeps appending to (vf-eval's `traces.jsonl`, a long step)
-is taken whenever it ends whole once it has been growing for `GROWING_SECONDS`, and read on
-from where its last reading ended. The files a look finds ready are imported together, after
-the questions a rollscope run has played since are matched (as at `Importer.open`). The run
-stays `running`, its heartbeat fresh, so Runs and Training show it live; `stop` (which
-Ctrl-C sets) ends the loop between two rows, never inside a write.
+over one look. A JSONL file its writer keeps appending to (vf-eval's `traces.jsonl`, a long
+step) is taken once it has been growing for `GROWING_SECONDS`, up to its last newline (a writer
+whose writes end within a line is still writing that line), and read on from where its last
+reading ended. The files a look finds ready are imported together, after the questions a
+rollscope run has played since are matched (as at `Importer.open`). The run stays `running`,
+its heartbeat fresh, so Runs and Training show it live; `stop` (which Ctrl-C sets) ends the
+loop between two rows, never inside a write.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from app.importers.importer import FileResult, Importer
+from app.importers.importer import FileResult, Importer, whole_lines_end
+from app.importers.source import JsonLines
 
 POLL_SECONDS = 1.0
 BEAT_SECONDS = 5.0
@@ -45,6 +47,10 @@ def follow(
     done: dict[Path, tuple[int, int]] = {}
     changed: dict[Path, float] = {}
     """When a file was first seen changed since it was last taken."""
+    grown: set[Path] = set()
+    """The files seen to change since they were last taken (not only new)."""
+    lines_taken: dict[Path, int] = {}
+    """Where the lines taken of a file still being written ended (its last line unfinished)."""
     beat = time.monotonic()
     while not stop.is_set():
         ready: dict[Path, tuple[int, int]] = {}
@@ -58,18 +64,29 @@ def follow(
                 continue
             now = time.monotonic()
             if seen.get(path) != mark:
+                if path in seen:
+                    grown.add(path)
                 seen[path] = mark  # new or still growing: looked at again next time
                 if now - changed.setdefault(path, now) < growing:
                     continue
             if importer.fmt.whole(path):
                 ready[path] = mark
+                lines_taken.pop(path, None)
+            elif path in grown and now - changed[path] >= growing:
+                # Its whole lines so far: a writer whose writes end within a line may never
+                # leave the file ending with a newline while it writes.
+                end = _new_lines_end(importer, path, lines_taken.get(path, 0))
+                if end is not None:
+                    ready[path], lines_taken[path] = mark, end
         if ready and not stop.is_set():
             importer.match_new_questions()
             # Together: a step's many one-episode files (rLLM's) go in a few transactions.
             try:
-                for path, result in zip(ready, importer.import_files(ready), strict=True):
+                results = importer.import_files(ready, whole_lines=True)
+                for path, result in zip(ready, results, strict=True):
                     done[path] = ready[path]
                     changed.pop(path, None)
+                    grown.discard(path)
                     on_file(result)  # one read before too: the summary counts it as such
             except FileNotFoundError as exc:
                 # The files after it are looked at again next time.
@@ -80,10 +97,22 @@ def follow(
         if time.monotonic() - beat >= BEAT_SECONDS:
             importer.heartbeat()
             beat = time.monotonic()
-        _pause(stop, poll)
+        pause(stop, poll)
 
 
-def _pause(stop: threading.Event, seconds: float) -> None:
+def _new_lines_end(importer: Importer, path: Path, taken: int) -> int | None:
+    """Where the whole lines of a JSONL file end, when not where those taken before ended
+    (None: no whole line since, or a format whose files grow by no lines)."""
+    if not isinstance(importer.fmt, JsonLines):
+        return None
+    try:
+        end = whole_lines_end(path, path.stat().st_size)
+    except OSError:
+        return None  # gone since the listing
+    return end if end not in (0, taken) else None
+
+
+def pause(stop: threading.Event, seconds: float) -> None:
     """Sleep up to `seconds`, less once `stop` is set. Not `stop.wait`: the Ctrl-C handler that
     sets `stop` runs on this thread, and would wait forever for the lock `wait` holds."""
     end = time.monotonic() + seconds

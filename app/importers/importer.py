@@ -29,13 +29,15 @@ from __future__ import annotations
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from app.importers.check import Checker
+from app.importers.detect import other_formats_files
 from app.importers.rollouts import (
     CORRECT_AT,
+    REWRITTEN,
     Numbering,
     OwnQuestions,
     Rollout,
@@ -60,12 +62,12 @@ from storage.imports import FileBytes, FileRead, FileStart, LastReading
 from storage.sink import StoreSink
 from storage.store import Store
 
-_REWRITE = "rewritten file"
-"""Marks the group key of a rollout read from a rewritten file."""
 BATCH_EPISODES = 2000
 """Episodes a write holds: a transaction per batch, a batch's records in memory at most."""
 NOTES_PER_FILE = 5
 """Bad rows told one by one in a file; the rest are counted."""
+_BACKWARD_CHUNK = 1 << 16
+"""Bytes read at a time looking back from a file's end for its last newline."""
 
 
 class ImportFailure(RollscopeError, ValueError):
@@ -198,9 +200,14 @@ class Importer:
             self.run_id = found.id
             self.store.set_run_status(self.run_id, "running")
         self._sink = self.store.sink(self.run_id)
-        left_out = self.fmt.left_out(self.root) if self.root.is_dir() else None
-        if left_out:
-            self.on_note(left_out)
+        if self.root.is_dir():
+            # What of the folder the format passes over: files named unlike its own (verl's),
+            # else another format's files beside them.
+            left_out = self.fmt.left_out(self.root) or other_formats_files(self.fmt, self.root)
+            if left_out:
+                self.on_note(left_out)
+        if not_files := self._not_files():
+            self.on_note(not_files)
         self._own = OwnQuestions(self.store)
         if not self.created:
             self._match_earlier_questions()
@@ -264,8 +271,8 @@ class Importer:
         if (str(given.questions_path), str(given.db_dir)) != (questions, db_dir):
             raise ImportFailure(
                 f"run {name!r} is re-graded against {questions} (databases in {db_dir}), not "
-                f"{given.questions_path}; import again without --questions (the run's are "
-                "taken), or under another --name"
+                f"{given.questions_path} (databases in {given.db_dir}); import again without "
+                "--questions (the run's are taken), or under another --name"
             )
 
     def finish(self, status: RunStatus, error: str | None = None) -> None:
@@ -289,6 +296,21 @@ class Importer:
         """The format's files under the root (not a folder or a broken link named like one)."""
         return rollout_files(self.fmt, self.root)
 
+    def _not_files(self) -> str | None:
+        """The entries named like the format's files that are no file (a broken link, a folder,
+        a pipe), in one line: left out, and said to be, as a step missing would not be."""
+        if not self.root.is_dir():
+            return None
+        names = [self.relative(p) for p in self.fmt.files(self.root) if not p.is_file()]
+        if not names:
+            return None
+        shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+        which = "it is" if len(names) == 1 else "they are"
+        return (
+            f"left out {shown}: named like {self.fmt.label} files, {which} no file to read "
+            "(a broken link, a folder or a pipe)"
+        )
+
     def relative(self, path: Path) -> str:
         """The file's path under the root, as the run records it. Not resolved: a step file
         may be a link to elsewhere, and is recorded where the folder holds it."""
@@ -301,14 +323,19 @@ class Importer:
         [result] = self.import_files([path])
         return result
 
-    def import_files(self, paths: Iterable[Path]) -> Iterator[FileResult]:
+    def import_files(
+        self, paths: Iterable[Path], *, whole_lines: bool = False
+    ) -> Iterator[FileResult]:
         """Read files into the run, each file's result once its episodes are all in. Files go
         in groups of about a batch's rows, begun, written and finished together: a folder of
-        one-episode files (rLLM's) costs a few transactions a group, not three a file."""
+        one-episode files (rLLM's) costs a few transactions a group, not three a file.
+        `whole_lines`: a JSONL file is read up to its last newline, its unfinished last line
+        left to the next reading (a follow taking a file its writer is still writing)."""
         group: list[_Taken] = []
         rows = 0
         for path in paths:
-            group.append(self._take(path))
+            taken = self._take(path)
+            group.append(self._whole_lines(taken) if whole_lines else taken)
             rows += group[-1].rows
             if rows >= BATCH_EPISODES or len(group) >= BATCH_EPISODES:
                 yield from self._import_group(group)
@@ -327,6 +354,16 @@ class Importer:
         )
         digest = file_digest(path, last.size if last is not None else None)
         return _Taken(path, rel, digest, self.fmt.row_count(path, digest), last)
+
+    def _whole_lines(self, taken: _Taken) -> _Taken:
+        """A JSONL file taken up to its last newline: its unfinished last line is the next
+        reading's."""
+        if not isinstance(self.fmt, JsonLines):
+            return taken
+        digest = _whole_lines_digest(taken.path, taken.digest, taken.last)
+        if digest is taken.digest:
+            return taken
+        return replace(taken, digest=digest, rows=self.fmt.row_count(taken.path, digest))
 
     def _import_group(self, group: list[_Taken]) -> Iterator[FileResult]:
         starts = self.store.begin_import_files(
@@ -506,7 +543,7 @@ class Importer:
                 rollout.train_step,
                 qid,
                 # Not by file: rLLM rewrites a file an episode, and a group spans many.
-                (_REWRITE, rollout.group) if rewritten else rollout.group,
+                (REWRITTEN, rollout.group) if rewritten else rollout.group,
             ),
             source=SourceRow(file_id, row.line, row.sha256, regraded, filled, rollout.agent),
             checked=checked,
@@ -514,6 +551,35 @@ class Importer:
             actions=actions,
         )
         batch.add(start, steps, finish, result)
+
+
+def whole_lines_end(path: Path, size: int) -> int:
+    """Where the whole lines of the file's first `size` bytes end: past the last newline
+    among them (0: none)."""
+    end = size
+    with path.open("rb") as f:
+        while end > 0:
+            start = max(0, end - _BACKWARD_CHUNK)
+            f.seek(start)
+            newline = f.read(end - start).rfind(b"\n")
+            if newline >= 0:
+                return start + newline + 1
+            end = start
+    return 0
+
+
+def _whole_lines_digest(path: Path, digest: FileDigest, last: LastReading | None) -> FileDigest:
+    """The digest of the file's bytes up to its last newline, as `digest` found them, with
+    its prefix (the bytes the last reading ended at) where that falls within them."""
+    end = whole_lines_end(path, digest.size)
+    if end == digest.size:
+        return digest
+    head = file_digest(path, end)
+    if head.prefix_sha256 is None:  # cut short since: read as the first digest found it
+        return digest
+    prefix = digest.prefix_sha256 if last is not None and last.size <= end else None
+    # `digest` counted the unfinished last line as a line.
+    return FileDigest(head.prefix_sha256, end, digest.lines - 1, prefix)
 
 
 def _missing(rows: Iterable[Row], held: Counter[bytes]) -> int:

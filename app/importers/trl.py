@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
@@ -27,7 +28,6 @@ from app.importers.source import (
     FileDigest,
     Format,
     Row,
-    ends_with,
     exact_sum,
     finite,
     json_kind,
@@ -39,6 +39,8 @@ from app.importers.turns import last_user_text, message_turns, split_turns
 
 _NOT_REWARDS = frozenset({"step", "advantage", "prompt", "completion", "image", "images"})
 _BATCH_ROWS = 1024
+_MAGIC = b"PAR1"
+_FOOTER_LENGTH_BYTES = 4
 
 
 class TRL(Format):
@@ -61,7 +63,7 @@ class TRL(Format):
             return 1
 
     def whole(self, path: Path) -> bool:
-        return ends_with(path, b"PAR1")
+        return ends_with_footer(path)
 
     def rows(self, path: Path) -> Iterator[Row]:
         import pyarrow.parquet as pq
@@ -99,6 +101,24 @@ class TRL(Format):
         except Exception as exc:  # pyarrow's own errors (ArrowInvalid is a ValueError; others not)
             text = problem_text(exc)
             yield Row(0, hashlib.sha256(text.encode()).digest(), None, text)
+
+
+def ends_with_footer(path: Path) -> bool:
+    """Whether the file ends as a whole Parquet file does: its footer's length, then the
+    magic, after the leading magic and a footer of that length. A file written in place
+    begins with the magic too, so the magic alone at its end says nothing."""
+    tail_size = _FOOTER_LENGTH_BYTES + len(_MAGIC)
+    try:
+        with path.open("rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            if size < len(_MAGIC) + tail_size:
+                return False
+            f.seek(size - tail_size)
+            tail = f.read(tail_size)
+    except OSError:
+        return False
+    footer = int.from_bytes(tail[:_FOOTER_LENGTH_BYTES], "little")
+    return tail[_FOOTER_LENGTH_BYTES:] == _MAGIC and 0 < footer <= size - len(_MAGIC) - tail_size
 
 
 def _numeric(kind: Any) -> bool:
