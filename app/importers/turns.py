@@ -9,6 +9,12 @@ a tag (`<observation>` for SkyRL-SQL, `<tool_response>` for verl's tool agents, 
 for search agents). `split_turns` cuts at the tagged replies, or else at the template's reply
 turns, and trims the frames; `prompt_messages` reads a decoded prompt back into chat messages.
 
+Llama 3's template leaves no line of its own once its special tokens are skipped: each turn
+reads `{role}\n\n{text}`, glued to the text before it (`...a SQL agent.user\n\nHow many?`). A
+role and a blank line right after non-space text count as a turn only where the text is in
+that form: a prompt that opens with `system\n\n` or `user\n\n`, or an output where such a
+reply turn is later followed by such an `assistant` turn; prose elsewhere is left whole.
+
 `turn_action` names the action a turn took, so that an imported step reads as one of
 rollscope's: a tag (`<sql>` QUERY, `<solution>` or `<answer>` ANSWER, as SkyRL-SQL and R1-style
 agents write them), a tool call with a SQL argument, rollscope's own action line, or a fenced or
@@ -47,11 +53,28 @@ _ROLE_MARK = re.compile(
 )
 """A turn's opening: the role with its special tokens, or the role's name alone on a line (what
 is left of it when special tokens were skipped)."""
+_LLAMA3_HEADER = re.compile(r"(?:(?<=\S)|\A)(?P<role>system|user|assistant|ipython|tool)\n\n")
+"""A Llama 3 turn's opening with its special tokens skipped: the template trims each message, so
+the role follows the text before it with no space, and `<|end_header_id|>\n\n` leaves a blank
+line."""
+_LLAMA3_REPLY_END = re.compile(r"(?:(?<=\S)|\A)(?:user|tool|ipython)\n\n\Z")
+_LLAMA3_MODEL_START = "assistant\n\n"
 _FENCE = re.compile(r"```[ \t]*(sql|sqlite)?[ \t]*\n(.*?)```", re.S | re.I)
 _BARE_SQL = re.compile(r"\s*(?:SELECT|WITH)\b", re.I)
 _ANSWER_TOOLS = re.compile(r"answer|submit|final|solution", re.I)
 _SQL_KEYS = ("sql", "query", "sql_query", "statement")
 _ROLES = ("system", "user", "assistant", "tool")
+
+
+@dataclass(frozen=True, slots=True)
+class _RoleMark:
+    """Where the chat template opens a turn in a decoded text."""
+
+    role: str
+    start: int
+    end: int
+    bare: bool
+    """The role's name alone on a line, which a reply's own text may hold too."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,17 +120,16 @@ def _role_turns(text: str) -> list[Turn] | None:
     """Turns cut where the chat template opens a reply (a user or tool turn) and the model's
     next turn; None when the text holds no reply turn, or one that is not the model's text and
     its replies (a system turn, a reply before any model turn)."""
-    marks = list(_ROLE_MARK.finditer(text))
-    if not any((m["special"] or m["bare"]) in _REPLY_ROLES for m in marks):
+    marks = _role_marks(text)
+    if not any(m.role in _REPLY_ROLES for m in marks):
         return None
     segments: list[tuple[str, str]] = []
     role, start = "assistant", 0
     for mark in marks:
-        opened = mark["special"] or mark["bare"]
-        if mark["bare"] and role in _REPLY_ROLES and opened != "assistant":
+        if mark.bare and role in _REPLY_ROLES and mark.role != "assistant":
             continue  # a line reading `user` inside a reply (a result's value) is its text
-        segments.append((role, text[start : mark.start()]))
-        role, start = opened, mark.end()
+        segments.append((role, text[start : mark.start]))
+        role, start = mark.role, mark.end
     segments.append((role, text[start:]))
     turns: list[Turn] = []
     output: str | None = None
@@ -131,9 +153,36 @@ def _role_turns(text: str) -> list[Turn] | None:
     return turns
 
 
+def _role_marks(text: str) -> list[_RoleMark]:
+    """Where the template opens each turn of a model's output: by its special tokens where it
+    kept them, else by Llama 3's headers where the text is in that form, else by role lines."""
+    found = [
+        _RoleMark(m["special"] or m["bare"], m.start(), m.end(), bare=not m["special"])
+        for m in _ROLE_MARK.finditer(text)
+    ]
+    if any(not m.bare for m in found):
+        return found
+    return _llama3_output_marks(text) or found
+
+
+def _llama3_output_marks(text: str) -> list[_RoleMark] | None:
+    """Llama 3's headers in a model's output, None unless it is in that form: the model's text
+    first, then a reply's header (user, tool, ipython), later followed by an assistant's."""
+    marks = [
+        _RoleMark(m["role"], m.start(), m.end(), bare=False)
+        for m in _LLAMA3_HEADER.finditer(text)
+        if m["role"] != "system"
+    ]
+    if not marks or marks[0].role not in _REPLY_ROLES:
+        return None
+    return marks if any(m.role == "assistant" for m in marks) else None
+
+
 def _trim_role_end(text: str) -> str:
-    """The text before a reply, without the reply's opening (`\nuser\n`, `<|im_start|>user`)
-    and the end of the model's turn (`<|im_end|>`)."""
+    """The text before a reply, without the reply's opening (`\nuser\n`, `<|im_start|>user`,
+    Llama 3's `user\n\n`) and the end of the model's turn (`<|im_end|>`)."""
+    if header := _LLAMA3_REPLY_END.search(text):
+        return _trim_end(text[: header.start()])
     kept = text.rstrip()
     for role in _REPLY_ROLES:
         if kept.endswith(role):
@@ -146,6 +195,8 @@ def _trim_role_end(text: str) -> str:
 
 
 def _trim_start(text: str) -> str:
+    if text.startswith(_LLAMA3_MODEL_START):
+        return text[len(_LLAMA3_MODEL_START) :]  # Llama 3's header, glued to the reply's tag
     if not text.startswith(("\n", "<", "a", " ")):
         return text
     found = _LEADING_ROLE.match(text)
@@ -247,28 +298,52 @@ def content_text(content: Any) -> str:
 
 def prompt_messages(text: str) -> list[ChatMessage]:
     """A decoded prompt as chat messages: its ChatML turns (with their special tokens, or as
-    the role lines left when those were skipped), else the whole text as one user message.
-    The generation prompt at its end (an empty assistant turn) is left out."""
-    pairs: list[tuple[str, str]]
-    if "<|im_start|>" in text:
-        found = re.findall(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|\Z)", text, re.S)
-        pairs = [(r, c.rstrip("\n")) for r, c in found]
-    elif text.split("\n", 1)[0] in ("system", "user"):
-        roles: list[str] = []
-        lines: list[list[str]] = []
-        for line in text.split("\n"):
-            if line in _ROLES:
-                roles.append(line)
-                lines.append([])
-            else:
-                lines[-1].append(line)
-        pairs = [(r, "\n".join(c).strip("\n")) for r, c in zip(roles, lines, strict=True)]
-    else:
-        return [{"role": "user", "content": text}]
-    messages: list[ChatMessage] = [{"role": r, "content": c} for r, c in pairs]
+    the role lines left when those were skipped), Llama 3's turns with its special tokens
+    skipped, else the whole text as one user message. The generation prompt at its end (an
+    empty assistant turn) is left out."""
+    messages: list[ChatMessage] = [{"role": r, "content": c} for r, c in _prompt_pairs(text)]
     while messages and messages[-1]["role"] == "assistant" and not messages[-1]["content"]:
         messages.pop()
     return messages or [{"role": "user", "content": text}]
+
+
+def _prompt_pairs(text: str) -> list[tuple[str, str]]:
+    """(role, text) of each turn of a decoded prompt; none where no chat template shows."""
+    if "<|im_start|>" in text:
+        found = re.findall(r"<\|im_start\|>(\w+)\n(.*?)(?:<\|im_end\|>|\Z)", text, re.S)
+        return [(r, c.rstrip("\n")) for r, c in found]
+    if (llama3 := _llama3_prompt_pairs(text)) is not None:
+        return llama3
+    if text.split("\n", 1)[0] in ("system", "user"):
+        return _role_line_pairs(text)
+    return []
+
+
+def _role_line_pairs(text: str) -> list[tuple[str, str]]:
+    """(role, text) of each turn of a ChatML prompt whose special tokens were skipped: each
+    role's name is left on a line of its own."""
+    roles: list[str] = []
+    lines: list[list[str]] = []
+    for line in text.split("\n"):
+        if line in _ROLES:
+            roles.append(line)
+            lines.append([])
+        else:
+            lines[-1].append(line)
+    return [(r, "\n".join(c).strip("\n")) for r, c in zip(roles, lines, strict=True)]
+
+
+def _llama3_prompt_pairs(text: str) -> list[tuple[str, str]] | None:
+    """(role, text) of each turn of a prompt in Llama 3's form with its special tokens skipped:
+    it opens with a system or user header, as that template always renders, and holds another
+    (a role line `system` over a blank line in a ChatML prompt has none). None otherwise."""
+    headers = list(_LLAMA3_HEADER.finditer(text))
+    if len(headers) < 2 or headers[0].start() != 0 or headers[0]["role"] not in ("system", "user"):
+        return None
+    ends = [h.start() for h in headers[1:]] + [len(text)]
+    return [
+        (h["role"], text[h.end() : end].strip("\n")) for h, end in zip(headers, ends, strict=True)
+    ]
 
 
 _QUESTION_HEADING = re.compile(r"^[ \t#*]*Question(?:[ \t]+\d+)?[ \t*]*:[ \t*]*", re.M)
