@@ -373,6 +373,10 @@ def _execute(
             return _failed("only one statement per QUERY", started)
         return _failed(f"query failed: {exc}", started)
     except sqlite3.Error as exc:
+        if _stopped_by_a_signal(guard, exc):
+            # A second Ctrl-C landed in the progress handler, which SQLite turns into an SQL
+            # error: it stops the job, as it does anywhere else, not the agent's query.
+            raise KeyboardInterrupt from None
         return _failed(_explain(guard, exc, limits), started)
     except MemoryError:  # SQLITE_NOMEM: the statement reached its memory budget
         return _failed(_memory_message(limits), started)
@@ -410,6 +414,13 @@ def _fetch(
             break
     truncated = len(rows) > limits.fetch_rows
     return rows[: limits.fetch_rows], truncated, None
+
+
+def _stopped_by_a_signal(guard: _Guard, exc: sqlite3.Error) -> bool:
+    """Whether the statement was cut by an exception raised in the progress handler (nothing
+    else interrupts a sandboxed statement but its deadline): a signal handler's
+    KeyboardInterrupt, which SQLite reports as "interrupted" and Python drops."""
+    return not guard.timed_out and guard.denied is None and str(exc) == "interrupted"
 
 
 def _memory_ceiling(limits: SandboxLimits) -> AbstractContextManager[None]:

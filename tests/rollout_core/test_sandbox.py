@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -436,3 +437,27 @@ def test_cached_select_runs_once_and_keeps_no_errors(db_path: Path) -> None:
         failed = sandbox.run_select_cached(db_path, "SELECT * FROM nowhere", sandbox.limits)
         again = sandbox.run_select_cached(db_path, "SELECT * FROM nowhere", sandbox.limits)
         assert failed.error is not None and again is not failed
+
+
+def test_a_stop_signal_during_a_query_stops_the_job_not_the_query(db_path: Path) -> None:
+    """A second Ctrl-C raises KeyboardInterrupt where it lands; during a long statement that
+    is SQLite's progress handler, which turned it into the query's error "interrupted": the
+    step was recorded as failed and the job went on."""
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signal handlers run in the main thread only")
+
+    def second_ctrl_c(_signum: int, _frame: object) -> None:
+        raise KeyboardInterrupt
+
+    endless = (
+        "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    )
+    previous = signal.signal(signal.SIGALRM, second_ctrl_c)
+    try:
+        with Sandbox(SandboxLimits(deadline_seconds=30)) as sandbox:
+            signal.setitimer(signal.ITIMER_REAL, 0.3)
+            with pytest.raises(KeyboardInterrupt):
+                sandbox.run_select(db_path, endless)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
