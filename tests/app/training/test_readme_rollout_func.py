@@ -22,7 +22,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from app.trl import checkpointing_off
 
 README = Path(__file__).resolve().parents[3] / "README.md"
-WRITTEN_CONFIG = 'GRPOConfig(output_dir="grpo-output", num_generations=4)'
+WRITTEN_CONFIG = 'GRPOConfig(output_dir="grpo-output", num_generations=4, use_cpu=True, bf16=False)'
 GROUP = 2
 PROMPTS_PER_STEP = 2
 STEPS = 2
