@@ -14,12 +14,22 @@ when the episodes carry their training step and group).
 
 It is the importers' adapter (`app.importers.rollouts`) with a loop in place of a file: the
 same turns-to-steps rules, the same records, the store's one sink. Episodes are written whole,
-a batch at a time: once `flush_every` are held, within `flush_seconds` of being recorded (a
-background thread writes what waited that long, so a trainer's update phase does not hold a
-step's rollouts back), at `flush()`, and at the end. The run reads `running` with a heartbeat
-while the block runs, then `completed`, or `failed` with the error that left it (`cancelled`
-for Ctrl-C). A Recorder never closed still writes what it holds when the interpreter exits,
-but its run is not marked finished (it reads `interrupted` once its heartbeat stops).
+a batch at a time: once `flush_every` are held (the call that makes them so writes), within
+`flush_seconds` of being recorded (a background thread writes what waited, so a trainer's
+update phase does not hold a step's rollouts back), at `flush()`, and at the end. The run reads
+`running` with a heartbeat while the block runs, then `completed`, or `failed` with the error
+that left it (`cancelled` for Ctrl-C). A Recorder never closed still writes what it holds when
+the interpreter exits, but its run is not marked finished (it reads `interrupted` once its
+heartbeat stops).
+
+Taken or refused, never half: `episode()` either returns, and the rollout is the Recorder's to
+write, or raises a RecorderError, and nothing of it was kept (calling again records it once).
+A write the store does not take (a server restarting, another writer's lock) keeps what it
+held and is tried again in the background; only a write due by `flush_every` makes the loop
+wait on the store. Once the store has taken no write for `retry_seconds`, or refused one
+outright, `episode()` refuses rollouts, naming the cause, until a write goes through;
+`close()` tries for `retry_seconds` more, then raises a RecorderError saying how many of the
+rollouts it took are not in the store.
 """
 
 from __future__ import annotations
@@ -32,8 +42,11 @@ import sys
 import threading
 import time
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
+
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
 from app.importers.rollouts import (
@@ -43,8 +56,10 @@ from app.importers.rollouts import (
     Rollout,
     episode_records,
     question_key,
+    turn_actions,
 )
 from app.importers.turns import last_user_text, message_turns
+from rollout_core.actions import SQLAction
 from rollout_core.clip import clip_repr, grouped
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.records import (
@@ -62,15 +77,41 @@ from storage import lifecycle
 from storage.models import INTEGER_RANGE
 from storage.prompts import MAX_NESTING, messages_json, nested_deeper_than
 from storage.read_models import RunSummary
-from storage.store import Store
+from storage.store import DuplicateRunName, Store
 
 
 class RecorderError(RollscopeError, ValueError):
     """A call the Recorder cannot record; the message says what to pass instead."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Taken:
+    """A rollout `episode()` took, numbered when it is written (the writer's thread)."""
+
+    rollout: Rollout
+    actions: list[SQLAction]
+
+
+@dataclass(frozen=True, slots=True)
+class _Trouble:
+    """The store did not take the last write: why, and since when none went through."""
+
+    error: Exception
+    since: float
+    """`time.monotonic()` at the first failed try since the last write."""
+    may_pass: bool
+    """Whether a later try may succeed (the store away or busy), not a refusal of the rows."""
+
+
 class Recorder:
-    """Records finished rollouts of any loop into one run of a store."""
+    """Records finished rollouts of any loop into one run of a store.
+
+    `episode()` takes a rollout or refuses it (RecorderError), never half: a rollout taken is
+    the Recorder's to write, through a store that is briefly away (retried for
+    `retry_seconds`); a refused one was not kept, so calling again records it once.
+    `close()` raises a RecorderError saying how many rollouts taken are not in the store,
+    where some are not.
+    """
 
     def __init__(
         self,
@@ -84,12 +125,15 @@ class Recorder:
         correct_at: float = CORRECT_AT,
         flush_every: int = 256,
         flush_seconds: float = 1.0,
+        retry_seconds: float = 60.0,
     ) -> None:
         """`store`: a Store or its URL (a SQLite path). `run`: the run's name (unique in the
         store; with `resume`, an earlier run of that name recorded by a Recorder goes on).
         `kind`: `training` for a trainer's rollouts (Training and GRPO groups show them by
         step), `batch` otherwise. `correct_at`: an episode given no `correct` is correct when
-        its reward is at least this."""
+        its reward is at least this. `retry_seconds`: how long a store that takes no write
+        (a server restarting) is waited for before `episode()` refuses rollouts and `close()`
+        gives up."""
         if kind not in ("batch", "training"):
             raise RecorderError(f"kind must be 'batch' or 'training', not {kind!r}")
         if not isinstance(run, str):
@@ -106,68 +150,77 @@ class Recorder:
                 f"flush_every is {flush_every!r}: give the episodes held before a write, 1 or more"
             )
         self.flush_every = every
-        self.flush_seconds = _finite(flush_seconds, "flush_seconds")
-        if not 0 < self.flush_seconds <= MAX_FLUSH_SECONDS:
-            raise RecorderError(
-                f"flush_seconds is {self.flush_seconds}: give the seconds an episode may wait "
-                f"for its write, above 0 and at most {MAX_FLUSH_SECONDS:.0f}"
-            )
+        self.flush_seconds = _seconds(
+            flush_seconds, "flush_seconds", "the seconds an episode may wait for its write"
+        )
+        self.retry_seconds = _seconds(
+            retry_seconds, "retry_seconds", "the seconds to wait for a store that takes no write"
+        )
         self.store = store if isinstance(store, Store) else Store(store)
-        found = self.store.run_named(run)
-        if found is not None:
-            if found.source_format == "recorder" and found.status == "running":
-                # As a multi-GPU trainer's second process finds the first's run.
-                raise RecorderError(
-                    f"run {run!r} is being recorded now by another process ({_where(found)}); "
-                    "a run has one Recorder: in a trainer of several processes, gather the "
-                    "rollouts and record them on the main process (docs/import.md, 'One "
-                    "process a run'), or give each process a run of its own"
-                )
-            if not resume:
-                raise RecorderError(
-                    f"a run named {run!r} already exists in this store; choose another name, or "
-                    "pass resume=True to record more into it"
-                )
-            if found.source_format != "recorder":
-                raise RecorderError(f"run {run!r} was not recorded by a Recorder; name another")
-            refusal = lifecycle.resume_refusal(run, found.status)
-            if refusal is not None:
-                raise RecorderError(refusal)
-            self.run_id = found.id
-            self.store.set_run_status(self.run_id, "running")
-        else:
-            spec = RunSpec(
-                name=run,
-                policy=model or "recorder",
-                dataset=dataset,
-                questions_path="",
-                db_dir="",
-                kind=kind,
-                checkpoint=model,
-            )
-            self.run_id = self.store.create_run(
-                spec, episodes_planned=None, source_format="recorder"
-            )
+        spec = RunSpec(
+            name=run,
+            policy=model or "recorder",
+            dataset=dataset,
+            questions_path="",
+            db_dir="",
+            kind=kind,
+            checkpoint=model,
+        )
+        self.run_id, reopened = self._open_run(spec, resume)
         self._own = OwnQuestions(self.store)
-        if found is not None:  # questions rollscope has played since take its ids
+        if reopened:  # questions rollscope has played since take its ids
             self._own.match(self.run_id)
-        self._numbering = Numbering.of_run(self.store, self.run_id)
-        self._sink = self.store.sink(self.run_id)
+        # The writer's alone (under `_write_lock`): numbering, question ids, what is unwritten.
+        self._numbering: Numbering | None = Numbering.of_run(self.store, self.run_id)
+        self._match_due = False
+        # A batch tried again after a connection dropped at its commit may be in the store
+        # already: found there, it is not written twice.
+        self._sink = self.store.sink(self.run_id, skip_finished=True)
         self._started: list[EpisodeStart] = []
         self._steps: list[StepRecord] = []
         self._finished: list[EpisodeRecord] = []
-        self._last_flush = time.monotonic()
+        self._written = 0
+        # Shared with the loop's thread (under `_lock`, never held over the store).
+        self._queue: list[_Taken] = []
+        self._taken = 0
+        self._trouble: _Trouble | None = None
+        self._last_try = time.monotonic()
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
         self._beat = Heartbeat(self.store, self.run_id)
         self._beat.start()
         self._closed = False
-        # The loop's thread and the flusher's take turns on what is held.
-        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._flusher = threading.Thread(
             target=self._flush_when_due, daemon=True, name="rollscope-recorder-flush"
         )
         self._flusher.start()
         atexit.register(self._flush_at_exit)
+
+    def _open_run(self, spec: RunSpec, resume: bool) -> tuple[int, bool]:
+        """The run's id, made here or (with `resume`) taken over; whether it was there."""
+        found = self.store.run_named(spec.name)
+        if found is None:
+            try:
+                made = self.store.create_run(spec, episodes_planned=None, source_format="recorder")
+            except DuplicateRunName:
+                # Another process made it since it was looked up (every rank of a multi-GPU
+                # trainer opens the run at once): judged as a run found.
+                found = self.store.run_named(spec.name)
+                if found is None:
+                    raise
+            else:
+                return made, False
+        refusal = _open_refusal(found, resume)
+        if refusal is not None:
+            raise RecorderError(refusal)
+        try:
+            self.store.set_run_status(found.id, "running")
+        except lifecycle.RunStateError:
+            # Another process resumed it since it was looked up.
+            now = self.store.run_named(spec.name) or found
+            raise RecorderError(_open_refusal(now, resume) or _being_recorded(now)) from None
+        return found.id, True
 
     def episode(
         self,
@@ -202,16 +255,15 @@ class Recorder:
         the trainer gave the rollout, if the loop has it (GRPO groups shows it beside its own).
         `truncated`: whether the model's last output was cut at the length limit (a
         `finish_reason` of "length"); left out, the store holds NULL: nobody told.
+
+        Returns once the rollout is taken: the Recorder writes it. A RecorderError means it
+        was not taken: a call it cannot record, or a store that has taken no write for
+        `retry_seconds` (or refused one); calling again once the store is back records it once.
         """
         if self._closed:
             raise RecorderError("this Recorder is closed; open another to record more")
         total = _finite(reward, "reward")
-        if rewards is not None and not isinstance(rewards, Mapping):
-            raise RecorderError(
-                f"rewards is {_shown(rewards)}: give the reward's parts by name, e.g. "
-                "{'correct': 1.0, 'format': 0.5}"
-            )
-        parts = {str(k): _finite(v, f"rewards[{k!r}]") for k, v in (rewards or {}).items()}
+        parts = _reward_parts(rewards)
         verdict = _flag(
             correct,
             "correct",
@@ -303,31 +355,23 @@ class Recorder:
             )
         except ValueError as exc:  # an id or a reward's name the store cannot keep
             raise RecorderError(str(exc)) from None
-        # Under the lock: the flusher may move the run's questions to new ids meanwhile.
-        with self._lock:
-            # A question rollscope's own runs know by its text: their id.
-            qid = question_id if question_id is not None else self._own.id_of(question_key(text))
-            start, steps, finish = episode_records(
-                rollout,
-                qid,
-                self._numbering.sample(qid),
-                self._numbering.group(train_step, qid, group),
-                correct_at=self.correct_at,
-            )
-            self._started.append(start)
-            self._steps.extend(steps)
-            self._finished.append(finish)
-            waited = time.monotonic() - self._last_flush
-            if len(self._finished) >= self.flush_every or waited >= self.flush_seconds:
-                self._write_held()
+        self._take(_Taken(rollout, turn_actions(played)))
 
     def flush(self) -> None:
-        """Write the episodes held now (one transaction)."""
-        with self._lock:
-            self._write_held()
+        """Write the episodes held now (one transaction); RecorderError where the store did not
+        take them (they stay held, and are tried again)."""
+        error = self._try_write()
+        if error is not None:
+            raise RecorderError(
+                f"the store did not take the write ({_cause(error)}); the "
+                f"{self._unwritten()} rollouts not in it yet are kept and tried again"
+            )
 
     def close(self, status: RunStatus = "completed", error: str | None = None) -> None:
-        """Write what is held and set the run's status (once; later calls do nothing)."""
+        """Write what is held and set the run's status (once; later calls do nothing).
+
+        A store that takes no write is tried for `retry_seconds`; then a RecorderError says how
+        many of the rollouts taken are not in the store."""
         if self._closed:
             return
         self._closed = True
@@ -335,44 +379,177 @@ class Recorder:
         self._stop.set()
         self._flusher.join()
         atexit.unregister(self._flush_at_exit)
-        try:
-            with self._lock:
-                self._write_held()
-        finally:
-            self.store.set_run_status(self.run_id, status, error=error)
+        give_up = time.monotonic() + self.retry_seconds  # for the write and the status both
+        failed = self._write_until_taken(give_up)
+        lost = None
+        if failed is not None:
+            lost = (
+                f"{self._unwritten()} of the {self._taken} rollouts recorded could not be "
+                f"written ({_cause(failed)})"
+            )
+            if status == "completed":
+                status, error = "failed", lost
+        unset = self._set_status_until_taken(status, error, give_up)
+        if lost is None and unset is None:
+            return
+        if unset is not None:
+            said = f"the run's status could not be set ({_cause(unset)}); it reads interrupted "
+            said += "once this process ends"
+            lost = f"{lost}; {said}" if lost else said
+        raise RecorderError(lost)
 
-    def _write_held(self) -> None:
-        """Write the episodes held, as one transaction, then match the run's questions to
-        those rollscope's own runs have played since (the caller holds the lock)."""
+    def _take(self, taken: _Taken) -> None:
+        """Hold a rollout for its write, or refuse it before holding it (RecorderError); write
+        now where `flush_every` are held and the store takes writes."""
+        refusal = self._refusal()
+        if refusal is not None:
+            raise RecorderError(refusal)
+        with self._lock:
+            self._queue.append(taken)
+            self._taken += 1
+            due = len(self._queue) >= self.flush_every
+        # While the store takes no write the flusher tries it again: the loop goes on.
+        if due and self._trouble is None:
+            self._try_write()
+
+    def _refusal(self) -> str | None:
+        """Why no rollout is taken now: the store refused a write, or took none for
+        `retry_seconds`; None while it takes them, or is given time to again."""
+        trouble = self._trouble
+        if trouble is None:
+            return None
+        waited = time.monotonic() - trouble.since
+        if trouble.may_pass and waited < self.retry_seconds:
+            return None
+        kept = (
+            f"this rollout was not recorded (call again once the store is back); the "
+            f"{self._unwritten()} recorded before it and not yet written are kept and written "
+            "when the store takes them, or close() says they were not"
+        )
+        cause = _cause(trouble.error)
+        if trouble.may_pass:
+            return f"the store has taken no write for {waited:.0f} s ({cause}): {kept}"
+        return f"the store refused the write of this run's episodes ({cause}): {kept}"
+
+    def _try_write(self) -> Exception | None:
+        """Write what waits for the store; the error it raised, if it did (what it did not take
+        is kept for the next try)."""
+        with self._write_lock:
+            try:
+                self._write()
+            except Exception as exc:
+                self._last_try = time.monotonic()
+                before = self._trouble
+                since = self._last_try if before is None else before.since
+                self._trouble = _Trouble(exc, since, _may_pass(exc))
+                return exc
+            self._last_try = time.monotonic()
+            self._trouble = None
+            return None
+
+    def _write(self) -> None:
+        """Number the rollouts taken and write every episode not in the store yet, as one
+        transaction; raises what the store raised (the caller holds `_write_lock`)."""
+        if not self._finished:
+            # Only while nothing numbered is unwritten: the numbering is read back after.
+            self._match_own_questions()
+        self._number_queued()
         if self._finished:
-            batch = IterationBatch(self._started, self._steps, self._finished)
-            self._sink.write(batch)
+            count = len(self._finished)
+            self._sink.write(IterationBatch(self._started, self._steps, self._finished))
             self._started, self._steps, self._finished = [], [], []
-        self._last_flush = time.monotonic()
-        if self._own.refresh() and self._own.match(self.run_id)[1]:
-            # The moved samples are numbered after those already under the new ids.
+            self._written += count
+
+    def _match_own_questions(self) -> None:
+        """Give the run's questions the ids rollscope's own runs have played them under since."""
+        if self._own.refresh():
+            self._match_due = True
+        if self._match_due:
+            moved = self._own.match(self.run_id)[1]
+            self._match_due = False
+            if moved:  # the moved samples are numbered after those already under the new ids
+                self._numbering = None
+
+    def _number_queued(self) -> None:
+        """Turn the rollouts taken into the records of numbered episodes, oldest first; those
+        not numbered (a read of the store failed) go back to wait for the next write."""
+        with self._lock:
+            queued, self._queue = self._queue, []
+        for done, taken in enumerate(queued):
+            try:
+                self._number(taken)
+            except BaseException:
+                with self._lock:
+                    self._queue[:0] = queued[done:]
+                raise
+
+    def _number(self, taken: _Taken) -> None:
+        rollout = taken.rollout
+        if self._numbering is None:
             self._numbering = Numbering.of_run(self.store, self.run_id)
+        # A question rollscope's own runs know by its text: their id.
+        qid = rollout.question_id
+        if qid is None:
+            qid = self._own.id_of(question_key(rollout.question))
+        # The group first: it may read the store, and a failed read leaves no sample used.
+        group = self._numbering.group(rollout.train_step, qid, rollout.group)
+        sample = self._numbering.sample(qid)
+        start, steps, finish = episode_records(
+            rollout, qid, sample, group, correct_at=self.correct_at, actions=taken.actions
+        )
+        self._started.append(start)
+        self._steps.extend(steps)
+        self._finished.append(finish)
+
+    def _write_until_taken(self, give_up: float) -> Exception | None:
+        """Write what is held, trying again until `give_up` (`time.monotonic()`) while the
+        store is away; the last error if it never took it."""
+        while True:
+            error = self._try_write()
+            if error is None or not _may_pass(error) or time.monotonic() >= give_up:
+                return error
+            time.sleep(RETRY_PAUSE_SECONDS)
+
+    def _set_status_until_taken(
+        self, status: RunStatus, error: str | None, give_up: float
+    ) -> Exception | None:
+        """Set the run's status, trying again until `give_up` while the store is away; the
+        last error if it never took it (a refusal of the move itself raises)."""
+        while True:
+            try:
+                self.store.set_run_status(self.run_id, status, error=error)
+                return None
+            except Exception as exc:
+                if not _may_pass(exc):
+                    raise
+                if time.monotonic() >= give_up:
+                    return exc
+            time.sleep(RETRY_PAUSE_SECONDS)
+
+    def _unwritten(self) -> int:
+        """Rollouts taken that are not in the store yet."""
+        return self._taken - self._written
 
     def _flush_when_due(self) -> None:
-        """The flusher thread: write what has waited `flush_seconds`, until close."""
-        while not self._stop.wait(max(self.flush_seconds, _FLUSH_POLL_MIN)):
-            # A failed write keeps what is held and is tried again at the next look; one that
-            # keeps failing raises in the loop's own next write (`flush_every`, close).
-            with contextlib.suppress(Exception), self._lock:
-                if time.monotonic() - self._last_flush >= self.flush_seconds:
-                    self._write_held()
+        """The flusher thread: write what has waited `flush_seconds` (the store's failed writes
+        again, every `RETRY_PAUSE_SECONDS`), until close."""
+        while not self._stop.wait(max(self._until_next_write(), _FLUSH_POLL_MIN)):
+            if self._until_next_write() <= 0:
+                self._try_write()
+
+    def _until_next_write(self) -> float:
+        """Seconds until the flusher's next write is due (0 or less: it is)."""
+        pause = RETRY_PAUSE_SECONDS if self._trouble is not None else self.flush_seconds
+        return self._last_try + pause - time.monotonic()
 
     def _flush_at_exit(self) -> None:
         """A Recorder never closed: write what it holds as the interpreter exits."""
         self._stop.set()
-        held = len(self._finished)
-        try:
-            with self._lock:
-                self._write_held()
-        except Exception as exc:  # nothing left to raise to: say so
+        error = self._try_write()
+        if error is not None:  # nothing left to raise to: say so
             print(
-                f"rollscope Recorder: {held} held episodes of run {self.run_id} could not be "
-                f"written at exit ({type(exc).__name__}: {exc})",
+                f"rollscope Recorder: {self._unwritten()} held episodes of run {self.run_id} "
+                f"could not be written at exit ({_cause(error)})",
                 file=sys.stderr,
             )
 
@@ -397,6 +574,104 @@ _FLUSH_POLL_MIN = 0.05
 """Seconds between the flusher's looks at least, whatever `flush_seconds` says."""
 MAX_FLUSH_SECONDS = 3600.0
 """An hour's wait at most: a longer one is no flush by time, and one past time_t overflows."""
+RETRY_PAUSE_SECONDS = 1.0
+"""Seconds between tries of a write the store did not take."""
+_PASSING_SQLSTATES = frozenset({"08", "40", "53", "57"})
+"""PostgreSQL's error classes a later try may get past: connection exception, transaction
+rollback (a deadlock), insufficient resources, operator intervention (a server shut down)."""
+
+
+def _may_pass(error: BaseException) -> bool:
+    """Whether a later try of a write may succeed: the store could not be reached or was busy
+    (a server restarting, a dropped connection, SQLite's lock held), not a refusal of its rows."""
+    if getattr(error, "connection_invalidated", False):
+        return True
+    if not isinstance(error, OperationalError | InterfaceError):
+        return False
+    state = getattr(error.orig, "sqlstate", None)
+    return not isinstance(state, str) or state[:2] in _PASSING_SQLSTATES
+
+
+def _cause(error: BaseException) -> str:
+    """The error in a line: its type and the first line of its message."""
+    lines = str(error).strip().splitlines()
+    if not lines:
+        return type(error).__name__
+    line = lines[0] if len(lines[0]) <= 200 else lines[0][:199] + "…"
+    return f"{type(error).__name__}: {line}"
+
+
+def _open_refusal(found: RunSummary, resume: bool) -> str | None:
+    """Why a Recorder cannot record into the run found under its name; None where it can."""
+    if found.source_format == "recorder" and found.status == "running":
+        # As a multi-GPU trainer's second process finds the first's run.
+        return _being_recorded(found)
+    resumable = found.source_format == "recorder" and found.status in lifecycle.RESUMABLE
+    if not resume:
+        offer = ", or pass resume=True to record more into it" if resumable else ""
+        return (
+            f"a run named {found.name!r} already exists in this store ({found.status}); choose "
+            f"another name{offer}"
+        )
+    if found.source_format != "recorder":
+        return f"run {found.name!r} was not recorded by a Recorder; name another"
+    refusal = lifecycle.resume_refusal(found.name, found.status)
+    if found.status == "completed":
+        return f"{refusal}, and records no more; choose another name"
+    return refusal
+
+
+def _being_recorded(found: RunSummary) -> str:
+    """The refusal of a run another Recorder records now, in this process or another."""
+    if (found.host, found.pid) == lifecycle.this_process():
+        return (
+            f"run {found.name!r} is being recorded now by another Recorder in this process; "
+            "record through that one, or close it before opening the run again"
+        )
+    return (
+        f"run {found.name!r} is being recorded now by another process ({_where(found)}); "
+        "a run has one Recorder: in a trainer of several processes, gather the "
+        "rollouts and record them on the main process (docs/import.md, 'One "
+        "process a run'), or give each process a run of its own"
+    )
+
+
+def _seconds(value: Any, what: str, meaning: str) -> float:
+    """A setting in seconds, above 0 and at most `MAX_FLUSH_SECONDS`; RecorderError otherwise."""
+    seconds = _finite(value, what)
+    if not 0 < seconds <= MAX_FLUSH_SECONDS:
+        raise RecorderError(
+            f"{what} is {seconds}: give {meaning}, above 0 and at most {MAX_FLUSH_SECONDS:.0f}"
+        )
+    return seconds
+
+
+def _reward_parts(rewards: Any) -> dict[str, float]:
+    """The reward's parts by name as text; RecorderError for a name that is empty, or that is
+    another's once written as text (1 and '1'): one of the two would be lost."""
+    if rewards is None:
+        return {}
+    if not isinstance(rewards, Mapping):
+        raise RecorderError(
+            f"rewards is {_shown(rewards)}: give the reward's parts by name, e.g. "
+            "{'correct': 1.0, 'format': 0.5}"
+        )
+    parts: dict[str, float] = {}
+    keys: dict[str, Any] = {}
+    for key, value in rewards.items():
+        name = str(key)
+        if not name.strip():
+            raise RecorderError(
+                f"rewards holds a part named {_shown(key)}: give each part a name, e.g. 'format'"
+            )
+        if name in keys:
+            raise RecorderError(
+                f"rewards holds {_shown(keys[name])} and {_shown(key)}, both named {name!r} "
+                "in the store: give each part a name of its own"
+            )
+        keys[name] = key
+        parts[name] = _finite(value, f"rewards[{key!r}]")
+    return parts
 
 
 def _finite(value: Any, what: str) -> float:
