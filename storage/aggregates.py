@@ -15,6 +15,7 @@ from storage.imports import gone_episodes, in_its_file
 from storage.models import Episode, RunCount
 from storage.read_models import (
     Distribution,
+    IdApart,
     OutcomeMatrix,
     Page,
     QuestionComparison,
@@ -65,20 +66,23 @@ def comparisons(
     if not qids or not keys:
         return []
     keys = list(dict.fromkeys(keys))
+    order = {k: i for i, k in enumerate(keys)}
     cells: dict[str, dict[RunKey, RunCell]] = {q: {} for q in qids}
-    first: dict[str, int] = {}
+    first: dict[str, tuple[int, int]] = {}
     for key, qid, n, correct, low in _counts_by_question(
         session, keys, Episode.question_id.in_(qids), lowest=True
     ):
         cells[qid][key] = RunCell(run_of(key), n, correct, [])
         if low is not None:
-            first[qid] = min(low, first.get(qid, low))
-    # The question's text and database from one episode each, by primary key.
+            first[qid] = min((order[key], low), first.get(qid, (order[key], low)))
+    # The question's text and database from one episode each, by primary key: the first
+    # side's that played it (the baseline's), which an id asking another question elsewhere
+    # is set against (`compare_outcomes_apart`).
     about = {
         qid: (db_id, question)
         for qid, db_id, question in session.execute(
             select(Episode.question_id, Episode.db_id, Episode.question).where(
-                Episode.id.in_(first.values())
+                Episode.id.in_([low for _, low in first.values()])
             )
         )
     }
@@ -214,13 +218,88 @@ def compare_outcomes(session: Session, keys: Sequence[RunKey]) -> list[QuestionO
     keys = list(dict.fromkeys(keys))
     if not keys:
         return []
+    return _outcomes(_counts_by_question(session, keys))
+
+
+def compare_outcomes_apart(
+    session: Session, keys: Sequence[RunKey]
+) -> tuple[list[QuestionOutcomes], list[IdApart]]:
+    """`compare_outcomes`, and the question ids two sides share whose episodes ask different
+    questions, in question order: each side set against the first given that played the id.
+
+    The same grouped read, with each (side, question)'s lowest episode id; then the question
+    and database of those episodes alone, by primary key, for the ids two or more sides share.
+    """
+    keys = list(dict.fromkeys(keys))
+    if not keys:
+        return [], []
+    rows = _counts_by_question(session, keys, lowest=True)
+    return _outcomes(rows), _ids_apart(session, keys, rows)
+
+
+_Counts = list[tuple[RunKey, str, int, int, int | None]]
+"""`_counts_by_question`'s rows: (side, question id, episodes, correct, lowest episode id)."""
+
+
+def _outcomes(rows: _Counts) -> list[QuestionOutcomes]:
     out: list[QuestionOutcomes] = []
     with collector_paused():  # an object a cell, a question and run each
-        for key, qid, n, correct, _ in _counts_by_question(session, keys):
+        for key, qid, n, correct, _ in rows:
             if not out or out[-1].question_id != qid:
                 out.append(QuestionOutcomes(qid, {}))
             out[-1].cells[key] = RunCell(run_of(key), n, correct, [])
     return out
+
+
+def _ids_apart(session: Session, keys: list[RunKey], rows: _Counts) -> list[IdApart]:
+    """The shared question ids whose sides ask different questions, from each side's lowest
+    episode of the id (its samples all ask the one question)."""
+    order = {k: i for i, k in enumerate(keys)}
+    lowest: dict[str, dict[RunKey, int]] = {}
+    for key, qid, _, _, low in rows:
+        if low is not None:
+            lowest.setdefault(qid, {})[key] = low
+    shared = {qid: by_key for qid, by_key in lowest.items() if len(by_key) > 1}
+    asked = _asked(session, {i for by_key in shared.values() for i in by_key.values()})
+    apart = []
+    for qid, by_key in shared.items():
+        against, *others = sorted(by_key, key=order.__getitem__)
+        db_a, question_a = asked[by_key[against]]
+        for key in others:
+            db_id, question = asked[by_key[key]]
+            if _asks_another(db_id, question, db_a, question_a):
+                apart.append(IdApart(qid, key, question, against, question_a))
+    return apart
+
+
+def _asked(session: Session, episode_ids: set[int]) -> dict[int, tuple[str | None, str]]:
+    """These episodes' database and question, by primary key."""
+    ids = sorted(episode_ids)
+    asked: dict[int, tuple[str | None, str]] = {}
+    for at in range(0, len(ids), _IN_CHUNK):
+        stmt = select(Episode.id, Episode.db_id, Episode.question).where(
+            Episode.id.in_(ids[at : at + _IN_CHUNK])
+        )
+        for eid, db_id, question in session.connection().execute(stmt):
+            asked[eid] = (db_id, question)
+    return asked
+
+
+def _asks_another(db_a: str | None, text_a: str, db_b: str | None, text_b: str) -> bool:
+    """Whether two episodes ask different questions: both name a database and they differ, or
+    their texts differ and neither holds the other (an import may keep a whole prompt around
+    the question)."""
+    if db_a is not None and db_b is not None and db_a != db_b:
+        return True
+    if text_a == text_b:  # most shared ids: no need to normalise
+        return False
+    a, b = _normalised(text_a), _normalised(text_b)
+    return a not in b and b not in a
+
+
+def _normalised(text: str) -> str:
+    """The text as two copies of one question may differ: in case and spacing."""
+    return " ".join(text.casefold().split())
 
 
 def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:

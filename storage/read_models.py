@@ -313,6 +313,22 @@ class QuestionOutcomes:
 
 
 @dataclass(frozen=True, slots=True)
+class IdApart:
+    """A question id two compared sides share whose episodes ask different questions (two
+    files that number their questions by position, say): Compare pairs neither with the
+    other."""
+
+    question_id: str
+    key: RunKey
+    """The side whose question under this id differs."""
+    question: str
+    against: RunKey
+    """The side it is set against: the first given that played the id (the baseline, where
+    it did)."""
+    against_question: str
+
+
+@dataclass(frozen=True, slots=True)
 class Distribution:
     """Per-run counts for the Runs page charts."""
 

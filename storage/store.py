@@ -77,6 +77,7 @@ from storage.read_models import (
     GroupKey,
     GroupMember,
     GroupOverview,
+    IdApart,
     OutcomeMatrix,
     Page,
     QuestionComparison,
@@ -694,6 +695,14 @@ class Store:
         question they finished."""
         with Session(self._engine) as session:
             return aggregates.compare_outcomes(session, runs)
+
+    def compare_outcomes_apart(
+        self, runs: Sequence[RunKey]
+    ) -> tuple[list[QuestionOutcomes], list[IdApart]]:
+        """`compare_outcomes`, and the question ids two of the runs share whose episodes ask
+        different questions (`aggregates.compare_outcomes_apart`): Compare pairs none of them."""
+        with Session(self._engine) as session:
+            return aggregates.compare_outcomes_apart(session, runs)
 
     def outcome_matrix(self, runs: Sequence[RunKey]) -> OutcomeMatrix:
         """Finished and correct episodes per question and run (or training step of a run:

@@ -21,7 +21,7 @@ from app.cli.output import fail, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
 from app.pictured import picture_controls
 from app.render import fmt_pct
-from storage.read_models import QuestionOutcomes, RunKey, RunStep, RunSummary
+from storage.read_models import IdApart, QuestionOutcomes, RunKey, RunStep, RunSummary
 from storage.store import Store
 
 if TYPE_CHECKING:  # imported where used: numpy would load with every command
@@ -57,6 +57,8 @@ class Compared:
     pairing: Pairing
     solved_by_run: list[str]
     solved_by_base: list[str]
+    apart: list[IdApart]
+    """The ids the two share that ask different questions in each: left out of the pairing."""
 
 
 def compare(
@@ -88,16 +90,22 @@ def compare(
             fail(f"{side.label} is named twice; name each run once")
         seen.add(side.key)
     base = sides[0]
-    outcomes = st.compare_outcomes([s.key for s in sides])
+    outcomes, ids_apart = st.compare_outcomes_apart([s.key for s in sides])
     results = []
     for side in sides[1:]:
-        pairing = stats.pairing(outcomes, base.key, side.key)
+        apart = stats.apart_between(ids_apart, side.key, base.key)
+        # An id that asks another question in each run is not a question both played.
+        paired = stats.leave_apart(outcomes, apart)
+        pairing = stats.pairing(paired, base.key, side.key)
         if pairing.interval is None:
-            fail(
-                f"{side.label} and the baseline {base.label} share no finished question: "
-                "compare runs played on the same questions (by id, or by the question's text)"
+            why = (
+                _apart_line(apart, side, base)
+                if apart
+                else "compare runs played on the same questions (by id, or by the question's text)"
             )
-        results.append(Compared(side, pairing, *_solved_apart(outcomes, base.key, side.key)))
+            fail(f"{side.label} and the baseline {base.label} share no finished question: {why}")
+        solved = _solved_apart(paired, base.key, side.key)
+        results.append(Compared(side, pairing, *solved, apart))
     if as_json:
         print(json.dumps(_json(base, results), indent=2))
         return
@@ -106,6 +114,8 @@ def compare(
         out.print()
         out.print(Text(picture_controls(r.side.label), style="bold"))
         out.print(_report(r))
+        if r.apart:
+            out.print(Text("  " + _apart_line(r.apart, r.side, base), style="yellow"))
     out.print()
     out.print(
         "accuracy: the mean success rate per question, over the questions both played; "
@@ -187,6 +197,13 @@ def _report(r: Compared) -> Table:
     return grid
 
 
+def _apart_line(apart: list[IdApart], side: Side, base: Side) -> str:
+    """The line saying which shared ids the comparison leaves out, and why."""
+    from app.dashboard.compare.stats import ids_apart_line
+
+    return ids_apart_line(apart, side.label, base.label, picture_controls)
+
+
 def _listed(question_ids: list[str]) -> str:
     """How many questions, and the first `LISTED` of them."""
     if not question_ids:
@@ -209,6 +226,14 @@ def _json(base: Side, results: list[Compared]) -> dict[str, object]:
                 "interval_95": _interval(r.pairing),
                 "solved_not_by_baseline": r.solved_by_run,
                 "solved_by_baseline_only": r.solved_by_base,
+                "question_ids_apart": [
+                    {
+                        "question_id": a.question_id,
+                        "question": a.question,
+                        "baseline_question": a.against_question,
+                    }
+                    for a in r.apart
+                ],
             }
             for r in results
         ],

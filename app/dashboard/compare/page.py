@@ -89,12 +89,16 @@ def _side(key: RunKey) -> RunSummary:
 
 
 runs = [_side(k) for k in chosen_ids]
-outcomes = reads.compare_outcomes(tuple(chosen_ids))
+outcomes, ids_apart = reads.compare_outcomes(tuple(chosen_ids))
+# An id that asks another question in a run than in the baseline is not a question both
+# played: that run's cell of it is left out of everything the page pairs.
+paired = stats.leave_apart(outcomes, ids_apart)
 rows, capped = reads.compare_all(tuple(chosen_ids))
-rows = stats.shared_first(rows, chosen_ids)
+rows = stats.shared_first(stats.leave_apart(rows, ids_apart), chosen_ids)
 # One pairing per run: its card's accuracy and delta and its interval are the same numbers.
-pairings = {r.key: stats.pairing(outcomes, runs[0].key, r.key) for r in runs[1:]}
+pairings = {r.key: stats.pairing(paired, runs[0].key, r.key) for r in runs[1:]}
 compare_summary.headline(runs, outcomes, pairings)
+compare_summary.ids_apart(ids_apart, runs)
 agents.show(runs)
 compare_summary.played_again(runs, by_id)
 if capped:
@@ -118,10 +122,10 @@ def open_question(question_id: str) -> None:
 
 if len(runs) == 2:
     compare_summary.matrix(
-        outcomes, {r.question_id: r for r in rows}, runs[0], runs[1], open_question
+        paired, {r.question_id: r for r in rows}, runs[0], runs[1], open_question
     )
     dist_a, dist_b, what = compare_summary.class_counts(
-        runs[0], runs[1], run_distributions(tuple(chosen_ids)), pairings[runs[1].key], outcomes
+        runs[0], runs[1], run_distributions(tuple(chosen_ids)), pairings[runs[1].key], paired
     )
     failure_mix.show_shift(dist_a, dist_b, runs[0], runs[1], what)
 else:
@@ -154,5 +158,6 @@ if compared:
             on_change=lambda: side_by_side.forget_samples(chosen_ids),
         ),
     )
-    side_by_side.show(reads.compare_question(tuple(chosen_ids), qid) or by_question[qid], runs)
+    shown = reads.compare_question(tuple(chosen_ids), qid) or by_question[qid]
+    side_by_side.show(stats.leave_apart([shown], ids_apart)[0], runs)
 params.show_notices(notices)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from app.dashboard.data import cached_read
 from storage import training
 from storage.read_models import (
+    IdApart,
     QuestionComparison,
     QuestionOutcomes,
     RunKey,
@@ -42,9 +43,12 @@ def compare_question(
 
 
 @cached_read()
-def compare_outcomes(store: Store, run_ids: tuple[RunKey, ...]) -> list[QuestionOutcomes]:
-    """Episode and correct counts of the runs on every question they finished."""
-    return store.compare_outcomes(run_ids)
+def compare_outcomes(
+    store: Store, run_ids: tuple[RunKey, ...]
+) -> tuple[list[QuestionOutcomes], list[IdApart]]:
+    """Episode and correct counts of the runs on every question they finished, and the ids
+    two of them share that ask different questions in each."""
+    return store.compare_outcomes_apart(run_ids)
 
 
 @cached_read()

@@ -3,12 +3,15 @@ questions the runs differ on, with one definition of each for the whole page."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from app.dashboard import analysis
 from app.dashboard.analysis import BootstrapInterval, HasCells, Row
-from storage.read_models import RunKey
+from app.plural import counted
+from storage.read_models import IdApart, QuestionComparison, QuestionOutcomes, RunKey
 
 MIN_CI_QUESTIONS = 5
 """Fewest shared questions a bootstrap interval is given for: over fewer, its resamples take a
@@ -80,3 +83,53 @@ def runs_differ(row: HasCells, run_ids: Sequence[RunKey]) -> bool:
 def shared_first(rows: Sequence[Row], run_ids: Sequence[RunKey]) -> list[Row]:
     """The questions all the runs played first, then those fewer played (in their order)."""
     return sorted(rows, key=lambda r: -played_by(r, run_ids))
+
+
+Rows = TypeVar("Rows", QuestionOutcomes, QuestionComparison)
+
+
+def leave_apart(rows: Sequence[Rows], ids_apart: Sequence[IdApart]) -> list[Rows]:
+    """The rows without the cell of each side whose episodes ask another question under the
+    id than the side it is set against: the id pairs only the sides that ask one question."""
+    apart: dict[str, set[RunKey]] = {}
+    for a in ids_apart:
+        apart.setdefault(a.question_id, set()).add(a.key)
+    return [
+        row
+        if row.question_id not in apart
+        else dataclasses.replace(
+            row, cells={k: c for k, c in row.cells.items() if k not in apart[row.question_id]}
+        )
+        for row in rows
+    ]
+
+
+def apart_between(ids_apart: Sequence[IdApart], key: RunKey, against: RunKey) -> list[IdApart]:
+    """The ids on which `key` asks another question than `against`."""
+    return [a for a in ids_apart if a.key == key and a.against == against]
+
+
+QUOTED_CHARS = 60
+"""Characters of a question quoted in the line about ids apart (a prompt can be pages)."""
+
+
+def ids_apart_line(
+    apart: Sequence[IdApart], side: str, against: str, shown: Callable[[str], str]
+) -> str:
+    """What Compare says of the ids it leaves out between two sides, in the terminal and on
+    the page alike; `shown` makes a name or a question safe to show there."""
+    first = apart[0]
+    ids = counted(len(apart), "question id")
+    verb = "names" if len(apart) == 1 else "name"
+    return (
+        f"{ids} {verb} different questions in {shown(side)} and {shown(against)} (the first: "
+        f"{shown(first.question_id)}, '{shown(_clipped(first.question))}' against "
+        f"'{shown(_clipped(first.against_question))}'): left out; give the questions ids of "
+        "their own"
+    )
+
+
+def _clipped(question: str) -> str:
+    """The question on one line, its first `QUOTED_CHARS` characters."""
+    line = " ".join(question.split())
+    return line if len(line) <= QUOTED_CHARS else line[: QUOTED_CHARS - 1] + "…"

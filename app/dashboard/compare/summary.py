@@ -19,6 +19,7 @@ from app.plural import counted
 from app.render import fmt_num, fmt_pct, fmt_signed
 from storage.read_models import (
     Distribution,
+    IdApart,
     QuestionComparison,
     QuestionOutcomes,
     RunKey,
@@ -89,8 +90,35 @@ def headline(
             elif pairings[run.key].questions == 0:
                 st.caption("shares no questions with the baseline: no deltas")
             else:
-                same = analysis.same_questions(outcomes, base.key, run.key)
-                _run_metrics(base, run, pairings[run.key], played[run.key], same, common is None)
+                # The same questions: every one each played is paired (no id apart either).
+                pair = pairings[run.key]
+                same = pair.questions == played[base.key] == played[run.key]
+                _run_metrics(base, run, pair, played[run.key], same, common is None)
+
+
+def ids_apart(apart: Sequence[IdApart], runs: Sequence[RunSummary]) -> None:
+    """Say, for each two sides, which question ids they share but ask different questions
+    under, left out of the pairing; every such id in a table where there are several."""
+    by_key = {run.key: run for run in runs}
+    pairs: dict[tuple[RunKey, RunKey], list[IdApart]] = {}
+    for a in apart:
+        pairs.setdefault((a.key, a.against), []).append(a)
+    for (key, against), ids in pairs.items():
+        side, other = by_key[key], by_key[against]
+        line = stats.ids_apart_line(ids, side.label, other.label, escape_markdown)
+        st.warning(f"{line}.", icon=":material/link_off:")
+        if len(ids) > 1:
+            with st.expander(f"The {len(ids):,} question ids and their questions"):
+                st.dataframe(
+                    pd.DataFrame(
+                        [(a.question_id, a.question, a.against_question) for a in ids[:LIST_CAP]],
+                        columns=["question id", column(side), column(other)],
+                    ),
+                    hide_index=True,
+                    width="stretch",
+                )
+                if len(ids) > LIST_CAP:
+                    st.caption(f"The first {LIST_CAP} of {len(ids):,}.")
 
 
 def _base_metrics(base: RunSummary, common: Pairing | None, played: int) -> None:
