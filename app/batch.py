@@ -194,6 +194,16 @@ def _continued_elsewhere(run: RunSummary) -> str | None:
     return None
 
 
+def _taken_over(store: Store, run_id: int) -> str | None:
+    """The process that plays the run now, where a `--resume` elsewhere claimed it from this
+    one; None while it is this process's."""
+    with contextlib.suppress(Exception):  # a store that fails here failed the run too
+        run = store.get_run(run_id)
+        if run is not None and run.host and (run.host, run.pid) != lifecycle.this_process():
+            return f"{run.host} pid {run.pid}"
+    return None
+
+
 def plan_tasks(store: Store, plan: PlannedRun, skip: set[EpisodeKey]) -> list[EpisodeTask]:
     """The episodes a run still has to play: every (question, sample), or for a fork each
     recorded episode continued, with its recorded steps (read from the store)."""
@@ -309,6 +319,13 @@ def _play_planned(
         store.set_run_status(run_id, "cancelled", error="interrupted by Ctrl-C")
         raise Cancelled("interrupted: the run is marked cancelled") from None
     except Exception as exc:
+        if (owner := _taken_over(store, run_id)) is not None:
+            # A --resume elsewhere judged this process gone (paused past the heartbeat's
+            # staleness) and dropped its unfinished episodes: the run is that process's now.
+            raise JobError(
+                f"run {spec.name!r} was taken over by {owner} while this process was paused; "
+                "this process stops and leaves the run to it"
+            ) from None
         message = f"{type(exc).__name__}: {exc}".splitlines()[0]
         # A store that cannot take even this (a full disk) leaves the run `running`: it
         # reads `interrupted` once this process is gone, and --resume takes it over all
