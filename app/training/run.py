@@ -39,9 +39,12 @@ class TrainingRun:
         if found is None:
             return
         if not self.resume:
+            # resume=True takes up a training run that did not finish, and nothing else.
+            resumable = found.kind == "training" and found.status in lifecycle.RESUMABLE
             raise JobError(
-                f"a run named {self.name!r} already exists in this store; choose another name, "
-                "or pass resume=True to continue it"
+                f"a run named {self.name!r} already exists in this store ({found.status}); "
+                "choose another name"
+                + (", or pass resume=True to continue it" if resumable else "")
             )
         if found.kind != "training":
             raise JobError(f"run {self.name!r} is a {found.kind} run, not a training run")

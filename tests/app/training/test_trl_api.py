@@ -54,13 +54,18 @@ def test_a_taken_name_is_refused_unless_resuming(bench: tuple[str, str, Store]) 
     from tests.support.records import spec
 
     run_id = store.create_run(spec("taken", kind="training"), episodes_planned=1)
-    with pytest.raises(JobError, match=r"already exists in this store; .* resume=True"):
+    # resume=True is offered only where it works: not for a run still running.
+    with pytest.raises(
+        JobError, match=r"already exists in this store \(running\); choose another name$"
+    ):
         make_rollout_func(questions=questions, db_dir=db_dir, store=store, name="taken")
     with pytest.raises(JobError, match="still running"):
         make_rollout_func(
             questions=questions, db_dir=db_dir, store=store, name="taken", resume=True
         )
     store.set_run_status(run_id, "failed", error="boom")
+    with pytest.raises(JobError, match=r"\(failed\); choose another name, or pass resume=True"):
+        make_rollout_func(questions=questions, db_dir=db_dir, store=store, name="taken")
     make_rollout_func(questions=questions, db_dir=db_dir, store=store, name="taken", resume=True)
     store.create_run(spec("batch-run"), episodes_planned=1)
     with pytest.raises(JobError, match="is a batch run, not a training run"):
