@@ -9,7 +9,9 @@ last rows are in (`finish_files`). A file read whole is found again by its path 
 and not read again, and a file read in part, or grown since (an appending writer), is read on
 past the rows the run holds (found by their digest).
 A JSONL file that still begins with the bytes its last whole reading found (`last_reading`)
-is read on from where that reading ended.
+is read on from where that reading ended. A version of a path found again after another is
+read again on its own record, and a file with the bytes of another path's whole reading is
+that file's copy (the importer tells whether that file is still there).
 """
 
 from __future__ import annotations
@@ -26,12 +28,14 @@ from sqlalchemy import (
     Select,
     Table,
     bindparam,
+    delete,
     func,
     insert,
+    or_,
     select,
     update,
 )
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, aliased
 
 from rollout_core.records import EpisodeRecord
 from storage.bulk_sql import executemany
@@ -111,11 +115,24 @@ class FileStart:
     """The run recorded this path before (this version read in part, or another version):
     it may hold rows of it."""
     replaces: bool = False
-    """This version is new, and the run recorded another version of the path before (a file
-    rewritten, or grown)."""
+    """This version is new, or not the one the path's last whole reading found, and the run
+    recorded another version of the path before (a file rewritten, or grown)."""
     gone_before: int = 0
     """Rows of earlier versions that the path's last whole reading (of another version) no
     longer held: what a rewrite had dropped before this version."""
+    copy_of: str | None = None
+    """Another path of the run whose whole reading found these very bytes: where it holds
+    them no more (a step file renamed or moved), nothing of this one to import."""
+
+
+@dataclass(slots=True)
+class _Reading:
+    """A reading of a path the run recorded."""
+
+    file_id: int
+    sha256: bytes
+    completed: bool
+    episodes: int
 
 
 _PATHS_A_QUERY = 500
@@ -126,51 +143,48 @@ def begin_files(
     session: Session, run_id: int, files: Sequence[FileBytes], now: Any
 ) -> list[FileStart]:
     """The run's record of each file with its bytes, created where there is none (the run's
-    planned episodes grow by their rows then); in `files`' order."""
+    planned episodes grow by their rows then); in `files`' order. A version the path held
+    before, but not at its last whole reading, is read again on its old record: the rows the
+    last reading marked gone may be back. A file with the bytes of another path's whole
+    reading is a copy of it."""
     conn = session.connection()
-    paths = sorted({f.path for f in files})
-    known: dict[str, list[tuple[int, bytes, bool]]] = {}
-    gone: dict[str, int] = {}
-    """path -> rows_gone of its last whole reading."""
-    for at in range(0, len(paths), _PATHS_A_QUERY):
-        found = conn.execute(
-            select(
-                ImportFile.id, ImportFile.path, ImportFile.sha256, ImportFile.rows_gone,
-                ImportFile.completed_at,
-            )
-            .where(
-                ImportFile.run_id == run_id, ImportFile.path.in_(paths[at : at + _PATHS_A_QUERY])
-            )
-            # As `last_reading` orders them: a path's last whole reading comes last here.
-            .order_by(ImportFile.completed_at, ImportFile.id)
-        )  # fmt: skip
-        for file_id, path, sha256, rows_gone, completed_at in found:
-            known.setdefault(path, []).append((file_id, bytes(sha256), completed_at is not None))
-            if completed_at is not None:
-                gone[path] = rows_gone or 0
+    known, gone = _readings(conn, run_id, sorted({f.path for f in files}))
+    copies = _whole_readings_of(conn, run_id, sorted({f.sha256 for f in files}))
     starts: list[FileStart] = []
     planned = 0
     for f in files:
         versions = known.setdefault(f.path, [])
-        same = next((v for v in versions if v[1] == f.sha256), None)
-        if same is not None:
+        same = next((v for v in versions if v.sha256 == f.sha256), None)
+        last_whole = next((v for v in reversed(versions) if v.completed), None)
+        if same is not None and same is last_whole:
             starts.append(
-                FileStart(same[0], same[2], earlier=True, gone_before=gone.get(f.path, 0))
+                FileStart(same.file_id, True, earlier=True, gone_before=gone.get(f.path, 0))
             )
             continue
-        file_id = conn.execute(
-            _INSERT_FILE,
-            {"run_id": run_id, "path": clean_text(f.path), "sha256": f.sha256, "bytes": f.size,
-             "rows": f.rows, "started_at": now},
-        ).scalar_one()  # fmt: skip
+        # Not a version of this path's own, found again, nor a file of no bytes.
+        copy_of = copies.get(f.sha256) if same is None and f.size else None
+        earlier, replaces = bool(versions), False
+        if same is None:
+            replaces = bool(versions)
+            same = _Reading(_insert_file(conn, run_id, f, now), f.sha256, False, 0)
+            versions.append(same)
+            planned += f.rows
+        elif same.completed:
+            replaces = True
+            # Read again on its record (the path's version and row are one): its episodes
+            # so far are counted in the run's planned ones already.
+            conn.execute(
+                update(ImportFile).where(ImportFile.id == same.file_id)
+                .values(completed_at=None, rows_gone=None, started_at=now)
+            )  # fmt: skip
+            same.completed = False
+            planned += f.rows - same.episodes
         starts.append(
             FileStart(
-                file_id, False, earlier=bool(versions), replaces=bool(versions),
-                gone_before=gone.get(f.path, 0),
+                same.file_id, False, earlier=earlier, replaces=replaces,
+                gone_before=gone.get(f.path, 0), copy_of=copy_of,
             )
         )  # fmt: skip
-        versions.append((file_id, f.sha256, False))
-        planned += f.rows
     if planned:
         conn.execute(
             update(Run)
@@ -178,6 +192,61 @@ def begin_files(
             .values(episodes_planned=Run.episodes_planned + planned, heartbeat_at=now)
         )
     return starts
+
+
+def _readings(
+    conn: Connection, run_id: int, paths: Sequence[str]
+) -> tuple[dict[str, list[_Reading]], dict[str, int]]:
+    """path -> its readings, the last whole one last among the whole ones; path -> rows_gone
+    of its last whole reading."""
+    known: dict[str, list[_Reading]] = {}
+    gone: dict[str, int] = {}
+    for at in range(0, len(paths), _PATHS_A_QUERY):
+        found = conn.execute(
+            select(
+                ImportFile.id, ImportFile.path, ImportFile.sha256, ImportFile.rows_gone,
+                ImportFile.completed_at, ImportFile.episodes,
+            )
+            .where(
+                ImportFile.run_id == run_id, ImportFile.path.in_(paths[at : at + _PATHS_A_QUERY])
+            )
+            # As `last_reading` orders them: a path's last whole reading comes last here.
+            .order_by(ImportFile.completed_at, ImportFile.id)
+        )  # fmt: skip
+        for file_id, path, sha256, rows_gone, completed_at, episodes in found:
+            done = completed_at is not None
+            known.setdefault(path, []).append(_Reading(file_id, bytes(sha256), done, episodes))
+            if done:
+                gone[path] = rows_gone or 0
+    return known, gone
+
+
+def _whole_readings_of(conn: Connection, run_id: int, digests: Sequence[bytes]) -> dict[bytes, str]:
+    """SHA-256 -> a path of the run whose whole reading found those bytes."""
+    found: dict[bytes, str] = {}
+    for at in range(0, len(digests), _PATHS_A_QUERY):
+        rows = conn.execute(
+            select(ImportFile.sha256, ImportFile.path)
+            .where(
+                ImportFile.run_id == run_id,
+                ImportFile.sha256.in_(digests[at : at + _PATHS_A_QUERY]),
+                ImportFile.completed_at.is_not(None),
+            )
+            .order_by(ImportFile.id)
+        )
+        for sha256, path in rows:
+            found.setdefault(bytes(sha256), path)
+    return found
+
+
+def _insert_file(conn: Connection, run_id: int, f: FileBytes, now: Any) -> int:
+    return int(
+        conn.execute(
+            _INSERT_FILE,
+            {"run_id": run_id, "path": clean_text(f.path), "sha256": f.sha256, "bytes": f.size,
+             "rows": f.rows, "started_at": now},
+        ).scalar_one()
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +285,15 @@ def stored_digests(
 ) -> Counter[bytes]:
     """row SHA-256 -> how many rows with those bytes the run holds from files recorded under
     `path` (a rollout can be written twice, word for word); with `after`, only from the files
-    recorded after that one."""
+    recorded after that one, and the rows a rewrite dropped (marked gone), which a version
+    grown from that one may hold again."""
     query = (
         select(EpisodeSource.sha256)
         .join(ImportFile, ImportFile.id == EpisodeSource.file_id)
         .where(ImportFile.run_id == run_id, ImportFile.path == path)
     )
     if after is not None:
-        query = query.where(ImportFile.id > after)
+        query = query.where(or_(ImportFile.id > after, EpisodeSource.gone_file_id.is_not(None)))
     return Counter(bytes(digest) for digest in session.scalars(query))
 
 
@@ -285,6 +355,7 @@ def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: 
     for f in files:
         if f.gone is not None:
             _mark_gone(conn, run_id, f.path, f.file_id, f.gone)
+        _drop_abandoned(conn, run_id, f.path, f.file_id)
     conn.execute(
         _FINISH_FILE,
         [
@@ -303,6 +374,23 @@ def finish_files(session: Session, run_id: int, files: Sequence[FileRead], now: 
         )
     )
     return [gave.get(f.file_id, 0) for f in files]
+
+
+def _drop_abandoned(conn: Connection, run_id: int, path: str, file_id: int) -> None:
+    """Remove the path's readings of other versions that stopped before their end and gave
+    no episode (a `--strict` stop at a bad line since fixed): no import completes them now."""
+    read = aliased(ImportFile)
+    this = select(read.sha256).where(read.id == file_id).scalar_subquery()
+    gave = select(EpisodeSource.episode_id).where(EpisodeSource.file_id == ImportFile.id)
+    conn.execute(
+        delete(ImportFile).where(
+            ImportFile.run_id == run_id,
+            ImportFile.path == path,
+            ImportFile.completed_at.is_(None),
+            ImportFile.sha256 != this,
+            ~gave.exists(),
+        )
+    )
 
 
 def _mark_gone(

@@ -13,6 +13,7 @@ import typer
 
 from app.cli.output import USER_ERRORS, err, fail, one_line, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
+from app.pictured import picture_controls
 from app.plural import counted
 from rollout_core.errors import SpecError
 from rollout_core.specs import checked_run_name
@@ -295,19 +296,25 @@ def _wait_for_format(path: Path, name: str, quiet: bool) -> Format:
 
 
 def _note(text: str, quiet: bool) -> None:
-    if not quiet:
-        err.print(text, soft_wrap=True)
+    if not quiet:  # a note names files: their names' control characters are pictured
+        err.print(picture_controls(text), soft_wrap=True)
 
 
 def _file_line(r: FileResult) -> None:
-    if r.already:
-        text = f"{r.path}: imported before, left as it is"
+    # A file's name is the folder's writer's: its control characters are pictured, as a
+    # file's values are, so that no name can drive the terminal.
+    path = picture_controls(r.path)
+    if r.copy_of is not None:
+        copied = picture_controls(r.copy_of)
+        text = f"{path}: the very bytes of {copied}, imported before; left as it is"
+    elif r.already:
+        text = f"{path}: imported before, left as it is"
     elif r.unreadable and not r.episodes and not r.known:
-        text = f"{r.path}: could not be read, skipped (counted as 1 bad line on the run)"
+        text = f"{path}: could not be read, skipped (counted as 1 bad line on the run)"
     else:
         known = f", {r.known:,} held already" if r.known else ""
         skipped = f", {counted(r.skipped, 'bad line')} skipped" if r.skipped else ""
-        text = f"{r.path}: {counted(r.episodes, 'episode')}{known}{skipped}"
+        text = f"{path}: {counted(r.episodes, 'episode')}{known}{skipped}"
     err.print(text, soft_wrap=True)
 
 
@@ -347,7 +354,7 @@ class _FileLines:
         if self.before:
             left = "it is" if self.before == 1 else "they are"
             parts.append(f"{counted(self.before, 'file')} imported before, left as {left}")
-        err.print(f"{self.folder}/: {'; '.join(parts)}")
+        err.print(f"{picture_controls(self.folder)}/: {'; '.join(parts)}")
         self.folder = None
         self.files = self.before = self.episodes = self.known = 0
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from app.importers.messages import Messages
 from app.importers.rllm import RLLM
 from app.importers.skyrl import SkyRL
-from app.importers.source import Format
+from app.importers.source import UTF8_BOM, Format
 from app.importers.trl import TRL
 from app.importers.verifiers import RESULTS, Verifiers
 from app.importers.verl import Verl
@@ -113,7 +113,7 @@ def _sniff(path: Path) -> Format | None:
     """The format whose fields the file's first row has."""
     try:
         with path.open("rb") as f:
-            first = next((line for line in f if line.strip()), b"")
+            first = next((line for line in f if line.strip()), b"").removeprefix(UTF8_BOM)
         keys = set(json.loads(first.decode("utf-8", errors="replace")))
     except (OSError, ValueError, TypeError, RecursionError):
         return None

@@ -69,7 +69,8 @@ def follow(
                 seen[path] = mark  # new or still growing: looked at again next time
                 if now - changed.setdefault(path, now) < growing:
                     continue
-            if importer.fmt.whole(path):
+            # A file that cannot be read is taken too: the import tells it, and counts it.
+            if importer.fmt.whole(path) or _cannot_read(path):
                 ready[path] = mark
                 lines_taken.pop(path, None)
             elif path in grown and now - changed[path] >= growing:
@@ -98,6 +99,18 @@ def follow(
             importer.heartbeat()
             beat = time.monotonic()
         pause(stop, poll)
+
+
+def _cannot_read(path: Path) -> bool:
+    """Whether reading the file fails (an I/O error, no permission), not for its being gone."""
+    try:
+        with path.open("rb") as f:
+            f.read(1)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    return False
 
 
 def _new_lines_end(importer: Importer, path: Path, taken: int) -> int | None:

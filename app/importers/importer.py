@@ -6,7 +6,12 @@ the run's sink, nothing twice and nothing half.
   appending writer) that the run holds already, by digest, are passed over; a file rewritten
   since keeps in the run what it gave before; its new rows make GRPO groups of their own when
   rows its last reading held are gone from it (a step played again), else they join the step's
-  groups. Each reading records how many rows of earlier versions it no longer holds.
+  groups. Each reading records how many rows of earlier versions it no longer holds; a row found
+  again (a rewrite caught half-way, then whole) is un-marked, never imported twice, and a
+  version the path held before another is read again, so that its marks are its own.
+- A file with the very bytes of another the run read whole that is there no more (renamed,
+  moved) is recorded and not read. A file that cannot be read is told and counted as one bad
+  line.
 - A JSONL file grown by appending (its first bytes are those the last whole reading found, up
   to a newline) is read on from there: a file followed while it grows for hours costs its new
   lines, not all of it again.
@@ -26,6 +31,7 @@ the run's sink, nothing twice and nothing half.
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -68,6 +74,8 @@ NOTES_PER_FILE = 5
 """Bad rows told one by one in a file; the rest are counted."""
 _BACKWARD_CHUNK = 1 << 16
 """Bytes read at a time looking back from a file's end for its last newline."""
+_NO_BYTES = FileDigest(hashlib.sha256(b"").digest(), 0, 0)
+"""The digest of a file that could not be read: no bytes read."""
 
 
 class ImportFailure(RollscopeError, ValueError):
@@ -105,6 +113,9 @@ class FileResult:
     ended reads none of those)."""
     already: bool = False
     """The run had read the whole file before: nothing was read."""
+    copy_of: str | None = None
+    """The file holds the very bytes of this other file the run read whole, which is there no
+    more (a step file renamed or moved): nothing was read (`already` too)."""
     pending: bool = False
     """Its last line is still being written (no newline yet): left for a later import."""
     unreadable: bool = False
@@ -352,13 +363,20 @@ class Importer:
             if isinstance(self.fmt, JsonLines)
             else None
         )
-        digest = file_digest(path, last.size if last is not None else None)
-        return _Taken(path, rel, digest, self.fmt.row_count(path, digest), last)
+        try:
+            digest = file_digest(path, last.size if last is not None else None)
+            return _Taken(path, rel, digest, self.fmt.row_count(path, digest), last)
+        except FileNotFoundError:
+            raise  # gone since it was listed (a follow looks again), not unreadable
+        except OSError as exc:
+            # Told and counted as its one bad line, recorded as a reading of no bytes: the
+            # other files are read all the same.
+            return _Taken(path, rel, _NO_BYTES, 0, last, unreadable=f"could not be read ({exc})")
 
     def _whole_lines(self, taken: _Taken) -> _Taken:
         """A JSONL file taken up to its last newline: its unfinished last line is the next
         reading's."""
-        if not isinstance(self.fmt, JsonLines):
+        if not isinstance(self.fmt, JsonLines) or taken.unreadable:
             return taken
         digest = _whole_lines_digest(taken.path, taken.digest, taken.last)
         if digest is taken.digest:
@@ -378,14 +396,44 @@ class Importer:
             for taken, start in zip(group, starts, strict=True):
                 result = FileResult(taken.rel)
                 self.in_hand.append(result)
-                if start.completed:
+                if taken.unreadable is not None:
+                    self._bad(result, 0, taken.unreadable)
+                    result.unreadable = True
+                    if start.completed:  # counted by the reading that first found it so
+                        result.skipped = 0
+                    else:
+                        read.append(self._unread(taken, start, 1))
+                elif start.completed:
                     result.already = True
+                elif start.copy_of is not None and self._moved(start.copy_of, taken.digest):
+                    result.already, result.copy_of = True, start.copy_of
+                    read.append(self._unread(taken, start, 0))
                 else:
                     read.append(self._read(taken, start, result, batch))
             batch.write()
         self.store.finish_import_files(self.run_id, read)
         while self.in_hand:
             yield self.in_hand.pop(0)
+
+    def _moved(self, original: str, digest: FileDigest) -> bool:
+        """Whether the file read whole at `original` with these bytes is there no more (renamed,
+        moved, or since rewritten): then this file is it. Two files of those bytes side by side
+        can be two plays (a greedy evaluation of one checkpoint at two steps, SkyRL's step
+        being its folder's), and both are read."""
+        there = self.root / original
+        try:
+            if not there.is_file() or there.stat().st_size != digest.size:
+                return True
+            return file_digest(there).sha256 != digest.sha256
+        except OSError:
+            return True
+
+    def _unread(self, taken: _Taken, start: FileStart, skipped: int) -> FileRead:
+        """The reading of a file none of whose rows is read (a copy, or a file that cannot be
+        read), with its bad lines: the path's rows are left marked as they are."""
+        return FileRead(
+            start.file_id, taken.rel, taken.rows, skipped, start.earlier, start.gone_before
+        )
 
     def _read(self, taken: _Taken, start: FileStart, result: FileResult, batch: _Batch) -> FileRead:
         """Read a begun file's rows into the batch (written each time it is full): what is new
@@ -397,8 +445,8 @@ class Importer:
         grown = False
         if last is not None and self._grown(taken.path, last, digest):
             grown = True
-            # Only the new lines are read, and only rows a reading since may have written can
-            # be held; the bad lines the last reading counted still count.
+            # Only the new lines are read, and only rows a reading since may have written, or
+            # a rewrite dropped, can be held; the bad lines the last reading counted still count.
             part = Part(last.size, last.rows + 1, digest.size)
             carried, after = last.skipped, last.file_id
         held = self.store.imported_digests(self.run_id, rel, after) if start.earlier else Counter()
@@ -442,9 +490,9 @@ class Importer:
         left = result.skipped - len(result.problems)
         if left > 0 and not self.problems_in_results:  # the file's line counts them all
             self.on_note(f"{rel}: {counted(left, 'more bad line')} skipped")
-        # The held rows not found: a grown file was read from its last reading's end, and
-        # holds what that reading held.
-        rows_gone = sum(held.values()) + (start.gone_before if grown else 0)
+        # The held rows not found (a grown file was read from its last reading's end, and
+        # holds what that reading held): those of earlier versions this one no longer holds.
+        rows_gone = sum(held.values())
         if (gone := rows_gone - start.gone_before) > 0:
             self.on_note(
                 f"{rel}: {counted(gone, 'row')} imported from it before "
@@ -458,9 +506,9 @@ class Importer:
             carried + result.skipped,
             start.earlier,
             rows_gone,
-            # Read from its start over every row the run held of the path: what is left of
-            # them is what this version no longer holds.
-            gone=held if start.earlier and not grown else None,
+            # Read over every row the run held of the path that this version may hold: what
+            # is left of them is what it no longer holds, and the rest is held again.
+            gone=held if start.earlier else None,
         )
 
     def _rows(self, taken: _Taken, part: Part) -> Iterator[Row]:
@@ -475,8 +523,8 @@ class Importer:
         then was left for later, and is read with the new ones)."""
         if not isinstance(self.fmt, JsonLines) or digest.prefix_sha256 != last.sha256:
             return False
-        if last.size == 0:
-            return True
+        if last.size == 0:  # nothing read then (a file empty, or that could not be read)
+            return False
         with path.open("rb") as f:
             f.seek(last.size - 1)
             return f.read(1) == b"\n"
@@ -620,6 +668,8 @@ class _Taken:
     digest: FileDigest
     rows: int
     last: LastReading | None
+    unreadable: str | None = None
+    """Why the file could not be read (an error reading it), if it could not."""
 
 
 class _Batch:

@@ -27,6 +27,8 @@ from storage.models import INTEGER_RANGE
 from storage.prompts import MAX_NESTING, nested_deeper_than
 
 _CHUNK = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
+"""What Windows tools (PowerShell, Notepad) write before a file's text: read as nothing."""
 _ROWS_NAMING_A_MODEL = 100
 """Rows of the first file looked at for the run's model: a log whose first lines name none
 (a system check, a warm-up) names it soon after, and a file of none is not read whole."""
@@ -202,6 +204,8 @@ def jsonl_rows(
                 line = line[: int(left)]  # the part ends inside this line
             left -= len(line)
             raw = line.rstrip(b"\r\n")
+            if n == 1:
+                raw = raw.removeprefix(UTF8_BOM)
             if not raw.strip():
                 continue
             digest = hashlib.sha256(raw).digest()
