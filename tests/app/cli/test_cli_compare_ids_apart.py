@@ -9,11 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.benchmark import QUESTIONS, make_benchmark
+from tests.support.benchmark import QUESTIONS
 from tests.support.cli import rollscope
-
-SPIDER = [{"db_id": "concerts", "question": q, "query": gold} for _, q, gold in QUESTIONS]
-"""The benchmark as Spider's own dev.json holds it: no id field."""
+from tests.support.same_stem import SPIDER, oracle_runs_of_same_stem
 
 
 @pytest.fixture(scope="module")
@@ -21,22 +19,12 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Runs `full` (the file), `swapped` (its first two questions swapped) and `rotated`
     (every question one place on), each a dev.json of its own folder, played by the oracle."""
     root = tmp_path_factory.mktemp("ids-apart")
-    _, db_dir = make_benchmark(root)
     files = {
         "full": SPIDER,
         "swapped": [SPIDER[1], SPIDER[0], *SPIDER[2:]],
         "rotated": SPIDER[1:] + SPIDER[:1],
     }
-    path = root / "runs.db"
-    for name, questions in files.items():
-        (root / name).mkdir()
-        (root / name / "dev.json").write_text(json.dumps(questions))
-        done = rollscope(
-            "run", "--policy", "oracle", "--questions", root / name / "dev.json",
-            "--db-dir", db_dir, "--name", name, "--store", path, "--quiet",
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-    return path
+    return oracle_runs_of_same_stem(root, files)
 
 
 def test_ids_naming_other_questions_are_left_out_of_the_pairing(store: Path) -> None:

@@ -4,19 +4,15 @@ interval, the matrix and the side by side, and a warning names it with both ques
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.app.dashboard.apptest import open_page, texts
 from tests.app.dashboard.conftest import serve_env
-from tests.support.benchmark import QUESTIONS, make_benchmark
-from tests.support.cli import rollscope
+from tests.support.benchmark import QUESTIONS
+from tests.support.same_stem import SPIDER, oracle_runs_of_same_stem
 
-SPIDER = [{"db_id": "concerts", "question": q, "query": gold} for _, q, gold in QUESTIONS]
-"""The benchmark as Spider's own dev.json holds it: no id field."""
 FULL, SWAPPED, ROTATED = 1, 2, 3
 
 
@@ -26,23 +22,13 @@ def store_url(tmp_path_factory: pytest.TempPathFactory) -> str:
     `rotated` (#3, every question one place on), each a dev.json of its own folder, played by
     the oracle; a question in `swapped` carries markdown, which the page shows as text."""
     root = tmp_path_factory.mktemp("ids-apart")
-    _, db_dir = make_benchmark(root)
     marked = {**SPIDER[1], "question": SPIDER[1]["question"] + " **b** [l](x)"}
     files = {
         "full": SPIDER,
         "swapped": [marked, SPIDER[0], *SPIDER[2:]],
         "rotated": SPIDER[1:] + SPIDER[:1],
     }
-    path = root / "runs.db"
-    for name, questions in files.items():
-        (root / name).mkdir()
-        (root / name / "dev.json").write_text(json.dumps(questions))
-        done = rollscope(
-            "run", "--policy", "oracle", "--questions", root / name / "dev.json",
-            "--db-dir", db_dir, "--name", name, "--store", path, "--quiet",
-        )  # fmt: skip
-        assert done.returncode == 0, done.stderr
-    return str(path)
+    return str(oracle_runs_of_same_stem(root, files))
 
 
 @pytest.fixture
