@@ -290,6 +290,11 @@ class Store:
             run_id, {"policy_info": _info_json(info), "checkpoint_fingerprint": info.fingerprint}
         )
 
+    def set_run_checkpoint(self, run_id: int, checkpoint: str) -> None:
+        """Name the model a run's episodes come from, where its producer learned it late (an
+        import that began before the files naming it came)."""
+        self._update_run(run_id, {"checkpoint": clean_json(checkpoint)})
+
     def heartbeat(self, run_id: int) -> None:
         """Record that the run's process is alive (also done by every sink write)."""
         self._update_run(run_id, {"heartbeat_at": now_utc()})

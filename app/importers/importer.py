@@ -175,6 +175,8 @@ class Importer:
         self._own: OwnQuestions | None = None
         """The ids rollscope's own runs know questions by (read at `open`)."""
         self._model: str | None = None
+        self._model_looked = False
+        """Whether the files were looked at for a model the run did not name when opened."""
         """The model the run records (its first rollout's, where the files name one)."""
         self._other_model_told = False
 
@@ -383,6 +385,17 @@ class Importer:
             return taken
         return replace(taken, digest=digest, rows=self.fmt.row_count(taken.path, digest))
 
+    def _name_the_model(self) -> None:
+        """The run's model, once, where none was named when it was opened: `--follow` begun
+        before the trainer's first file, or a run reopened that had none."""
+        if self._model is not None or self._model_looked:
+            return
+        self._model_looked = True
+        model = self.fmt.checkpoint(self.root)
+        if model:
+            self.store.set_run_checkpoint(self.run_id, model)
+            self._model = model
+
     def _import_group(self, group: list[_Taken]) -> Iterator[FileResult]:
         starts = self.store.begin_import_files(
             self.run_id, [FileBytes(t.rel, t.digest.sha256, t.digest.size, t.rows) for t in group]
@@ -412,6 +425,7 @@ class Importer:
                     read.append(self._read(taken, start, result, batch))
             batch.write()
         self.store.finish_import_files(self.run_id, read)
+        self._name_the_model()
         while self.in_hand:
             yield self.in_hand.pop(0)
 

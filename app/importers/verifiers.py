@@ -50,22 +50,18 @@ class Verifiers(JsonLines):
     layout = "results.jsonl (or traces.jsonl) anywhere under the folder"
 
     def files(self, root: Path) -> list[Path]:
-        """Every `results.jsonl` under the root, else every `traces.jsonl`; of prime-rl's
-        rollouts, each step's `train/all` file (every training episode once), in step order,
-        unless the root holds only evaluations."""
+        """Every `results.jsonl` under the root, and every `traces.jsonl` of a folder without
+        one; of prime-rl's rollouts, each step's `train/all` file (every training episode
+        once), in step order, unless the root holds only evaluations."""
         if root.is_file():
             return [root]
-        found = sorted(root.rglob(RESULTS[0]))
-        if found:
-            _one_model(root, found)
-            return found
-        traces = sorted(root.rglob(RESULTS[1]))
-        stepped = [(m, p) for p in traces if (m := _PRIME_RL.search(p.as_posix()))]
-        if not stepped:
-            return traces
-        everything = [(m, p) for m, p in stepped if m.group(3) == "all"] or stepped
-        chosen = [(m, p) for m, p in everything if m.group(2) == "train"] or everything
-        return [p for m, p in sorted(chosen, key=lambda mp: (int(mp[0].group(1)), mp[1]))]
+        results = sorted(root.rglob(RESULTS[0]))
+        if results:
+            _one_model(root, results)
+        # Folder by folder: a run of 0.4 beside an earlier version's evaluation is read too.
+        with_results = {p.parent for p in results}
+        traces = [p for p in sorted(root.rglob(RESULTS[1])) if p.parent not in with_results]
+        return results + _prime_rl_chosen(traces)
 
     def reader(self, path: Path) -> Callable[[dict[str, Any]], Rollouts]:
         found = _PRIME_RL.search(path.as_posix())
@@ -101,6 +97,17 @@ class Verifiers(JsonLines):
             ):
                 return str(found["model"])
         return self.first_model(root)
+
+
+def _prime_rl_chosen(traces: list[Path]) -> list[Path]:
+    """Of prime-rl's rollouts, each step's `train/all` file (every training episode once), in
+    step order, unless the folder holds only evaluations; other traces as they are."""
+    stepped = [(m, p) for p in traces if (m := _PRIME_RL.search(p.as_posix()))]
+    if not stepped:
+        return traces
+    everything = [(m, p) for m, p in stepped if m.group(3) == "all"] or stepped
+    chosen = [(m, p) for m, p in everything if m.group(2) == "train"] or everything
+    return [p for m, p in sorted(chosen, key=lambda mp: (int(mp[0].group(1)), mp[1]))]
 
 
 class SeveralModels(RollscopeError, ValueError):
