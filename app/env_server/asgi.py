@@ -59,6 +59,7 @@ def build_app(served: ServedRun, *, max_sessions: int, token: str | None = None)
 
     app.add_exception_handler(RequestValidationError, _refused_body)
     app.add_middleware(ObjectMessagesOnly)
+    app.add_middleware(QuietOnceGone)
     if token:
         app.add_middleware(TokenRequired, token=token)
     return app
@@ -97,6 +98,42 @@ class ObjectMessagesOnly:
                 await send({"type": "websocket.send", "text": error.model_dump_json()})
 
         await self.app(scope, objects_only, send)
+
+
+class QuietOnceGone:
+    """Drops what a session's handler raises once its connection is gone: a server stopping
+    closes its sessions, and OpenEnv's handler, still answering, raised on each closed socket,
+    which uvicorn logged as the application's error (a traceback a session on every stop).
+    The session's episode ends `abandoned` all the same (the session's close)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket" or scope["path"] != SESSION_PATH:
+            await self.app(scope, receive, send)
+            return
+        gone = False
+
+        async def watched_receive() -> Message:
+            nonlocal gone
+            message = await receive()
+            gone = gone or message["type"] == "websocket.disconnect"
+            return message
+
+        async def watched_send(message: Message) -> None:
+            nonlocal gone
+            try:
+                await send(message)
+            except Exception:  # the server's own: the socket is closed or closing
+                gone = True
+                raise
+
+        try:
+            await self.app(scope, watched_receive, watched_send)
+        except Exception:
+            if not gone:
+                raise
 
 
 def _refused(message: Message) -> str | None:

@@ -144,3 +144,42 @@ def test_a_name_taken_by_another_run_or_other_settings_is_refused(
     assert rollscope(monkeypatch, *bad) == 2
     assert "not-a-store.db" in one_error_line(capsys)
     store.close()
+
+
+def test_stopping_the_server_while_sessions_play_is_quiet(
+    tmp_path: Path, bench: Bench, start_process: type[ServerProcess]
+) -> None:
+    """The server closes the sessions still playing as it stops; OpenEnv's handler, answering
+    on their closed sockets, was logged as the application's error, a traceback a session."""
+    import threading
+
+    store_path = tmp_path / "store.db"
+    args = ["--name", "busy", "--questions", str(bench.questions), "--db-dir", str(bench.db_dir),
+            "--store", str(store_path), "--step-budget", "5"]  # fmt: skip
+    server = start_process(args)
+    url = server.wait_serving()
+    stop = threading.Event()
+    playing = threading.Barrier(4)
+
+    def keep_playing() -> None:
+        try:
+            with GenericEnvClient(base_url=url).sync() as env:
+                play(env, "q-count")
+                playing.wait(30)
+                while not stop.is_set():
+                    env.reset(question_id="q-count")
+                    env.step(ORACLE["q-count"][0])
+        except Exception:  # the server stopped under it: what this test is about
+            pass
+
+    clients = [threading.Thread(target=keep_playing) for _ in range(3)]
+    for client in clients:
+        client.start()
+    playing.wait(60)  # every client has played a whole episode and is playing on
+    assert server.stop(signal.SIGTERM) == 0
+    stop.set()
+    for client in clients:
+        client.join(60)
+    assert "Exception in ASGI application" not in server.output()
+    assert "Traceback" not in server.output()
+    assert "stopped: run 'busy' is completed" in server.output()
