@@ -60,7 +60,7 @@ from app.importers.rollouts import (
 )
 from app.importers.turns import last_user_text, message_turns
 from rollout_core.actions import SQLAction
-from rollout_core.clip import clip_repr, grouped
+from rollout_core.clip import clip, clip_repr, grouped
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.records import (
     ChatMessage,
@@ -597,8 +597,7 @@ def _cause(error: BaseException) -> str:
     lines = str(error).strip().splitlines()
     if not lines:
         return type(error).__name__
-    line = lines[0] if len(lines[0]) <= 200 else lines[0][:199] + "…"
-    return f"{type(error).__name__}: {line}"
+    return f"{type(error).__name__}: {clip(lines[0], 200)}"
 
 
 def _open_refusal(found: RunSummary, resume: bool) -> str | None:

@@ -73,11 +73,8 @@ async def _refused_body(request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(status_code=422, content={"detail": detail})
 
 
-class ObjectMessagesOnly:
-    """Answers a session message that is JSON but not an object (`null`, a list, a number),
-    or a binary frame, with an error, and the session goes on: OpenEnv's `/ws` handler reads
-    every message as an object in a text frame and closes the session, losing the episode in
-    play, on any other."""
+class _SessionMiddleware:
+    """Middleware for the WebSocket session route alone: every other request passes as is."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -85,8 +82,20 @@ class ObjectMessagesOnly:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket" or scope["path"] != SESSION_PATH:
             await self.app(scope, receive, send)
-            return
+        else:
+            await self.session(scope, receive, send)
 
+    async def session(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class ObjectMessagesOnly(_SessionMiddleware):
+    """Answers a session message that is JSON but not an object (`null`, a list, a number),
+    or a binary frame, with an error, and the session goes on: OpenEnv's `/ws` handler reads
+    every message as an object in a text frame and closes the session, losing the episode in
+    play, on any other."""
+
+    async def session(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def objects_only() -> Message:
             while True:
                 message = await receive()
@@ -100,19 +109,13 @@ class ObjectMessagesOnly:
         await self.app(scope, objects_only, send)
 
 
-class QuietOnceGone:
+class QuietOnceGone(_SessionMiddleware):
     """Drops what a session's handler raises once its connection is gone: a server stopping
     closes its sessions, and OpenEnv's handler, still answering, raised on each closed socket,
     which uvicorn logged as the application's error (a traceback a session on every stop).
     The session's episode ends `abandoned` all the same (the session's close)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "websocket" or scope["path"] != SESSION_PATH:
-            await self.app(scope, receive, send)
-            return
+    async def session(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = False
 
         async def watched_receive() -> Message:
