@@ -304,7 +304,8 @@ def _normalised(text: str) -> str:
 
 def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:
     """Episode and correct counts of every question any of the runs (or training steps of
-    runs) finished, per run.
+    runs) finished, per run; a run's counts of an id under which it asks another question
+    than the first run that played it are left out (`compare_outcomes_apart`).
 
     One GROUP BY on the (run_id, question_id, outcome, reward) index for the runs (and one on
     the training index for each step): 10 runs x 5,000 questions is 50,000 small rows.
@@ -313,19 +314,23 @@ def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:
     col = {k: j for j, k in enumerate(keys)}
     if not keys:
         return OutcomeMatrix(keys, [], [], [])
+    rows = _counts_by_question(session, keys, lowest=True)
+    apart = _ids_apart(session, keys, rows)
+    left_out = {(a.key, a.question_id) for a in apart}
     qids: list[str] = []
     episodes: list[list[int]] = []
     correct: list[list[int]] = []
     width = len(keys)
     with collector_paused():
-        for key, qid, n, n_correct, _ in _counts_by_question(session, keys):
+        for key, qid, n, n_correct, _ in rows:
             if not qids or qids[-1] != qid:
                 qids.append(qid)
                 episodes.append([0] * width)
                 correct.append([0] * width)
-            episodes[-1][col[key]] = n
-            correct[-1][col[key]] = n_correct
-    return OutcomeMatrix(keys, qids, episodes, correct)
+            if (key, qid) not in left_out:
+                episodes[-1][col[key]] = n
+                correct[-1][col[key]] = n_correct
+    return OutcomeMatrix(keys, qids, episodes, correct, apart)
 
 
 def _next_question_ids(

@@ -12,6 +12,7 @@ import streamlit as st
 from app.dashboard import analysis
 from app.dashboard.compare import reads, stats
 from app.dashboard.compare.stats import MIN_CI_QUESTIONS, Pairing
+from app.dashboard.components import ids_apart as ids_apart_warning
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.render import MISSING, escape_markdown, fmt_points
 from app.dashboard.training import reads as training_reads
@@ -98,27 +99,9 @@ def headline(
 
 def ids_apart(apart: Sequence[IdApart], runs: Sequence[RunSummary]) -> None:
     """Say, for each two sides, which question ids they share but ask different questions
-    under, left out of the pairing; every such id in a table where there are several."""
+    under, left out of the pairing."""
     by_key = {run.key: run for run in runs}
-    pairs: dict[tuple[RunKey, RunKey], list[IdApart]] = {}
-    for a in apart:
-        pairs.setdefault((a.key, a.against), []).append(a)
-    for (key, against), ids in pairs.items():
-        side, other = by_key[key], by_key[against]
-        line = stats.ids_apart_line(ids, side.label, other.label, escape_markdown)
-        st.warning(f"{line}.", icon=":material/link_off:")
-        if len(ids) > 1:
-            with st.expander(f"The {len(ids):,} question ids and their questions"):
-                st.dataframe(
-                    pd.DataFrame(
-                        [(a.question_id, a.question, a.against_question) for a in ids[:LIST_CAP]],
-                        columns=["question id", column(side), column(other)],
-                    ),
-                    hide_index=True,
-                    width="stretch",
-                )
-                if len(ids) > LIST_CAP:
-                    st.caption(f"The first {LIST_CAP} of {len(ids):,}.")
+    ids_apart_warning.show(apart, lambda k: by_key[k].label, lambda k: column(by_key[k]))
 
 
 def _base_metrics(base: RunSummary, common: Pairing | None, played: int) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import agents, nav, params, sides
+from app.dashboard.components import agents, ids_apart, nav, params, sides
 from app.dashboard.components.header import header
 from app.dashboard.question_map import reads, view
 from storage.read_models import RunKey, run_of
@@ -47,6 +47,7 @@ if not whole.qmap.question_ids:
 shared_only = view.shared_only_control(whole)
 params.show_notices(notices)  # a bad `shared=` in the link
 found = reads.map_view(tuple(chosen_ids), True) if shared_only else whole
+ids_apart.show(whole.apart, lambda k: sides.label_of(k, by_id), lambda k: sides.name_of(k, by_id))
 if not found.qmap.question_ids:
     view.no_shared_questions(whole)
     st.stop()

@@ -14,7 +14,7 @@ from app.dashboard.question_map.matrix import (
     flips,
     played_by_all,
 )
-from storage.read_models import EpisodeFilter, RunKey, RunStep, run_of
+from storage.read_models import EpisodeFilter, IdApart, RunKey, RunStep, run_of
 from storage.store import Store
 
 
@@ -29,6 +29,8 @@ class MapView:
     every run played."""
     shared_only: bool
     """The map holds only the questions every run played."""
+    apart: list[IdApart]
+    """The ids a run asks another question under than an earlier run: its cell left empty."""
 
     @property
     def left_out(self) -> int:
@@ -41,11 +43,12 @@ def map_view(store: Store, run_ids: tuple[RunKey, ...], shared_only: bool) -> Ma
     questions every run played, cut from the cached whole map of this same store. (Arguments
     go by position: a cache key tells `f(x)` from `f(shared_only=x)`.)"""
     if shared_only:
-        whole = map_view(run_ids, False).qmap
-        qmap = played_by_all(whole)
-    else:
-        whole = qmap = build_map(store.outcome_matrix(run_ids))
-    return MapView(qmap, flips(qmap), len(whole.question_ids), shared_only)
+        whole = map_view(run_ids, False)
+        qmap = played_by_all(whole.qmap)
+        return MapView(qmap, flips(qmap), whole.questions, True, whole.apart)
+    matrix = store.outcome_matrix(run_ids)
+    qmap = build_map(matrix)
+    return MapView(qmap, flips(qmap), len(qmap.question_ids), False, matrix.apart)
 
 
 @cached_read()
