@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from app.cli.episode_ids import episode_id as parse_episode_id
-from app.cli.output import fail, jsonable, out
+from app.cli.output import err, fail, jsonable, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader
 from app.plural import counted
 from rollout_core.clip import clip
@@ -25,13 +25,18 @@ def runs(
     """List the runs in a store with their metrics."""
     from app.render import runs_table
 
-    summaries = open_reader(store).list_runs(limit=min(limit, sys.maxsize))
+    limit = min(limit, sys.maxsize - 1)
+    summaries = open_reader(store).list_runs(limit=limit + 1)  # one more: are there more?
+    more = len(summaries) > limit
+    summaries = summaries[:limit]
     if as_json:
         print(json.dumps([jsonable(dataclasses.asdict(s)) for s in summaries], indent=2))
     elif not summaries:
         out.print("no runs yet: start one with `rollscope run --policy oracle --dataset demo`")
     else:
         out.print(runs_table(summaries, out.width))
+    if more:  # on stderr: --json's stdout stays the list
+        err.print(f"the newest {counted(limit, 'run')} listed; the store holds more (--limit N)")
 
 
 def show(
@@ -88,7 +93,7 @@ def export(
     first). The file appears only when complete.
     """
     from app.export import EXPORT_FORMATS, default_output, export_episodes
-    from storage.read_models import EpisodeFilter
+    from storage.read_models import EpisodeFilter, RunSummary
 
     named = output.suffix.removeprefix(".").lower() if output is not None else ""
     if fmt is None:
@@ -111,12 +116,13 @@ def export(
         if not chosen:
             fail("the store has no runs to export (list them with `rollscope runs`)")
     else:
-        chosen = []
-        for ref in dict.fromkeys(run_refs or []):  # a run named twice is exported once
+        by_id: dict[int, RunSummary] = {}
+        for ref in run_refs or []:
             found = st.find_run(ref)
             if found is None:
                 fail(f"no run {ref!r} in the store (list them with `rollscope runs`)")
-            chosen.append(found)
+            by_id.setdefault(found.id, found)  # a run named twice (or by name and id) once
+        chosen = list(by_id.values())
     target = output or default_output([r.name for r in chosen], fmt)
     _check_output(target)
     if (store_file := st.sqlite_file) is not None and _is_store_file(target, store_file):

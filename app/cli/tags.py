@@ -10,8 +10,9 @@ from typing import Annotated
 import typer
 
 from app.cli.episode_ids import episode_id as parse_episode_id
-from app.cli.output import USER_ERRORS, fail, jsonable, one_line, out
+from app.cli.output import USER_ERRORS, err, fail, jsonable, one_line, out
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_reader, open_store
+from app.plural import counted
 
 _Opt = typer.Option
 
@@ -98,10 +99,12 @@ def tags(
         rows = [
             {"episode_id": d.summary.id, "run_name": d.summary.run_name}
             | {"question_id": d.summary.question_id, "outcome": d.summary.outcome}
-            | {"annotations": [dataclasses.asdict(a) for a in d.annotations]}
+            | {"annotations": [dataclasses.asdict(a) for a in d.annotations if a.tag == wanted]}
             for d in details
         ]
         print(json.dumps(jsonable(rows), indent=2))
+        if page.next_cursor is not None:  # on stderr: stdout stays the list
+            err.print(f"the first {counted(len(details), 'episode')} listed; --limit N for more")
     elif not details:
         out.print(f"no episode carries the tag {wanted!r}")
     else:
