@@ -76,7 +76,8 @@ class TrainingStep:
     """Share of steps whose output had no action line."""
     mean_steps: float
     mean_logprob: float | None
-    """Mean log-probability of the model's tokens (token-weighted)."""
+    """Mean log-probability of the model's tokens: token-weighted, or the mean of the
+    episodes' where some of them do not say how many tokens they have."""
     mean_tokens: float | None
     """Model tokens per episode (TRL's `completions/mean_length` counts these)."""
     by_source: dict[grpo.SignalSource, int] = field(
@@ -193,6 +194,9 @@ def steps_query(run_id: int) -> Select[Any]:
             func.sum(e.unparsed_steps),
             func.sum(e.mean_logprob * e.tokens_out),
             func.sum(case((e.mean_logprob.is_not(None), e.tokens_out), else_=0)),
+            func.sum(e.mean_logprob),
+            func.count(e.mean_logprob),
+            func.count(case((e.tokens_out.is_not(None), e.mean_logprob))),
             func.sum(e.tokens_out),
             func.count(e.tokens_out),
             *groups.advantage_columns(training=True),
@@ -219,6 +223,9 @@ class _StepSums:
         "flat",
         "groups",
         "logprob",
+        "logprob_episodes",
+        "logprob_sum",
+        "logprob_weighed",
         "n",
         "scored",
         "squares",
@@ -236,7 +243,8 @@ class _StepSums:
         self.step = step
         self.groups = self.n = self.correct = self.stds = self.flat = 0
         self.steps = self.unparsed = self.scored = self.tokens = self.with_tokens = 0
-        self.total = self.squares = self.std_sum = self.logprob = 0.0
+        self.total = self.squares = self.std_sum = self.logprob = self.logprob_sum = 0.0
+        self.logprob_episodes = self.logprob_weighed = 0
         self.by_source = dict.fromkeys(grpo.SIGNAL_SOURCES, 0)
         self.drawn: dict[str, DrawnQuestion] = {}
 
@@ -254,7 +262,8 @@ class _StepSums:
         if n > 1:  # a group of one has no std (TRL's is NaN): left out of the mean
             self.stds += 1
             self.std_sum += std
-        steps, unparsed, logprob, scored, tokens, with_tokens, reported, largest = rest
+        steps, unparsed, logprob, scored, logprob_sum, logprob_n, weighed, *rest = rest
+        tokens, with_tokens, reported, largest = rest
         advantage = groups.trainer_advantage(n, reported, largest)
         source = grpo.signal_source(n, correct, std, advantage)
         self.by_source[source] += 1
@@ -268,6 +277,9 @@ class _StepSums:
         self.unparsed += unparsed or 0
         self.logprob += logprob or 0.0
         self.scored += scored or 0
+        self.logprob_sum += logprob_sum or 0.0
+        self.logprob_episodes += logprob_n
+        self.logprob_weighed += weighed
         self.tokens += tokens or 0
         self.with_tokens += with_tokens or 0
 
@@ -284,11 +296,18 @@ class _StepSums:
             frac_reward_zero_std=self.flat / self.groups,
             unparsed_rate=self.unparsed / self.steps if self.steps else None,
             mean_steps=self.steps / n,
-            mean_logprob=self.logprob / self.scored if self.scored else None,
+            mean_logprob=self._mean_logprob(),
             mean_tokens=self.tokens / self.with_tokens if self.with_tokens else None,
             by_source=self.by_source,
             drawn=tuple(self.drawn.values()),
         )
+
+    def _mean_logprob(self) -> float | None:
+        """Token-weighted where every episode with a log-prob has its token count (a loop's
+        Recorder may give the mean alone); else the episodes' mean."""
+        if self.logprob_weighed == self.logprob_episodes and self.scored:
+            return self.logprob / self.scored
+        return self.logprob_sum / self.logprob_episodes if self.logprob_episodes else None
 
 
 def _std(n: int, total: float, squares: float) -> float | None:
