@@ -182,7 +182,7 @@ def episode_transcript(detail: EpisodeDetail, *, prompts: bool = False) -> Group
             body.append(picture_controls(f"Error: {step.error}"), style="red")
         else:  # NULL: nothing answered the turn; '': the reply was empty
             body.append("(no reply)" if step.observation is None else "(empty)", style="italic")
-        title = f"step {step.step_no}  reward {step.reward:+.3f}"
+        title = f"step {step.step_no}  reward {fmt_signed(step.reward, 3)}"
         if step.truncated:
             title += "  output cut"
         parts.append(Panel(body, title=title, title_align="left"))

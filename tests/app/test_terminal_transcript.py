@@ -103,3 +103,21 @@ def test_the_terminal_is_shown_control_characters_never_sent_them(tmp_path: Path
     )
     assert not {"\x1b", "\x07", "\x9b"} & set(shown)
     assert shown.count("␛[2J␛]0;owned␇\ufffd31m") >= 7  # name thrice, question, output, obs, note
+
+
+def test_a_huge_step_reward_reads_as_the_episodes_does(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "s.db"))
+    run = store.create_run(spec(), episodes_planned=1)
+    store.sink(run).write(
+        IterationBatch(
+            [start("q")],
+            [step("q", 0, 1, reward=1e300, done=True)],
+            [finish("q", 0, "correct", 1e300, 1)],
+        )
+    )
+    (detail,) = store.iter_episode_details(run)
+    console = Console(record=True, width=200)
+    console.print(episode_transcript(detail))
+    shown = console.export_text()
+    assert "step 1  reward +1.000e+300" in shown and "reward 1.000e+300" in shown
+    assert "0000000000" not in shown
