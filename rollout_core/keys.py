@@ -3,6 +3,8 @@ name): what one may be, checked where each comes in from outside."""
 
 from __future__ import annotations
 
+import unicodedata
+
 from rollout_core.utf8 import holds_lone_surrogate
 
 KEY_CHARS = 200
@@ -22,8 +24,17 @@ def key_problem(value: str) -> str | None:
 
 
 def run_name_problem(name: str) -> str | None:
-    """Why `name` cannot name a run, or None when it can: a key's problems, and digits alone,
-    which every command and page reads as a run's id (`find_run`)."""
+    """Why `name` cannot name a run, or None when it can: a key's problems, digits alone,
+    which every command and page reads as a run's id (`find_run`), and a line break or a
+    control character, which would split it in every table and header that shows it."""
     if (number := name.strip()).isdecimal():
         return f"{number!r} is a number, which names the run of that id where a run is asked for"
-    return key_problem(name)
+    if problem := key_problem(name):
+        return problem
+    if any(unicodedata.category(ch) in _BREAKING for ch in name):
+        return "holds a line break, a tab or a control character"
+    return None
+
+
+_BREAKING = frozenset({"Cc", "Zl", "Zp"})
+"""Unicode categories of control characters and line and paragraph separators."""

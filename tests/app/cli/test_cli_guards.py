@@ -149,3 +149,33 @@ def test_a_run_is_never_named_by_digits_alone(
     url = f"sqlite:///{store_file}"
     assert sql_rows(url, "SELECT id, name FROM runs") == [(1, "first"), (2, "second")]
     assert sql_rows(url, "SELECT COUNT(*) FROM episodes WHERE run_id = 2") == [(1,)]
+
+
+def test_a_run_name_is_one_line_of_text(
+    store_file: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    chat = tmp_path / "chat.jsonl"
+    chat.write_text(
+        '{"messages": [{"role": "user", "content": "How many?"}, '
+        '{"role": "assistant", "content": "ANSWER 1"}], "reward": 1.0}\n'
+    )
+    broken = "holds a line break, a tab or a control character; choose another name"
+    for name in ("two\nlines", "a\ttab", "esc\x1b[31m", "sep\u2028arated"):
+        code, err = in_process(
+            monkeypatch, capsys, "import", chat, "--name", name, "--store", store_file
+        )
+        assert code == 2 and broken in err, name
+        play = ("run", "--policy", "oracle", "--dataset", "demo", "--limit", "1", "--name", name)
+        code, err = in_process(monkeypatch, capsys, *play, "--store", store_file)
+        assert code == 2 and broken in err, name
+        with pytest.raises(RecorderError, match="a tab or a control character"):
+            Recorder(f"sqlite:///{store_file}", run=name)
+    url = f"sqlite:///{store_file}"
+    assert sql_rows(url, "SELECT id, name FROM runs") == [(1, "first"), (2, "second")]
+    code, _ = in_process(
+        monkeypatch, capsys, "import", chat, "--name", "café ☕ run", "--store", store_file
+    )
+    assert code == 0
