@@ -400,14 +400,12 @@ def _distribution(key: RunKey, counts: dict[str, dict[str, int]]) -> Distributio
 
 
 def reward_bins(by_key: dict[str, int]) -> list[tuple[float, int]]:
-    """(bin start, count) in bins of width 0.1 from the lowest reward, from rewards counted in
-    thousandths (integer arithmetic: no bin is lost to float error)."""
-    if not by_key:
-        return []
-    keys = {int(k): n for k, n in by_key.items()}
-    lowest = min(keys)
+    """(bin centre, count): each reward counted at its nearest multiple of 0.1 (halves up),
+    from rewards counted in thousandths (integer arithmetic: no bin is lost to float error).
+    One grid for every run, so a reward sits at the same place in each run's row."""
     bins: dict[int, int] = {}
-    for key, n in keys.items():
-        k = (key - lowest) // REWARD_BIN_THOUSANDTHS
+    half = REWARD_BIN_THOUSANDTHS // 2
+    for key, n in by_key.items():
+        k = (int(key) + half) // REWARD_BIN_THOUSANDTHS
         bins[k] = bins.get(k, 0) + n
-    return [(round(lowest / 1000 + k * REWARD_BIN, 10), n) for k, n in sorted(bins.items())]
+    return [(round(k * REWARD_BIN, 10), n) for k, n in sorted(bins.items())]

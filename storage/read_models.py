@@ -336,7 +336,7 @@ class Distribution:
     action_mix: dict[str, int]
     """Counts of DESCRIBE / SAMPLE / QUERY / ANSWER / UNPARSED steps."""
     reward_histogram: list[tuple[float, int]]
-    """(bin start, count) of episode rewards; bins of width 0.1 from the lowest reward."""
+    """(bin centre, count) of episode rewards: each counted at its nearest multiple of 0.1."""
     steps_histogram: list[tuple[int, int]]
     """(steps, count) of finished episodes."""
     outcome_counts: dict[str, int]

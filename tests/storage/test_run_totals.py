@@ -82,12 +82,10 @@ def _distribution_truth(store: Store, run_id: int) -> tuple[object, ...]:
         for a in ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER")
     } | {"UNPARSED": sum(e.unparsed_steps for e in episodes)}
     bins: dict[float, int] = {}
-    if done:
-        lo = min(float(e.reward or 0.0) for e in done)
-        for e in done:
-            k = math.floor((float(e.reward or 0.0) - lo) / 0.1 + 1e-9)
-            start_of_bin = round(lo + k * 0.1, 10)
-            bins[start_of_bin] = bins.get(start_of_bin, 0) + 1
+    for e in done:  # the nearest tenth, halves up
+        k = math.floor(float(e.reward or 0.0) * 10 + 0.5 + 1e-9)
+        centre = round(k * 0.1, 10)
+        bins[centre] = bins.get(centre, 0) + 1
     steps: dict[int, int] = {}
     outcomes: dict[str, int] = {}
     classes: dict[str, int] = {}

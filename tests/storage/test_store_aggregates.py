@@ -72,8 +72,8 @@ def test_distributions_exact(two_runs: tuple[Store, int, int]) -> None:
     # r1 steps: each finished episode ends with ANSWER (5); the rest are QUERY, of which
     # 3 unparsed; plus the unfinished episode's unparsed step.
     assert d1.action_mix == {"DESCRIBE": 0, "SAMPLE": 0, "QUERY": 4, "ANSWER": 5, "UNPARSED": 4}
-    # Rewards -0.25, 0.0, 0.3, 1.0, 1.05 in bins of 0.1 from -0.25.
-    assert d1.reward_histogram == [(-0.25, 1), (-0.05, 1), (0.25, 1), (0.95, 1), (1.05, 1)]
+    # Rewards -0.25, 0.0, 0.3, 1.0, 1.05, each at its nearest tenth (halves up).
+    assert d1.reward_histogram == [(-0.2, 1), (0.0, 1), (0.3, 1), (1.0, 1), (1.1, 1)]
     assert d1.steps_histogram == [(1, 1), (2, 2), (3, 1), (4, 1)]
     assert d1.outcome_counts == {
         "correct": 2, "wrong": 1, "budget_exhausted": 1, "error": 1, "abandoned": 0
@@ -88,11 +88,22 @@ def test_distributions_exact(two_runs: tuple[Store, int, int]) -> None:
 
 def test_reward_bins_survive_float_error(store: Store) -> None:
     run_id = store.create_run(spec(), episodes_planned=3)
-    # (0.7 - 0.1) / 0.1 is 5.999999999999999 in floating point: still bin 6.
-    for i, reward in enumerate([0.1, 0.7, 0.75]):
+    # 0.7 / 0.1 is 6.999999999999999 in floating point, and 0.65 * 10 is 6.5 only nearly:
+    # still the bin of 0.7.
+    for i, reward in enumerate([0.1, 0.7, 0.65, 0.749]):
         store.sink(run_id).write(play(f"q{i}", 0, "wrong", reward, 1))
     (d,) = store.run_distributions([run_id])
-    assert d.reward_histogram == [(0.1, 1), (0.7, 2)]
+    assert d.reward_histogram == [(0.1, 1), (0.7, 3)]
+
+
+def test_runs_share_one_grid_of_reward_bins(store: Store) -> None:
+    runs = [store.create_run(spec(f"r{i}"), episodes_planned=2) for i in range(2)]
+    for run_id, rewards in zip(runs, ([-0.04, 1.1], [0.0, 0.99, 1.1]), strict=True):
+        for i, reward in enumerate(rewards):
+            store.sink(run_id).write(play(f"q{i}", 0, "wrong", reward, 1))
+    first, second = store.run_distributions(runs)
+    assert first.reward_histogram == [(0.0, 1), (1.1, 1)]
+    assert second.reward_histogram == [(0.0, 1), (1.0, 1), (1.1, 1)]
 
 
 def test_compare_runs_cells(two_runs: tuple[Store, int, int]) -> None:

@@ -110,8 +110,9 @@ def _quartiles(hist: Sequence[tuple[float, int]]) -> tuple[float, float, float, 
 
 
 def reward_strip(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> go.Figure:
-    """Episode reward per run as a strip of the store's 0.1-wide bins, each a dot sized by its
-    share of the run's episodes: rewards are nearly binary, which a box would smear."""
+    """Episode reward per run as a strip of the store's bins (each reward at its nearest 0.1),
+    each a dot sized by its share of the run's episodes: rewards are nearly binary, which a
+    box would smear."""
     fig = go.Figure()
     shown = 0
     for d in dists:
@@ -130,7 +131,7 @@ def reward_strip(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> 
                 "line": {"width": 0},
             },
             customdata=[(hover_name(run.id, run.name), c, c / total) for _, c in hist],
-            hovertemplate="%{customdata[0]}<br>reward %{x:.1f}: %{customdata[1]:,} episodes "
+            hovertemplate="%{customdata[0]}<br>reward %{x:.1f} ± 0.05: %{customdata[1]:,} episodes "
             "(%{customdata[2]:.0%})<extra></extra>",
             name=run.name,
         )
@@ -139,7 +140,7 @@ def reward_strip(dists: Sequence[Distribution], runs: dict[int, RunSummary]) -> 
         fig,
         "Episode reward (dot area: share of episodes)",
         shown,
-        xaxis={"title": "reward (0.1 bins)", "zeroline": False},
+        xaxis={"title": "reward (to the nearest 0.1)", "zeroline": False},
     )
 
 
