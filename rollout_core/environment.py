@@ -8,6 +8,7 @@ or one the caller shares between environments (the runner's slots) and closes it
 from __future__ import annotations
 
 import random
+import sqlite3
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -231,7 +232,10 @@ class SQLEnvironment:
             return "", unknown_table_message(arg, self._tables), 0.0
         with self.sandbox.connection(self._db_path(self.state.question)) as conn:
             if kind == "DESCRIBE":
-                return self._cap(describe_table(conn, table, limits)), None, 0.0
+                try:
+                    return self._cap(describe_table(conn, table, limits)), None, 0.0
+                except sqlite3.Error as exc:  # the agent's turn fails, not the episode
+                    return "", self._cap(f"cannot describe {table}: {exc}"), 0.0
             sample = sample_table(conn, table, self.settings.sample_rows, limits)
         if sample.error is not None:
             return "", self._cap(sample.error), 0.0

@@ -70,11 +70,16 @@ def describe_table(
     """Columns with types and keys, foreign keys and the row count of `table` (exact name).
 
     The count gets the limits' deadline (at most 2 s): on a huge table or a slow view it
-    reads `row count unknown` rather than hold the episode up.
+    reads `row count unknown` rather than hold the episode up. sqlite3.Error where SQLite
+    cannot read the table's columns: a virtual table whose module it lacks or the sandbox
+    refuses, a view over a table that is gone.
     """
     limits = limits or SandboxLimits()
     # PRAGMA statements, not pragma_* table functions: those also ask to update sqlite_master.
-    columns = [(r[1], r[2], r[5]) for r in _trusted(conn, f"PRAGMA table_info({_quote(table)})")]
+    # table_xinfo, not table_info: generated columns too (hidden 2 and 3), which SAMPLE shows;
+    # hidden 1 is a virtual table's hidden column.
+    info = _trusted(conn, f"PRAGMA table_xinfo({_quote(table)})")
+    columns = [(r[1], r[2], r[5]) for r in info if r[6] != 1]
     if not columns:
         return f"unknown table {table!r}"
     fk_rows = _trusted(conn, f"PRAGMA foreign_key_list({_quote(table)})")
