@@ -131,8 +131,9 @@ def run_episodes(
     `step_budget` alone, for the defaults with that budget); all environment slots share one
     sandbox, closed when the run ends, on an exception too. Observations are capped in the
     tokens of `tokenizer`, else of the policy's own tokenizer when it has one.
-    `should_stop` is checked after each iteration's write: when it says so the run ends with
-    `end="cancelled"` and the unfinished episodes are left unfinished (resume replays them).
+    `should_stop` is checked after each iteration's write, and between episodes that fail as
+    they begin: when it says so the run ends with `end="cancelled"` and the unfinished
+    episodes are left unfinished (resume replays them).
     Exceptions from the policy propagate after nothing half-written reached the sink.
     """
     if batch_size < 1:
@@ -182,6 +183,8 @@ def _run_episodes(
         finished: list[EpisodeRecord] = []
         steps: list[StepRecord] = []  # a fork's replayed steps first, then this turn's
         while queue and len(live) < stats.batch_size and free_envs:
+            if finished and should_stop is not None and should_stop():
+                break  # a stretch of episodes failing at reset (a slow gold query) is stoppable
             task = queue.popleft()
             env = free_envs.pop()
             start = task.start()
@@ -200,10 +203,13 @@ def _run_episodes(
                     free_envs.append(env)
                     continue
             live.append((task, episode))
-        if not live:
+        if not live:  # every episode begun failed at reset: no policy call, the same check
             sink.write(IterationBatch(started=started, steps=steps, finished=finished))
             stats.steps += len(steps)
             _count(stats, finished, on_episode)
+            if should_stop is not None and should_stop():
+                stats.end = "cancelled"
+                break
             continue
 
         requests = [_request(task, episode, dataset) for task, episode in live]

@@ -204,3 +204,24 @@ def test_unknown_policy_lists_the_choices() -> None:
         make_policy("gpt9")
     with pytest.raises(PolicyError, match="checkpoint"):
         make_policy("hf")
+
+
+def test_should_stop_ends_a_stretch_of_episodes_failing_at_reset(tmp_path: Path) -> None:
+    # Each iteration begins one episode whose gold query fails: no policy call, no live
+    # episode, and a Ctrl-C there must still end the run after the iteration's write.
+    import json
+
+    questions, db_dir = make_benchmark(tmp_path)
+    bad = [
+        {"id": f"q-bad-{i}", "db_id": "concerts", "question": "?", "query": "SELECT nope"}
+        for i in range(4)
+    ]
+    questions.write_text(json.dumps(bad))
+    ds = load_dataset(questions, db_dir)
+    sink = ListSink()
+    tasks = plan_episodes(ds.questions, samples=1, run_seed=0)
+    stats = run_episodes(
+        ds, tasks, make_policy("oracle"), sink, batch_size=1, should_stop=lambda: True
+    )
+    assert stats.end == "cancelled"
+    assert [e.outcome for e in sink.episodes] == ["error"]
