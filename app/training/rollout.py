@@ -148,8 +148,8 @@ class RolloutFunction:
                 batch_size=generation.batch_size,
                 environment=self.spec.environment,
             )
-        except BaseException as exc:
-            self.run.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+        except BaseException as exc:  # Ctrl-C lands here mostly: a step's time is its rollout
+            self.run.finish_raised(exc)
             raise
         ids = self.store.episode_ids(self._run_id, [t.key for t in tasks])
         played = [

@@ -78,16 +78,21 @@ class TrainingRun:
             self._beat.stopped.set()
         self.store.set_run_status(self.run_id, status, error=error)
 
+    def finish_raised(self, exc: BaseException) -> None:
+        """End the run for an exception that stops training: Ctrl-C reads `cancelled`, any
+        other `failed` with its error."""
+        if isinstance(exc, KeyboardInterrupt):
+            self.finish("cancelled", "interrupted by Ctrl-C")
+        else:
+            self.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+
     @contextmanager
     def recording(self) -> Iterator[None]:
         """Around `trainer.train()`: a crash reads `failed` with its error, Ctrl-C `cancelled`."""
         try:
             yield
-        except KeyboardInterrupt:
-            self.finish("cancelled", "interrupted by Ctrl-C")
-            raise
         except BaseException as exc:
-            self.finish("failed", f"{type(exc).__name__}: {exc}".splitlines()[0])
+            self.finish_raised(exc)
             raise
         self.finish("completed")
 

@@ -450,3 +450,47 @@ def test_a_trainer_crash_fails_the_run_and_keeps_what_was_played(
     # Both steps' rollouts were played and written before the reward function failed.
     assert run.episodes_finished == 2 * PROMPTS_PER_STEP * GROUP
     assert [s.train_step for s in training_steps(store, rollout.run_id)] == [0, 1]
+
+
+def test_ctrl_c_during_a_rollout_cancels_the_run(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    # Most of a GRPO step's time is its rollout: a SIGINT lands in the model's generate.
+    from trl import GRPOTrainer
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    questions, db_dir = make_benchmark(tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    rollout = make_rollout_func(
+        dataset=None,
+        questions=str(questions),
+        db_dir=str(db_dir),
+        store=store,
+        name="stopped",
+        step_budget=1,
+        max_new_tokens=4,
+    )
+    model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
+    generate, calls = model.generate, []
+
+    def pressed_at_second_call(*args: Any, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return generate(*args, **kw)
+
+    model.generate = pressed_at_second_call
+    trainer = GRPOTrainer(
+        model=model,
+        processing_class=AutoTokenizer.from_pretrained(tiny_checkpoint),
+        reward_funcs=[spread_reward],
+        args=_grpo_args(tmp_path / "out"),
+        train_dataset=training_dataset(
+            None, questions=str(questions), db_dir=str(db_dir), step_budget=1
+        ),
+        rollout_func=rollout,
+    )
+    with pytest.raises(KeyboardInterrupt), rollout.recording():
+        trainer.train()
+    assert rollout.run_id is not None
+    run = store.get_run(rollout.run_id)
+    assert run is not None
+    assert (run.status, run.error) == ("cancelled", "interrupted by Ctrl-C")
