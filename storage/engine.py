@@ -119,6 +119,8 @@ def normalize_url(url: str) -> URL:
         db = parsed.database
         if not db or db == ":memory:" or db.startswith("file:"):
             raise store_error(url, "an in-memory SQLite store keeps nothing; name a file")
+        if db.startswith("~"):  # as for a bare path: SQLite itself would open a folder named ~
+            parsed = parsed.set(database=str(Path(db).expanduser()))
         parent = Path(db).expanduser().resolve().parent
         if not _is_dir(url, parent):
             raise store_error(url, f"directory {str(parent)!r} does not exist")
