@@ -51,7 +51,7 @@ def dashboard(
     from storage.store import Store, StoreError
 
     try:
-        serve_mode(host, read_only=read_only, allow_writes=allow_writes)
+        mode = serve_mode(host, read_only=read_only, allow_writes=allow_writes)
     except ValueError as exc:
         fail(str(exc))
     _check_folders("--checkpoint-root", checkpoint_root or [], "checkpoints")
@@ -68,11 +68,14 @@ def dashboard(
         if read_only:
             fail(str(exc))
         open_store(store).close()
-        # Said: a mistyped --store otherwise opens an empty dashboard without a word.
-        notes.append(
-            f"note: no store at {shown_url(store)}: made a new, empty one (Launch records "
-            "its runs there)"
+        # Said: a mistyped --store otherwise opens an empty dashboard without a word. Bound
+        # to a public address (Docker's volume), Launch is off: runs come from other writers.
+        fills = (
+            "runs recorded there show as they begin"
+            if mode.read_only
+            else "Launch records its runs there"
         )
+        notes.append(f"note: no store at {shown_url(store)}: made a new, empty one ({fills})")
     except StoreError as exc:
         fail(str(exc))
     serve(

@@ -54,6 +54,22 @@ def test_a_dashboard_on_a_missing_store_says_it_made_one(tmp_path: Path) -> None
         proc.wait(timeout=20)
 
 
+def test_a_public_dashboard_on_a_missing_store_says_who_fills_it(tmp_path: Path) -> None:
+    # Docker's CMD: bound to 0.0.0.0, so read-only; a job writes the volume's store later.
+    log = tmp_path / "dashboard.log"
+    proc, _ = start_dashboard(str(tmp_path / "volume.db"), log, "--host", "0.0.0.0")
+    try:
+        said = log.read_text().splitlines()
+        assert said[1] == (
+            f"note: no store at {tmp_path / 'volume.db'}: made a new, empty one (runs recorded "
+            "there show as they begin)"
+        ), said
+        assert "Launch" not in said[1]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
 _WAIT_FOR_PORT = (
     "import socket, sys, time\n"
     "while socket.socket().connect_ex(('127.0.0.1', int(sys.argv[1]))): time.sleep(0.3)"
