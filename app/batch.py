@@ -161,6 +161,8 @@ def reopen_run(
         raise JobError(f"run {found.name!r} cannot be played again: {exc}") from None
     prepared = prepare(plan_stored(spec), fanout)
     with _closed_on_error(fanout):
+        if resume and (changed := _changed_since(store, found, prepared.plan)) is not None:
+            raise JobError(changed)
         store.set_run_status(found.id, "running")
         store.set_policy_info(found.id, prepared.info)
         skip: set[EpisodeKey] = set()
@@ -168,6 +170,26 @@ def reopen_run(
             store.delete_unfinished_episodes(found.id)  # replayed from the start, same seeds
             skip = store.finished_keys(found.id)
     return found.id, prepared, skip
+
+
+def _changed_since(store: Store, run: RunSummary, plan: PlannedRun) -> str | None:
+    """Why the run's questions file no longer holds what the run played (a question it
+    finished is gone from its questions, or reads another database, text or gold query);
+    None when it does. Played on, the run would mix two questions under one id."""
+    questions = {q.id: q for q in plan.questions}
+    for qid, (db_id, text, gold) in store.played_questions(run.id).items():
+        q = questions.get(qid)
+        if q is None:
+            what = "is no longer among its questions"
+        elif (q.db_id, q.question, q.gold_sql) != (db_id, text, gold):
+            what = "reads another database, question or gold query there now"
+        else:
+            continue
+        return (
+            f"run {run.name!r} cannot be resumed: question {qid!r}, which it played, {what} "
+            f"({plan.spec.dataset}: the file changed since); start a new run on it"
+        )
+    return None
 
 
 def _continued_elsewhere(run: RunSummary) -> str | None:

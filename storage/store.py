@@ -465,6 +465,19 @@ class Store:
             )
             return {EpisodeKey(q, s) for q, s in rows}
 
+    def played_questions(self, run_id: int) -> dict[str, tuple[str | None, str, str | None]]:
+        """Each question id the run finished an episode of: (database, question, gold SQL) as
+        its first finished episode recorded them, for a resume to check against its dataset."""
+        first = (
+            select(func.min(Episode.id))
+            .where(Episode.run_id == run_id, Episode.outcome.is_not(None))
+            .group_by(Episode.question_id)
+        )
+        stmt = select(Episode.question_id, Episode.db_id, Episode.question, Episode.gold_sql)
+        with Session(self._engine) as session:
+            rows = session.execute(stmt.where(Episode.id.in_(first)))
+            return {qid: (db_id, text, gold) for qid, db_id, text, gold in rows}
+
     def delete_unfinished_episodes(self, run_id: int) -> int:
         """Drop the run's episodes that never finished (and their steps); returns how many."""
 

@@ -178,3 +178,39 @@ def test_resume_of_a_run_rollscope_did_not_play_says_how_that_run_goes_on(
     for name, (_, _, said) in made.items():
         code, err = in_process(monkeypatch, capsys, "run", "--resume", name, "--store", store_path)
         assert code == 2 and f"run {name!r} was " in err and said in err, err
+
+
+def test_resume_refuses_a_questions_file_that_changed_under_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import json
+
+    from tests.support.benchmark import make_benchmark
+
+    questions, db_dir = make_benchmark(tmp_path)
+    db = tmp_path / "store.db"
+    play = ("run", "--questions", questions, "--db-dir", db_dir, "--limit", "2", "--quiet")
+    code, err = in_process(monkeypatch, capsys, *play, "--name", "r", "--store", db)
+    assert code == 0, err
+    with sqlite3.connect(db) as conn:  # as a crash leaves it: resumable
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+    store = Store(f"sqlite:///{db}")
+    try:
+        items = json.loads(questions.read_text())
+        original = questions.read_text()
+        items[1]["query"] = items[1]["query"] + " LIMIT 1"  # the second played question
+        questions.write_text(json.dumps(items))
+        resume = ("run", "--resume", "r", "--store", db, "--quiet")
+        code, err = in_process(monkeypatch, capsys, *resume)
+        assert code == 2
+        assert (
+            f"run 'r' cannot be resumed: question {items[1]['id']!r}, which it played, reads "
+            "another database, question or gold query there now"
+        ) in " ".join(err.split())
+        assert store.get_run(1).status == "failed"  # type: ignore[union-attr]
+        questions.write_text(original)
+        code, err = in_process(monkeypatch, capsys, *resume)
+        assert code == 0, err
+        assert store.get_run(1).status == "completed"  # type: ignore[union-attr]
+    finally:
+        store.close()
