@@ -163,6 +163,8 @@ def reopen_run(
     with _closed_on_error(fanout):
         if resume and (changed := _changed_since(store, found, prepared.plan)) is not None:
             raise JobError(changed)
+        if resume and (other := _other_model(found, prepared.info)) is not None:
+            raise JobError(other)
         store.set_run_status(found.id, "running")
         store.set_policy_info(found.id, prepared.info)
         skip: set[EpisodeKey] = set()
@@ -190,6 +192,19 @@ def _changed_since(store: Store, run: RunSummary, plan: PlannedRun) -> str | Non
             f"({plan.spec.dataset}: the file changed since); start a new run on it"
         )
     return None
+
+
+def _other_model(run: RunSummary, info: PolicyInfo) -> str | None:
+    """Why the policy built to resume the run is not the model that played it (its checkpoint
+    folder now holds other weights, as a training job's save does); None when it is, or when
+    either side has no fingerprint."""
+    before, now = run.checkpoint_fingerprint, info.fingerprint
+    if before is None or now is None or before == now:
+        return None
+    return (
+        f"run {run.name!r} cannot be resumed: its checkpoint {run.checkpoint or run.policy} holds "
+        f"another model now (fingerprint {now}; the run played {before}); start a new run on it"
+    )
 
 
 def _continued_elsewhere(run: RunSummary) -> str | None:

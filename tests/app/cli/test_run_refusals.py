@@ -214,3 +214,42 @@ def test_resume_refuses_a_questions_file_that_changed_under_the_run(
         assert store.get_run(1).status == "completed"  # type: ignore[union-attr]
     finally:
         store.close()
+
+
+def test_resume_refuses_a_checkpoint_folder_holding_another_model(
+    tmp_path: Path,
+    tiny_checkpoint: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # A training job saving into the folder the run plays from: the same path, other weights.
+    import shutil
+
+    from transformers import AutoModelForCausalLM
+
+    checkpoint = tmp_path / "checkpoint-latest"
+    shutil.copytree(tiny_checkpoint, checkpoint)
+    db = tmp_path / "store.db"
+    play = ("run", "--policy", f"hf:{checkpoint}", "--dataset", "demo", "--limit", "1")
+    code, err = in_process(
+        monkeypatch, capsys, *play, "--step-budget", "1", "--max-new-tokens", "4",
+        "--name", "r", "--store", db, "--quiet",
+    )  # fmt: skip
+    assert code == 0, err
+    with sqlite3.connect(db) as conn:  # as a crash leaves it: resumable
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+        (before,) = conn.execute("SELECT checkpoint_fingerprint FROM runs").fetchone()
+    model = AutoModelForCausalLM.from_pretrained(checkpoint)
+    with torch.no_grad():
+        next(model.parameters()).add_(0.5)
+    model.save_pretrained(checkpoint)
+    code, err = in_process(monkeypatch, capsys, "run", "--resume", "r", "--store", db, "--quiet")
+    assert code == 2
+    said = " ".join(err.split())
+    assert f"run 'r' cannot be resumed: its checkpoint {checkpoint} holds another model" in said
+    assert f"the run played {before}" in said
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("SELECT status, checkpoint_fingerprint FROM runs").fetchone() == (
+            "failed",
+            before,
+        )
