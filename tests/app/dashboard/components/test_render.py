@@ -27,6 +27,13 @@ def test_control_characters_show_as_their_control_pictures() -> None:
     assert picture_controls("a\r\nb\rc") == "a\nb␍c"
 
 
+def test_bidirectional_overrides_are_named_not_obeyed() -> None:
+    # U+202E would draw "evil" as "live": the text shown must read as the text stored.
+    assert picture_controls("rtl:\u202eevil\u202c") == "rtl:[U+202E]evil[U+202C]"
+    assert picture_controls("\u2066x\u2069 \u202a") == "[U+2066]x[U+2069] [U+202A]"
+    assert picture_controls("\u200d\u200f") == "\u200d\u200f"  # joiners and marks stay
+
+
 def _brief_of_steps() -> None:
     """A page showing three steps in brief: a QUERY, an output run as a QUERY without an
     action line, and an imported turn that took no action."""
