@@ -53,14 +53,20 @@ def short_name(name: str, limit: int = NAME_CHARS) -> str:
     return f"{name[:head]}…{name[len(name) - (limit - 1 - head) :]}"
 
 
+def plotly_text(text: str) -> str:
+    """User text as a Plotly label or hover shows it: its `<`, `>` and `&` escaped (Plotly
+    reads a subset of HTML there), quotes as they are (it decodes no `&quot;`)."""
+    return html.escape(text, quote=False)
+
+
 def plot_label(run_id: int, name: str) -> str:
     """A run's axis or legend label in a Plotly figure: the name (cut to `NAME_CHARS`) escaped
     (Plotly reads a subset of HTML in labels, and a run name is user text), after a dot in the
     run's colour."""
     dot = f'<span style="color:{run_color(run_id)}">●</span>'
-    return f"{dot} {html.escape(short_name(name))} #{run_id}"
+    return f"{dot} {plotly_text(short_name(name))} #{run_id}"
 
 
 def hover_name(run_id: int, name: str) -> str:
     """A run's full name and id for a chart's hover text, escaped as `plot_label` is."""
-    return f"{html.escape(name)} #{run_id}"
+    return f"{plotly_text(name)} #{run_id}"

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from app.dashboard.components.colors import plot_label, run_color
+from app.dashboard.components.colors import plot_label, plotly_text, run_color
 from app.dashboard.question_map.matrix import AccuracyPoint, QuestionMap
 from storage.read_models import RunKey, RunStep, RunSummary, run_of
 
@@ -73,8 +72,8 @@ def heatmap(
     )
     # A numpy array, not a list: plotly checks a list's strings one by one. Names and ids are
     # escaped: Plotly reads a subset of HTML in hovers.
-    shown_names = [html.escape(n) for n in names]
-    shown_ids = [html.escape(q) for q in qmap.question_ids]
+    shown_names = [plotly_text(n) for n in names]
+    shown_ids = [plotly_text(q) for q in qmap.question_ids]
     text = np.array(
         [
             f"{shown_ids[r]}<br>{shown_names[c]}: {s} of {e}"

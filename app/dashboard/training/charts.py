@@ -3,7 +3,6 @@ with a smoothed trend, and hovers that say which questions each step drew."""
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from app.dashboard.components.colors import plotly_text
 from app.dashboard.groups.charts import SOURCE_COLORS
 from app.dashboard.groups.signal import SOURCE_LABELS
 from app.dashboard.training.curves import Curves, trend, trend_window
@@ -159,7 +159,7 @@ def _drawn_lines(drawn: str) -> str:
     """A point's questions for a hover, `_DRAWN_PER_LINE` a line: on one line, the box of a
     point that drew six grew wider than the chart."""
     # Question ids are dataset text, and Plotly reads a subset of HTML in hovers.
-    parts = html.escape(drawn).split(", ")
+    parts = plotly_text(drawn).split(", ")
     lines = [
         ", ".join(parts[i : i + _DRAWN_PER_LINE]) for i in range(0, len(parts), _DRAWN_PER_LINE)
     ]
@@ -309,7 +309,7 @@ def named_rewards_figure(curves: Curves, rewards: dict[str, list[float | None]])
     for (name, ys), color in zip(drawn, _NAMED_COLORS, strict=False):
         fig.add_scatter(
             # A name is the file's or the trainer's text; Plotly reads a subset of HTML in it.
-            name=html.escape(name),
+            name=plotly_text(name),
             x=xs,
             y=ys,
             customdata=hover,

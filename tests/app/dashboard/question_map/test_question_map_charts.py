@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
-from app.dashboard.components.colors import run_color
+from app.dashboard.components.colors import plot_label, run_color
 from app.dashboard.question_map.charts import (
     SVG_OVERLAY_CELLS,
     accuracy_line,
@@ -82,3 +82,11 @@ def test_the_accuracy_axis_spans_no_more_than_0_to_100_percent() -> None:
     perfect = [AccuracyPoint(10, 1.0, 1.0, 1.0, 6), AccuracyPoint(11, 1.0, 1.0, 1.0, 6)]
     low, high = accuracy_line(perfect, ["a", "b"]).layout.yaxis.range
     assert -0.1 < low <= 0.0 and 1.0 <= high < 1.1
+
+
+def test_a_quote_in_a_run_name_shows_as_a_quote() -> None:
+    # Plotly decodes &lt; and &amp; in labels but not &quot;: a name with " read &quot;.
+    fig = heatmap(_map(3, 2), ['a "quoted" <i>run</i>', "b"])
+    tick = fig.layout.xaxis.ticktext[0]
+    assert 'a "quoted" &lt;i&gt;run&lt;/i&gt; #10' in tick and "&quot;" not in tick
+    assert plot_label(3, 'x "y"').endswith('x "y" #3')
