@@ -1,15 +1,18 @@
 """GRPO groups in SQL: per-group reward aggregates of a run, and one group's members.
 
 What names a group lives here alone (`key_columns`, `key_of`, `key_conditions`): in a batch
-run, the samples of one question; in a training run (its episodes carry `group_index`), the
-samples of one question at one training step. Pooling a training run's samples of a question
-over all its steps hid the groups GRPO learned nothing from: a question all right at step 1 and
-all wrong at step 9 looked like a group with signal.
+run, the samples of one question; in a training run (its episodes carry `train_step`), the
+samples of one question at one training step: those the trainer numbered (`group_index`) by
+their number, the others by the step alone, and those without a step a group of their own.
+Pooling a training run's samples of a question over all its steps hid the groups GRPO learned
+nothing from: a question all right at step 1 and all wrong at step 9 looked like a group with
+signal.
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -47,15 +50,47 @@ def key_of(values: Sequence[Any]) -> GroupKey:
     )
 
 
-def key_conditions(key: GroupKey) -> list[ColumnElement[bool]]:
-    """WHERE terms selecting one group's episodes (with the run's)."""
-    if key.group_index is None:
-        return [Episode.question_id == key.question_id]
-    return [Episode.question_id == key.question_id, Episode.group_index == key.group_index]
+def key_conditions(key: GroupKey, training: bool) -> list[ColumnElement[bool]]:
+    """WHERE terms selecting one group's episodes (with the run's), as `key_columns` groups
+    them: a numbered group by its number; in a training run (`is_training_run`), a group
+    without one by its training step too, a key without a step matching the episodes
+    without one; in a batch run, the question's samples."""
+    question = Episode.question_id == key.question_id
+    if key.group_index is not None:
+        return [question, Episode.group_index == key.group_index]
+    if not training:
+        return [question]
+    step = key.train_step
+    at = Episode.train_step.is_(None) if step is None else Episode.train_step == step
+    return [question, at, Episode.group_index.is_(None)]
 
 
 STD_BIN = 0.05
-"""Width of the bins `GroupOverview.std_counts` counts the groups' reward std in."""
+"""Width of the bins `GroupOverview.std_counts` counts the groups' reward std in, where the
+rewards are of ordinary size (`std_bin_width`)."""
+STD_BINS = 40
+"""About the most bins a wider spread of stds is counted in (`std_bin_width`)."""
+
+
+def std_bin_width(largest: float) -> float:
+    """The width of the std bins, from 0, for groups whose largest std is `largest`: STD_BIN
+    while that takes at most STD_BINS bins, else the least round width (1, 2 or 5 times a power
+    of ten) that keeps to them: a std of millions in bins of 0.05 is a list of tens of millions."""
+    if largest < STD_BINS * STD_BIN:
+        return STD_BIN
+    least = largest / STD_BINS
+    power = 10.0 ** math.floor(math.log10(least))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= least)
+
+
+def _std(n: int, total: float, total_sq: float, lowest: float, highest: float) -> float:
+    """A group's reward std from its SQL sums (`grpo.std_from_sums`); inf where its rewards
+    differ but are so large that the sums overflow a float, which leaves no std to compute
+    (the subtraction would give NaN, which `std_from_sums` takes for 0)."""
+    overflowed = not (math.isfinite(total_sq) and math.isfinite(total * total))
+    if n > 1 and lowest != highest and overflowed:
+        return math.inf
+    return grpo.std_from_sums(n, total, total_sq, lowest, highest)
 
 
 def overview(
@@ -87,15 +122,16 @@ def overview(
     rows = session.connection().execute(query).all()
     k = len(key_columns(training))
     qid_at = k - 1  # the question is the last key column
-    std_from_sums, source_of = grpo.std_from_sums, grpo.signal_source
+    source_of = grpo.signal_source
     total = episodes = largest = none_correct = all_correct = judged = 0
     by_source = dict.fromkeys(grpo.SIGNAL_SOURCES, 0)
-    bins: dict[grpo.SignalSource, list[int]] = {"correctness": [], "shaping only": []}
+    spread: list[tuple[grpo.SignalSource, float]] = []
+    beyond: dict[grpo.SignalSource, int] = {"correctness": 0, "shaping only": 0}
     ranked: list[tuple[float, str, int, int, int]] = []
     for i, row in enumerate(rows):
         n, sum_, sum_sq, lowest, highest, n_correct, reported, largest_advantage = row[k:]
         n_correct = n_correct or 0
-        std = std_from_sums(n, sum_ or 0.0, sum_sq or 0.0, lowest or 0.0, highest or 0.0)
+        std = _std(n, sum_ or 0.0, sum_sq or 0.0, lowest or 0.0, highest or 0.0)
         advantage = trainer_advantage(n, reported, largest_advantage)
         source = source_of(n, n_correct, std, advantage)
         judged += advantage is not None
@@ -105,17 +141,23 @@ def overview(
         by_source[source] += 1
         none_correct += not n_correct
         all_correct += n_correct == n
-        if source != "none":
-            # The bin std falls in (the tiny offset keeps 0.15 out of the 0.10-0.15 bin).
-            b = int(std / STD_BIN + 1e-9)
-            counts = bins[source]
-            if b >= len(counts):
-                counts.extend([0] * (b + 1 - len(counts)))
-            counts[b] += 1
+        if source != "none" and math.isfinite(std):
+            spread.append((source, std))
+        elif source != "none":
+            beyond[source] += 1
         qid = row[qid_at]
         if question is None or qid == question:
             step, group = (row[0] or 0, row[1] or 0) if training else (0, 0)
             ranked.append((-std, qid, step, group, i))
+    width = std_bin_width(max((std for _, std in spread), default=0.0))
+    bins: dict[grpo.SignalSource, list[int]] = {"correctness": [], "shaping only": []}
+    for source, std in spread:
+        # The bin std falls in (the tiny offset keeps 0.15 out of the 0.10-0.15 bin).
+        b = int(std / width + 1e-9)
+        counts = bins[source]
+        if b >= len(counts):
+            counts.extend([0] * (b + 1 - len(counts)))
+        counts[b] += 1
     chosen = heapq.nsmallest(limit, ranked) if question is None else sorted(ranked)
     return GroupOverview(
         run_id=run_id,
@@ -128,6 +170,8 @@ def overview(
         episodes=episodes,
         largest=largest,
         std_counts={source: tuple(counts) for source, counts in bins.items()},
+        std_bin=width,
+        std_beyond=beyond,
         trainer_judged=judged,
     )
 
@@ -137,7 +181,7 @@ def _stats(run_id: int, row: Sequence[Any], k: int) -> GroupStats:
     n, total, total_sq, lowest, highest, n_correct, reported, largest_advantage = row[k:]
     n, total, total_sq = int(n), float(total or 0.0), float(total_sq or 0.0)
     lowest, highest = float(lowest or 0.0), float(highest or 0.0)
-    std = grpo.std_from_sums(n, total, total_sq, lowest, highest)
+    std = _std(n, total, total_sq, lowest, highest)
     return GroupStats(
         run_id,
         key_of(row[:k]),
@@ -219,9 +263,14 @@ def members(
 ) -> tuple[GroupKey, list[tuple[int, float, bool]]]:
     """The key with its training step filled in, and (episode id, reward, correct) of the
     group's finished episodes, by sample index."""
+    training = is_training_run(session, run_id)
     rows = session.execute(
         select(Episode.id, Episode.reward, Episode.outcome, Episode.train_step)
-        .where(Episode.run_id == run_id, Episode.outcome.is_not(None), *key_conditions(key))
+        .where(
+            Episode.run_id == run_id,
+            Episode.outcome.is_not(None),
+            *key_conditions(key, training),
+        )
         .order_by(Episode.sample_index)
     ).all()
     if rows and key.group_index is not None and rows[0].train_step is not None:
@@ -231,8 +280,9 @@ def members(
 
 def size(session: Session, run_id: int, key: GroupKey) -> int:
     """How many finished episodes the group has (`members` without reading them)."""
+    training = is_training_run(session, run_id)
     counted = select(func.count()).where(
-        Episode.run_id == run_id, Episode.outcome.is_not(None), *key_conditions(key)
+        Episode.run_id == run_id, Episode.outcome.is_not(None), *key_conditions(key, training)
     )
     return int(session.scalar(counted) or 0)
 

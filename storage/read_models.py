@@ -49,6 +49,10 @@ def side_label(name: str, train_step: int | None) -> str:
     return name if train_step is None else f"{name} @ step {train_step}"
 
 
+TRAINING_KINDS: tuple[RunKind, ...] = ("training", "import")
+"""The kinds of run whose episodes may carry training steps and GRPO groups."""
+
+
 @dataclass(frozen=True, slots=True)
 class RunSummary:
     """One run with its metrics, as the Runs page and `rollscope runs` show it."""
@@ -113,7 +117,7 @@ class RunSummary:
     def is_training(self) -> bool:
         """Whether its episodes may carry training steps and GRPO groups: a trainer's run, or
         an import (whose files carry the step when their framework writes it)."""
-        return self.kind in ("training", "import")
+        return self.kind in TRAINING_KINDS
 
     @property
     def played_here(self) -> bool:
@@ -353,7 +357,8 @@ class Distribution:
 class GroupKey(NamedTuple):
     """Names one GRPO group within a run (`storage.groups` turns it into columns and back):
     in a batch run, the finished samples of one question; in a training run, the samples of
-    one question the trainer drew together at one step, as GRPOTrainer groups them.
+    one question the trainer drew together at one step, as GRPOTrainer groups them (without
+    a group number, the question's samples at `train_step`).
 
     A tuple, as `GroupStats` is: a long training run has a record of each for every one of
     its tens of thousands of groups, and tuples are several times cheaper to make."""
@@ -362,10 +367,12 @@ class GroupKey(NamedTuple):
     group_index: int | None = None
     """A training run's group number (`Episode.group_index`); None in a batch run."""
     train_step: int | None = None
-    """The training step the group was played at; shown, not part of the match."""
+    """The training step the group was played at. Part of the match for a training run's
+    group without a number (None: the question's samples without a step, a group of their
+    own); shown, not matched, for a numbered one."""
 
     def __str__(self) -> str:
-        if self.group_index is None:
+        if self.group_index is None and self.train_step is None:
             return self.question_id
         return f"{self.question_id} at step {self.train_step}"
 
@@ -424,8 +431,14 @@ class GroupOverview:
     """Samples in the largest group (1: the run has no groups to learn from)."""
     std_counts: dict[SignalSource, tuple[int, ...]]
     """The groups with a spread (sources "correctness" and "shaping only") by reward standard
-    deviation, in bins of `storage.groups.STD_BIN` from 0; the others have std 0, or, judged
-    by the trainer's advantages, gave no advantage."""
+    deviation, in bins of `std_bin` from 0, save those in `std_beyond`; the others have std 0,
+    or, judged by the trainer's advantages, gave no advantage."""
+    std_bin: float
+    """The width of the `std_counts` bins: `storage.groups.STD_BIN` for rewards of ordinary
+    size, a wider round one where the stds would take too many (`storage.groups.std_bin_width`)."""
+    std_beyond: dict[SignalSource, int]
+    """The groups with a spread whose std their rewards are too large to compute (their sums
+    overflow a float), by source: in no bin, and listed with std inf."""
     trainer_judged: int = 0
     """Groups whose source the trainer's advantages decided (it reported one for each sample;
     `rollout_core.grpo.signal_source`)."""

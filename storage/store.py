@@ -67,6 +67,7 @@ from storage.migrations import (
 from storage.models import BIG_INTEGER_RANGE, Episode, Run, Step
 from storage.prompts import rebuild_prompts
 from storage.read_models import (
+    TRAINING_KINDS,
     Annotation,
     Distribution,
     EpisodeDetail,
@@ -507,13 +508,19 @@ class Store:
 
     # -- reads --------------------------------------------------------------------------------
 
-    def list_runs(self, *, limit: int = 200) -> list[RunSummary]:
-        """Runs newest first, with metrics."""
+    def list_runs(self, *, limit: int = 200, training: bool = False) -> list[RunSummary]:
+        """Runs newest first, with metrics; `training`: those that may carry training steps
+        alone (`RunSummary.is_training`)."""
+        stmt = select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
+        if training:
+            stmt = stmt.where(Run.kind.in_(TRAINING_KINDS))
         with Session(self._engine) as session:
-            runs = session.scalars(
-                select(Run).order_by(Run.created_at.desc(), Run.id.desc()).limit(limit)
-            ).all()
-            return reads.run_summaries(runs, now_utc())
+            return reads.run_summaries(session.scalars(stmt).all(), now_utc())
+
+    def count_runs(self) -> int:
+        """How many runs the store holds."""
+        with Session(self._engine) as session:
+            return int(session.scalar(select(func.count()).select_from(Run)) or 0)
 
     def get_run(self, run_id: int) -> RunSummary | None:
         """One run with its metrics; None when there is no such run."""
@@ -764,6 +771,12 @@ class Store:
             wanted = sorted({g.key.question_id for g in found.groups})
             texts = groups.question_texts(session, run_id, wanted) if wanted else {}
         return dataclasses.replace(found, questions=texts)
+
+    def groups_by_step(self, run_id: int) -> bool:
+        """Whether a run's GRPO groups are a question's samples at one training step: its
+        episodes carry training steps (`groups.is_training_run`), whatever its kind."""
+        with Session(self._engine) as session:
+            return groups.is_training_run(session, run_id)
 
     def group_size(self, run_id: int, key: GroupKey) -> int:
         """How many finished episodes a GRPO group has (`groups.size`)."""

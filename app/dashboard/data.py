@@ -106,10 +106,21 @@ def clear() -> None:
         read.clear()
 
 
+RUNS_LISTED = 200
+"""Runs a page lists (the newest); an older one opens from a link that names it."""
+
+
 @cached_read(LIVE_TTL, written=True)
-def list_runs(store: Store, limit: int = 200) -> list[RunSummary]:
-    """Runs newest first."""
-    return store.list_runs(limit=limit)
+def list_runs(store: Store, training: bool = False) -> list[RunSummary]:
+    """The newest `RUNS_LISTED` runs, newest first (`training`: of those that may carry
+    training steps)."""
+    return store.list_runs(limit=RUNS_LISTED, training=training)
+
+
+@cached_read(LIVE_TTL, written=True)
+def count_runs(store: Store) -> int:
+    """How many runs the store holds."""
+    return store.count_runs()
 
 
 @cached_read(LIVE_TTL, written=True)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.dashboard import data
 from app.dashboard.compare import reads, side_by_side, stats
 from app.dashboard.compare import summary as compare_summary
-from app.dashboard.components import agents, nav, params, sides
+from app.dashboard.components import agents, nav, params, run_list, sides
 from app.dashboard.components.header import header
 from app.dashboard.components.params import Codec
 from app.dashboard.failures import mix as failure_mix
@@ -39,7 +38,7 @@ def _open_question(question_id: str, codec: Codec[str], run_ids: list[RunKey]) -
 
 notices = header("Compare", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_SAMPLE)
-all_runs = data.list_runs()
+all_runs = run_list.offered()
 by_id = {r.id: r for r in all_runs}
 steps = sides.steps_of(all_runs)
 offered = sides.options(all_runs, steps)

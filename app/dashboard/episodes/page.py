@@ -6,8 +6,7 @@ import dataclasses
 
 import streamlit as st
 
-from app.dashboard import data
-from app.dashboard.components import browser, nav, params
+from app.dashboard.components import browser, nav, params, run_list
 from app.dashboard.components.header import header
 from app.dashboard.components.new_runs import no_runs_yet
 from app.dashboard.episodes import filters, reads, table
@@ -87,7 +86,7 @@ def _go_to(cursors: list[str]) -> None:
 notices = header("Episodes", copy_link=True)
 params.expect(nav.P_CURSOR, *(f.param for f in episode_query.FIELDS))
 opening = table.opening()
-runs = data.list_runs()
+runs = run_list.offered()
 if not runs:
     no_runs_yet()
 

@@ -3,6 +3,7 @@ confidence per step in their run's colour."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -28,16 +29,29 @@ _SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", 
 
 NO_ADVANTAGE = "no advantage"
 """The histogram's first bar: the groups GRPO learns nothing from, apart from every std bin."""
+TOO_LARGE = "too large"
+"""The histogram's last bar: the groups whose std is too large to compute, past every bin."""
 
 
-def std_bin_label(index: int) -> str:
-    """A std bin's category on the axis: `0.05–0.10`."""
-    return f"{index * STD_BIN:.2f}–{(index + 1) * STD_BIN:.2f}"
+def std_bin_label(index: int, width: float = STD_BIN) -> str:
+    """A std bin's category on the axis, its ends with as many decimals as its round width
+    needs: `0.05–0.10`, `2,000–4,000`; `1e+05–2e+05` from a width of 100,000."""
+    low, high = index * width, (index + 1) * width
+    if width >= 1e4:
+        return f"{low:.3g}–{high:.3g}"  # a bin count times 1, 2 or 5: three digits at most
+    decimals = max(0, -math.floor(math.log10(width)))
+    return f"{low:,.{decimals}f}–{high:,.{decimals}f}"
 
 
-def std_histogram(none: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.Figure:
+def std_histogram(
+    none: int,
+    bins: Mapping[SignalSource, Sequence[int]],
+    width: float,
+    beyond: Mapping[SignalSource, int],
+) -> go.Figure:
     """The groups by reward std: the `none` without advantage in a bar of their own, first, the
-    others stacked by source in bins of `STD_BIN` from 0."""
+    others stacked by source in bins `width` wide from 0, and those whose std is too large to
+    compute (`beyond`, by source) in a bar of their own, last."""
     fig = go.Figure()
     # A bar of its own, not stacked in the first bin: there a group whose rewards differ by a
     # hundredth (shaping noise GRPO scales up) looked like one without any advantage.
@@ -48,11 +62,17 @@ def std_histogram(none: int, bins: Mapping[SignalSource, Sequence[int]]) -> go.F
         marker_color=SOURCE_COLORS["none"],
         hovertemplate=f"{NO_ADVANTAGE}: %{{y:,}} groups<extra></extra>",
     )
-    labels = [std_bin_label(i) for i in range(max((len(c) for c in bins.values()), default=0))]
+    longest = max((len(c) for c in bins.values()), default=0)
+    labels = [std_bin_label(i, width) for i in range(longest)]
+    if any(beyond.values()):
+        labels.append(TOO_LARGE)
     for source, counts in bins.items():
+        over = beyond.get(source, 0)
+        # A source's bins padded to the last one, so that its too-large count lands on its bar.
+        padded = [*counts, *[0] * (longest - len(counts)), over] if over else list(counts)
         fig.add_bar(
-            x=labels[: len(counts)],
-            y=list(counts),
+            x=labels[: len(padded)],
+            y=padded,
             name=SOURCE_LABELS[source],
             hovertemplate=f"std %{{x}}, {source}: %{{y:,}} groups<extra></extra>",
             marker_color=SOURCE_COLORS[source],

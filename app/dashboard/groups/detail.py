@@ -230,8 +230,10 @@ def _signal_notice(run: RunSummary, group: GroupDetail) -> None:
     )
 
 
-def show(run: RunSummary, key: GroupKey) -> None:
-    """One group of the run: its samples side by side."""
+def show(run: RunSummary, key: GroupKey, stepped: bool) -> None:
+    """One group of the run (`stepped`: a run whose groups are by training step, where a
+    group without a number is its question's samples at the key's step): its samples side
+    by side."""
     _follow_to_replay()
     # A button that rewrites the query, not a page link: a link to this same page left the
     # browser's URL on the group, and the next rerun (a click in the table) reopened it.
@@ -245,13 +247,21 @@ def show(run: RunSummary, key: GroupKey) -> None:
     )
     group = reads.group(run.id, key)
     if group is None:
-        which = "" if key.group_index is None else f" in group {key.group_index}"
+        step = key.train_step
+        if key.group_index is not None:
+            which = f" in group {key.group_index}"
+        elif stepped:
+            which = " without a training step" if step is None else f" at training step {step}"
+        else:
+            which = ""
         st.warning(f"{run.name} has no finished episode of question {key.question_id}{which}.")
         return
     first = group.members[0].detail
     key = group.stats.key  # with its training step
-    if key.group_index is None:
+    if key.group_index is None and not stepped:
         st.subheader(f"Question {key.question_id}")
+    elif key.train_step is None:
+        st.subheader(f"Question {key.question_id}, without a training step")
     else:
         st.subheader(f"Question {key.question_id}, training step {key.train_step}")
     st.markdown(escape_markdown(first.summary.question))

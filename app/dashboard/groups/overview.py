@@ -29,22 +29,27 @@ REPLACED = "replaced"
 """The column, shown where a listed group holds any, of the samples of an earlier play."""
 
 
-def group_link(run_id: int, key: GroupKey) -> str:
-    """The URL of one group's view."""
-    link = f"groups?{nav.P_RUN}={run_id}&{nav.P_QUESTION}={quote(key.question_id)}"
-    return link if key.group_index is None else f"{link}&{nav.P_GROUP}={key.group_index}"
+def group_query(run_id: int, key: GroupKey, stepped: bool) -> list[tuple[str, str]]:
+    """The query of one group's view: its run and question, and its number, or, in a run
+    whose groups are by training step (`stepped`), the step of a group without one."""
+    query = [(nav.P_RUN, str(run_id)), (nav.P_QUESTION, key.question_id)]
+    if key.group_index is not None:
+        query.append((nav.P_GROUP, str(key.group_index)))
+    elif stepped:
+        step = key.train_step
+        query.append((nav.P_AT, nav.AT_NONE if step is None else str(step)))
+    return query
+
+
+def group_link(run_id: int, key: GroupKey, stepped: bool) -> str:
+    """The URL of one group's view (`group_query`)."""
+    return "groups?" + "&".join(f"{k}={quote(v)}" for k, v in group_query(run_id, key, stepped))
 
 
 def spread_label(stats: GroupStats) -> str:
     """Where a group's spread comes from, in words; a shaping-only group flagged."""
     source = stats.source
     return SHAPING_FLAG if source == "shaping only" else SOURCE_LABELS[source]
-
-
-def is_training(run: RunSummary) -> bool:
-    """Whether the run's groups may be a question at a training step (else a question's
-    samples): a trainer's run, or an import (`by_step` says whether its files named steps)."""
-    return run.is_training
 
 
 def may_have_groups(run: RunSummary) -> bool:
@@ -67,18 +72,14 @@ def no_groups(run: RunSummary) -> None:
     )
 
 
-def by_step(run: RunSummary, question: str | None = None) -> bool:
-    """Whether the run's groups (of this question) are a question at a training step: an
-    import of files that name no step (an evaluation) groups by question only."""
-    if not run.is_training:
-        return False
-    groups = reads.overview(run.id, question).groups
-    if question is not None and not groups:  # a question it never played: the run's groups say
-        groups = reads.overview(run.id).groups
-    return any(g.key.train_step is not None for g in groups)
+def by_step(run: RunSummary) -> bool:
+    """Whether the run's groups are a question at a training step (else a question's
+    samples): its episodes carry training steps, whatever its kind (an environment server's
+    or a Recorder's may); an import of files that name no step (an evaluation) has none."""
+    return reads.by_step(run.id)
 
 
-def go_to(run_id: int, key: GroupKey | None) -> None:
+def go_to(run_id: int, key: GroupKey | None, stepped: bool = False) -> None:
     """This page on a group of the run (None: on the run's groups) in one change of the URL: a
     change per parameter left a half-made link in the history for browser Back to land on.
 
@@ -86,21 +87,19 @@ def go_to(run_id: int, key: GroupKey | None) -> None:
     rerun still under way, and a group's link without its run opens whichever run is the
     default then (the newest with groups)."""
     query = {k: st.query_params.get_all(k) for k in st.query_params}
-    query.pop(nav.P_QUESTION, None)
-    query.pop(nav.P_GROUP, None)
+    for name in (nav.P_QUESTION, nav.P_GROUP, nav.P_AT):
+        query.pop(name, None)
     query[nav.P_RUN] = [str(run_id)]
     if key is not None:
-        query[nav.P_QUESTION] = [key.question_id]
-        if key.group_index is not None:
-            query[nav.P_GROUP] = [str(key.group_index)]
+        query.update((k, [v]) for k, v in group_query(run_id, key, stepped))
     st.query_params.from_dict(query)
 
 
-def _open_group(run_id: int, keys: list[GroupKey]) -> None:
+def _open_group(run_id: int, keys: list[GroupKey], stepped: bool) -> None:
     """The table's "open" button: this page, on the group of that row."""
     click = st.session_state.get(_OPEN)
     if click is not None and 0 <= click["row"] < len(keys):
-        go_to(run_id, keys[click["row"]])
+        go_to(run_id, keys[click["row"]], stepped)
 
 
 def _counts(run: RunSummary, found: GroupOverview) -> None:
@@ -215,7 +214,7 @@ def _steps_words(steps: StepRange) -> str:
 def show(run: RunSummary, question: str | None = None, steps: StepRange = (None, None)) -> None:
     """The run's groups; a training run's groups of one question only, when `question`, and
     of a range of training steps, when `steps` has an end."""
-    training = is_training(run)
+    training = by_step(run)
     steps = steps if training else (None, None)
     ranged = steps != (None, None)
     at = f" at {_steps_words(steps)}" if ranged else ""
@@ -239,11 +238,18 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
         return
     _counts(run, found)
     st.caption(FORMULA)
-    histogram = std_histogram(found.by_source["none"], found.std_counts)
+    histogram = std_histogram(
+        found.by_source["none"], found.std_counts, found.std_bin, found.std_beyond
+    )
     st.plotly_chart(histogram, width="stretch", key="gr_hist")
+    if beyond := sum(found.std_beyond.values()):
+        st.caption(
+            f"The rewards of {counted(beyond, 'group')} are too large for a std to be computed "
+            "from their sums, which overflow a float: the chart counts them apart (**too "
+            "large**), and the list shows their std as inf."
+        )
     listed = found.groups
-    stepped = training and any(g.key.train_step is not None for g in listed)
-    if stepped:
+    if training:
         st.subheader("Groups by reward variance")
         st.caption(
             "A training run's group is one question's samples at one training step, as the "
@@ -261,14 +267,14 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
         )
     elif ranged:
         st.caption(f"The {counted(len(listed), 'group')}{at}.")
-    replaced = reads.replaced(run.id) if stepped else {}
+    replaced = reads.replaced(run.id) if training else {}
     shown_replaced = any(g.key in replaced for g in listed)
     table = pd.DataFrame(
         [
             {
                 "open": ":material/arrow_forward: open",
                 "question id": g.key.question_id,
-                **({"training step": g.key.train_step} if stepped else {}),
+                **({"training step": g.key.train_step} if training else {}),
                 **({REPLACED: replaced.get(g.key, 0)} if shown_replaced else {}),
                 "spread from": spread_label(g),
                 "samples": g.size,
@@ -291,7 +297,7 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
                 "",
                 type="tertiary",
                 on_click=_open_group,
-                args=(run.id, [g.key for g in listed]),
+                args=(run.id, [g.key for g in listed], training),
                 key=_OPEN,
                 pinned=True,
             ),

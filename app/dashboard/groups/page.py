@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.dashboard import data
-from app.dashboard.components import agents, nav, params
+from app.dashboard.components import agents, nav, params, run_list
 from app.dashboard.components.colors import short_name
 from app.dashboard.components.header import header
 from app.dashboard.components.new_runs import no_runs_yet
@@ -25,6 +24,22 @@ def _group_param() -> int | None:
         params.notice(f"{nav.P_GROUP}={value!r} in the link is not a group number; ignored.")
         return None
     return int(value)
+
+
+def _at_param() -> tuple[bool, int | None]:
+    """Whether the link names the training step of a group without a number, and the step
+    (None: `at=none`, the samples without one); a notice and (False, None) when it is not."""
+    value = params.get_str(nav.P_AT)
+    if value is None:
+        return False, None
+    if value == nav.AT_NONE:
+        return True, None
+    if not value.isdecimal() or int(value) not in INTEGER_RANGE:
+        params.notice(
+            f"{nav.P_AT}={value!r} in the link is not a training step (or {nav.AT_NONE}); ignored."
+        )
+        return False, None
+    return True, int(value)
 
 
 def _run_codec(grouped: list[RunSummary], others: dict[int, RunSummary]) -> Codec[int]:
@@ -47,9 +62,11 @@ def _run_codec(grouped: list[RunSummary], others: dict[int, RunSummary]) -> Code
 
 
 notices = header("GRPO groups", copy_link=True)
-params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_GROUP, nav.P_TRAIN_FROM, nav.P_TRAIN_TO)
-group_param = _group_param()  # read first: a bad one is noted on a store without groups too
-runs = data.list_runs()
+params.expect(nav.P_RUN, nav.P_QUESTION, nav.P_GROUP, nav.P_AT, nav.P_TRAIN_FROM, nav.P_TRAIN_TO)
+# Read first: a bad one is noted on a store without groups too.
+group_param = _group_param()
+at_param, at_step = _at_param()
+runs = run_list.offered()
 if not runs:
     no_runs_yet()
 # Only runs that can hold groups are offered: a run of one sample per question has none.
@@ -78,15 +95,25 @@ run_id: int = st.selectbox(
 )
 question = None if refused else params.get_str(nav.P_QUESTION)
 group_index = None if refused else group_param
-if question is None and group_index is not None:
-    # A group is opened by its question and its number (`overview.group_link`); a number
-    # alone is a link cut short, or typed.
+at_param = at_param and not refused
+if question is None and (group_index is not None or at_param):
+    # A group is opened by its question and its number or step (`overview.group_query`); a
+    # number or step alone is a link cut short, or typed.
+    given = (
+        f"{nav.P_GROUP}={group_index}"
+        if group_index is not None
+        else f"{nav.P_AT}={nav.AT_NONE if at_step is None else at_step}"
+    )
     params.notice(
-        f"{nav.P_GROUP}={group_index} in the link comes without its question "
-        f"({nav.P_QUESTION}=...); showing all groups."
+        f"{given} in the link comes without its question ({nav.P_QUESTION}=...); showing all "
+        "groups."
     )
 run = by_id[run_id]
-listing = question is None or (group_index is None and overview.by_step(run, question))
+stepped = overview.by_step(run)
+# In a run by training step, a question without its group's number or step (a link from the
+# question map) lists its groups; in a batch run, a question's samples are its group.
+opened = group_index is not None or (at_param and stepped)
+listing = question is None or (stepped and not opened)
 steps = overview.step_range(run) if listing else (None, None)
 params.show_notices(notices)
 agents.show([run])
@@ -99,4 +126,4 @@ elif reads.overview(run.id).largest < 2:
     # An import of one sample per question: no group to show, whatever the link asks.
     overview.show(run)
 else:
-    detail.show(run, GroupKey(question, group_index))
+    detail.show(run, GroupKey(question, group_index, at_step if stepped else None), stepped)

@@ -27,6 +27,12 @@ def overview(
 
 
 @cached_read()
+def by_step(store: Store, run_id: int) -> bool:
+    """Whether the run's groups are a question's samples at one training step."""
+    return store.groups_by_step(run_id)
+
+
+@cached_read()
 def group(store: Store, run_id: int, key: GroupKey) -> GroupDetail | None:
     """One group with its episodes and advantages, or None."""
     return store.get_group(run_id, key)

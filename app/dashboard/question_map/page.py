@@ -6,15 +6,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.dashboard import data
-from app.dashboard.components import agents, ids_apart, nav, params, sides
+from app.dashboard.components import agents, ids_apart, nav, params, run_list, sides
 from app.dashboard.components.header import header
 from app.dashboard.question_map import reads, view
 from storage.read_models import RunKey, run_of
 
 notices = header("Question map", copy_link=True)
 params.expect(nav.P_RUN, view.P_SHARED)
-runs = data.list_runs()
+runs = run_list.offered()
 by_id = {r.id: r for r in runs}
 offered = sides.options(runs, sides.steps_of(runs))
 if len(offered) < 2:

@@ -9,13 +9,15 @@ import streamlit as st
 
 from app.dashboard import data
 from app.dashboard.analysis import fork_source, steps_before
-from app.dashboard.components import nav, params
+from app.dashboard.components import nav, params, run_list
 from app.dashboard.components.colors import swatch
 from app.dashboard.components.outcome import outcome_label
 from app.dashboard.components.render import escape_markdown, show_error
 from app.dashboard.episodes import query as episode_query
 from app.dashboard.episodes import reads as list_reads
 from app.dashboard.episodes.query import ListQuery, Neighbour
+from app.dashboard.groups import reads as group_reads
+from app.dashboard.groups.overview import group_query
 from app.dashboard.replay import origin
 from app.plural import counted
 from app.render import fmt_num
@@ -33,7 +35,7 @@ def _list_of(detail: EpisodeDetail) -> tuple[ListQuery | None, str | None]:
     qs = params.get_str(nav.P_FROM)
     if qs is None:
         return None, None
-    query, problems = episode_query.from_query_string(qs, {r.id for r in data.list_runs()})
+    query, problems = episode_query.from_query_string(qs, {r.id for r in run_list.offered()})
     for problem in problems:
         params.notice(f"In the list this replay came from: {problem}")
     return query, qs
@@ -116,15 +118,13 @@ def show(detail: EpisodeDetail) -> None:
 
 
 def _group_link(detail: EpisodeDetail) -> None:
-    """A link to the episode's GRPO group (a trainer's group, else its question's samples in
-    the run), when it has other members."""
+    """A link to the episode's GRPO group (a trainer's group, its question's samples at its
+    training step, else its question's samples in the run), when it has other members."""
     ep, run = detail.summary, detail.run
-    key = GroupKey(ep.question_id, detail.group_index)
+    key = GroupKey(ep.question_id, detail.group_index, ep.train_step)
     if data.group_size(run.id, key) < 2:
         return
-    query = [(nav.P_RUN, str(run.id)), (nav.P_QUESTION, ep.question_id)]
-    if detail.group_index is not None:
-        query.append((nav.P_GROUP, str(detail.group_index)))
+    query = group_query(run.id, key, group_reads.by_step(run.id))
     st.page_link(
         nav.GROUPS, label="Its GRPO group", icon=":material/workspaces:", query_params=query
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app.dashboard import data
-from app.dashboard.components import nav, params
+from app.dashboard.components import nav, params, run_list
 from app.dashboard.components.header import header
 from app.dashboard.components.new_runs import no_runs_yet, watch_for_new_runs
 from app.dashboard.components.render import escape_markdown
@@ -77,7 +77,7 @@ def _progress(runs: list[RunSummary]) -> None:
 
 def _live(active: bool) -> None:
     # A live table re-reads the store on every tick; its rows then match the progress bars.
-    runs = data.store().list_runs(limit=200) if active else data.list_runs()
+    runs = run_list.offered(fresh=active)
     by_id = {r.id: r for r in runs}
     chosen = [i for i in _selection(set(by_id)) if i in by_id]
     _progress(runs)
@@ -135,7 +135,7 @@ def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
 
 notices = header("Runs", copy_link=True)
 params.expect(nav.P_RUN)
-runs = data.list_runs()
+runs = run_list.offered()
 any_active = any(r.status in lifecycle.ACTIVE for r in runs)
 if not runs:
     no_runs_yet()
@@ -144,6 +144,8 @@ if not any_active:
 
 st.session_state[_CHARTED] = params.raw(nav.P_RUN)  # before the fragment: no rerun in a full run
 st.fragment(run_every=LIVE_SECONDS if any_active else None)(_live)(any_active)
+if (older := run_list.older_note(len(data.list_runs()))) is not None:
+    st.caption(older)
 params.show_notices(notices)
 selected, _ = params.ids(nav.P_RUN, {r.id for r in runs}).parse(params.raw(nav.P_RUN))
 _charts(runs, selected)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app.dashboard import data
-from app.dashboard.components import agents, nav, params
+from app.dashboard.components import agents, nav, params, run_list
 from app.dashboard.components.header import header
 from app.dashboard.components.new_runs import no_runs_yet
 from app.dashboard.training import view
@@ -21,7 +20,7 @@ NO_RUNS = (
 
 notices = header("Training", copy_link=True)
 params.expect(nav.P_RUN, nav.P_QUESTION)
-runs = [r for r in data.list_runs() if r.is_training]
+runs = run_list.offered(training=True)
 if not runs:
     no_runs_yet(NO_RUNS)
 by_id = {r.id: r for r in runs}
