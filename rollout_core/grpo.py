@@ -52,7 +52,13 @@ def signal_source(
 
 def group_mean(rewards: Sequence[float]) -> float:
     """The mean reward of a group (0.0 for an empty one)."""
-    return math.fsum(rewards) / len(rewards) if rewards else 0.0
+    if not rewards:
+        return 0.0
+    try:
+        return math.fsum(rewards) / len(rewards)
+    except OverflowError:  # rewards near the float's limit: their sum is past it, not the mean
+        scale = max(abs(r) for r in rewards)
+        return scale * (math.fsum(r / scale for r in rewards) / len(rewards))
 
 
 def group_std(rewards: Sequence[float]) -> float:
@@ -61,7 +67,13 @@ def group_std(rewards: Sequence[float]) -> float:
     if n < 2 or min(rewards) == max(rewards):
         return 0.0
     mean = group_mean(rewards)
-    return math.sqrt(math.fsum((r - mean) ** 2 for r in rewards) / (n - 1))
+    deviations = [r - mean for r in rewards]
+    squares = math.fsum(d * d for d in deviations)
+    if math.isfinite(squares):
+        return math.sqrt(squares / (n - 1))
+    # Rewards too large to square (past about 1e154): the same std, in units of the largest.
+    scale = max(abs(d) for d in deviations)
+    return scale * math.sqrt(math.fsum((d / scale) * (d / scale) for d in deviations) / (n - 1))
 
 
 def std_from_sums(n: int, total: float, total_sq: float, lowest: float, highest: float) -> float:

@@ -79,3 +79,19 @@ def test_the_trainers_advantages_decide_whether_a_group_has_signal() -> None:
     assert grpo.signal_source(4, 0, 0.0, trainer_advantage=0.8) == "shaping only"
     assert grpo.signal_source(4, 2, 0.0, trainer_advantage=0.8) == "correctness"
     assert grpo.signal_source(4, 2, 0.5, trainer_advantage=None) == "correctness"
+
+
+@pytest.mark.parametrize(
+    ("rewards", "std", "advantages"),
+    [
+        # Squares past the float's range: 1e155 ** 2 raised OverflowError.
+        ([1e155, -1e155, 0.0], 1e155, [1.0, -1.0, 0.0]),
+        # A sum past it: fsum raised on the way.
+        ([1e308, 1e308, -1e308], 2 / 3**0.5 * 1e308, [3**-0.5, 3**-0.5, -(2 / 3**0.5)]),
+    ],
+)
+def test_rewards_near_the_floats_limit_have_a_std_and_advantages(
+    rewards: list[float], std: float, advantages: list[float]
+) -> None:
+    assert grpo.group_std(rewards) == pytest.approx(std, rel=1e-12)
+    assert grpo.advantages(rewards) == pytest.approx(advantages, rel=1e-12)
