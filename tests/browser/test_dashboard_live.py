@@ -98,3 +98,32 @@ def test_a_page_on_an_empty_store_shows_the_first_run_when_it_begins(
     finally:
         store.close()
         stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("route", "needs"), [("compare", "Compare needs"), ("map", "The map needs")]
+)
+def test_compare_and_the_map_show_the_second_run_when_it_begins(
+    chromium: Any, tmp_path: Any, route: str, needs: str
+) -> None:
+    # One run is not enough for them: the page waited for a reload after the second began.
+    from tests.browser.conftest import open_page, start_dashboard, stop
+    from tests.support.records import play, spec
+    from tests.support.stores import write_run
+
+    url = str(tmp_path / "store.db")
+    store = Store(url)
+    write_run(store, spec("first"), [play("q1", 0, "wrong", 0, 1)])
+    proc, base = start_dashboard(url, tmp_path / "dashboard.log")
+    try:
+        with open_page(chromium) as page:
+            page.goto(f"{base}/{route}")
+            waiting = page.get_by_text(needs)
+            waiting.wait_for()
+            wait_idle(page)
+            write_run(store, spec("second"), [play("q1", 0, "correct", 1, 1)])
+            waiting.wait_for(state="detached", timeout=30_000)
+            assert page.locator("[data-testid='stException']").count() == 0
+    finally:
+        store.close()
+        stop(proc)

@@ -9,7 +9,9 @@ from app.dashboard.compare import reads, side_by_side, stats
 from app.dashboard.compare import summary as compare_summary
 from app.dashboard.components import agents, nav, params, run_list, sides
 from app.dashboard.components.header import header
+from app.dashboard.components.new_runs import watch_for_new_runs
 from app.dashboard.components.params import Codec
+from app.dashboard.components.render import MISSING
 from app.dashboard.failures import mix as failure_mix
 from app.dashboard.runs.reads import run_distributions
 from storage.read_models import QuestionComparison, RunKey, RunStep, RunSummary
@@ -47,6 +49,7 @@ if len(offered) < 2:
         "Compare needs two runs, or a training run of two steps - record them with "
         "`rollscope run ...` first."
     )
+    watch_for_new_runs(all_runs[0].id if all_runs else None)  # shown once recorded
     st.stop()
 run_codec = sides.codec(nav.P_RUN, offered, by_id, sides.MOST_COMPARED)
 with st.container(horizontal=True, vertical_alignment="bottom", gap="small"):
@@ -133,7 +136,7 @@ else:
     st.caption(
         f"{stats.DIFFERS_LEGEND}. The questions all the runs played come first; select one "
         "to see it side by side below."
-        + (" A run's cell reads None where it did not play the question." if unplayed else "")
+        + (f" A run's cell reads {MISSING} where it did not play the question." if unplayed else "")
     )
     compare_summary.clickable_questions(
         rows, runs, key="cmp_all_questions", open_question=open_question

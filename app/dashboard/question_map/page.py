@@ -8,6 +8,7 @@ import streamlit as st
 
 from app.dashboard.components import agents, ids_apart, nav, params, run_list, sides
 from app.dashboard.components.header import header
+from app.dashboard.components.new_runs import watch_for_new_runs
 from app.dashboard.question_map import reads, view
 from storage.read_models import RunKey, run_of
 
@@ -21,6 +22,7 @@ if len(offered) < 2:
         "The map needs two runs on the same questions, or a training run of two steps - "
         "record them with `rollscope run`."
     )
+    watch_for_new_runs(runs[0].id if runs else None)  # shown once recorded
     st.stop()
 chosen_ids: list[RunKey] = st.multiselect(
     "Runs, or training steps of a run, in order (checkpoints oldest first)",
