@@ -31,7 +31,8 @@ from rollout_core.records import (
     RunSpec,
 )
 from rollout_core.runner import EpisodeTask, episode_seed
-from rollout_core.specs import PlannedRun, RunRequest, build_spec
+from rollout_core.settings import EndpointSettings, GenerationSettings, SettingsError
+from rollout_core.specs import PlannedRun, RunRequest, build_spec, check_base_url
 from storage.read_models import EpisodeFilter, RunSummary, StoredStep
 from storage.store import Store
 
@@ -54,6 +55,9 @@ class ForkRequest:
     samples: int = 1
     """Continuations of each recorded episode (distinct seeds)."""
     name: str | None = None
+    endpoint: Mapping[str, Any] = field(default_factory=dict)
+    """openai server settings given (by `EndpointSettings` field name); the rest are the
+    source's when the fork plays on the source's own server, the defaults on another."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,7 +183,9 @@ def _plan(
     except SpecError as exc:
         raise ForkError(f"run {source.name!r} cannot be forked: {exc}") from None
     policy = (req.policy or spec.policy).strip()
-    name = (req.name or "").strip() or default_fork_name(source.name, label, policy)
+    generation = _generation(spec, policy, req)
+    served = generation.endpoint.model if generation.endpoint is not None else None
+    name = (req.name or "").strip() or default_fork_name(source.name, label, policy, served)
     demo = spec.dataset.split(":")[0] == "demo"
     request = RunRequest(
         policy=policy,
@@ -189,7 +195,7 @@ def _plan(
         name=name,
         question_ids=tuple(dict.fromkeys(p.question_id for p in points)),
         samples=req.samples,
-        generation=dataclasses.replace(spec.generation, **req.generation),
+        generation=generation,
         # The source's environment: another budget or cap would change what the replay sees.
         environment=spec.environment,
         kind="fork",
@@ -198,11 +204,47 @@ def _plan(
     return build_spec(request)
 
 
-def default_fork_name(source: str, label: str, policy: str) -> str:
-    """`<source>-<label>-<policy or checkpoint>-<HHMMSS>`: short enough for a chart label; the
-    run's kind says it is a fork, its spec when it was made and what it continues."""
+def _generation(spec: RunSpec, policy: str, req: ForkRequest) -> GenerationSettings:
+    """The source's generation settings with the changes asked. Its server settings belong to
+    its server: a fork with another policy drops them, one on the same server keeps them (so
+    its model) under the changes given; SettingsError names a server setting given to a
+    policy that is no server."""
+    changes = dict(req.generation)
+    asked = dict(req.endpoint)
+    endpoint: EndpointSettings | None = None
+    if split_spec(policy)[0] != "openai":
+        if asked:
+            raise SettingsError(
+                next(iter(asked)), f"applies to the openai policy only; the fork plays {policy!r}"
+            )
+    elif _same_server(spec.policy, policy) and spec.generation.endpoint is not None:
+        endpoint = dataclasses.replace(spec.generation.endpoint, **asked)
+    elif "model" in asked:
+        endpoint = EndpointSettings(**asked)
+    # Without a model on a new server, build_spec asks for --model.
+    if endpoint is not None and endpoint != spec.generation.endpoint:
+        # As `run` does: one iteration sends as many requests as the server takes at once.
+        changes.setdefault("batch_size", endpoint.concurrency)
+    return dataclasses.replace(spec.generation, **changes, endpoint=endpoint)
+
+
+def _same_server(source: str, fork: str) -> bool:
+    """Whether two policies are `openai:` on one server URL (as `build_spec` writes it)."""
+    (source_name, source_url), (fork_name, fork_url) = split_spec(source), split_spec(fork)
+    if source_name != "openai" or fork_name != "openai" or not source_url or not fork_url:
+        return False
+    try:
+        return check_base_url(source_url) == check_base_url(fork_url)
+    except SpecError:
+        return False  # build_spec names the bad URL
+
+
+def default_fork_name(source: str, label: str, policy: str, model: str | None = None) -> str:
+    """`<source>-<label>-<policy, checkpoint or model>-<HHMMSS>` (`model`: the one an openai
+    policy's server is asked for, named rather than its URL): short enough for a chart label;
+    the run's kind says it is a fork, its spec when it was made and what it continues."""
     name, arg = split_spec(policy)
-    who = Path(arg).name if arg else name
+    who = Path(model).name if model else Path(arg).name if arg else name
     return f"{source}-{label}-{who}-{time.strftime('%H%M%S')}"
 
 

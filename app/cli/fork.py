@@ -3,18 +3,46 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+import inspect
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any
 
 import typer
 
 from app.cli.episode_ids import episode_id as parse_episode_id
+from app.cli.options import flag
 from app.cli.output import USER_ERRORS, err, fail, one_line
+from app.cli.run_options import RunOptions
 from app.cli.stores import DEFAULT_STORE, StoreOpt, open_store
 from rollout_core.policies.registry import usage as policy_usage
 
 _Opt = typer.Option
 
+SERVER_FLAGS = ("model", "api_key_env", "concurrency", "timeout_seconds", "retry_seconds")
+"""`run`'s openai server options (`RunOptions` fields, named as `EndpointSettings` names them),
+which `fork` takes too."""
 
+
+def with_server_flags(body: Callable[..., None]) -> Callable[..., None]:
+    """`body`, whose `**server` receives `SERVER_FLAGS`, as a typer command taking them as
+    `run` declares them: their flags, types, defaults and help live in `RunOptions` only."""
+    hints = typing.get_type_hints(RunOptions, include_extras=True)
+    defaults = {f.name: f.default for f in dataclasses.fields(RunOptions)}
+    own = inspect.signature(body, eval_str=True)
+    params = [p for p in own.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    params += [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults[name],
+                          annotation=hints[name])
+        for name in SERVER_FLAGS
+    ]  # fmt: skip
+    # typer reads the parameters from the signature and their types from the annotations.
+    body.__signature__ = own.replace(parameters=params)  # type: ignore[attr-defined]
+    body.__annotations__ = {p.name: p.annotation for p in params}
+    return body
+
+
+@with_server_flags
 def fork(
     episode_id: Annotated[
         int | None,
@@ -47,11 +75,14 @@ def fork(
     name: Annotated[str | None, _Opt(help="Run name (unique in the store).")] = None,
     store: StoreOpt = DEFAULT_STORE,
     quiet: Annotated[bool, _Opt(help="No progress bar.")] = False,
+    **server: Any,
 ) -> None:
     """Continue recorded episodes with another policy, checkpoint or temperature.
 
     The new run replays each episode's steps before the fork step (the environment executes the
-    recorded actions again and must answer as recorded), then its own policy plays on.
+    recorded actions again and must answer as recorded), then its own policy plays on. An
+    openai policy takes run's server options; on the source's own server, the source's
+    settings (its --model too) are kept unless given.
     """
     from app import batch
     from app.cli.play import play
@@ -69,13 +100,14 @@ def fork(
     try:
         asked.build()  # each flag checked on its own, named as typed
     except SettingsError as exc:
-        fail(f"--{exc.field.replace('_', '-')} {exc.problem}")
+        fail(f"{flag(RunOptions, exc.field)} {exc.problem}")
     changed = {f.name: getattr(asked, f.name) for f in dataclasses.fields(asked)}
     request = ForkRequest(
         policy=policy,
         generation={k: v for k, v in changed.items() if v is not None},
         samples=samples,
         name=name,
+        endpoint={k: v for k, v in server.items() if v is not None},
     )
     st = open_store(store, existing="a fork continues episodes recorded there")
     try:
@@ -95,7 +127,7 @@ def fork(
         prepared = batch.prepare(plan)
         run_id, prepared = batch.record_run(st, prepared, name_given=name is not None)
     except SettingsError as exc:
-        fail(f"--{exc.field.replace('_', '-')} {exc.problem}")
+        fail(f"{flag(RunOptions, exc.field)} {exc.problem}")
     except USER_ERRORS as exc:
         fail(one_line(exc))
     play(st, store, run_id, prepared, set(), quiet)

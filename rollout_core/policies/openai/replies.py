@@ -8,6 +8,7 @@ from typing import Any
 from rollout_core.policies.base import Completion
 from rollout_core.policies.token_text import fit_pieces, pieces_from_bytes
 from rollout_core.records import TokenTrace
+from rollout_core.settings import MAX_WHOLE
 
 
 def completion_from_reply(reply: Any) -> Completion:
@@ -16,22 +17,54 @@ def completion_from_reply(reply: Any) -> Completion:
     Token counts come from `usage`, cached prompt tokens from its `prompt_tokens_details` when
     the server reports them, truncation from `finish_reason == "length"`, the token trace from
     `logprobs` (with vLLM's `token_ids` when present): no trace when the server sent no
-    log-probabilities or when its tokens do not join to the text.
+    log-probabilities or when its tokens do not join to the text. The client keeps whatever
+    JSON a server sent, so a reply without a usable choice raises ValueError, and a count that
+    is not a whole number of tokens is unknown.
     """
-    if not reply.choices:
+    if isinstance(reply, str | bytes):
+        raise ValueError(f"its body is not a JSON chat completion: {_excerpt(reply)}")
+    choices = getattr(reply, "choices", None)
+    if not isinstance(choices, list) or not choices:
         raise ValueError("the server's reply has no choices")
-    choice = reply.choices[0]
-    text = choice.message.content or ""
-    usage = reply.usage
-    details = getattr(usage, "prompt_tokens_details", None) if usage is not None else None
+    choice = choices[0]
+    message = getattr(choice, "message", None)
+    if message is None or not hasattr(message, "content"):
+        raise ValueError("its first choice has no message")
+    text = message_text(message.content)
+    usage = getattr(reply, "usage", None)
+    details = getattr(usage, "prompt_tokens_details", None)
     return Completion(
         text=text,
-        tokens_in=usage.prompt_tokens if usage is not None else None,
-        tokens_out=usage.completion_tokens if usage is not None else None,
-        tokens=token_trace(choice.logprobs, _extra(choice, "token_ids"), text),
-        truncated=choice.finish_reason == "length",
-        cached_tokens=getattr(details, "cached_tokens", None),
+        tokens_in=token_count(getattr(usage, "prompt_tokens", None)),
+        tokens_out=token_count(getattr(usage, "completion_tokens", None)),
+        tokens=token_trace(getattr(choice, "logprobs", None), _extra(choice, "token_ids"), text),
+        truncated=getattr(choice, "finish_reason", None) == "length",
+        cached_tokens=token_count(getattr(details, "cached_tokens", None)),
     )
+
+
+def message_text(content: Any) -> str:
+    """A message's text: its string, or the text parts of OpenAI's list-of-parts form joined
+    (a refusal or other part holds no action); ValueError for anything else."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(isinstance(_part(p, "type"), str) for p in content):
+        texts = [_part(p, "text") for p in content if _part(p, "type") == "text"]
+        if all(isinstance(t, str) for t in texts):
+            return "".join(texts)
+    raise ValueError(f"its message content is neither text nor text parts: {_excerpt(content)}")
+
+
+def token_count(value: Any) -> int | None:
+    """A token count as the store holds it; None (unknown) for anything but a whole number
+    from 0 to the store's integer limit, never the value as given."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= MAX_WHOLE:
+        return value
+    return None
 
 
 def token_trace(logprobs: Any, token_ids: Any, text: str) -> TokenTrace | None:
@@ -79,3 +112,15 @@ def _extra(model: Any, name: str) -> Any:
     """A field the `openai` types do not declare but a server sent (kept as an extra)."""
     extra = getattr(model, "model_extra", None) or {}
     return extra.get(name)
+
+
+def _part(part: Any, name: str) -> Any:
+    """A field of a content part, whether the client kept it as a dict or a model."""
+    return part.get(name) if isinstance(part, dict) else getattr(part, name, None)
+
+
+def _excerpt(value: Any) -> str:
+    """The start of what the server sent, on one line."""
+    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    text = " ".join(text.split())
+    return repr(text if len(text) <= 80 else text[:77] + "...")
