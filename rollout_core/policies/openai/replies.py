@@ -9,6 +9,7 @@ from rollout_core.policies.base import Completion
 from rollout_core.policies.token_text import fit_pieces, pieces_from_bytes
 from rollout_core.records import TokenTrace
 from rollout_core.settings import MAX_WHOLE
+from rollout_core.utf8 import without_lone_surrogates
 
 
 def completion_from_reply(reply: Any) -> Completion:
@@ -30,7 +31,9 @@ def completion_from_reply(reply: Any) -> Completion:
     message = getattr(choice, "message", None)
     if message is None or not hasattr(message, "content"):
         raise ValueError("its first choice has no message")
-    text = message_text(message.content)
+    # A lone surrogate (JSON's "\ud800") has no UTF-8 form: sent back with the next turn's
+    # conversation, it failed the whole run in the client's encoder.
+    text = without_lone_surrogates(message_text(message.content))
     usage = getattr(reply, "usage", None)
     details = getattr(usage, "prompt_tokens_details", None)
     return Completion(

@@ -166,3 +166,26 @@ def test_a_run_stores_nonsense_token_counts_as_unknown(
             "SELECT typeof(tokens_in), typeof(tokens_out) FROM steps WHERE replayed = 0"
         ).fetchall()
     assert counts and set(counts) == {("null", "null")}
+
+
+def test_a_lone_surrogate_in_a_reply_is_one_steps_odd_output(
+    server: FakeChatServer, tmp_path: Path
+) -> None:
+    # JSON may escape a lone surrogate ("\ud800"), which has no UTF-8 form: kept in the
+    # conversation, the next turn's request failed to encode and the run failed.
+    script = ("QUERY SELECT 'a\ud800b'", "ANSWER 5")
+    server.answer = lambda r: chat_completion(script[min(_turns(r), 1)])
+    res = _run(server, tmp_path, "surrogate")
+    assert res.returncode == 0, res.stderr
+    with closing(sqlite3.connect(tmp_path / "store.db")) as conn:
+        status = conn.execute("SELECT status FROM runs").fetchone()[0]
+        played = conn.execute(
+            "SELECT raw_output FROM steps WHERE episode_id = 1 ORDER BY step_no"
+        ).fetchall()
+    assert status == "completed"
+    assert [r[0] for r in played] == ["QUERY SELECT 'a\ufffdb'", "ANSWER 5"]
+
+
+def _turns(request: dict[str, Any]) -> int:
+    """The assistant turns a request's conversation holds."""
+    return sum(m.get("role") == "assistant" for m in request.get("messages", []))
