@@ -373,7 +373,26 @@ def _check_databases(dataset: Dataset) -> None:
             finally:
                 conn.close()
         except sqlite3.DatabaseError as exc:
-            raise DatasetError(
-                f"{db_path} is not a readable SQLite database ({exc});"
-                " replace it with the real database file"
-            ) from None
+            raise DatasetError(_unreadable(db_path, exc)) from None
+
+
+def _unreadable(db_path: Path, exc: sqlite3.DatabaseError) -> str:
+    """Why a database file SQLite will not open reads so: a write-ahead log or a rollback
+    journal beside it (a write never finished) needs a folder SQLite may write in; any other
+    file is not the database."""
+    pending = [
+        db_path.with_name(db_path.name + suffix)
+        for suffix in ("-wal", "-journal")
+        if db_path.with_name(db_path.name + suffix).exists()
+    ]
+    if pending:
+        return (
+            f"{db_path} cannot be opened ({exc}): {pending[0].name} beside it holds writes "
+            "never finished, and SQLite reads them only where it may write in the folder; "
+            "open the database once where it can (sqlite3 FILE 'PRAGMA wal_checkpoint(TRUNCATE)' "
+            "finishes them), or copy the folder somewhere writable"
+        )
+    return (
+        f"{db_path} is not a readable SQLite database ({exc}); replace it with the real "
+        "database file"
+    )
