@@ -152,7 +152,8 @@ def reopen_run(
         if refusal is not None:
             raise JobError(refusal)
     elif found.status != "queued":
-        raise JobError(f"run {found.id} is {found.status}, not queued; use --resume {found.id}")
+        again = f"; use --resume {found.id}" if found.status in lifecycle.RESUMABLE else ""
+        raise JobError(f"run {found.id} is {found.status}, not queued{again}")
     if (elsewhere := _continued_elsewhere(found)) is not None:
         raise JobError(f"run {found.name!r} {elsewhere}")
     try:

@@ -208,6 +208,8 @@ def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | No
                 f"give a dataset or a questions file, not both (got {dataset!r} and {questions!r})"
             )
         return load_dataset(questions, db_dir)
+    if db_dir and dataset is None:
+        raise SpecError("a database folder goes with a questions file: give --questions FILE too")
     if dataset is not None and not dataset.strip():
         raise SpecError("the dataset named is empty: give --dataset demo, or a questions file")
     name = dataset or "demo"

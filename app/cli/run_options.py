@@ -137,7 +137,10 @@ class RunOptions:
         return str(self.run_id) if self.run_id is not None else str(self.resume)
 
     def request(self) -> RunRequest:
-        """The new run these options ask for; SettingsError names a bad value's field."""
+        """The new run these options ask for; SettingsError names a bad value's field,
+        FlagError two flags that choose the questions each their own way."""
+        if self.limit is not None and self.question_id:
+            raise FlagError("give --limit or --question-id, not both: each chooses the questions")
         values = {name: getattr(self, name) for name in _SETTINGS_REQUEST}
         generation, environment = SettingsRequest(**values, endpoint=self.endpoint()).build()
         return RunRequest(

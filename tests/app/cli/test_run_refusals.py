@@ -253,3 +253,14 @@ def test_resume_refuses_a_checkpoint_folder_holding_another_model(
             "failed",
             before,
         )
+
+
+def test_run_id_of_a_completed_run_points_nowhere_it_cannot_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "store.db"
+    play = ("run", "--dataset", "demo", "--limit", "1", "--name", "done", "--quiet")
+    assert in_process(monkeypatch, capsys, *play, "--store", db)[0] == 0
+    code, err = in_process(monkeypatch, capsys, "run", "--run-id", "1", "--store", db)
+    assert code == 2
+    assert err.strip() == "error: run 1 is completed, not queued"  # --resume would refuse it
