@@ -15,7 +15,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from rollout_core.checkpoints import check_checkpoint_dir
-from rollout_core.datasets import Dataset, load_dataset, load_named_dataset, select_questions
+from rollout_core.datasets import (
+    Dataset,
+    DatasetError,
+    load_dataset,
+    load_named_dataset,
+    select_questions,
+)
 from rollout_core.errors import SpecError
 from rollout_core.keys import run_name_problem
 from rollout_core.policies.registry import check_spec, split_spec
@@ -222,9 +228,17 @@ def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | No
 
 
 def dataset_for_spec(spec: RunSpec) -> Dataset:
-    """The dataset a stored run was made on (a named split reloads as that split)."""
+    """The dataset a stored run was made on (a named split reloads as that split). A questions
+    file or database folder no longer where the run found it is told as such: the loader's
+    own hint names --questions and --db-dir, which a stored run does not take."""
     if spec.dataset.split(":")[0] == "demo":
         return load_named_dataset(spec.dataset)
+    for path, what in ((spec.questions_path, "questions file"), (spec.db_dir, "database folder")):
+        if path and not Path(path).exists():
+            raise DatasetError(
+                f"run {spec.name!r} was played on the {what} {path}, which is not there any "
+                "more: put it back there to go on with the run, or start a new run where it is now"
+            )
     return load_dataset(spec.questions_path, spec.db_dir)
 
 

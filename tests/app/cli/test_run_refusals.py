@@ -264,3 +264,22 @@ def test_run_id_of_a_completed_run_points_nowhere_it_cannot_go(
     code, err = in_process(monkeypatch, capsys, "run", "--run-id", "1", "--store", db)
     assert code == 2
     assert err.strip() == "error: run 1 is completed, not queued"  # --resume would refuse it
+
+
+def test_resume_of_a_run_whose_questions_moved_says_where_they_were(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.support.benchmark import make_benchmark
+
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    db = tmp_path / "store.db"
+    play = ("run", "--questions", questions, "--db-dir", db_dir, "--limit", "1", "--quiet")
+    assert in_process(monkeypatch, capsys, *play, "--name", "r", "--store", db)[0] == 0
+    with sqlite3.connect(db) as conn:  # as a crash leaves it: resumable
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+    (tmp_path / "bench").rename(tmp_path / "moved")
+    code, err = in_process(monkeypatch, capsys, "run", "--resume", "r", "--store", db)
+    assert code == 2
+    said = " ".join(err.split())
+    assert f"run 'r' was played on the questions file {questions}, which is not there" in said
+    assert "--questions" not in said  # a stored run takes none
