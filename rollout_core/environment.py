@@ -21,7 +21,7 @@ from rollout_core.datasets import Dataset, load_dataset
 from rollout_core.failure_classes import action_key
 from rollout_core.gold import GoldQueryError, gold_result
 from rollout_core.grading import GRADING_FAILED, GoldResult, GradingError, grade_answer
-from rollout_core.records import Outcome, Question
+from rollout_core.records import ACTION_KINDS, Outcome, Question
 from rollout_core.sandbox import Sandbox, SandboxLimits, format_rows, run_select
 from rollout_core.schema import (
     describe_table,
@@ -195,7 +195,13 @@ class SQLEnvironment:
         return self._observation(result="", error=None, reward=0.0)
 
     def step(self, action: SQLAction) -> SQLObservation:
-        """Apply one action and return what the agent sees next."""
+        """Apply one action and return what the agent sees next; ValueError for an action
+        type that is none of the four (a loop's own actions: it would otherwise end the
+        episode as an answer)."""
+        if action.action_type not in ACTION_KINDS:
+            raise ValueError(
+                f"unknown action type {action.action_type!r}: use one of {', '.join(ACTION_KINDS)}"
+            )
         state = self.state
         if state.done:
             raise RuntimeError("the episode is over; call reset() to start another")

@@ -1,6 +1,7 @@
-"""DESCRIBE of a table SQLite cannot read the columns of (an FTS5 or R*Tree virtual table, a
-view over a table that is gone) is the agent's failed turn, as SAMPLE of it is, never an
-exception that ends the run; generated columns are described as SAMPLE shows them."""
+"""The environment on odd tables and odd actions: DESCRIBE of a table SQLite cannot read the
+columns of (an FTS5 or R*Tree virtual table, a view over a table that is gone) is the agent's
+failed turn, as SAMPLE of it is, never an exception that ends the run; generated columns are
+described as SAMPLE shows them; an action type none of the four is refused, not answered."""
 
 from __future__ import annotations
 
@@ -57,3 +58,10 @@ def test_generated_columns_are_described(env: SQLEnvironment) -> None:
     described = env.step(SQLAction("DESCRIBE", "t")).result
     assert described.splitlines()[2:] == ["  a INTEGER (primary key)", "  b INT"]
     assert "a | b" in env.step(SQLAction("SAMPLE", "t")).result
+
+
+def test_an_action_type_none_of_the_four_is_refused_not_answered(env: SQLEnvironment) -> None:
+    # SQLAction is a loop's to build: DROP must not be graded as an ANSWER and end the episode.
+    with pytest.raises(ValueError, match="unknown action type 'DROP': use one of DESCRIBE, "):
+        env.step(SQLAction("DROP", "t"))  # type: ignore[arg-type]
+    assert not env.state.done and env.state.step_count == 0
