@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from typing import Any
+
+FILTERS = "filters"
+"""The cursor key holding `filters_digest` of the list it pages: a cursor from a link whose
+filters were changed by hand pages another list, from the wrong place."""
+
+
+def filters_digest(filters: Any) -> str:
+    """A short digest of a list's filters (any value with a stable repr: a frozen dataclass)."""
+    return hashlib.blake2s(repr(filters).encode(), digest_size=6).hexdigest()
 
 
 def encode_cursor(**key: Any) -> str:
@@ -27,8 +37,8 @@ def decode_cursor(cursor: str, *, expect: dict[str, Any] | None = None) -> dict[
         raise ValueError(f"invalid page cursor {cursor!r}; start again from the first page")
     for name, value in (expect or {}).items():
         if key.get(name) != value:
-            raise ValueError(
-                f"page cursor was made for {name}={key.get(name)!r}, not {value!r}; "
-                "start again from the first page"
+            made = (
+                "other filters" if name == FILTERS else f"{name}={key.get(name)!r}, not {value!r}"
             )
+            raise ValueError(f"page cursor was made for {made}; start again from the first page")
     return key

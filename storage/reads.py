@@ -26,7 +26,7 @@ from rollout_core.records import (
     RunStatus,
     TokenTrace,
 )
-from storage.cursors import decode_cursor, encode_cursor
+from storage.cursors import FILTERS, decode_cursor, encode_cursor
 from storage.lifecycle import RunPresence, effective_status
 from storage.models import Annotation, Episode, Run, Step
 from storage.prompts import Prompt
@@ -245,10 +245,11 @@ def episode_page_query(
     sort: EpisodeSort,
     descending: bool,
     limit: int,
-    cursor: str | None,
+    cursor: tuple[str | None, str],
     text_ids: SearchIds | None = None,
 ) -> AnySelect:
-    """The keyset-paged episode list: ORDER BY (sort column, id), LIMIT limit + 1."""
+    """The keyset-paged episode list: ORDER BY (sort column, id), LIMIT limit + 1; `cursor`:
+    the page's cursor (None for the first) and the `filters_digest` of the list it pages."""
     if sort not in SORT_COLUMNS:
         raise ValueError(f"unknown episode sort {sort!r}; use one of {', '.join(SORT_COLUMNS)}")
     col = SORT_COLUMNS[sort]
@@ -261,8 +262,9 @@ def episode_page_query(
         .outerjoin(Run, Run.id == Episode.run_id)
         .where(*episode_conditions(flt, text_ids))
     )
-    if cursor is not None:
-        key = decode_cursor(cursor, expect={"sort": sort, "desc": descending})
+    token, filters = cursor
+    if token is not None:
+        key = decode_cursor(token, expect={"sort": sort, "desc": descending, FILTERS: filters})
         stmt = stmt.where(_after(col, key.get("v"), key["id"], descending, nullable, sort == "id"))
     if sort == "id":
         order = [Episode.id.desc() if descending else Episode.id.asc()]
@@ -289,10 +291,11 @@ def _after(
     return or_(after, col.is_(None)) if nullable else after
 
 
-def next_cursor(row: AnyRow, sort: EpisodeSort, descending: bool) -> str:
-    """The cursor that continues after this row."""
+def next_cursor(row: AnyRow, filters: str, sort: EpisodeSort, descending: bool) -> str:
+    """The cursor that continues after this row, in the list of these filters (their
+    `filters_digest`)."""
     value = None if sort == "id" else row._mapping[_SORT_LABELS[sort]]
-    return encode_cursor(sort=sort, desc=descending, v=value, id=row.id)
+    return encode_cursor(sort=sort, desc=descending, v=value, id=row.id, **{FILTERS: filters})
 
 
 _SORT_LABELS = {"reward": "reward", "steps": "steps", "duration": "duration_seconds",

@@ -45,6 +45,7 @@ from storage import (
     text_search,
     trainer_scores,
 )
+from storage.cursors import filters_digest
 from storage.engine import (
     PERMISSION_DENIED,
     SERVER_HINT,
@@ -581,6 +582,7 @@ class Store:
         if limit < 1:
             raise ValueError(f"page limit must be at least 1, not {limit}")
         total, capped, window = None, False, None
+        asked = filters_digest(flt)  # the filters given: a text search's bounds move as it grows
         with Session(self._engine) as session:
             text_ids = text_search.candidates(session, flt.text) if flt.text else None
             if text_ids is not None:
@@ -590,7 +592,7 @@ class Store:
                 newest = flt.text_newest
                 flt, left_out = reads.bounded_text_search(session, flt)
                 window = newest if left_out else None
-            stmt = reads.episode_page_query(flt, sort, descending, limit, cursor, text_ids)
+            stmt = reads.episode_page_query(flt, sort, descending, limit, (cursor, asked), text_ids)
             rows = session.execute(stmt).all()
             if with_total and cursor is None and len(rows) <= limit:
                 total = len(rows)  # the first page holds every match: nothing left to count
@@ -608,7 +610,7 @@ class Store:
         rows = rows[:limit]
         return Page(
             items=[reads.episode_summary(r) for r in rows],
-            next_cursor=reads.next_cursor(rows[-1], sort, descending) if more else None,
+            next_cursor=reads.next_cursor(rows[-1], asked, sort, descending) if more else None,
             total=total,
             total_capped=capped,
             text_window=window,
