@@ -23,11 +23,13 @@ from pathlib import Path
 from app import batch
 from app.demo.grpo import GrpoSettings, import_trl_log, run_name, train_demo_run, trl_log_name
 from rollout_core.datasets import Dataset, load_named_dataset
+from rollout_core.errors import RollscopeError
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import ListSink, StepRecord
 from rollout_core.runner import plan_episodes, run_episodes
 from rollout_core.settings import EnvironmentSettings, GenerationSettings
 from rollout_core.specs import RunRequest
+from storage.read_models import RunSummary
 from storage.store import Store
 
 Log = Callable[[str], None]
@@ -175,7 +177,14 @@ def build_demo(store: Store, settings: DemoSettings, log: Log = print) -> DemoRe
     t0 = time.perf_counter()
     report.checkpoints = train_checkpoints(settings, log)
     report.seconds["train"] = time.perf_counter() - t0
-    for request in _run_requests(report.checkpoints, settings):
+    requests = _run_requests(report.checkpoints, settings)
+    for request in requests:  # all before any is played: a refusal leaves the store as it was
+        found = store.find_run(str(request.name))
+        if found is not None and (found.policy, found.dataset) != (request.policy, request.dataset):
+            raise _not_the_demos(found)
+    if settings.grpo is not None:
+        _check_grpo_names(store, report.checkpoints[-1])
+    for request in requests:
         name = str(request.name)
         existing = store.find_run(name)
         if existing is not None and existing.status == "completed":
@@ -239,3 +248,25 @@ def _grpo_run(
     if import_trl_log(store, settings.work_dir, log_name, log):
         report.runs.append(log_name)
         report.seconds[log_name] = time.perf_counter() - t1
+
+
+def _check_grpo_names(store: Store, checkpoint: Path) -> None:
+    """DemoClash where the GRPO run's names (the training run and TRL's log of it) are taken
+    by runs the demo did not make."""
+    for name, kind in ((run_name(checkpoint), "training"), (trl_log_name(checkpoint), "import")):
+        found = store.find_run(name)
+        if found is not None and (found.kind, found.dataset) != (kind, "demo:train"):
+            raise _not_the_demos(found)
+
+
+class DemoClash(RollscopeError):
+    """The store holds a run of a name the demo uses that the demo did not make."""
+
+
+def _not_the_demos(run: RunSummary) -> DemoClash:
+    """The refusal to reuse or replace a run of the demo's names that is someone else's."""
+    return DemoClash(
+        f"the store already holds a run named {run.name!r} that the demo did not make "
+        f"({run.kind}, policy {run.policy}, dataset {run.dataset or 'none'}); the demo neither "
+        "reuses nor replaces it: build the demo in a store of its own (--store demo.db)"
+    )

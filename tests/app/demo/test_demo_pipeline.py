@@ -235,3 +235,26 @@ def test_trls_log_is_followed_from_before_the_training_so_the_recording_is_the_n
     training = [r.name for r in store.list_runs() if r.is_training]
     assert training[0] == "grpo-checkpoint-150"
     assert report.runs[-2:] == ["grpo-checkpoint-150", "grpo-checkpoint-150-trl-log"]
+
+
+def test_a_users_runs_of_the_demos_names_are_neither_reused_nor_replaced(
+    demo: tuple[Store, DemoSettings, DemoReport], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    # `rollscope run` and `make run` share the default store: a user's own `oracle` (on the
+    # train split) or an unfinished `checkpoint-150` of another policy is not the demo's.
+    from app.demo.pipeline import DemoClash
+    from tests.support.records import play, spec
+    from tests.support.stores import write_run
+
+    _, settings, _ = demo
+    store = Store(str(tmp_path_factory.mktemp("users") / "store.db"))
+    try:
+        write_run(store, spec("oracle", dataset="demo:train"), [play("q1", 0, "correct", 1, 1)])
+        mine = spec("checkpoint-150", policy="openai:http://127.0.0.1:9/v1")
+        write_run(store, mine, [play("q1", 0, "wrong", 0, 1)], status="failed")
+        with pytest.raises(DemoClash, match="a run named 'checkpoint-150' that the demo did not"):
+            build_demo(store, settings, log=lambda _: None)
+        kept = {r.name: (r.status, r.episodes_finished) for r in store.list_runs()}
+        assert kept == {"oracle": ("completed", 1), "checkpoint-150": ("failed", 1)}
+    finally:
+        store.close()
