@@ -219,8 +219,16 @@ def check_readable(conn: Connection, url: str, sqlite_file: str | None = None) -
 
 
 def _newer(current: str, head: str) -> StoreError:
+    """The refusal of a revision this rollscope lacks: a later one of its own numbering
+    (upgrade rollscope), or one it never had (another tool's, or edited by hand)."""
+    if current.isdecimal() and len(current) == len(head) and current > head:
+        return StoreError(
+            f"store schema version {current} is newer than this rollscope ({head}); "
+            "upgrade rollscope"
+        )
     return StoreError(
-        f"store schema version {current} is newer than this rollscope ({head}); upgrade rollscope"
+        f"store schema version {current!r} is not one rollscope knows (its newest is {head}): "
+        "another tool wrote this database, or its alembic_version was edited"
     )
 
 

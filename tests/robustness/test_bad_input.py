@@ -219,7 +219,7 @@ def test_unusable_store_urls(store: str, expected: str, tmp_path: Path) -> None:
 
 def test_store_from_a_newer_rollscope_is_refused_untouched(store_copy: Path) -> None:
     conn = sqlite3.connect(store_copy)
-    conn.execute("UPDATE alembic_version SET version_num = '9999_future'")
+    conn.execute("UPDATE alembic_version SET version_num = '9999'")
     conn.commit()
     conn.close()
     before = (store_digest(store_copy), table_counts(store_copy))

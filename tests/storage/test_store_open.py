@@ -181,3 +181,18 @@ def test_newer_schema_is_refused(store: Store) -> None:
         f"store schema version 9999 is newer than this rollscope ({head_revision()}); "
         "upgrade rollscope"
     )
+
+
+@pytest.mark.parametrize("revision", ["0009x", "abcdef123", "999"])
+def test_a_schema_revision_rollscope_never_had_is_not_called_newer(
+    store: Store, revision: str
+) -> None:
+    with get_engine(store._url).begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = :v"), {"v": revision})
+    store.close()
+    with pytest.raises(StoreError) as info:
+        Store(store.url)
+    assert str(info.value) == (
+        f"store schema version {revision!r} is not one rollscope knows (its newest is "
+        f"{head_revision()}): another tool wrote this database, or its alembic_version was edited"
+    )
