@@ -130,6 +130,8 @@ class Store:
             hint = URL_HINT if self.dialect == "sqlite" else SERVER_HINT
             if getattr(exc.orig, "sqlstate", None) == PERMISSION_DENIED:
                 hint = "this database user may not read the store's tables: grant it SELECT"
+            elif "database is locked" in reason:  # held past the busy timeout
+                hint = "another process holds the store for writing; try again when it is done"
             raise _store_error(shown, reason, hint) from None
         except NotAStore as exc:
             dispose_engine(self._url, read_only=read_only)
