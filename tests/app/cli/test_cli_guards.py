@@ -131,11 +131,7 @@ def test_a_run_is_never_named_by_digits_alone(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    chat = tmp_path / "chat.jsonl"
-    chat.write_text(
-        '{"messages": [{"role": "user", "content": "How many?"}, '
-        '{"role": "assistant", "content": "ANSWER 1"}], "reward": 1.0}\n'
-    )
+    chat = _chat_log(tmp_path)
     # "2" is the id of the import run `second`: the episodes must not go into it.
     code, err = in_process(
         monkeypatch, capsys, "import", chat, "--name", " 2 ", "--store", store_file
@@ -157,11 +153,7 @@ def test_a_run_name_is_one_line_of_text(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    chat = tmp_path / "chat.jsonl"
-    chat.write_text(
-        '{"messages": [{"role": "user", "content": "How many?"}, '
-        '{"role": "assistant", "content": "ANSWER 1"}], "reward": 1.0}\n'
-    )
+    chat = _chat_log(tmp_path)
     broken = "holds a line break, a tab or a control character; choose another name"
     for name in ("two\nlines", "a\ttab", "esc\x1b[31m", "sep\u2028arated"):
         code, err = in_process(
@@ -179,3 +171,13 @@ def test_a_run_name_is_one_line_of_text(
         monkeypatch, capsys, "import", chat, "--name", "café ☕ run", "--store", store_file
     )
     assert code == 0
+
+
+def _chat_log(folder: Path) -> Path:
+    """A chat log of one episode, to import."""
+    chat = folder / "chat.jsonl"
+    chat.write_text(
+        '{"messages": [{"role": "user", "content": "How many?"}, '
+        '{"role": "assistant", "content": "ANSWER 1"}], "reward": 1.0}\n'
+    )
+    return chat

@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -406,9 +406,17 @@ def test_the_weights_change_between_steps(trained: Session) -> None:
     assert not torch.equal(first, second)
 
 
-def test_a_trainer_crash_fails_the_run_and_keeps_what_was_played(
-    tiny_checkpoint: Path, tmp_path: Path
-) -> None:
+class Failing(NamedTuple):
+    store: Store
+    rollout: RolloutFunction
+    trainer: Any
+
+
+def _failing_trainer(
+    tiny_checkpoint: Path, tmp_path: Path, name: str, reward: Any, model: Any = None
+) -> Failing:
+    """A two-step GRPO trainer recording run `name`, with `reward` as its reward function and
+    `model` (default: the tiny checkpoint's) as its model: each test breaks one of them."""
     from trl import GRPOTrainer
 
     os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
@@ -419,10 +427,26 @@ def test_a_trainer_crash_fails_the_run_and_keeps_what_was_played(
         questions=str(questions),
         db_dir=str(db_dir),
         store=store,
-        name="crashes",
+        name=name,
         step_budget=1,
         max_new_tokens=4,
     )
+    trainer = GRPOTrainer(
+        model=model or AutoModelForCausalLM.from_pretrained(tiny_checkpoint),
+        processing_class=AutoTokenizer.from_pretrained(tiny_checkpoint),
+        reward_funcs=[reward],
+        args=_grpo_args(tmp_path / "out"),
+        train_dataset=training_dataset(
+            None, questions=str(questions), db_dir=str(db_dir), step_budget=1
+        ),
+        rollout_func=rollout,
+    )
+    return Failing(store, rollout, trainer)
+
+
+def test_a_trainer_crash_fails_the_run_and_keeps_what_was_played(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
     calls = []
 
     def breaks_at_second_step(**kw: Any) -> list[float]:
@@ -431,15 +455,8 @@ def test_a_trainer_crash_fails_the_run_and_keeps_what_was_played(
             raise RuntimeError("reward server down")
         return [0.0] * len(kw["completion_ids"])
 
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(tiny_checkpoint),
-        processing_class=AutoTokenizer.from_pretrained(tiny_checkpoint),
-        reward_funcs=[breaks_at_second_step],
-        args=_grpo_args(tmp_path / "out"),
-        train_dataset=training_dataset(
-            None, questions=str(questions), db_dir=str(db_dir), step_budget=1
-        ),
-        rollout_func=rollout,
+    store, rollout, trainer = _failing_trainer(
+        tiny_checkpoint, tmp_path, "crashes", breaks_at_second_step
     )
     with pytest.raises(RuntimeError, match="reward server down"), rollout.recording():
         trainer.train()
@@ -454,20 +471,6 @@ def test_a_trainer_crash_fails_the_run_and_keeps_what_was_played(
 
 def test_ctrl_c_during_a_rollout_cancels_the_run(tiny_checkpoint: Path, tmp_path: Path) -> None:
     # Most of a GRPO step's time is its rollout: a SIGINT lands in the model's generate.
-    from trl import GRPOTrainer
-
-    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
-    questions, db_dir = make_benchmark(tmp_path)
-    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    rollout = make_rollout_func(
-        dataset=None,
-        questions=str(questions),
-        db_dir=str(db_dir),
-        store=store,
-        name="stopped",
-        step_budget=1,
-        max_new_tokens=4,
-    )
     model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint)
     generate, calls = model.generate, []
 
@@ -478,15 +481,8 @@ def test_ctrl_c_during_a_rollout_cancels_the_run(tiny_checkpoint: Path, tmp_path
         return generate(*args, **kw)
 
     model.generate = pressed_at_second_call
-    trainer = GRPOTrainer(
-        model=model,
-        processing_class=AutoTokenizer.from_pretrained(tiny_checkpoint),
-        reward_funcs=[spread_reward],
-        args=_grpo_args(tmp_path / "out"),
-        train_dataset=training_dataset(
-            None, questions=str(questions), db_dir=str(db_dir), step_budget=1
-        ),
-        rollout_func=rollout,
+    store, rollout, trainer = _failing_trainer(
+        tiny_checkpoint, tmp_path, "stopped", spread_reward, model
     )
     with pytest.raises(KeyboardInterrupt), rollout.recording():
         trainer.train()
