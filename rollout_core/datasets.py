@@ -381,11 +381,13 @@ def _unreadable(db_path: Path, exc: sqlite3.DatabaseError) -> str:
     journal beside it (a write never finished) needs a folder SQLite may write in; any other
     file is not the database."""
     pending = [
-        db_path.with_name(db_path.name + suffix)
+        beside
         for suffix in ("-wal", "-journal")
-        if db_path.with_name(db_path.name + suffix).exists()
+        if (beside := db_path.with_name(db_path.name + suffix)).is_file()
+        and beside.stat().st_size > 0
     ]
-    if pending:
+    # A file SQLite opened and found broken is broken, whatever lies beside it.
+    if pending and "malformed" not in str(exc):
         return (
             f"{db_path} cannot be opened ({exc}): {pending[0].name} beside it holds writes "
             "never finished, and SQLite reads them only where it may write in the folder; "

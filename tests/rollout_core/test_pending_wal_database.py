@@ -11,6 +11,8 @@ import sqlite3
 from contextlib import closing
 from pathlib import Path
 
+import pytest
+
 from tests.support.cli import rollscope_cmd
 from tests.support.mounts import run_read_only
 
@@ -44,3 +46,23 @@ def test_a_pending_write_ahead_log_on_a_read_only_disk_says_how_to_finish_it(
     assert "not a readable SQLite database" not in said
     with closing(sqlite3.connect(data / "database" / "w" / "w.sqlite")) as check:
         assert check.execute("SELECT count(*) FROM t").fetchone() == (10,)
+
+
+def test_a_broken_database_beside_an_empty_log_is_called_broken(tmp_path: Path) -> None:
+    from rollout_core.datasets import DatasetError, load_dataset
+
+    folder = tmp_path / "database" / "w"
+    folder.mkdir(parents=True)
+    db = folder / "w.sqlite"
+    with closing(sqlite3.connect(db)) as conn:
+        conn.execute("CREATE TABLE t(a)")
+        conn.commit()
+    with db.open("r+b") as raw:  # the header kept, the schema page garbled
+        raw.seek(100)
+        raw.write(b"\xff" * 200)
+    (folder / "w.sqlite-wal").touch()  # an empty log holds no writes
+    question = {"db_id": "w", "question": "How many rows?", "query": "SELECT count(*) FROM t"}
+    (tmp_path / "dev.json").write_text(json.dumps([question]))
+    with pytest.raises(DatasetError, match="is not a readable SQLite database") as refused:
+        load_dataset(tmp_path / "dev.json")
+    assert "never finished" not in str(refused.value)

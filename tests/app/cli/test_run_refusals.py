@@ -283,3 +283,25 @@ def test_resume_of_a_run_whose_questions_moved_says_where_they_were(
     said = " ".join(err.split())
     assert f"run 'r' was played on the questions file {questions}, which is not there" in said
     assert "--questions" not in said  # a stored run takes none
+
+
+def test_resume_takes_an_unchanged_file_whose_text_the_store_cleaned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The store keeps NUL as U+FFFD: the file's question is the same, though not equal.
+    import json
+
+    from tests.support.benchmark import make_benchmark
+
+    questions, db_dir = make_benchmark(tmp_path)
+    items = json.loads(questions.read_text())
+    items[0]["question"] += "\u0000"
+    questions.write_text(json.dumps(items))
+    db = tmp_path / "store.db"
+    play = ("run", "--questions", questions, "--db-dir", db_dir, "--limit", "2", "--quiet")
+    assert in_process(monkeypatch, capsys, *play, "--name", "r", "--store", db)[0] == 0
+    with sqlite3.connect(db) as conn:  # as a crash leaves it: one episode unfinished
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+        conn.execute("UPDATE episodes SET outcome = NULL WHERE id = 2")
+    code, err = in_process(monkeypatch, capsys, "run", "--resume", "r", "--store", db, "--quiet")
+    assert code == 0, err
