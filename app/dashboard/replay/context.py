@@ -3,7 +3,7 @@ episode), its run and outcome, and the episode a fork continues."""
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qs, parse_qsl
 
 import streamlit as st
 
@@ -35,7 +35,10 @@ def _list_of(detail: EpisodeDetail) -> tuple[ListQuery | None, str | None]:
     qs = params.get_str(nav.P_FROM)
     if qs is None:
         return None, None
-    query, problems = episode_query.from_query_string(qs, {r.id for r in run_list.offered()})
+    # The list's runs are in its query string, not this page's link: an older one is offered.
+    listed = parse_qs(qs).get(nav.P_RUN, [])
+    runs = {r.id for r in run_list.offered(linked=listed)}
+    query, problems = episode_query.from_query_string(qs, runs)
     for problem in problems:
         params.notice(f"In the list this replay came from: {problem}")
     return query, qs

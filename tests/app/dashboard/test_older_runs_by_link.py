@@ -66,3 +66,8 @@ def test_training_lists_the_newest_training_runs(served: str) -> None:
     at = open_page("training/page.py")
     assert "No training runs" not in texts(at)
     assert at.selectbox[0].value == TRAINED
+
+
+def test_replay_keeps_the_list_of_an_older_run_it_came_from(served: str) -> None:
+    at = open_page("replay/page.py", episode="3", **{"from": f"run={OLD}&size=10"})
+    assert "No run with id" not in texts(at)  # the list keeps its run: Previous/Next within it
