@@ -9,7 +9,7 @@ from datetime import datetime
 import streamlit as st
 
 from app.pictured import picture_controls
-from app.render import action_label, message_parts
+from app.render import action_label, fmt_signed, message_parts
 from rollout_core.records import ChatMessage
 from storage.read_models import StoredStep
 
@@ -69,7 +69,7 @@ def no_reply(step: StoredStep) -> str:
 def show_step_action(step: StoredStep) -> None:
     """A step in brief, for steps side by side: its action, reward and marks in a caption,
     then what it acted on (a step that took no action: its output)."""
-    marks = [action_label(step), f"reward {step.reward:+.3f}"]
+    marks = [action_label(step), f"reward {fmt_signed(step.reward, 3)}"]
     if step.fell_back:
         marks.append("unparsed")
     if step.replayed:

@@ -14,7 +14,7 @@ from app.dashboard.groups import reads
 from app.dashboard.groups.charts import group_confidence
 from app.dashboard.groups.overview import FORMULA, go_to, spread_label
 from app.dashboard.groups.signal import shaping_terms, split_members, spread_stds
-from app.render import action_label, fmt_num
+from app.render import action_label, fmt_num, fmt_signed
 from rollout_core.failure_classes import FAILURE_LABELS
 from storage.read_models import GroupDetail, GroupKey, RunSummary
 
@@ -138,7 +138,7 @@ def _member_label(group: GroupDetail, i: int) -> str:
     m = group.members[i]
     return (
         f"#{m.detail.summary.sample_index} r {fmt_num(m.detail.summary.reward, 2)}"
-        f" A {m.advantage:+.2f}"
+        f" A {fmt_signed(m.advantage, 2)}"
     )
 
 
@@ -211,22 +211,23 @@ def _signal_notice(run: RunSummary, group: GroupDetail) -> None:
     if source == "shaping only" and judged:
         st.warning(
             f"Advantages from the trainer's reward terms other than correctness: {which}, yet "
-            f"the trainer gave advantages of up to ±{stats.trainer_advantage:.2f}.",
+            f"the trainer gave advantages of up to ±{fmt_num(stats.trainer_advantage, 2)}.",
             icon=":material/warning:",
         )
         return
     if source == "shaping only":
         st.warning(
             f"Advantages from shaping alone: {which}, and the rewards differ only by "
-            f"{shaping_terms(run)} (std {std_shaping:.3f}). Dividing by "
-            f"std + 1e-4 scales them to advantages of up to ±{largest:.2f}: GRPO pushes these "
-            "samples as hard as if one had answered right.",
+            f"{shaping_terms(run)} (std {fmt_num(std_shaping, 3)}). Dividing by "
+            f"std + 1e-4 scales them to advantages of up to ±{fmt_num(largest, 2)}: GRPO pushes "
+            "these samples as hard as if one had answered right.",
             icon=":material/warning:",
         )
         return
     st.caption(
-        f"Spread: the correctness terms' std is {std_correct:.3f}, the shaping terms' "
-        f"{std_shaping:.3f}; each sample's advantage is split below into the part each gives."
+        f"Spread: the correctness terms' std is {fmt_num(std_correct, 3)}, the shaping terms' "
+        f"{fmt_num(std_shaping, 3)}; each sample's advantage is split below into the part each "
+        "gives."
     )
 
 

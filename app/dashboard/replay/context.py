@@ -20,7 +20,7 @@ from app.dashboard.groups import reads as group_reads
 from app.dashboard.groups.overview import group_query
 from app.dashboard.replay import origin
 from app.plural import counted
-from app.render import fmt_num
+from app.render import fmt_num, fmt_signed
 from storage.read_models import EpisodeDetail, GroupKey
 
 ABANDONED = (
@@ -103,7 +103,7 @@ def show(detail: EpisodeDetail) -> None:
         f"sample {ep.sample_index}",
         *([f"training step {step}"] if (step := ep.train_step) is not None else []),
         *(
-            [f"trainer's advantage {advantage:+.3f}"]
+            [f"trainer's advantage {fmt_signed(advantage, 3)}"]
             if (advantage := detail.trainer_advantage) is not None
             else []
         ),

@@ -10,7 +10,7 @@ from app.dashboard.components.header import header
 from app.dashboard.components.render import show_error, show_text
 from app.dashboard.replay import context, player, requery
 from app.dashboard.replay.steps import show_rerun, show_step
-from app.render import action_label
+from app.render import action_label, fmt_signed
 from storage.read_models import EpisodeDetail
 
 
@@ -41,7 +41,7 @@ def _transcript(detail: EpisodeDetail) -> None:
     with st.expander("Full transcript"):
         for step in detail.steps:
             action = action_label(step)
-            st.markdown(f"**Step {step.step_no}** · {action} · reward {step.reward:+.3f}")
+            st.markdown(f"**Step {step.step_no}** · {action} · reward {fmt_signed(step.reward, 3)}")
             show_step(step, kind=detail.run.kind, with_prompt=False)
             st.divider()
 

@@ -13,7 +13,7 @@ from app.dashboard.components.render import (
 )
 from app.dashboard.replay import requery
 from app.dashboard.replay.tokens import show_tokens
-from app.render import action_label
+from app.render import action_label, fmt_signed
 from rollout_core.records import RunKind
 from storage.read_models import EpisodeDetail, StoredStep
 
@@ -28,7 +28,7 @@ def chip(step: StoredStep) -> str:
     if step.action == "ANSWER" and step.error is None:
         # An answer earns 1.0 when it is right (rollout_core/rewards.py), 0 otherwise.
         marks.append(":green[:material/check:]" if step.reward >= 1.0 else ":red[:material/close:]")
-    reward = f" {step.reward:+.2f}" if step.reward else ""
+    reward = f" {fmt_signed(step.reward, 2)}" if step.reward else ""
     label = action_label(step)
     return f"{step.step_no} {label} {' '.join(marks)}{reward}".replace("  ", " ")
 
@@ -66,7 +66,7 @@ def show_observation(step: StoredStep) -> None:
 def show_numbers(step: StoredStep) -> None:
     """Reward, tokens and timings of a step, on one line; an imported step has neither
     tokens nor timings, and shows none rather than zeros."""
-    parts = [f"reward **{step.reward:+.3f}**"]
+    parts = [f"reward **{fmt_signed(step.reward, 3)}**"]
     if step.tokens_in or step.tokens_out:
         parts.append(f"tokens {step.tokens_in or '-'} in / {step.tokens_out or '-'} out")
     if step.policy_seconds is not None:
