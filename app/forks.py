@@ -32,7 +32,13 @@ from rollout_core.records import (
 )
 from rollout_core.runner import EpisodeTask, episode_seed
 from rollout_core.settings import EndpointSettings, GenerationSettings, SettingsError
-from rollout_core.specs import PlannedRun, RunRequest, build_spec, check_base_url
+from rollout_core.specs import (
+    PlannedRun,
+    RunRequest,
+    build_spec,
+    check_base_url,
+    check_stored_dataset,
+)
 from storage.read_models import EpisodeFilter, RunSummary, StoredStep
 from storage.store import Store
 
@@ -186,6 +192,7 @@ def _plan(
     generation = _generation(spec, policy, req)
     served = generation.endpoint.model if generation.endpoint is not None else None
     name = (req.name or "").strip() or default_fork_name(source.name, label, policy, served)
+    check_stored_dataset(spec)
     demo = spec.dataset.split(":")[0] == "demo"
     request = RunRequest(
         policy=policy,

@@ -228,18 +228,27 @@ def resolve_dataset(dataset: str | None, questions: str | None, db_dir: str | No
 
 
 def dataset_for_spec(spec: RunSpec) -> Dataset:
-    """The dataset a stored run was made on (a named split reloads as that split). A questions
-    file or database folder no longer where the run found it is told as such: the loader's
-    own hint names --questions and --db-dir, which a stored run does not take."""
+    """The dataset a stored run was made on (a named split reloads as that split);
+    `check_stored_dataset` first."""
     if spec.dataset.split(":")[0] == "demo":
         return load_named_dataset(spec.dataset)
+    check_stored_dataset(spec)
+    return load_dataset(spec.questions_path, spec.db_dir)
+
+
+def check_stored_dataset(spec: RunSpec) -> None:
+    """DatasetError where a stored run's questions file or database folder is no longer where
+    the run found it, said as such (the loader's own hint names --questions and --db-dir,
+    which a stored run or a fork of it does not take)."""
+    if spec.dataset.split(":")[0] == "demo":
+        return
     for path, what in ((spec.questions_path, "questions file"), (spec.db_dir, "database folder")):
         if path and not Path(path).exists():
             raise DatasetError(
                 f"run {spec.name!r} was played on the {what} {path}, which is not there any "
-                "more: put it back there to go on with the run, or start a new run where it is now"
+                "more: put it back there to resume or fork the run, or start a new run where "
+                "it is now"
             )
-    return load_dataset(spec.questions_path, spec.db_dir)
 
 
 def checked_run_name(name: str) -> str:

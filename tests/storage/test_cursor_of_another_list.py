@@ -32,3 +32,12 @@ def test_a_text_searchs_cursor_outlives_new_episodes(store: Store) -> None:
         searched, limit=2, sort="id", descending=True, cursor=page.next_cursor
     )
     assert following.text_window == 4  # read on within the window, not refused as another list
+
+
+def test_a_cursor_saved_before_cursors_carried_their_filters_still_pages(store: Store) -> None:
+    from storage.cursors import encode_cursor
+
+    run = correct_once_each(store, "first", range(5))
+    older = encode_cursor(sort="id", desc=False, v=None, id=2)  # as links saved then hold
+    page = store.list_episodes(EpisodeFilter(run_ids=(run,)), limit=2, cursor=older)
+    assert [e.id for e in page.items] == [3, 4]

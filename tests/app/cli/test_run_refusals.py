@@ -278,11 +278,12 @@ def test_resume_of_a_run_whose_questions_moved_says_where_they_were(
     with sqlite3.connect(db) as conn:  # as a crash leaves it: resumable
         conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
     (tmp_path / "bench").rename(tmp_path / "moved")
-    code, err = in_process(monkeypatch, capsys, "run", "--resume", "r", "--store", db)
-    assert code == 2
-    said = " ".join(err.split())
-    assert f"run 'r' was played on the questions file {questions}, which is not there" in said
-    assert "--questions" not in said  # a stored run takes none
+    for command in (("run", "--resume", "r"), ("fork", "1", "--step", "1", "--policy", "random")):
+        code, err = in_process(monkeypatch, capsys, *command, "--store", db)
+        assert code == 2, command
+        said = " ".join(err.split())
+        assert f"run 'r' was played on the questions file {questions}, which is not" in said
+        assert "--questions" not in said  # neither takes one
 
 
 def test_resume_takes_an_unchanged_file_whose_text_the_store_cleaned(
