@@ -305,7 +305,7 @@ def _normalised(text: str) -> str:
 def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:
     """Episode and correct counts of every question any of the runs (or training steps of
     runs) finished, per run; a run's counts of an id under which it asks another question
-    than the first run that played it are left out (`compare_outcomes_apart`).
+    than the first run that played it are a row of their own (`compare_outcomes_apart`).
 
     One GROUP BY on the (run_id, question_id, outcome, reward) index for the runs (and one on
     the training index for each step): 10 runs x 5,000 questions is 50,000 small rows.
@@ -316,21 +316,27 @@ def outcome_matrix(session: Session, keys: Sequence[RunKey]) -> OutcomeMatrix:
         return OutcomeMatrix(keys, [], [], [])
     rows = _counts_by_question(session, keys, lowest=True)
     apart = _ids_apart(session, keys, rows)
-    left_out = {(a.key, a.question_id) for a in apart}
-    qids: list[str] = []
+    own_row = {(a.key, a.question_id): f"{a.question_id} · {_side_name(a.key)}" for a in apart}
+    index: dict[str, int] = {}
     episodes: list[list[int]] = []
     correct: list[list[int]] = []
     width = len(keys)
     with collector_paused():
         for key, qid, n, n_correct, _ in rows:
-            if not qids or qids[-1] != qid:
-                qids.append(qid)
+            label = own_row.get((key, qid), qid)
+            if label not in index:
+                index[label] = len(episodes)
                 episodes.append([0] * width)
                 correct.append([0] * width)
-            if (key, qid) not in left_out:
-                episodes[-1][col[key]] = n
-                correct[-1][col[key]] = n_correct
-    return OutcomeMatrix(keys, qids, episodes, correct, apart)
+            episodes[index[label]][col[key]] = n
+            correct[index[label]][col[key]] = n_correct
+    asked = {label: qid for (_, qid), label in own_row.items()}
+    return OutcomeMatrix(keys, list(index), episodes, correct, apart, asked)
+
+
+def _side_name(key: RunKey) -> str:
+    """A side as a row of its own names it: `run 7`, `run 7 @ step 200`."""
+    return f"run {key.run_id} @ step {key.train_step}" if isinstance(key, RunStep) else f"run {key}"
 
 
 def _next_question_ids(

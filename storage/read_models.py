@@ -484,9 +484,10 @@ class OutcomeMatrix:
     """The runs (or training steps of runs) in the order asked."""
     question_ids: list[str]
     episodes: list[list[int]]
-    """[question][run]: finished episodes; 0 where the run did not play the question, or
-    asks another question under its id (`apart`)."""
+    """[question][run]: finished episodes; 0 where the run did not play the question."""
     correct: list[list[int]]
     apart: list[IdApart] = field(default_factory=list)
     """The ids a run shares with an earlier one but asks another question under: that run's
-    cell is left empty, as Compare leaves it out of the pairing."""
+    counts of it are a row of their own (`asked`), paired with no other run's."""
+    asked: dict[str, str] = field(default_factory=dict)
+    """The rows of ids apart: each row's label (`<id> · <run>`) -> its question id."""

@@ -114,17 +114,22 @@ QUOTED_CHARS = 60
 
 
 def ids_apart_line(
-    apart: Sequence[IdApart], side: str, against: str, shown: Callable[[str], str]
+    apart: Sequence[IdApart],
+    side: str,
+    against: str,
+    shown: Callable[[str], str],
+    fate: str = "left out",
 ) -> str:
     """What Compare says of the ids it leaves out between two sides, in the terminal and on
-    the page alike; `shown` makes a name or a question safe to show there."""
+    the page alike (`fate`: what the page does with them instead); `shown` makes a name or a
+    question safe to show there."""
     first = apart[0]
     ids = counted(len(apart), "question id")
     verb = "names" if len(apart) == 1 else "name"
     return (
         f"{ids} {verb} different questions in {shown(side)} and {shown(against)} (the first: "
         f"{shown(first.question_id)}, '{shown(_clipped(first.question))}' against "
-        f"'{shown(_clipped(first.against_question))}'): left out; give the questions ids of "
+        f"'{shown(_clipped(first.against_question))}'): {fate}; give the questions ids of "
         "their own"
     )
 

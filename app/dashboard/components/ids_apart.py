@@ -17,16 +17,19 @@ LISTED = 200
 
 
 def show(
-    apart: Sequence[IdApart], label: Callable[[RunKey], str], column: Callable[[RunKey], str]
+    apart: Sequence[IdApart],
+    label: Callable[[RunKey], str],
+    column: Callable[[RunKey], str],
+    fate: str = "left out",
 ) -> None:
     """For each two sides, one line naming the ids they share but ask different questions
-    under; every such id in a table where there are several. `label` names a side in the
-    line, `column` heads its column of the table."""
+    under, and `fate`, what the page does with them; every such id in a table where there are
+    several. `label` names a side in the line, `column` heads its column of the table."""
     pairs: dict[tuple[RunKey, RunKey], list[IdApart]] = {}
     for a in apart:
         pairs.setdefault((a.key, a.against), []).append(a)
     for (key, against), ids in pairs.items():
-        line = ids_apart_line(ids, label(key), label(against), escape_markdown)
+        line = ids_apart_line(ids, label(key), label(against), escape_markdown, fate)
         st.warning(f"{line}.", icon=":material/link_off:")
         if len(ids) > 1:
             with st.expander(f"The {len(ids):,} question ids and their questions"):

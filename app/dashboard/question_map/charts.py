@@ -135,7 +135,8 @@ def cell_of(qmap: QuestionMap, point_index: int) -> tuple[RunKey, str]:
     """(run id or run and step, question id) of a heatmap point from its index in the
     overlay."""
     row, col = divmod(point_index, len(qmap.run_ids))
-    return qmap.run_ids[col], qmap.question_ids[row]
+    label = qmap.question_ids[row]
+    return qmap.run_ids[col], qmap.asked.get(label, label)
 
 
 def accuracy_line(

@@ -4,7 +4,7 @@ and each run's accuracy with a bootstrap confidence interval, from per-question 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,6 +27,9 @@ class QuestionMap:
     """(questions, runs) success rates; NaN where a run did not play the question."""
     episodes: np.ndarray
     """(questions, runs) finished episodes behind each rate."""
+    asked: dict[str, str] = field(default_factory=dict)
+    """Rows of a question id a run asks another question under than an earlier run: their
+    label -> the question id (`OutcomeMatrix.asked`)."""
 
     def row(self, question_id: str) -> int:
         return self.question_ids.index(question_id)
@@ -90,6 +93,7 @@ def build_map(matrix: OutcomeMatrix) -> QuestionMap:
         question_ids=[qids[i] for i in order],
         rates=rates[order],
         episodes=episodes[order],
+        asked=matrix.asked,
     )
 
 
@@ -101,6 +105,7 @@ def played_by_all(qmap: QuestionMap) -> QuestionMap:
         question_ids=[q for q, k in zip(qmap.question_ids, keep.tolist(), strict=True) if k],
         rates=qmap.rates[keep],
         episodes=qmap.episodes[keep],
+        asked=qmap.asked,
     )
 
 

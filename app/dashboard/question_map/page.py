@@ -48,7 +48,12 @@ if not whole.qmap.question_ids:
 shared_only = view.shared_only_control(whole)
 params.show_notices(notices)  # a bad `shared=` in the link
 found = reads.map_view(tuple(chosen_ids), True) if shared_only else whole
-ids_apart.show(whole.apart, lambda k: sides.label_of(k, by_id), lambda k: sides.name_of(k, by_id))
+ids_apart.show(
+    whole.apart,
+    lambda k: sides.label_of(k, by_id),
+    lambda k: sides.name_of(k, by_id),
+    "each is a row of its own (`id · run N`), paired with no other run's",
+)
 if not found.qmap.question_ids:
     view.no_shared_questions(whole)
     st.stop()
