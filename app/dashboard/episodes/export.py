@@ -9,6 +9,7 @@ capped; past the cap the page names the CLI command instead.
 from __future__ import annotations
 
 import shlex
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from functools import partial
@@ -28,8 +29,11 @@ _MIME = {"jsonl": "application/jsonl", "parquet": "application/vnd.apache.parque
 def _write(url: str, run_ids: Sequence[int], fmt: str, flt: EpisodeFilter) -> bytes:
     from app.export import export_episodes  # pyarrow loads on the first export, not per page
 
+    store = data.get_store(url)
+    if not run_ids:  # no run filter: every run's, oldest first, as `rollscope export --all`
+        run_ids = sorted(r.id for r in store.list_runs(limit=sys.maxsize))
     with tempfile.TemporaryFile() as out:
-        export_episodes(data.get_store(url), run_ids, out, fmt, flt)  # type: ignore[arg-type]
+        export_episodes(store, run_ids, out, fmt, flt)  # type: ignore[arg-type]
         out.seek(0)
         return out.read()
 
@@ -47,7 +51,7 @@ def export_menu(
 ) -> None:
     """An "Export" menu: the filtered episodes (with their steps) as JSONL or Parquet.
     `at_least`: `total` is where counting stopped, not the whole count."""
-    run_ids = list(flt.run_ids) or sorted(runs)
+    run_ids = list(flt.run_ids)  # none: every run's, past the runs the page lists too
     names = [runs[i] for i in run_ids if i in runs]
     too_many = total is not None and (total > DOWNLOAD_CAP or at_least)
     shown = "" if total is None else f"{total:,}{'+' if at_least else ''} "
@@ -57,7 +61,7 @@ def export_menu(
             "its steps, written as `rollscope export` writes them."
         )
         if too_many:
-            refs = " ".join(f"--run {i}" for i in run_ids)
+            refs = " ".join(f"--run {i}" for i in run_ids) or "--all"
             st.caption(
                 f"More than {DOWNLOAD_CAP} episodes: narrow the filters, or export whole runs "
                 "from a shell:"

@@ -71,3 +71,15 @@ def test_training_lists_the_newest_training_runs(served: str) -> None:
 def test_replay_keeps_the_list_of_an_older_run_it_came_from(served: str) -> None:
     at = open_page("replay/page.py", episode="3", **{"from": f"run={OLD}&size=10"})
     assert "No run with id" not in texts(at)  # the list keeps its run: Previous/Next within it
+
+
+def test_export_without_a_run_filter_holds_every_runs_episodes(served: str) -> None:
+    # Not the runs the page lists (the newest two here): every run's, as `export --all`.
+    import json
+
+    from app.dashboard.episodes.export import _write
+    from storage.read_models import EpisodeFilter
+
+    written = _write(served, [], "jsonl", EpisodeFilter(outcomes=("correct",)))
+    runs = [json.loads(line)["run_name"] for line in written.decode().splitlines()]
+    assert runs == ["trained"] + ["old"] * 2 + ["new"] * 3 + ["newer"] * 3
