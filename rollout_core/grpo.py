@@ -80,10 +80,14 @@ def std_from_sums(n: int, total: float, total_sq: float, lowest: float, highest:
     """The sample standard deviation from SQL aggregates (count, sum, sum of squares, min, max).
 
     Equal rewards give exactly 0 (decided by min == max, not by the subtraction, whose
-    rounding would leave ~1e-8 behind).
+    rounding would leave ~1e-8 behind). Rewards that differ but are so large that their sums
+    overflow a float leave no std to compute from them: inf (the subtraction would give NaN,
+    which max() takes for 0, no spread).
     """
     if n < 2 or lowest == highest:
         return 0.0
+    if not (math.isfinite(total_sq) and math.isfinite(total * total)):
+        return math.inf
     variance = (total_sq - total * total / n) / (n - 1)
     return math.sqrt(max(0.0, variance))
 

@@ -83,16 +83,6 @@ def std_bin_width(largest: float) -> float:
     return next(m * power for m in (1, 2, 5, 10) if m * power >= least)
 
 
-def _std(n: int, total: float, total_sq: float, lowest: float, highest: float) -> float:
-    """A group's reward std from its SQL sums (`grpo.std_from_sums`); inf where its rewards
-    differ but are so large that the sums overflow a float, which leaves no std to compute
-    (the subtraction would give NaN, which `std_from_sums` takes for 0)."""
-    overflowed = not (math.isfinite(total_sq) and math.isfinite(total * total))
-    if n > 1 and lowest != highest and overflowed:
-        return math.inf
-    return grpo.std_from_sums(n, total, total_sq, lowest, highest)
-
-
 def overview(
     session: Session,
     run_id: int,
@@ -131,7 +121,7 @@ def overview(
     for i, row in enumerate(rows):
         n, sum_, sum_sq, lowest, highest, n_correct, reported, largest_advantage = row[k:]
         n_correct = n_correct or 0
-        std = _std(n, sum_ or 0.0, sum_sq or 0.0, lowest or 0.0, highest or 0.0)
+        std = grpo.std_from_sums(n, sum_ or 0.0, sum_sq or 0.0, lowest or 0.0, highest or 0.0)
         advantage = trainer_advantage(n, reported, largest_advantage)
         source = source_of(n, n_correct, std, advantage)
         judged += advantage is not None
@@ -181,7 +171,7 @@ def _stats(run_id: int, row: Sequence[Any], k: int) -> GroupStats:
     n, total, total_sq, lowest, highest, n_correct, reported, largest_advantage = row[k:]
     n, total, total_sq = int(n), float(total or 0.0), float(total_sq or 0.0)
     lowest, highest = float(lowest or 0.0), float(highest or 0.0)
-    std = _std(n, total, total_sq, lowest, highest)
+    std = grpo.std_from_sums(n, total, total_sq, lowest, highest)
     return GroupStats(
         run_id,
         key_of(row[:k]),
