@@ -12,7 +12,7 @@ from rollout_core.records import ACTION_KINDS, FAILURE_CLASSES, OUTCOMES
 from storage.collector import collector_paused
 from storage.cursors import decode_cursor, encode_cursor
 from storage.imports import gone_episodes, in_its_file
-from storage.models import Episode, RunCount
+from storage.models import Episode, Run, RunCount
 from storage.read_models import (
     Distribution,
     IdApart,
@@ -253,23 +253,38 @@ def _outcomes(rows: _Counts) -> list[QuestionOutcomes]:
 
 def _ids_apart(session: Session, keys: list[RunKey], rows: _Counts) -> list[IdApart]:
     """The shared question ids whose sides ask different questions, from each side's lowest
-    episode of the id (its samples all ask the one question)."""
+    episode of the id (its samples all ask the one question). Sides that rollscope played on
+    one questions file number its questions alike: only the others' texts are read (runs on
+    one dataset, the usual comparison, read none)."""
     order = {k: i for i, k in enumerate(keys)}
+    source = _questions_files(session, {run_of(k) for k in keys})
     lowest: dict[str, dict[RunKey, int]] = {}
     for key, qid, _, _, low in rows:
         if low is not None:
             lowest.setdefault(qid, {})[key] = low
-    shared = {qid: by_key for qid, by_key in lowest.items() if len(by_key) > 1}
-    asked = _asked(session, {i for by_key in shared.values() for i in by_key.values()})
-    apart = []
-    for qid, by_key in shared.items():
+    pairs: list[tuple[str, RunKey, RunKey]] = []
+    for qid, by_key in lowest.items():
         against, *others = sorted(by_key, key=order.__getitem__)
-        db_a, question_a = asked[by_key[against]]
-        for key in others:
-            db_id, question = asked[by_key[key]]
-            if _asks_another(db_id, question, db_a, question_a):
-                apart.append(IdApart(qid, key, question, against, question_a))
+        same = source.get(run_of(against))
+        pairs += [(qid, k, against) for k in others if not same or source.get(run_of(k)) != same]
+    asked = _asked(session, {lowest[q][k] for q, *sides in pairs for k in sides})
+    apart = []
+    for qid, key, against in pairs:
+        db_a, question_a = asked[lowest[qid][against]]
+        db_id, question = asked[lowest[qid][key]]
+        if _asks_another(db_id, question, db_a, question_a):
+            apart.append(IdApart(qid, key, question, against, question_a))
     return apart
+
+
+def _questions_files(session: Session, run_ids: set[int]) -> dict[int, str]:
+    """The questions file each run was played (or imported) on, where its spec names one."""
+    stmt = select(Run.id, Run.spec).where(Run.id.in_(sorted(run_ids)))
+    files = {}
+    for run_id, spec in session.execute(stmt):
+        if path := (spec or {}).get("questions_path"):
+            files[int(run_id)] = str(path)
+    return files
 
 
 def _asked(session: Session, episode_ids: set[int]) -> dict[int, tuple[str | None, str]]:

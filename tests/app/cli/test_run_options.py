@@ -38,12 +38,13 @@ def test_no_options_ask_for_the_default_run() -> None:
 
 def test_options_become_the_request_they_name() -> None:
     req = RunOptions(
-        policy="random", dataset="demo:test", limit=3, question_id=["a", "b"], samples=2,
+        policy="random", dataset="demo:test", question_id=["a", "b"], samples=2,
         temperature=0.7, step_budget=4, query_timeout=0.5, name="r",
     ).request()  # fmt: skip
     assert (req.policy, req.dataset, req.limit, req.question_ids, req.samples, req.name) == (
-        "random", "demo:test", 3, ("a", "b"), 2, "r"
+        "random", "demo:test", None, ("a", "b"), 2, "r"
     )  # fmt: skip
+    assert RunOptions(limit=3).request().limit == 3
     assert req.generation == GenerationSettings(temperature=0.7)
     assert req.environment == EnvironmentSettings(
         step_budget=4, sandbox=SandboxLimits(deadline_seconds=0.5)
