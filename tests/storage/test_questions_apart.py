@@ -47,6 +47,9 @@ def _play(store: Store, run: int, asked: Asked, *, samples: int = 2, **origin: i
 
 
 def _run(store: Store, name: str, asked: Asked, **kw: object) -> int:
+    # A file of its own, as the files of one stem that number their questions by position:
+    # sides on one questions file are taken to number it alike.
+    kw.setdefault("questions_path", f"/data/{name}/dev.json")
     run = store.create_run(spec(name, **kw), episodes_planned=None)
     _play(store, run, asked)
     return run
@@ -123,3 +126,13 @@ def test_the_question_shown_for_an_id_is_the_first_sides(store: Store) -> None:
     assert shown is not None and shown.question == BASE["q1"][1]
     page = store.compare_runs([baseline, first_written], with_episode_ids=False)
     assert {r.question_id: r.question for r in page.items}["q1"] == BASE["q1"][1]
+
+
+def test_sides_on_one_questions_file_are_taken_to_number_it_alike(store: Store) -> None:
+    # Their texts are not read: runs on one dataset, the usual comparison, pay nothing for the
+    # check (a file edited between two runs on it goes unseen; --resume refuses it in a run).
+    base = _run(store, "full", BASE, questions_path="/data/dev.json")
+    edited = _run(store, "edited", OTHER, questions_path="/data/dev.json")
+    imported = _run(store, "imported", OTHER, questions_path="")
+    _, apart = store.compare_outcomes_apart([base, edited, imported])
+    assert {(a.key, a.against) for a in apart} == {(imported, base)}

@@ -39,7 +39,7 @@ def test_the_password_is_hidden_wherever_the_store_is_named(
         monkeypatch.setattr("app.dashboard.episodes.export.DOWNLOAD_CAP", 0)
         runs = texts(open_page(None))
         episodes = texts(open_page("episodes/page.py"))
-        assert "rollscope export --run 1 --format parquet --store 'postgresql" in episodes
+        assert "rollscope export --all --format parquet --store 'postgresql" in episodes
         for shown in (runs, episodes):
             assert "postgres:***@" in shown and PASSWORD not in shown
         assert PASSWORD not in migrated.stdout + migrated.stderr
