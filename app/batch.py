@@ -22,13 +22,13 @@ from app.stopping import stop_on_signals
 from rollout_core.errors import RollscopeError, SpecError
 from rollout_core.policies.base import Policy
 from rollout_core.policies.registry import make_policy
-from rollout_core.records import EpisodeKey, EpisodeRecord, PolicyInfo, Question, RunSpec
+from rollout_core.records import EpisodeKey, EpisodeRecord, PolicyInfo, RunSpec
 from rollout_core.runner import EpisodeTask, RunStats, plan_episodes, run_episodes
 from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored
 from storage import lifecycle
 from storage.read_models import RunSummary
 from storage.store import DuplicateRunName, Store
-from storage.text_clean import clean_text
+from storage.writes import asked_as_stored
 
 HEARTBEAT_EVERY_SECONDS = 10.0
 _NAME_TRIES = 20
@@ -185,7 +185,7 @@ def _changed_since(store: Store, run: RunSummary, plan: PlannedRun) -> str | Non
         q = questions.get(qid)
         if q is None:
             what = "is no longer among its questions"
-        elif _stored_as(q) != (db_id, text, gold):
+        elif asked_as_stored(q.db_id, q.question, q.gold_sql) != (db_id, text, gold):
             what = "reads another database, question or gold query there now"
         else:
             continue
@@ -194,12 +194,6 @@ def _changed_since(store: Store, run: RunSummary, plan: PlannedRun) -> str | Non
             f"({plan.spec.dataset}: the file changed since); start a new run on it"
         )
     return None
-
-
-def _stored_as(q: Question) -> tuple[str | None, str, str | None]:
-    """A question's database, text and gold query as the write path stores them (NUL and a
-    lone surrogate as U+FFFD, an empty id or gold query as NULL)."""
-    return q.db_id or None, clean_text(q.question), clean_text(q.gold_sql) or None
 
 
 def _other_model(run: RunSummary, info: PolicyInfo) -> str | None:

@@ -79,6 +79,13 @@ _HEAP_WAIT_SECONDS = 5.0
 ran out of SQLite heap tries again."""
 
 
+def asked_as_stored(db_id: str, question: str, gold_sql: str) -> tuple[str | None, str, str | None]:
+    """An episode's database, question and gold SQL as its row holds them: an empty name or
+    gold query as NULL (no name, as plain SQL reads it), what neither database can store in
+    text as U+FFFD (`clean_text`)."""
+    return db_id or None, clean_text(question), clean_text(gold_sql) or None
+
+
 def now_utc() -> datetime:
     """The current time, timezone-aware UTC."""
     return datetime.now(UTC)
@@ -241,9 +248,7 @@ def _insert_started(
             s.question_id,
             s.sample_index,
             s.seed,
-            s.db_id or None,  # an empty name is no name: NULL, as plain SQL reads it
-            clean_text(s.question),
-            clean_text(s.gold_sql) or None,
+            *asked_as_stored(s.db_id, s.question, s.gold_sql),
             s.started_at,
             s.forked_from,
             s.fork_step,
