@@ -39,15 +39,24 @@ def _import(
     return in_process(monkeypatch, capsys, "import", *args)
 
 
+def _caught_half_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> tuple[Path, Path, list[str | Path]]:
+    """A step file of 8 rows imported, then imported again while the trainer rewrote it (3
+    rows so far, the same rollouts); (the folder, the store, the import's arguments)."""
+    dump, db = tmp_path / "dump", tmp_path / "s.db"
+    store: list[str | Path] = ["--name", "rg", "--store", db]
+    _step_file(dump, 8)
+    assert _import(monkeypatch, capsys, dump, *store)[0] == 0
+    _step_file(dump, 3)
+    assert _import(monkeypatch, capsys, dump, *store)[0] == 0
+    return dump, db, store
+
+
 def test_a_rewrite_caught_half_way_then_whole_again_leaves_no_episode_gone(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dump, db = tmp_path / "dump", tmp_path / "s.db"
-    store = ["--name", "rg", "--store", db]
-    _step_file(dump, 8)
-    assert _import(monkeypatch, capsys, dump, *store)[0] == 0
-    _step_file(dump, 3)  # a look while the trainer writes the file anew, same rollouts
-    assert _import(monkeypatch, capsys, dump, *store)[0] == 0
+    dump, db, store = _caught_half_way(tmp_path, monkeypatch, capsys)
     assert sql_rows(f"sqlite:///{db}", _SOURCES) == [(8, 8, 5)]
     _step_file(dump, 8)  # whole again, byte for byte the first version
     code, err = _import(monkeypatch, capsys, dump, *store)
@@ -60,12 +69,7 @@ def test_a_rewrite_caught_half_way_then_whole_again_leaves_no_episode_gone(
 def test_rows_marked_gone_that_come_back_with_a_new_one_are_not_imported_twice(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    dump, db = tmp_path / "dump", tmp_path / "s.db"
-    store = ["--name", "rg", "--store", db]
-    _step_file(dump, 8)
-    assert _import(monkeypatch, capsys, dump, *store)[0] == 0
-    _step_file(dump, 3)
-    assert _import(monkeypatch, capsys, dump, *store)[0] == 0
+    dump, db, store = _caught_half_way(tmp_path, monkeypatch, capsys)
     _step_file(dump, 9)  # the play's rows back, and one more
     code, err = _import(monkeypatch, capsys, dump, *store)
     assert code == 0, err
