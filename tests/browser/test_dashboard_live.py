@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
@@ -46,35 +47,24 @@ def test_the_runs_table_follows_a_running_run(dashboard: Dashboard, page: Any) -
     assert re.search(r"3/10", _row(page, "ckpt-3000").inner_text())
 
 
-def test_runs_shows_a_run_begun_after_it_loaded(chromium: Any, tmp_path: Any) -> None:
-    # With no run playing nothing refreshed the page: a follower started beside it never
-    # showed until a reload.
-    from tests.browser.conftest import open_page, start_dashboard, stop
-    from tests.support.records import play, spec
-    from tests.support.stores import write_run
-
-    url = str(tmp_path / "store.db")
-    store = Store(url)
-    write_run(store, spec("finished-run"), [play("q1", 0, "correct", 1.0, 1)])
-    proc, base = start_dashboard(url, tmp_path / "dashboard.log")
-    try:
-        with open_page(chromium) as page:
-            page.goto(base + "/runs")
-            _row(page, "finished-run").wait_for(state="attached")
-            wait_idle(page)
-            store.create_run(spec("followed-later"), episodes_planned=0)
-            _row(page, "followed-later").wait_for(state="attached", timeout=30_000)
-    finally:
-        store.close()
-        stop(proc)
+PAGES_WAITING = {
+    "runs": "No runs yet",
+    "episodes": "No runs yet",
+    "training": "No training runs yet",
+    "groups": "No runs yet",
+    "compare": "Compare needs",
+    "map": "The map needs",
+}
 
 
-@pytest.mark.parametrize("route", ["runs", "episodes", "training", "groups"])
-def test_a_page_on_an_empty_store_shows_the_first_run_when_it_begins(
-    chromium: Any, tmp_path: Any, route: str
+def test_pages_opened_on_an_empty_store_show_each_run_as_it_begins(
+    chromium: Any, tmp_path: Any
 ) -> None:
     # `make run` serves the dashboard while the demo is built: its pages open on an empty
-    # store, and a page that said "no runs yet" stayed so until a reload.
+    # store, and a page that said "no runs yet" stayed so until a reload; Compare and the map
+    # waited for a reload after the second run began, and Runs, with no run playing, never
+    # showed a follower started beside it. Every page is open at once: one dashboard serves
+    # them all, as it serves a user's tabs.
     from tests.browser.conftest import open_page, start_dashboard, stop
     from tests.support.records import play, spec
     from tests.support.stores import write_run
@@ -83,47 +73,31 @@ def test_a_page_on_an_empty_store_shows_the_first_run_when_it_begins(
     store = Store(url)
     proc, base = start_dashboard(url, tmp_path / "dashboard.log")
     try:
-        with open_page(chromium) as page:
-            page.goto(f"{base}/{route}")
-            empty = page.get_by_text(re.compile(r"No (training )?runs yet"))
-            empty.wait_for()
-            wait_idle(page)
+        with ExitStack() as tabs:
+            pages = {route: tabs.enter_context(open_page(chromium)) for route in PAGES_WAITING}
+            for route, page in pages.items():
+                page.goto(f"{base}/{route}")
+            for route, page in pages.items():
+                page.get_by_text(PAGES_WAITING[route]).wait_for()
+                wait_idle(page)
             write_run(store, spec("begun-later", kind="training"), [play("q1", 0, "wrong", 0, 1)])
-            empty.wait_for(state="detached", timeout=30_000)
-            if route in ("runs", "episodes"):
-                _row(page, "begun-later").wait_for(state="attached")
-            else:
-                wait_shown(page, "Training run" if route == "training" else "Run", "begun-later")
-            assert page.locator("[data-testid='stException']").count() == 0
-    finally:
-        store.close()
-        stop(proc)
-
-
-@pytest.mark.parametrize(
-    ("route", "needs"), [("compare", "Compare needs"), ("map", "The map needs")]
-)
-def test_compare_and_the_map_show_the_second_run_when_it_begins(
-    chromium: Any, tmp_path: Any, route: str, needs: str
-) -> None:
-    # One run is not enough for them: the page waited for a reload after the second began.
-    from tests.browser.conftest import open_page, start_dashboard, stop
-    from tests.support.records import play, spec
-    from tests.support.stores import write_run
-
-    url = str(tmp_path / "store.db")
-    store = Store(url)
-    write_run(store, spec("first"), [play("q1", 0, "wrong", 0, 1)])
-    proc, base = start_dashboard(url, tmp_path / "dashboard.log")
-    try:
-        with open_page(chromium) as page:
-            page.goto(f"{base}/{route}")
-            waiting = page.get_by_text(needs)
-            waiting.wait_for()
-            wait_idle(page)
+            for route in ("runs", "episodes"):
+                _row(pages[route], "begun-later").wait_for(state="attached", timeout=30_000)
+            wait_shown(pages["training"], "Training run", "begun-later")
+            wait_shown(pages["groups"], "Run", "begun-later")
+            # One run is not enough to compare: Compare and the map wait for the second.
+            for route in ("compare", "map"):
+                pages[route].get_by_text(PAGES_WAITING[route]).wait_for()
+                wait_idle(pages[route])
             write_run(store, spec("second"), [play("q1", 0, "correct", 1, 1)])
-            waiting.wait_for(state="detached", timeout=30_000)
-            assert page.locator("[data-testid='stException']").count() == 0
+            for route in ("compare", "map"):
+                waiting = pages[route].get_by_text(PAGES_WAITING[route])
+                waiting.wait_for(state="detached", timeout=30_000)
+            # Runs, with no run playing, shows a run created after it loaded.
+            store.create_run(spec("followed-later"), episodes_planned=0)
+            _row(pages["runs"], "followed-later").wait_for(state="attached", timeout=30_000)
+            for route, page in pages.items():
+                assert page.locator("[data-testid='stException']").count() == 0, route
     finally:
         store.close()
         stop(proc)

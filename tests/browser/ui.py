@@ -42,6 +42,9 @@ def pick(page: Any, label: str, option: str, *, typed: str | None = None) -> Non
     """Open a select box, optionally type to filter, and click the option containing `option`."""
     from playwright.sync_api import TimeoutError as PlaywrightTimeout  # tests skip without it
 
+    # Charts drawn after the script ends push the box down: a click aimed before they are
+    # drawn lands on whatever took its place.
+    wait_drawn(page)
     field = select_box(page, label).get_by_role("combobox")
     wanted = page.get_by_role("listbox").get_by_role("option", name=re.compile(re.escape(option)))
     # A rerun that starts before the status widget shows (it appears after a delay) redraws the
