@@ -49,8 +49,9 @@ def side_label(name: str, train_step: int | None) -> str:
     return name if train_step is None else f"{name} @ step {train_step}"
 
 
-TRAINING_KINDS: tuple[RunKind, ...] = ("training", "import")
-"""The kinds of run whose episodes may carry training steps and GRPO groups."""
+TRAINING_KINDS: tuple[RunKind, ...] = ("training", "import", "env")
+"""The kinds of run whose episodes may carry training steps and GRPO groups: an environment
+server's too, whose trainer sends its step with each reset."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,8 +116,9 @@ class RunSummary:
 
     @property
     def is_training(self) -> bool:
-        """Whether its episodes may carry training steps and GRPO groups: a trainer's run, or
-        an import (whose files carry the step when their framework writes it)."""
+        """Whether its episodes may carry training steps and GRPO groups: a trainer's run, an
+        import (whose files carry the step when their framework writes it), or an environment
+        server's (whose clients send it when a trainer drives them)."""
         return self.kind in TRAINING_KINDS
 
     @property

@@ -14,8 +14,9 @@ from storage import lifecycle
 LIVE_SECONDS = 3.0
 NO_RUNS = (
     "No training runs yet. One shows here as it begins: train with TRL's GRPOTrainer and "
-    "`app.trl.make_rollout_func` (docs/training.md: Train with TRL), import a trainer's "
-    "rollout files with `rollscope import`, or `make run` for the demo's."
+    "`app.trl.make_rollout_func` (docs/training.md: Train with TRL) or against "
+    "`rollscope env-server`, import a trainer's rollout files with `rollscope import`, or "
+    "`make run` for the demo's."
 )
 
 notices = header("Training", copy_link=True)

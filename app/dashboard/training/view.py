@@ -69,6 +69,15 @@ def settings_caption(run: RunSummary) -> None:
     )
 
 
+def _why_no_steps(run: RunSummary) -> str:
+    """Why a run of a training kind has no training step, by where its episodes came from."""
+    if run.kind == "env":
+        return "its clients reset without `train_step` (docs/env-server.md)"
+    if run.kind == "import":
+        return "its files do not write one"
+    return "they were recorded without `step=`"
+
+
 def curves(run_id: int) -> None:
     """The run's numbers and curves, read again at each call (a live run's fragment)."""
     run = data.get_run_uncached(run_id)
@@ -87,8 +96,8 @@ def curves(run_id: int) -> None:
         st.metric("reward (last step)", fmt_num(last.reward if last else None, 3), width="content")
     if not found.steps:
         st.info(
-            "This run's episodes carry no training step: its files do not write one. Its "
-            "episodes are on Episodes and GRPO groups."
+            f"This run's episodes carry no training step: {_why_no_steps(run)}. Its episodes "
+            "are on Episodes and GRPO groups."
             if run.episodes_finished
             else "No finished episodes yet."
         )

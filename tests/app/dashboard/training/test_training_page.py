@@ -125,6 +125,30 @@ def test_no_training_runs_says_how_to_record_one(
     assert "No training runs yet" in at.info[0].value
 
 
+def test_an_environment_servers_run_is_a_training_run_of_the_steps_its_clients_send(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A trainer driving `rollscope env-server` sends its step with each reset: the run's
+    # curves are its training's, as a run recorded by make_rollout_func.
+    url = str(tmp_path / "env.db")
+    store = Store(url)
+    trained = store.create_run(spec("served-training", kind="env"), episodes_planned=None)
+    for step_no in range(2):
+        _play(store.sink(trained), "q1", step_no, ["ANSWER"], step_no == 1, (step_no, step_no))
+    evaluated = store.create_run(spec("served-eval", kind="env"), episodes_planned=None)
+    store.sink(evaluated).write(IterationBatch(started=[start("q1", 0)]))
+    store.sink(evaluated).write(IterationBatch(finished=[finish("q1", 0, "wrong", 0.0, 1)]))
+    store.close()
+    monkeypatch.setenv(ENV_STORE, url)
+    at = open_page("training/page.py", run=str(trained))
+    assert at.selectbox[0].value == trained
+    assert len(at.get("plotly_chart")) >= 2
+    assert [m.value for m in at.metric][:3] == ["running", "2", "2"]
+    at = open_page("training/page.py", run=str(evaluated))
+    assert not at.warning, "an env run is a run the page takes"
+    assert "its clients reset without `train_step`" in at.info[0].value
+
+
 def _figures(at: AppTest) -> dict[str, dict[str, Any]]:
     """The page's charts by title."""
     out = {}
