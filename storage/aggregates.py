@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session
 from rollout_core.records import ACTION_KINDS, FAILURE_CLASSES, OUTCOMES
 from storage.collector import collector_paused
 from storage.cursors import decode_cursor, encode_cursor
-from storage.imports import gone_episodes, in_its_file
 from storage.models import Episode, Run, RunCount
 from storage.read_models import (
     Distribution,
@@ -25,6 +24,7 @@ from storage.read_models import (
     RunStep,
     run_of,
 )
+from storage.replayed import latest_play, replaced_episodes
 from storage.run_totals import UNPARSED, counted
 
 REWARD_BIN = 0.1
@@ -89,7 +89,7 @@ def comparisons(
     if with_episode_ids:
         runs = sorted({run_of(k) for k in keys})
         stepped = sorted({k.run_id for k in keys if isinstance(k, RunStep)})
-        gone = {i for r in stepped for i in session.scalars(gone_episodes(r))}
+        gone = {i for r in stepped for i in session.scalars(replaced_episodes(r))}
         for qid, run_id, train_step, eid in session.execute(
             select(Episode.question_id, Episode.run_id, Episode.train_step, Episode.id)
             .where(
@@ -135,11 +135,11 @@ def failure_counts_on(session: Session, key: RunKey, question_ids: Sequence[str]
 def _episodes_of(key: RunKey) -> list[ColumnElement[bool]]:
     """The episodes a key names: a run's, or one training step's of a run."""
     if isinstance(key, RunStep):
-        # A step as its file holds it now (a rewritten step file: storage.training).
+        # A step as its latest play (a trainer resumed before it: storage.replayed).
         return [
             Episode.run_id == key.run_id,
             Episode.train_step == key.train_step,
-            in_its_file(key.run_id),
+            latest_play(key.run_id),
         ]
     return [Episode.run_id == key]
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from sqlalchemy import (
-    ColumnElement,
     Connection,
     Select,
     Table,
@@ -433,14 +432,6 @@ def gone_episodes(run_id: int) -> Select[Any]:
         .join(ImportFile, ImportFile.id == EpisodeSource.gone_file_id)
         .where(ImportFile.run_id == run_id)
     )
-
-
-def in_its_file(run_id: int) -> ColumnElement[bool]:
-    """WHERE term on a run's episodes: the episode is not one whose row a rewrite of its file
-    dropped (every episode of a run not imported)."""
-    # Not correlated: the few dropped rows are read once, and a run's episodes stay read
-    # from the index a query would use without it.
-    return Episode.id.not_in(gone_episodes(run_id))
 
 
 def step_groups(session: Session, run_id: int, train_step: int) -> dict[str, int]:

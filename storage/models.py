@@ -410,6 +410,24 @@ class EpisodeSource(Base):
     last read whole, holds it."""
 
 
+class ReplayedEpisode(Base):
+    """An episode of a trainer's run whose training step the trainer played again: resumed
+    from a checkpoint taken before the step, it trained on the new play, and the weights this
+    one was played with are on no path to the run's model (`make_rollout_func(resume=True)`).
+    An import's rows a file rewrite dropped are marked in `episode_sources` instead."""
+
+    __tablename__ = "replayed_episodes"
+
+    episode_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"),
+        ForeignKey("episodes.id", ondelete="CASCADE"),
+        primary_key=True,
+    )
+    run_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"), index=True)
+    resumed_at_step: Mapped[int]
+    """The training step the resumed trainer began at: its checkpoint's."""
+
+
 class EpisodeReward(Base):
     """One named reward of an episode: a reward function's or a reward column's value, as
     its producer gave it (`episodes.reward` is the total the producer gave)."""

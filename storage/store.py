@@ -41,6 +41,7 @@ from storage import (
     imports,
     lifecycle,
     reads,
+    replayed,
     tagging,
     text_search,
     trainer_scores,
@@ -454,6 +455,11 @@ class Store:
         with Session(self._engine) as session:
             return imports.origins(session, list(dict.fromkeys(episode_ids)))
 
+    def replaced_among(self, episode_ids: Sequence[int]) -> frozenset[int]:
+        """Those of these episodes that a later play of their training step replaced."""
+        with Session(self._engine) as session:
+            return replayed.replaced_among(session, list(dict.fromkeys(episode_ids)))
+
     def episode_ids(self, run_id: int, keys: Sequence[EpisodeKey]) -> dict[EpisodeKey, int]:
         """The ids of these episodes of a run (those it has)."""
         with Session(self._engine) as session:
@@ -496,6 +502,17 @@ class Store:
                 change.dropped(gone)
                 change.apply(session.connection(), run_id)
                 return len(gone)
+
+        return retry_locked(run)
+
+    def mark_replayed(self, run_id: int, resumed_at_step: int) -> int:
+        """Mark the training run's episodes of `resumed_at_step` and later as replaced by a
+        trainer resumed there, which plays those steps again (`storage.replayed`); returns
+        how many were marked."""
+
+        def run() -> int:
+            with self._writing() as session:
+                return replayed.mark_replayed(session, run_id, resumed_at_step)
 
         return retry_locked(run)
 

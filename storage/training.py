@@ -5,10 +5,10 @@ A training run's episodes are keyed like any other, (question_id, sample_index),
 global step when the episode was played) and `group_index` (the GRPO group, numbered over the
 run) say where in training each one belongs.
 
-An imported run's steps are read as their files hold them now: a step file rewritten by a
-trainer resumed from a checkpoint holds the step as played again, and the episodes of the
-earlier play it dropped (`EpisodeSource.gone_file_id`) are left out here (`played_again`
-counts them); the run keeps them for its other views.
+A trainer resumed from a checkpoint plays the steps after it again. A step is read here as
+its latest play: the episodes of an earlier one (a trainer's, marked when it resumed; an
+import's rows a rewrite of the step file dropped: `storage.replayed`) are left out
+(`played_again` counts them); the run keeps them for its other views.
 """
 
 from __future__ import annotations
@@ -32,9 +32,9 @@ from sqlalchemy.orm import Session
 from rollout_core import grpo
 from rollout_core.records import Outcome
 from storage import groups, run_totals
-from storage.imports import gone_episodes, in_its_file
 from storage.models import Episode, EpisodeReward
 from storage.read_models import GroupKey, RunSummary
+from storage.replayed import latest_play, replaced_episodes
 from storage.sql_limits import literal_limit
 from storage.store import Store
 
@@ -164,7 +164,7 @@ def named_reward_steps(store: Store, run_id: int) -> list[NamedRewardStep]:
             e.run_id == run_id,
             e.outcome.is_not(None),
             e.train_step.is_not(None),
-            in_its_file(run_id),
+            latest_play(run_id),
         )
         .group_by(e.train_step, r.name)
         .order_by(e.train_step, r.name)
@@ -205,7 +205,7 @@ def steps_query(run_id: int) -> Select[Any]:
             e.run_id == run_id,
             e.outcome.is_not(None),
             e.train_step.is_not(None),
-            in_its_file(run_id),
+            latest_play(run_id),
         )
         .group_by(*key)
         .order_by(*key)
@@ -348,7 +348,7 @@ def questions_query(run_id: int, limit: int) -> Select[Any]:
             e.run_id == run_id,
             e.outcome.is_not(None),
             e.train_step.is_not(None),
-            in_its_file(run_id),
+            latest_play(run_id),
         )
         .group_by(question)
         .order_by(func.count().desc(), question)
@@ -385,7 +385,7 @@ def finished_steps(store: Store, run_id: int) -> list[int]:
             e.run_id == run_id,
             e.train_step.is_not(None),
             e.outcome.is_not(None),
-            in_its_file(run_id),
+            latest_play(run_id),
         )
         .distinct()
         .order_by(e.train_step)
@@ -399,7 +399,7 @@ def run_at_step(store: Store, run: RunSummary, step: int) -> RunSummary:
     (episodes, accuracy, reward, steps, parse failures), its `train_step` set: a side of
     Compare. Counted as the write path counts a run's (`run_totals`)."""
     with Session(store._engine) as session:
-        scope = [Episode.run_id == run.id, Episode.train_step == step, in_its_file(run.id)]
+        scope = [Episode.run_id == run.id, Episode.train_step == step, latest_play(run.id)]
         t = run_totals.counted(session.connection(), scope).totals
     finished, steps = int(t["finished_episodes"]), int(t["step_sum"])
     return replace(
@@ -453,14 +453,13 @@ def _finished_of(run_id: int, question_id: str) -> list[ColumnElement[bool]]:
         e.question_id == question_id,
         e.outcome.is_not(None),
         e.train_step.is_not(None),
-        in_its_file(run_id),
+        latest_play(run_id),
     ]
 
 
 @dataclass(frozen=True, slots=True)
 class PlayedAgain:
-    """The episodes of a training run's earlier plays of steps that the rewritten step files
-    no longer hold."""
+    """The episodes of a training run's earlier plays of steps that a later play replaced."""
 
     by_step: dict[int, int] = field(default_factory=dict)
     """training step -> such episodes, in step order."""
@@ -475,11 +474,11 @@ class PlayedAgain:
 
 
 def played_again(store: Store, run_id: int) -> PlayedAgain:
-    """What `in_its_file` leaves out of a training run, by step."""
+    """What `latest_play` leaves out of a training run, by step."""
     e = Episode
     stmt = (
         select(e.train_step, func.count())
-        .where(e.id.in_(gone_episodes(run_id)), e.train_step.is_not(None))
+        .where(e.id.in_(replaced_episodes(run_id)), e.train_step.is_not(None))
         .group_by(e.train_step)
         .order_by(e.train_step)
     )
@@ -488,14 +487,14 @@ def played_again(store: Store, run_id: int) -> PlayedAgain:
 
 
 def replaced_groups(store: Store, run_id: int) -> dict[GroupKey, int]:
-    """A training run's groups that hold episodes a rewrite of their step file dropped, with
-    how many (a group of an earlier play: all its samples, unless the new play wrote some of
-    them again byte for byte)."""
+    """A training run's groups that hold episodes a later play of their step replaced, with
+    how many (a group of an earlier play: all its samples, unless an import's new play wrote
+    some of them again byte for byte)."""
     e = Episode
     key = groups.key_columns(training=True)
     stmt = (
         select(*key, func.count())
-        .where(e.id.in_(gone_episodes(run_id)), e.outcome.is_not(None))
+        .where(e.id.in_(replaced_episodes(run_id)), e.outcome.is_not(None))
         .group_by(*key)
     )
     with Session(store._engine) as session:

@@ -184,7 +184,8 @@ class RolloutFunction:
             samples=int(trainer.num_generations),
             training=training_settings(trainer),
         )
-        _, self._numbering = self.run.start(spec, _planned(trainer, batch), info)
+        at_step = int(trainer.state.global_step)
+        _, self._numbering = self.run.start(spec, _planned(trainer, batch), info, at_step=at_step)
         if not self._callback_added:
             trainer.add_callback(self.run.callback(scored=lambda: self.record_scores(trainer)))
             self._callback_added = True

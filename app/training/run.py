@@ -52,8 +52,13 @@ class TrainingRun:
         if refusal is not None:
             raise JobError(refusal)
 
-    def start(self, spec: RunSpec, planned: int | None, info: PolicyInfo) -> tuple[int, Counters]:
-        """Create (or reopen) the run as `running` and start its heartbeat."""
+    def start(
+        self, spec: RunSpec, planned: int | None, info: PolicyInfo, *, at_step: int | None = None
+    ) -> tuple[int, Counters]:
+        """Create (or reopen) the run as `running` and start its heartbeat. `at_step`: the
+        training step the trainer begins at; reopened, the run's episodes of that step and
+        later are of a play the trainer is about to replace (resumed from a checkpoint, or
+        started over) and are marked so."""
         found = self.store.run_named(self.name) if self.resume else None
         if found is None:
             run_id = self.store.create_run(spec, episodes_planned=planned, policy_info=info)
@@ -63,6 +68,8 @@ class TrainingRun:
             self.store.set_run_status(run_id, "running")
             self.store.set_policy_info(run_id, info)
             self.store.delete_unfinished_episodes(run_id)
+            if at_step is not None:
+                self.store.mark_replayed(run_id, at_step)
             numbering = counters(self.store, run_id)
         self.run_id = run_id
         self._beat = Heartbeat(self.store, run_id)

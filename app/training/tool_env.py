@@ -96,14 +96,16 @@ class ToolEnvironmentFactory:
     def __call__(self) -> SQLToolEnvironment:
         return SQLToolEnvironment(self)
 
-    def start(self, settings: Any = None) -> int:
-        """The run's id, creating it on first use (`settings`: the trainer's arguments)."""
+    def start(self, settings: Any = None, at_step: int | None = None) -> int:
+        """The run's id, creating it on first use (`settings`: the trainer's arguments;
+        `at_step`: the training step the trainer begins at, `TrainingRun.start`)."""
         with self._lock:
             if self.run.run_id is None:
                 spec = self._spec
                 if settings is not None:
                     spec = RunSpec(**{**_fields(spec), "training": settings})
-                _, self._numbering = self.run.start(spec, None, PolicyInfo(name="tools"))
+                info = PolicyInfo(name="tools")
+                _, self._numbering = self.run.start(spec, None, info, at_step=at_step)
             assert self.run.run_id is not None
             return self.run.run_id
 
@@ -169,7 +171,8 @@ class ToolEnvironmentFactory:
         class _Follow(TrainerCallback):
             def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 factory.num_generations = int(getattr(args, "num_generations", 1) or 1)
-                factory.start(_settings_from_args(args, kw.get("model")))
+                # A trainer resumed from a checkpoint has its step back by now.
+                factory.start(_settings_from_args(args, kw.get("model")), int(state.global_step))
 
             def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 factory.train_step = int(state.global_step)

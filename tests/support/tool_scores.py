@@ -24,9 +24,17 @@ def spread_reward(*, completion_ids: list[list[int]], **_: Any) -> list[float]:
     return [sum(ids) % 10 / 10.0 for ids in completion_ids]
 
 
-def tool_trainer(tiny_checkpoint: Path, out: Path, rows: Any, environment_factory: Any) -> Any:
+def tool_trainer(
+    tiny_checkpoint: Path,
+    out: Path,
+    rows: Any,
+    environment_factory: Any,
+    reward: Any = None,
+    **args: Any,
+) -> Any:
     """A GRPOTrainer on the tiny model with a chat template that renders tool calls (Qwen2.5's),
-    `STEPS` steps of `GROUP` samples of two questions, writing its completions files."""
+    `STEPS` steps of `GROUP` samples of two questions, writing its completions files (`args`:
+    other GRPOConfig values)."""
     import os
 
     import trl
@@ -41,12 +49,11 @@ def tool_trainer(tiny_checkpoint: Path, out: Path, rows: Any, environment_factor
     return GRPOTrainer(
         model=AutoModelForCausalLM.from_pretrained(tiny_checkpoint),
         processing_class=tok,
-        reward_funcs=[spread_reward],
+        reward_funcs=[reward or spread_reward],
         args=GRPOConfig(
             output_dir=str(out),
             per_device_train_batch_size=GROUP * 2,
             num_generations=GROUP,
-            max_steps=STEPS,
             max_completion_length=8,
             learning_rate=5e-2,
             use_cpu=True,
@@ -55,8 +62,7 @@ def tool_trainer(tiny_checkpoint: Path, out: Path, rows: Any, environment_factor
             report_to=[],
             logging_steps=1,
             log_completions=True,
-            save_strategy="no",
-            disable_tqdm=True,
+            **{"max_steps": STEPS, "save_strategy": "no", "disable_tqdm": True, **args},
         ),
         train_dataset=rows,
         environment_factory=environment_factory,

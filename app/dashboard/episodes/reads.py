@@ -47,6 +47,6 @@ def episode_tags(store: Store, episode_ids: tuple[int, ...]) -> dict[int, list[s
 
 @cached_read(LIVE_TTL, written=True)
 def replaced(store: Store, episode_ids: tuple[int, ...]) -> frozenset[int]:
-    """The episodes of a page whose rows a rewrite of their file dropped (a step a resumed
-    trainer played again)."""
-    return frozenset(i for i, o in store.episode_origins(episode_ids).items() if o.gone)
+    """The episodes of a page that a later play of their training step replaced (a trainer
+    resumed from a checkpoint plays the steps after it again)."""
+    return store.replaced_among(episode_ids)

@@ -280,9 +280,9 @@ def show(run: RunSummary, key: GroupKey, stepped: bool) -> None:
             else f"{left} of its {stats.size} samples {'is' if left == 1 else 'are'}"
         )
         st.caption(
-            f"{which} of an earlier play of this step, which its rewritten step file no "
-            "longer holds (a trainer resumed from a checkpoint played the step again): "
-            "Training leaves them out."
+            f"{which} of an earlier play of this step, which a later play replaced (a "
+            "trainer resumed from a checkpoint played the step again): Training leaves them "
+            "out."
         )
     _signal_notice(run, group)
     st.caption(FORMULA)

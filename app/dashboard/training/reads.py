@@ -57,7 +57,7 @@ def steps_view(store: Store, run_id: int, progress: Progress) -> StepsView:
 
 @cached_read(_TTL, max_entries=_ENTRIES)
 def played_again(store: Store, run_id: int, progress: Progress) -> training.PlayedAgain:
-    """The episodes of earlier plays that a training run's rewritten step files dropped."""
+    """The episodes of earlier plays of a training run's steps that a later play replaced."""
     return training.played_again(store, run_id)
 
 

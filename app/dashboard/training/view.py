@@ -151,14 +151,14 @@ def curves(run_id: int) -> None:
 
 
 def played_again_text(again: PlayedAgain) -> str:
-    """What the page leaves out of a run whose step files were rewritten, in a line."""
+    """What the page leaves out of a run whose steps were played again, in a line."""
     steps = step_ranges(again.steps)
     return (
         f"Left out: {counted(again.episodes, 'episode')} of earlier plays of training "
-        f"step{'s' if len(again.steps) != 1 else ''} {steps}, which the "
-        "rewritten step files no longer hold (a trainer resumed from a checkpoint plays its "
-        "steps again). The page shows those steps as their files hold them now; Episodes and GRPO "
-        "groups keep both plays, the earlier one marked replaced."
+        f"step{'s' if len(again.steps) != 1 else ''} {steps}, which a later play replaced "
+        "(a trainer resumed from a checkpoint plays the steps after it again). The page shows "
+        "those steps as last played; Episodes and GRPO groups keep both plays, the earlier one "
+        "marked replaced."
     )
 
 

@@ -69,7 +69,7 @@ def test_pages_on_a_step_played_again_say_which_play_they_show(
     page = open_page("training/page.py", run=str(run_id))
     captions = [c.value for c in page.caption]
     assert any(
-        c.startswith("Left out: 2 episodes of earlier plays of training step 2, which the")
+        c.startswith("Left out: 2 episodes of earlier plays of training step 2, which a later")
         for c in captions
     ), captions
     assert [m.value for m in page.metric][1:3] == ["6", "2"]  # the run's episodes, its steps
@@ -93,7 +93,7 @@ def test_pages_on_a_step_played_again_say_which_play_they_show(
     assert sorted(replaced.items()) == [(1, 0), (2, 0), (2, 2)]
     for group, said in (("1", True), ("2", False)):
         view = open_page("groups/page.py", run=str(run_id), question=question_id, group=group)
-        told = "Its samples are of an earlier play of this step, which its rewritten step file"
+        told = "Its samples are of an earlier play of this step, which a later play replaced"
         assert any(c.value.startswith(told) for c in view.caption) is said, group
     # Replay's origin line of an episode of the earlier play, and of one of the new play.
     for episode, said in ((3, "line 1 (since rewritten without this row)"), (5, "line 1 ·")):

@@ -22,8 +22,9 @@ from app.trl import (
     shaped_reward,
     training_dataset,
 )
+from storage.read_models import EpisodeFilter
 from storage.store import Store
-from storage.training import question_episodes, training_steps
+from storage.training import played_again, question_episodes, training_steps
 from tests.support.benchmark import make_benchmark
 
 GROUP = 2
@@ -490,3 +491,65 @@ def test_ctrl_c_during_a_rollout_cancels_the_run(tiny_checkpoint: Path, tmp_path
     run = store.get_run(rollout.run_id)
     assert run is not None
     assert (run.status, run.error) == ("cancelled", "interrupted by Ctrl-C")
+
+
+def test_a_trainer_resumed_from_a_checkpoint_replaces_the_steps_it_plays_again(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    # A crash in step 2 (its rollouts played and stored), then resume_from_checkpoint at step
+    # 1: the trainer plays steps 1 and 2 again, and trains on the new plays alone. Training
+    # counted both plays of them (8 episodes a step where the trainer drew 4).
+    from trl import GRPOTrainer
+
+    os.environ["TRL_EXPERIMENTAL_SILENCE"] = "1"
+    questions, db_dir = make_benchmark(tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    out = tmp_path / "out"
+    args = _grpo_args(out, max_steps=3, save_strategy="steps", save_steps=1)
+    calls = []
+
+    def breaks_at_third_step(**kw: Any) -> list[float]:
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("node lost")
+        return spread_reward(**kw)
+
+    def train(reward: Any, resume: bool, checkpoint: str | None) -> RolloutFunction:
+        rollout = make_rollout_func(
+            dataset=None, questions=str(questions), db_dir=str(db_dir), store=store,
+            name="resumed", step_budget=1, max_new_tokens=4, resume=resume,
+        )  # fmt: skip
+        trainer = GRPOTrainer(
+            model=AutoModelForCausalLM.from_pretrained(tiny_checkpoint),
+            processing_class=AutoTokenizer.from_pretrained(tiny_checkpoint),
+            reward_funcs=[reward],
+            args=args,
+            train_dataset=training_dataset(
+                None, questions=str(questions), db_dir=str(db_dir), step_budget=1
+            ),
+            rollout_func=rollout,
+        )
+        with rollout.recording():
+            trainer.train(resume_from_checkpoint=checkpoint)
+        return rollout
+
+    with pytest.raises(RuntimeError, match="node lost"):
+        train(breaks_at_third_step, False, None)
+    first = store.find_run("resumed")
+    assert first is not None and first.status == "failed"
+    played = EpisodeFilter(run_ids=(first.id,))
+    first_play = {e.id: e.train_step for e in store.list_episodes(played, limit=100).items}
+    resumed = train(spread_reward, True, str(out / "checkpoint-1"))
+    assert resumed.run_id == first.id
+    run = store.get_run(first.id)
+    assert run is not None and run.status == "completed"
+    drawn = PROMPTS_PER_STEP * GROUP
+    assert run.episodes_finished == 5 * drawn, "both plays of steps 1 and 2 are kept"
+    assert [(s.train_step, s.episodes) for s in training_steps(store, run.id)] == [
+        (0, drawn), (1, drawn), (2, drawn)
+    ]  # fmt: skip
+    assert played_again(store, run.id).by_step == {1: drawn, 2: drawn}
+    replaced = {i for i, step in first_play.items() if step >= 1}
+    every = [e.id for e in store.list_episodes(played, limit=100).items]
+    assert store.replaced_among(every) == replaced
+    store.close()
