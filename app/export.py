@@ -18,7 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
-from app.export_schema import episode_row, episode_schema
+from app.export_schema import Beside, episode_row, episode_schema
 from storage.read_models import EpisodeFilter
 from storage.store import Store
 
@@ -81,9 +81,11 @@ def _rows(
             continue  # the filter's runs and the asked runs combine with AND, as filters do
         details = store.iter_episode_details(run_id, flt=flt, batch=_READ_BATCH)
         while chunk := list(islice(details, _READ_BATCH)):
-            origins = store.episode_origins([d.summary.id for d in chunk])
+            ids = [d.summary.id for d in chunk]
+            origins, replaced = store.episode_origins(ids), store.replaced_among(ids)
             for detail in chunk:
-                yield episode_row(detail, origins.get(detail.summary.id))
+                eid = detail.summary.id
+                yield episode_row(detail, Beside(origins.get(eid), eid in replaced))
 
 
 @contextmanager

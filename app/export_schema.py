@@ -35,7 +35,18 @@ _DETAIL_ONLY = frozenset({"summary", "run"})
 Origin = EpisodeOrigin | None
 """Where an episode was imported from and its rewards by name (`Store.episode_origins`); None
 for an episode with neither."""
-Read = Callable[[EpisodeDetail, Origin], Any]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Beside:
+    """What the store says of an episode beside its read model."""
+
+    origin: Origin = None
+    replaced: bool = False
+    """A later play of its training step replaced it (`Store.replaced_among`)."""
+
+
+Read = Callable[[EpisodeDetail, Beside], Any]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,31 +57,40 @@ class NamedReward:
     value: float
 
 
-def _tags(d: EpisodeDetail, _: Origin) -> list[str]:
+def _tags(d: EpisodeDetail, _: Beside) -> list[str]:
     return sorted({a.tag for a in d.annotations})
 
 
-def _named(_: EpisodeDetail, o: Origin) -> list[dict[str, Any]]:
+def _named(_: EpisodeDetail, b: Beside) -> list[dict[str, Any]]:
+    o = b.origin
     return [] if o is None else [{"name": n, "value": v} for n, v in sorted(o.rewards.items())]
+
+
+def _of_origin(read: Callable[[EpisodeOrigin], Any], none: Any = None) -> Read:
+    """A column read from the episode's origin, `none` for an episode without one."""
+    return lambda _, b: none if b.origin is None else read(b.origin)
 
 
 _DERIVED: tuple[tuple[str, Any, Read], ...] = (
     ("tags", list[str], _tags),
+    ("replaced", bool, lambda _, b: b.replaced),
     ("rewards_by_name", list[NamedReward], _named),
-    ("source_file", str | None, lambda _, o: None if o is None else o.path),
-    ("source_line", int | None, lambda _, o: None if o is None else o.line),
-    ("source_agent", str | None, lambda _, o: None if o is None else o.agent),
-    ("source_gone", bool | None, lambda _, o: None if o is None or o.path is None else o.gone),
-    ("regraded", str | None, lambda _, o: None if o is None else o.regraded),
-    ("filled_steps", list[int], lambda _, o: [] if o is None else list(o.filled_steps)),
+    ("source_file", str | None, _of_origin(lambda o: o.path)),
+    ("source_line", int | None, _of_origin(lambda o: o.line)),
+    ("source_agent", str | None, _of_origin(lambda o: o.agent)),
+    ("source_gone", bool | None, _of_origin(lambda o: None if o.path is None else o.gone)),
+    ("regraded", str | None, _of_origin(lambda o: o.regraded)),
+    ("filled_steps", list[int], _of_origin(lambda o: list(o.filled_steps), [])),
 )
-"""Columns computed from the read models and the episode's origin, after theirs: (name, type
-hint, value). `tags`: the distinct tags on the episode and its steps, for filtering without
-unnesting `annotations` (which holds each tag with its step, note, author and time). The rest
-say where an imported episode comes from (`source_file` relative to the run's source path, its
-line, the agent whose trace it is, whether a rewrite of the file dropped it), its rewards by
-name (a recorded episode's too), and what rollscope added: its grade against the gold SQL and
-the steps whose observation it filled."""
+"""Columns computed from the read models and what the store says beside them, after theirs:
+(name, type hint, value). `tags`: the distinct tags on the episode and its steps, for filtering
+without unnesting `annotations` (which holds each tag with its step, note, author and time).
+`replaced`: a later play of its training step replaced it (a trainer resumed from a checkpoint
+played the step again; the Training page leaves it out). The rest say where an imported
+episode comes from (`source_file` relative to the run's source path, its line, the agent whose
+trace it is, whether a rewrite of the file dropped it), its rewards by name (a recorded
+episode's too), and what rollscope added: its grade against the gold SQL and the steps whose
+observation it filled."""
 _REPLACED = frozenset({"steps"})
 """Summary fields a detail field of the same name replaces: the step count by the step list
 (its length). Any other clash of names is an error."""
@@ -215,7 +235,7 @@ class Column:
 
 
 def _reader(part: str | None, attr: str, convert: Convert | None) -> Read:
-    def read(d: EpisodeDetail, _: Origin) -> Any:
+    def read(d: EpisodeDetail, _: Beside) -> Any:
         value = getattr(getattr(d, part) if part else d, attr)
         return value if convert is None else convert(value)
 
@@ -248,9 +268,10 @@ def episode_columns() -> tuple[Column, ...]:
     )
 
 
-def episode_row(detail: EpisodeDetail, origin: Origin = None) -> dict[str, Any]:
+def episode_row(detail: EpisodeDetail, beside: Beside | None = None) -> dict[str, Any]:
     """One episode as plain data: one key per export column."""
-    return {c.name: c.read(detail, origin) for c in episode_columns()}
+    found = beside or Beside()
+    return {c.name: c.read(detail, found) for c in episode_columns()}
 
 
 @cache

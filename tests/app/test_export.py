@@ -274,7 +274,7 @@ def test_every_read_model_field_has_a_column() -> None:
     origin = [
         "rewards_by_name", "source_file", "source_line", "source_agent", "source_gone", "regraded",
     ]  # fmt: skip
-    assert schema.names == [*summary, *run, *detail, "tags", *origin, "filled_steps"]
+    assert schema.names == [*summary, *run, *detail, "tags", "replaced", *origin, "filled_steps"]
     step = schema.field("steps").type.value_type
     assert [f.name for f in step] == [f.name for f in dataclasses.fields(StoredStep)]
     assert not schema.field("id").nullable and schema.field("answer").nullable
@@ -538,10 +538,30 @@ def test_an_episode_a_rewrite_of_its_file_dropped_says_so(tmp_path: Path) -> Non
     # The 1.0 of the new play has the bytes of the first's: one row, in the file still.
     assert export_episodes(store, [run_id], out, "parquet") == 3
     store.close()
-    rows = pq.read_table(out, columns=["reward", "source_gone"]).to_pylist()
-    assert sorted((r["reward"], r["source_gone"]) for r in rows) == [
-        (0.0, True), (0.5, False), (1.0, False),
+    rows = pq.read_table(out, columns=["reward", "source_gone", "replaced"]).to_pylist()
+    assert sorted((r["reward"], r["source_gone"], r["replaced"]) for r in rows) == [
+        (0.0, True, True), (0.5, False, False), (1.0, False, False),
     ]  # fmt: skip
+
+
+def test_a_resumed_trainers_earlier_plays_are_marked_replaced(tmp_path: Path) -> None:
+    # Training reads a step as its latest play; an export holds both, and says which is which.
+    from rollout_core.records import IterationBatch
+    from tests.support.records import finish, spec, start
+
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=None)
+    sink = store.sink(run_id)
+    for sample, (step, reward) in enumerate([(0, 0.0), (1, 0.0), (1, 1.0)]):
+        if sample == 2:
+            store.mark_replayed(run_id, 1)  # the trainer resumed at step 1
+        sink.write(IterationBatch(started=[start("q1", sample, train_step=step)]))
+        sink.write(IterationBatch(finished=[finish("q1", sample, "wrong", reward, 1)]))
+    out = tmp_path / "o.jsonl"
+    assert export_episodes(store, [run_id], out, "jsonl") == 3
+    store.close()
+    rows = [(r["train_step"], r["reward"], r["replaced"], r["source_gone"]) for r in _jsonl(out)]
+    assert rows == [(0, 0.0, False, None), (1, 0.0, True, None), (1, 1.0, False, None)]
 
 
 def test_a_training_episode_carries_its_step_group_and_tokens(tmp_path: Path) -> None:
