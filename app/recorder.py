@@ -122,6 +122,7 @@ class Recorder:
         model: str | None = None,
         dataset: str = "",
         resume: bool = False,
+        resumed_at_step: int | None = None,
         correct_at: float = CORRECT_AT,
         flush_every: int = 256,
         flush_seconds: float = 1.0,
@@ -130,7 +131,10 @@ class Recorder:
         """`store`: a Store or its URL (a SQLite path). `run`: the run's name (unique in the
         store; with `resume`, an earlier run of that name recorded by a Recorder goes on).
         `kind`: `training` for a trainer's rollouts (Training and GRPO groups show them by
-        step), `batch` otherwise. `correct_at`: an episode given no `correct` is correct when
+        step), `batch` otherwise. `resumed_at_step`: with `resume`, the training step a loop
+        resumed from a checkpoint begins at: the run's episodes of that step and later, which
+        it plays again, are marked replaced (the Training page reads a step as its latest
+        play). `correct_at`: an episode given no `correct` is correct when
         its reward is at least this. `retry_seconds`: how long a store that takes no write
         (a server restarting) is waited for before `episode()` refuses rollouts and `close()`
         gives up."""
@@ -144,6 +148,12 @@ class Recorder:
             raise RecorderError(str(exc)) from None
         # Checked before the run is made: a bad one would have failed later, on its thread.
         self.correct_at = _finite(correct_at, "correct_at")
+        at_step = _whole(resumed_at_step, "resumed_at_step")
+        if at_step is not None and not (resume and kind == "training"):
+            raise RecorderError(
+                "resumed_at_step marks the steps a resumed trainer plays again: give it with "
+                "resume=True and kind='training'"
+            )
         every = _whole(flush_every, "flush_every")
         if every is None or every < 1:
             raise RecorderError(
@@ -167,6 +177,8 @@ class Recorder:
             checkpoint=model,
         )
         self.run_id, reopened = self._open_run(spec, resume)
+        if reopened and at_step is not None:
+            self.store.mark_replayed(self.run_id, at_step)
         self._own = OwnQuestions(self.store)
         if reopened:  # questions rollscope has played since take its ids
             self._own.match(self.run_id)

@@ -116,3 +116,37 @@ def test_resume_is_offered_only_where_it_would_be_taken(tmp_path: Path) -> None:
     with pytest.raises(RecorderError, match=re.escape("or pass resume=True to record more")):
         Recorder(_url(tmp_path), run="broke")
     Recorder(_url(tmp_path), run="broke", resume=True).close()
+
+
+def test_a_loop_resumed_at_a_step_marks_the_episodes_it_plays_again(tmp_path: Path) -> None:
+    from storage.training import played_again, training_steps
+
+    store = Store(_url(tmp_path))
+    rec = Recorder(store, run="grpo", kind="training")
+    for step in range(3):
+        rec.episode(question="Q?", turns=TURNS, reward=0.0, step=step)
+    rec.close("failed", "RuntimeError: node lost")
+    with Recorder(store, run="grpo", kind="training", resume=True, resumed_at_step=1) as rec:
+        for step in (1, 2):
+            rec.episode(question="Q?", turns=TURNS, reward=1.0, step=step)
+    run_id = rec.run_id
+    assert [(s.train_step, s.episodes, s.reward) for s in training_steps(store, run_id)] == [
+        (0, 1, 0.0), (1, 1, 1.0), (2, 1, 1.0)
+    ]  # fmt: skip
+    assert played_again(store, run_id).by_step == {1: 1, 2: 1}
+
+
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"resumed_at_step": 3}, "give it with resume=True and kind='training'"),
+        ({"resumed_at_step": 3, "resume": True}, "give it with resume=True and kind='training'"),
+        ({"resumed_at_step": "3", "resume": True, "kind": "training"}, "not a whole number"),
+    ],
+)
+def test_resumed_at_step_alone_or_not_a_number_is_refused(
+    tmp_path: Path, kw: dict[str, object], said: str
+) -> None:
+    with pytest.raises(RecorderError, match=re.escape(said)):
+        Recorder(_url(tmp_path), run="grpo", **kw)  # type: ignore[arg-type]
+    assert not (tmp_path / "s.db").exists() or not Store(_url(tmp_path)).list_runs()
