@@ -27,6 +27,7 @@ from openenv.core.env_client import EnvClient
 
 from app.env_server.models import (
     MOST_SCORES,
+    RESUMED_PATH,
     SCORES_PATH,
     EpisodeScore,
     SQLAction,
@@ -36,16 +37,22 @@ from app.env_server.models import (
 
 __all__ = [
     "EpisodeScore",
+    "NotRecorded",
     "SQLAction",
     "SQLEnvClient",
     "SQLObservation",
     "SQLState",
     "ScoresNotRecorded",
+    "send_trainer_resumed",
     "send_trainer_scores",
 ]
 
 
-class ScoresNotRecorded(Exception):
+class NotRecorded(Exception):
+    """The server did not record what a trainer sent: unreachable, or it refused it."""
+
+
+class ScoresNotRecorded(NotRecorded):
     """The server did not take a trainer's scores: unreachable, or it refused them."""
 
 
@@ -66,30 +73,53 @@ def send_trainer_scores(
     request raises `ScoresNotRecorded`. Any number of scores: they go in requests of at most
     `MOST_SCORES`, each recorded whole or not at all."""
     checked = [EpisodeScore.model_validate(s) for s in scores]
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = f"Bearer {token}"
-    url = base_url.rstrip("/") + SCORES_PATH
     total = {"scored": 0, "unknown": 0}
     for start in range(0, len(checked), MOST_SCORES):
         part = checked[start : start + MOST_SCORES]
         body = {"scores": [s.model_dump() for s in part]}
-        request = urllib.request.Request(
-            url, data=json.dumps(body).encode(), headers=headers, method="POST"
-        )
-        try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                answer = json.load(response)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            raise ScoresNotRecorded(
-                f"{url} refused the scores: HTTP {exc.code} {detail}".rstrip()
-            ) from exc
-        except (OSError, ValueError) as exc:
-            raise ScoresNotRecorded(f"no answer from {url}: {exc}") from exc
+        answer = _post(base_url, SCORES_PATH, body, "the scores", token, timeout, ScoresNotRecorded)
         total["scored"] += int(answer["scored"])
         total["unknown"] += int(answer["unknown"])
     return total
+
+
+def send_trainer_resumed(
+    base_url: str, step: int, *, token: str | None = None, timeout: float = 30.0
+) -> int:
+    """Tell the server a trainer resumed from a checkpoint begins at training step `step`:
+    the run's episodes of that step and later, which it plays again, are marked replaced, so
+    the Training page reads each step as its latest play. Returns how many were marked; a
+    server that cannot be reached or refuses raises `NotRecorded`."""
+    body = {"step": step}
+    answer = _post(base_url, RESUMED_PATH, body, "the resumed step", token, timeout, NotRecorded)
+    return int(answer["marked"])
+
+
+def _post(
+    base_url: str,
+    path: str,
+    body: object,
+    what: str,
+    token: str | None,
+    timeout: float,
+    error: type[NotRecorded],
+) -> dict[str, Any]:
+    """POST `body` as JSON to one of rollscope's routes; its JSON answer, or `error`."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    url = base_url.rstrip("/") + path
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return dict(json.load(response))
+    except urllib.error.HTTPError as exc:
+        detail = exc.read().decode(errors="replace")[:500]
+        raise error(f"{url} refused {what}: HTTP {exc.code} {detail}".rstrip()) from exc
+    except (OSError, ValueError) as exc:
+        raise error(f"no answer from {url}: {exc}") from exc
 
 
 class SQLEnvClient(EnvClient[SQLAction, SQLObservation, SQLState]):  # type: ignore[misc]

@@ -22,10 +22,12 @@ from openenv.core.env_server.types import WSErrorCode, WSErrorResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.env_server.models import (
+    RESUMED_PATH,
     SCORES_PATH,
     SQLAction,
     SQLObservation,
     SQLState,
+    TrainerResumed,
     TrainerScores,
 )
 from app.env_server.served import ServedRun
@@ -56,6 +58,12 @@ def build_app(served: ServedRun, *, max_sessions: int, token: str | None = None)
         named by question and sample index; `scored` says how many it found."""
         scored = served.record_trainer_scores(body.scores)
         return {"scored": scored, "unknown": len(body.scores) - scored}
+
+    @app.post(RESUMED_PATH, tags=["rollscope"])
+    def trainer_resumed(body: TrainerResumed) -> dict[str, int]:
+        """Mark the run's episodes of the step a resumed trainer begins at and later, which
+        it plays again, as replaced; `marked` says how many."""
+        return {"marked": served.mark_replayed(body.step)}
 
     app.add_exception_handler(RequestValidationError, _refused_body)
     app.add_middleware(ObjectMessagesOnly)

@@ -94,6 +94,20 @@ MOST_SCORES = 100_000
 """Episodes one `/trainer-scores` request may score: a generation batch is far fewer."""
 
 
+RESUMED_PATH = "/trainer-resumed"
+"""rollscope's own route: a trainer resumed from a checkpoint says the step it begins at, and
+the run's episodes of that step and later, which it plays again, are marked replaced
+(`app.env_client.send_trainer_resumed` posts it)."""
+
+
+class TrainerResumed(BaseModel):
+    """The body of `POST /trainer-resumed`: the training step a resumed trainer begins at."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0, lt=2**31)
+
+
 class EpisodeScore(BaseModel):
     """How a trainer scored one episode of the server's run, named by its question and sample
     index (a reset's `metadata`)."""

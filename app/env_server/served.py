@@ -124,6 +124,11 @@ class ServedRun:
         ]
         return self.store.record_trainer_scores(self.run_id, found)
 
+    def mark_replayed(self, step: int) -> int:
+        """Mark the run's episodes of `step` and later as replaced by a trainer resumed there
+        (`storage.replayed`); how many were marked."""
+        return self.store.mark_replayed(self.run_id, step)
+
     def opened(self, session: Closable) -> None:
         with self._lock:
             self._sessions.add(session)

@@ -22,9 +22,11 @@ from typing import Any
 
 from app.env_client import (
     EpisodeScore,
+    NotRecorded,
     ScoresNotRecorded,
     SQLAction,
     SQLEnvClient,
+    send_trainer_resumed,
     send_trainer_scores,
 )
 from app.training.tools import SQLTools
@@ -66,6 +68,10 @@ class ServerTools:
                 tools.send_scores(trainer)
 
         class _Follow(TrainerCallback):
+            def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                if int(state.global_step) > 0:  # resumed from a checkpoint: its step is back
+                    tools.send_resumed(int(state.global_step))
+
             def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 tools.train_step = int(state.global_step)
 
@@ -129,6 +135,21 @@ class ServerTools:
             return None
         self._scored = keys
         return answer["scored"]
+
+    def send_resumed(self, step: int) -> int | None:
+        """Tell the server the trainer resumed from a checkpoint at `step`, which marks the
+        episodes of the steps it plays again; how many were marked, or None where the server
+        could not take it (warned of: training goes on, and Training counts both plays)."""
+        try:
+            return send_trainer_resumed(self.base_url, step, token=self.token)
+        except NotRecorded as exc:
+            warnings.warn(
+                f"the environment server at {self.base_url} did not mark the steps this resumed "
+                f"trainer plays again ({exc}); training goes on, and the Training page counts "
+                "both plays of them",
+                stacklevel=2,
+            )
+            return None
 
     def close(self) -> None:
         """Close every session made so far."""
