@@ -116,6 +116,7 @@ def show(detail: EpisodeDetail) -> None:
     if ep.forked_from is not None:
         _fork_origin(detail)
     origin.show(detail)
+    origin.show_replaced(detail)
     if detail.error:
         show_error(detail.error)
 

@@ -86,6 +86,26 @@ def show(detail: EpisodeDetail) -> None:
     st.caption(" · ".join(parts))
 
 
+REPLAYED = (
+    "Of an earlier play of this training step, which a later play replaced (the trainer "
+    "resumed from a checkpoint and played the step again): the Training page leaves it out."
+)
+
+
+@cached_read()
+def was_replaced(store: Store, episode_id: int) -> bool:
+    """Whether a later play of the episode's training step replaced it."""
+    return episode_id in store.replaced_among([episode_id])
+
+
+def show_replaced(detail: EpisodeDetail) -> None:
+    """A line for an episode of a trainer's run that a resumed trainer played again (an
+    import's row a rewrite dropped says so on its origin line)."""
+    stepped = detail.run.kind != "import" and detail.summary.train_step is not None
+    if stepped and was_replaced(detail.summary.id):
+        st.caption(REPLAYED)
+
+
 def _named(found: EpisodeOrigin) -> str:
     """The rewards by name, in name order, as markdown-safe text (the names are a trainer's)."""
     return escape_markdown(
