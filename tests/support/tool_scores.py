@@ -5,6 +5,7 @@ environment server's tests share both."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,21 @@ STEPS = 2
 def spread_reward(*, completion_ids: list[list[int]], **_: Any) -> list[float]:
     """A reward that differs between samples, so that groups have advantages to record."""
     return [sum(ids) % 10 / 10.0 for ids in completion_ids]
+
+
+def failing_at_call(call: int) -> Callable[..., list[float]]:
+    """`spread_reward`, raising RuntimeError("node lost") at its `call`-th call: a trainer
+    that crashes in that step, its rollouts played."""
+    calls = 0
+
+    def reward(**kw: Any) -> list[float]:
+        nonlocal calls
+        calls += 1
+        if calls == call:
+            raise RuntimeError("node lost")
+        return spread_reward(**kw)
+
+    return reward
 
 
 def tool_trainer(

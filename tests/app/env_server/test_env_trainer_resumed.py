@@ -15,7 +15,7 @@ import pytest
 
 from storage.training import played_again, training_steps
 from tests.app.env_server.conftest import Bench, Served, wait_for
-from tests.support.tool_scores import GROUP, spread_reward, tool_trainer
+from tests.support.tool_scores import GROUP, failing_at_call, spread_reward, tool_trainer
 
 
 def test_a_trainer_resumed_from_a_checkpoint_marks_the_steps_it_plays_again(
@@ -27,13 +27,7 @@ def test_a_trainer_resumed_from_a_checkpoint_marks_the_steps_it_plays_again(
     rows = training_dataset(
         None, questions=str(bench.questions), db_dir=str(bench.db_dir), tools=True
     )
-    out, calls = tmp_path / "out", []
-
-    def breaks_at_third_step(**kw: Any) -> list[float]:
-        calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("node lost")
-        return spread_reward(**kw)
+    out = tmp_path / "out"
 
     def train(reward: Any, checkpoint: str | None) -> None:
         tools = ServerTools(served.url)
@@ -48,7 +42,7 @@ def test_a_trainer_resumed_from_a_checkpoint_marks_the_steps_it_plays_again(
             tools.close()  # the crashed trainer's sessions end as its process would end them
 
     with pytest.raises(RuntimeError, match="node lost"):
-        train(breaks_at_third_step, None)
+        train(failing_at_call(3), None)
     drawn = GROUP * 2
     wait_for(lambda: _finished(served) == 3 * drawn)
     train(spread_reward, str(out / "checkpoint-1"))

@@ -12,7 +12,7 @@ from app.trl import make_environment_factory, training_dataset
 from storage.store import Store
 from storage.training import played_again, training_steps
 from tests.support.benchmark import make_benchmark
-from tests.support.tool_scores import GROUP, spread_reward, tool_trainer
+from tests.support.tool_scores import GROUP, failing_at_call, spread_reward, tool_trainer
 
 pytestmark = pytest.mark.slow
 
@@ -24,13 +24,6 @@ def test_a_resumed_tool_run_reads_each_step_as_its_latest_play(
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     rows = training_dataset(None, questions=str(questions), db_dir=str(db_dir), tools=True)
     out = tmp_path / "out"
-    calls = []
-
-    def breaks_at_third_step(**kw: Any) -> list[float]:
-        calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("node lost")
-        return spread_reward(**kw)
 
     def train(reward: Any, resume: bool, checkpoint: str | None) -> int:
         factory = make_environment_factory(
@@ -48,7 +41,7 @@ def test_a_resumed_tool_run_reads_each_step_as_its_latest_play(
         return factory.run.run_id
 
     with pytest.raises(RuntimeError, match="node lost"):
-        train(breaks_at_third_step, False, None)
+        train(failing_at_call(3), False, None)
     run_id = train(spread_reward, True, str(out / "checkpoint-1"))
     drawn = GROUP * 2
     assert [(s.train_step, s.episodes) for s in training_steps(store, run_id)] == [

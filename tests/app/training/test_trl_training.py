@@ -26,6 +26,7 @@ from storage.read_models import EpisodeFilter
 from storage.store import Store
 from storage.training import played_again, question_episodes, training_steps
 from tests.support.benchmark import make_benchmark
+from tests.support.tool_scores import failing_at_call
 
 GROUP = 2
 PROMPTS_PER_STEP = 2
@@ -506,13 +507,6 @@ def test_a_trainer_resumed_from_a_checkpoint_replaces_the_steps_it_plays_again(
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
     out = tmp_path / "out"
     args = _grpo_args(out, max_steps=3, save_strategy="steps", save_steps=1)
-    calls = []
-
-    def breaks_at_third_step(**kw: Any) -> list[float]:
-        calls.append(1)
-        if len(calls) == 3:
-            raise RuntimeError("node lost")
-        return spread_reward(**kw)
 
     def train(reward: Any, resume: bool, checkpoint: str | None) -> RolloutFunction:
         rollout = make_rollout_func(
@@ -534,7 +528,7 @@ def test_a_trainer_resumed_from_a_checkpoint_replaces_the_steps_it_plays_again(
         return rollout
 
     with pytest.raises(RuntimeError, match="node lost"):
-        train(breaks_at_third_step, False, None)
+        train(failing_at_call(3), False, None)
     first = store.find_run("resumed")
     assert first is not None and first.status == "failed"
     played = EpisodeFilter(run_ids=(first.id,))
