@@ -41,9 +41,8 @@ def latest_play(run_id: int) -> ColumnElement[bool]:
 
 
 def mark_replayed(session: Session, run_id: int, resumed_at_step: int) -> int:
-    """Mark the run's episodes of `resumed_at_step` and later as replaced by the play of a
-    trainer resumed there (the run's unfinished episodes are deleted before); returns how
-    many were marked."""
+    """Mark the run's episodes of `resumed_at_step` and later (not marked yet) as replaced by
+    the play of a trainer resumed there; returns how many were marked."""
     e = Episode
     to_mark = select(e.id, e.run_id, literal(resumed_at_step)).where(
         e.run_id == run_id,
