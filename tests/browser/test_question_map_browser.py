@@ -30,6 +30,7 @@ def _map(analysis: Dashboard, page: Any) -> tuple[list[int], Any]:
     plot.wait_for()
     page.get_by_text("Flips between consecutive runs").wait_for()
     wait_idle(page)
+    _wait_for_cells(page, 6 * 3)  # 6 questions, 3 runs
     return ids, plot
 
 
@@ -89,11 +90,23 @@ def test_runs_on_different_questions_map_the_shared_ones_until_unticked(
     wait_idle(page)
     box = page.get_by_role("checkbox", name="Only questions every chosen run played")
     assert box.is_checked()
-    cells = "gd => gd.data[1].text.length"  # the overlay: a point per cell
-    assert page.locator(".js-plotly-plot").first.evaluate(cells) == 3 * 2
+    _wait_for_cells(page, 3 * 2)
     page.get_by_text("Only questions every chosen run played").click()
     page.wait_for_url(re.compile(r"&shared=0$"))
     page.get_by_text("6 questions, easiest at the top").wait_for()
     wait_idle(page)
     assert not box.is_checked()
-    assert page.locator(".js-plotly-plot").first.evaluate(cells) == 6 * 2
+    _wait_for_cells(page, 6 * 2)
+
+
+def _wait_for_cells(page: Any, count: int) -> None:
+    """Wait until the map's overlay (a point per cell) holds `count` points: plotly draws
+    after the script ends, so the chart may be there before its data."""
+    page.wait_for_function(
+        """n => {
+            const gd = document.querySelector('.js-plotly-plot');
+            return !!(gd && gd.data && gd.data[1] && gd.data[1].text.length === n);
+        }""",
+        arg=count,
+        timeout=30_000,
+    )
