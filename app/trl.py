@@ -19,12 +19,13 @@ tokens out of the loss. `SQLToolEnvironment` is the same environment as tools, f
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from app.training.rollout import RolloutFunction, opening_messages
+from app.training.run import evaluation_name
 from app.training.tool_env import SQLToolEnvironment, ToolEnvironmentFactory, tool_prompt
-from rollout_core.datasets import Dataset, select_questions
+from rollout_core.datasets import Dataset, DatasetError, select_questions
 from rollout_core.errors import SpecError
 from rollout_core.records import Question, RunSpec
 from rollout_core.settings import (
@@ -115,6 +116,10 @@ def make_rollout_func(
     batch_size: int = DEFAULT_BATCH_SIZE,
     seed: int = 0,
     resume: bool = False,
+    eval_dataset: str | None = None,
+    eval_questions: str | None = None,
+    eval_db_dir: str | None = None,
+    eval_name: str | None = None,
     **settings: Any,
 ) -> RolloutFunction:
     """The function to pass as `GRPOTrainer(rollout_func=...)`, recording into run `name`.
@@ -122,8 +127,11 @@ def make_rollout_func(
     `settings` are the other environment settings (`sample_rows`, `max_observation_tokens`,
     `sandbox`) and `threads`; temperature and top_p are the trainer's (`GRPOConfig`), since it
     scores the tokens with its own. `resume=True` continues a training run of that name that
-    was stopped (its episodes stay; numbering goes on). Bad input fails here, in one line,
-    before the trainer is built.
+    was stopped (its episodes stay; numbering goes on). The trainer's evaluation rollouts
+    (`eval_strategy`) record into run `eval_name` (default `{name}-eval`), each with the step
+    it evaluated; `eval_dataset` (or `eval_questions` + `eval_db_dir`) names the questions of
+    the trainer's `eval_dataset`, as `training_dataset` takes them, where they are not the
+    training's. Bad input fails here, in one line, before the trainer is built.
     """
     owned = sorted(set(settings) & set(_TRAINER_OWNED))
     if owned:
@@ -160,8 +168,18 @@ def make_rollout_func(
         question_ids=tuple(question_ids) if question_ids else None,
         kind="training",
     )
+    evaluation = _evaluation(name, eval_name, eval_dataset, eval_questions, eval_db_dir)
     opened = Store(store) if isinstance(store, str) else store
-    return RolloutFunction(store=opened, spec=spec, dataset=ds, questions=chosen, resume=resume)
+    return RolloutFunction(
+        store=opened,
+        spec=spec,
+        dataset=ds,
+        questions=chosen,
+        resume=resume,
+        eval_name=evaluation.name,
+        eval_dataset=evaluation.dataset,
+        eval_questions=evaluation.questions,
+    )
 
 
 def make_environment_factory(
@@ -173,18 +191,59 @@ def make_environment_factory(
     db_dir: str | None = None,
     step_budget: int = DEFAULT_STEP_BUDGET,
     resume: bool = False,
+    eval_dataset: str | None = None,
+    eval_questions: str | None = None,
+    eval_db_dir: str | None = None,
+    eval_name: str | None = None,
 ) -> ToolEnvironmentFactory:
     """The zero-argument callable to pass as `GRPOTrainer(environment_factory=...)`: each call
-    makes a `SQLToolEnvironment` whose tool calls are recorded in run `name`."""
+    makes a `SQLToolEnvironment` whose tool calls are recorded in run `name`, the trainer's
+    evaluation rollouts in run `eval_name` (as `make_rollout_func`; the trainer's mode is
+    read from `callback()`)."""
     ds = resolve_dataset(_training_set(dataset, questions), questions, db_dir)
+    name = name.strip()
+    evaluation = _evaluation(name, eval_name, eval_dataset, eval_questions, eval_db_dir)
     opened = Store(store) if isinstance(store, str) else store
     return ToolEnvironmentFactory(
         store=opened,
-        name=name.strip(),
+        name=name,
         dataset=ds,
         environment=EnvironmentSettings(step_budget=step_budget),
         resume=resume,
+        eval_name=evaluation.name,
+        eval_dataset=evaluation.dataset,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Evaluation:
+    """Where a trainer's evaluation rollouts record, and of which questions (None: the
+    training's)."""
+
+    name: str
+    dataset: Dataset | None
+    questions: list[Question] | None
+
+
+def _evaluation(
+    name: str,
+    eval_name: str | None,
+    eval_dataset: str | None,
+    eval_questions: str | None,
+    eval_db_dir: str | None,
+) -> _Evaluation:
+    if eval_db_dir and not eval_questions:
+        raise SpecError("eval_db_dir goes with eval_questions: give the questions file too")
+    chosen = eval_name.strip() if eval_name is not None else evaluation_name(name)
+    if not chosen:
+        raise SpecError("the evaluation run's name is empty: give eval_name=... or leave it out")
+    if not (eval_dataset or eval_questions):
+        return _Evaluation(chosen, None, None)
+    try:
+        ds, questions = _questions(eval_dataset, eval_questions, eval_db_dir, None, None)
+    except (DatasetError, SpecError) as exc:  # said as the evaluation's, not the training's
+        raise type(exc)(f"the evaluation's questions: {exc}") from None
+    return _Evaluation(chosen, ds, questions)
 
 
 def correct_reward(*, correct: Sequence[bool], **_: Any) -> list[float]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.training.run import TrainingRun
@@ -76,9 +76,30 @@ class _Recorder:
                 self.sequences[episode.key] = self.tokens.pop(episode.key)
 
 
+@dataclass(slots=True)
+class _Recording:
+    """Where one mode's rollouts go: training's, or evaluation's, each a run of its own."""
+
+    run: TrainingRun
+    dataset: Dataset
+    questions: list[Question]
+    numbering: Counters = field(default_factory=Counters)
+    by_prompt: dict[str, Question] | None = None
+
+    @property
+    def run_id(self) -> int:
+        assert self.run.run_id is not None
+        return self.run.run_id
+
+
 class RolloutFunction:
     """`rollout_func(prompts, trainer)` for `GRPOTrainer`; build it with
-    `app.trl.make_rollout_func`."""
+    `app.trl.make_rollout_func`.
+
+    Training rollouts record into run `spec.name`; the trainer's evaluation rollouts into
+    run `eval_name`, of the questions of `eval_dataset` (default: the training's), each
+    carrying the step it evaluated: the training curves count training alone, and
+    Compare sets the evaluation's steps (checkpoints) side by side."""
 
     def __init__(
         self,
@@ -88,24 +109,40 @@ class RolloutFunction:
         dataset: Dataset,
         questions: Sequence[Question],
         resume: bool = False,
+        eval_name: str,
+        eval_dataset: Dataset | None = None,
+        eval_questions: Sequence[Question] | None = None,
     ) -> None:
         self.store = store
         self.spec = spec
         """The run's spec without the trainer's arguments (added at the first call)."""
-        self.dataset = dataset
-        self.questions = list(questions)
-        self.run = TrainingRun(store, spec.name, resume=resume)
+        self.run = TrainingRun(store, spec.name, resume=resume, evaluation=eval_name)
         self.run.check_name()
-        self._by_prompt: dict[str, Question] | None = None
-        self._numbering = Counters()
+        self._training = _Recording(self.run, dataset, list(questions))
+        assert self.run.evaluation is not None
+        self._evaluation = _Recording(
+            self.run.evaluation,
+            eval_dataset or dataset,
+            list(eval_questions if eval_questions is not None else questions),
+        )
         self._callback_added = False
-        self._unscored: PlayedBatch | None = None
-        """The last call's batch, until the trainer's scores of it are recorded."""
+        self._unscored: tuple[int, PlayedBatch] | None = None
+        """The last call's run and batch, until the trainer's scores of it are recorded."""
+
+    @property
+    def dataset(self) -> Dataset:
+        """The training questions' dataset."""
+        return self._training.dataset
 
     @property
     def run_id(self) -> int | None:
         """The run's id in the store, once the trainer has asked for rollouts."""
         return self.run.run_id
+
+    @property
+    def eval_run_id(self) -> int | None:
+        """The evaluation run's id, once the trainer has evaluated."""
+        return self._evaluation.run.run_id
 
     def recording(self) -> Any:
         """`with rollout_func.recording(): trainer.train()` records a crash as `failed`."""
@@ -122,7 +159,8 @@ class RolloutFunction:
         tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
         training = bool(trainer.model.training)
         size = trainer.num_generations if training else trainer.num_generations_eval
-        questions = self._questions(prompts, size)
+        into = self._training if training else self._evaluation
+        questions = self._questions(prompts, size, into)
         generation = replace(
             self.spec.generation,
             temperature=float(trainer.args.temperature),
@@ -134,14 +172,16 @@ class RolloutFunction:
         # shared-prefix kernel accepts; the growing cache takes them as they come.
         mixed = getattr(trainer.accelerator, "mixed_precision", "no") != "no"
         policy = _policy(model, tokenizer, generation, tokens, plain=not mixed)
+        step = int(trainer.state.global_step)
         if self.run.run_id is None:
             self._start(trainer, generation, policy.describe(), len(prompts))
-        step = int(trainer.state.global_step)
-        tasks = self._plan(questions, size, step)
-        sink = _Recorder(self.store.sink(self._run_id), tokens)
+        if into.run.run_id is None:
+            self._start_evaluation(trainer, generation, policy.describe(), step)
+        tasks = self._plan(questions, size, step, into.numbering)
+        sink = _Recorder(self.store.sink(into.run_id), tokens)
         try:
             run_episodes(
-                self.dataset,
+                into.dataset,
                 tasks,
                 policy,
                 sink,
@@ -151,27 +191,22 @@ class RolloutFunction:
         except BaseException as exc:  # Ctrl-C lands here mostly: a step's time is its rollout
             self.run.finish_raised(exc)
             raise
-        ids = self.store.episode_ids(self._run_id, [t.key for t in tasks])
+        ids = self.store.episode_ids(into.run_id, [t.key for t in tasks])
         played = [
             Played(sink.finished[t.key], sink.sequences.get(t.key), ids[t.key]) for t in tasks
         ]
-        self._unscored = PlayedBatch(list(prompts), [p.episode_id for p in played])
+        self._unscored = (into.run_id, PlayedBatch(list(prompts), [p.episode_id for p in played]))
         return _output(played, prompts, tokens)
 
     def record_scores(self, trainer: Any) -> None:
         """Record the trainer's advantages and rewards of the last call's episodes, which it
         has scored by the end of the optimizer step or evaluation it played them for, and by
         the time it asks again or ends (`app.training.trainer_scores`)."""
-        if self._unscored is None or self.run.run_id is None:
+        if self._unscored is None:
             return
-        scores = read_scores(trainer, self._unscored)
+        run_id, batch = self._unscored
         self._unscored = None
-        self.store.record_trainer_scores(self.run.run_id, scores)
-
-    @property
-    def _run_id(self) -> int:
-        assert self.run.run_id is not None
-        return self.run.run_id
+        self.store.record_trainer_scores(run_id, read_scores(trainer, batch))
 
     def _start(self, trainer: Any, generation: GenerationSettings, info: Any, batch: int) -> None:
         model = trainer.accelerator.unwrap_model(trainer.model)
@@ -185,20 +220,52 @@ class RolloutFunction:
             training=training_settings(trainer),
         )
         at_step = int(trainer.state.global_step)
-        _, self._numbering = self.run.start(spec, _planned(trainer, batch), info, at_step=at_step)
+        _, numbering = self.run.start(spec, _planned(trainer, batch), info, at_step=at_step)
+        self._training.numbering = numbering
         if not self._callback_added:
             trainer.add_callback(self.run.callback(scored=lambda: self.record_scores(trainer)))
             self._callback_added = True
 
-    def _questions(self, prompts: Sequence[Messages], size: int) -> list[Question]:
+    def _start_evaluation(
+        self, trainer: Any, generation: GenerationSettings, info: Any, step: int
+    ) -> None:
+        """Open the evaluation run at the trainer's first evaluation. Reopened (resumed), its
+        episodes of this step and later are of evaluations this trainer plays again: those
+        of the step a checkpoint was saved at came before the save, and are kept unless this
+        trainer evaluates at its start."""
+        into = self._evaluation
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        name = model_name(model, type(model).__name__)
+        size = int(trainer.num_generations_eval)
+        spec = replace(
+            self.spec,
+            name=into.run.name,
+            dataset=into.dataset.name,
+            questions_path=str(into.dataset.questions_path),
+            db_dir=str(into.dataset.db_dir),
+            limit=None,
+            question_ids=None,
+            policy=f"hf:{name}",
+            checkpoint=name,
+            generation=generation,
+            samples=size,
+            training=replace(
+                training_settings(trainer), num_generations=size, evaluation_of=self.spec.name
+            ),
+        )
+        _, into.numbering = into.run.start(spec, None, info, at_step=step)
+
+    def _questions(
+        self, prompts: Sequence[Messages], size: int, into: _Recording
+    ) -> list[Question]:
         """The question of each group of `size` equal prompts."""
         if size < 1 or len(prompts) % size:
             raise ValueError(f"got {len(prompts)} prompts, not groups of {size} equal prompts")
-        if self._by_prompt is None:
-            opening = opening_messages(self.dataset, self.questions, self.spec.environment)
-            self._by_prompt = {}
-            for q, messages in zip(self.questions, opening, strict=True):
-                self._by_prompt.setdefault(prompt_key(messages), q)  # the same prompt: the first
+        if into.by_prompt is None:
+            opening = opening_messages(into.dataset, into.questions, self.spec.environment)
+            into.by_prompt = {}
+            for q, messages in zip(into.questions, opening, strict=True):
+                into.by_prompt.setdefault(prompt_key(messages), q)  # the same prompt: the first
         out = []
         for start in range(0, len(prompts), size):
             keys = {prompt_key(p) for p in prompts[start : start + size]}
@@ -208,18 +275,25 @@ class RolloutFunction:
                     f"prompt num_generations ({size}) times in a row"
                 )
             key = keys.pop()
-            if key not in self._by_prompt:
+            if key not in into.by_prompt:
                 raise ValueError(
-                    "a prompt matches no question of this rollout function's dataset; build the "
-                    "training set with app.trl.training_dataset on the same dataset"
+                    "a prompt matches no question of this rollout function's "
+                    + (
+                        "dataset; build the training set with app.trl.training_dataset on the "
+                        "same dataset"
+                        if into is self._training
+                        else "evaluation dataset; give make_rollout_func the trainer's "
+                        "eval_dataset as eval_dataset= (or eval_questions=)"
+                    )
                 )
-            out.append(self._by_prompt[key])
+            out.append(into.by_prompt[key])
         return out
 
-    def _plan(self, questions: Sequence[Question], size: int, step: int) -> list[EpisodeTask]:
+    def _plan(
+        self, questions: Sequence[Question], size: int, step: int, numbering: Counters
+    ) -> list[EpisodeTask]:
         """One task per prompt: each question's samples numbered on over the run, each group
         of `size` samples of a question one GRPO group of this training step."""
-        numbering = self._numbering
         seed = self.spec.generation.seed
         tasks = []
         for q in questions:

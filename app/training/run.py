@@ -21,20 +21,46 @@ from storage.store import Store
 from storage.training import Counters, counters
 
 
+def evaluation_name(name: str) -> str:
+    """The run a training run's evaluation rollouts go to, unless named otherwise."""
+    return f"{name}-eval"
+
+
 class TrainingRun:
     """The run a trainer's rollouts go to; `start` once, `finish` once."""
 
-    def __init__(self, store: Store, name: str, *, resume: bool) -> None:
+    def __init__(
+        self, store: Store, name: str, *, resume: bool, evaluation: str | None = None
+    ) -> None:
         self.store = store
         self.name = name
         self.resume = resume
         self.run_id: int | None = None
+        self.evaluation = (
+            None if evaluation is None else TrainingRun(store, evaluation, resume=resume)
+        )
+        """The run of the trainer's evaluation rollouts, apart so that the training curves
+        count training alone; started at the first evaluation, ended with this one."""
         self._beat: Heartbeat | None = None
         self._ended = False
 
     def check_name(self) -> None:
         """Refuse, before any training starts, a name that is taken (or a run that cannot
-        be continued)."""
+        be continued), the evaluation's included."""
+        self._check_own_name()
+        if self.evaluation is None:
+            return
+        if self.evaluation.name == self.name:
+            raise JobError(f"the evaluation run needs a name of its own, not {self.name!r}")
+        try:
+            self.evaluation._check_own_name()
+        except JobError as exc:
+            raise JobError(
+                f"{exc} (the name the trainer's evaluation rollouts record under: "
+                "eval_name=... gives another)"
+            ) from None
+
+    def _check_own_name(self) -> None:
         found = self.store.run_named(self.name)
         if found is None:
             return
@@ -77,7 +103,10 @@ class TrainingRun:
         return run_id, numbering
 
     def finish(self, status: RunStatus, error: str | None = None) -> None:
-        """Stop the heartbeat and set the final status (once; later calls do nothing)."""
+        """Stop the heartbeat and set the final status (once; later calls do nothing), the
+        evaluation's too."""
+        if self.evaluation is not None:
+            self.evaluation.finish(status, error)
         if self._ended or self.run_id is None:
             return
         self._ended = True

@@ -12,6 +12,7 @@ a batch are the trainer's `environments`, in the order of its log.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.training.run import TrainingRun
@@ -38,7 +39,7 @@ from rollout_core.records import (
     RunSpec,
 )
 from rollout_core.sandbox import Sandbox
-from rollout_core.settings import EnvironmentSettings, GenerationSettings
+from rollout_core.settings import EnvironmentSettings, GenerationSettings, TrainingSettings
 from storage.sink import StoreSink
 from storage.store import Store
 from storage.training import Counters
@@ -55,9 +56,22 @@ def tool_prompt(question: Question) -> str:
     return "\n".join(lines)
 
 
+@dataclass(slots=True)
+class _Recording:
+    """Where one mode's rollouts go: training's, or evaluation's, each a run of its own."""
+
+    run: TrainingRun
+    dataset: Dataset
+    group_size: int = 1
+    numbering: Counters = field(default_factory=Counters)
+    open_groups: dict[tuple[int, str], tuple[int, int]] = field(default_factory=dict)
+    """(step, question) -> the group being filled and how many it holds."""
+
+
 class ToolEnvironmentFactory:
-    """Makes `SQLToolEnvironment`s that record into one training run; `callback(trainer)` tells
-    them the trainer's step and records its scores (`trainer.add_callback(...)`)."""
+    """Makes `SQLToolEnvironment`s that record into one training run (the trainer's evaluation
+    rollouts into run `eval_name`, each at the step it evaluated); `callback(trainer)` tells
+    them the trainer's step and mode and records its scores (`trainer.add_callback(...)`)."""
 
     def __init__(
         self,
@@ -67,20 +81,25 @@ class ToolEnvironmentFactory:
         dataset: Dataset,
         environment: EnvironmentSettings,
         resume: bool = False,
+        eval_name: str,
+        eval_dataset: Dataset | None = None,
     ) -> None:
         self.store = store
         self.dataset = dataset
         self.environment = environment
-        self.run = TrainingRun(store, name, resume=resume)
+        self.run = TrainingRun(store, name, resume=resume, evaluation=eval_name)
         self.run.check_name()
+        assert self.run.evaluation is not None
         self.sandbox = Sandbox(environment.sandbox)
         self.train_step = 0
-        self.num_generations = 1
-        self._numbering = Counters()
-        self._open_groups: dict[tuple[int, str], tuple[int, int]] = {}
-        self._scored: tuple[EpisodeKey, ...] = ()
-        """The episodes of the last batch whose scores were recorded (a batch the trainer
-        trains several optimizer steps on is recorded once)."""
+        self.model: Any = None
+        """The trained model (from the callback): evaluating while it is not in training mode."""
+        self._training = _Recording(self.run, dataset)
+        self._evaluation = _Recording(self.run.evaluation, eval_dataset or dataset)
+        self._settings: TrainingSettings | None = None
+        self._scored: tuple[int | None, tuple[EpisodeKey, ...]] = (None, ())
+        """The run and episodes of the last batch whose scores were recorded (a batch the
+        trainer trains several optimizer steps on is recorded once)."""
         self._lock = threading.Lock()
         self._spec = RunSpec(
             name=name,
@@ -96,6 +115,29 @@ class ToolEnvironmentFactory:
     def __call__(self) -> SQLToolEnvironment:
         return SQLToolEnvironment(self)
 
+    @property
+    def num_generations(self) -> int:
+        """The trainer's GRPO group size (from its arguments, at `begin`)."""
+        return self._training.group_size
+
+    @num_generations.setter
+    def num_generations(self, size: int) -> None:
+        self._training.group_size = size
+
+    @property
+    def evaluating(self) -> bool:
+        """Whether the trainer is evaluating (its model out of training mode)."""
+        return self.model is not None and not bool(self.model.training)
+
+    def begin(self, args: Any, model: Any, at_step: int) -> None:
+        """The trainer begins (or resumes) at `at_step`: start the run with its arguments."""
+        self.model = model
+        self._training.group_size = int(getattr(args, "num_generations", 1) or 1)
+        evaluated = getattr(args, "num_generations_eval", None)
+        self._evaluation.group_size = int(evaluated or self._training.group_size)
+        self._settings = _settings_from_args(args, model)
+        self.start(self._settings, at_step)
+
     def start(self, settings: Any = None, at_step: int | None = None) -> int:
         """The run's id, creating it on first use (`settings`: the trainer's arguments;
         `at_step`: the training step the trainer begins at, `TrainingRun.start`)."""
@@ -105,22 +147,49 @@ class ToolEnvironmentFactory:
                 if settings is not None:
                     spec = RunSpec(**{**_fields(spec), "training": settings})
                 info = PolicyInfo(name="tools")
-                _, self._numbering = self.run.start(spec, None, info, at_step=at_step)
+                _, self._training.numbering = self.run.start(spec, None, info, at_step=at_step)
             assert self.run.run_id is not None
             return self.run.run_id
 
-    def assign(self, question: Question) -> EpisodeStart:
-        """The next episode of a question: its sample index, seed, training step and group."""
+    def recording_into(self) -> tuple[int, Dataset]:
+        """The run the episode about to begin records into, and its questions: the
+        evaluation's while the trainer evaluates (opened at its first evaluation, which on a
+        resumed run replaces the evaluations of that step and later)."""
+        if not self.evaluating:
+            return self.start(), self.dataset
+        into = self._evaluation
         with self._lock:
-            numbering = self._numbering
+            if into.run.run_id is None:
+                settings = self._settings or TrainingSettings()
+                spec = replace(
+                    self._spec,
+                    name=into.run.name,
+                    dataset=into.dataset.name,
+                    questions_path=str(into.dataset.questions_path),
+                    db_dir=str(into.dataset.db_dir),
+                    training=replace(
+                        settings, num_generations=into.group_size, evaluation_of=self.run.name
+                    ),
+                )
+                info = PolicyInfo(name="tools")
+                _, into.numbering = into.run.start(spec, None, info, at_step=self.train_step)
+            assert into.run.run_id is not None
+            return into.run.run_id, into.dataset
+
+    def assign(self, question: Question, run_id: int) -> EpisodeStart:
+        """The next episode of a question in run `run_id`: its sample index, seed, training
+        step and group."""
+        into = self._training if run_id == self.run.run_id else self._evaluation
+        with self._lock:
+            numbering = into.numbering
             index = numbering.next_sample.get(question.id, 0)
             numbering.next_sample[question.id] = index + 1
             slot = (self.train_step, question.id)
-            group, members = self._open_groups.get(slot, (-1, self.num_generations))
-            if members >= self.num_generations:  # the group is full: open the next one
+            group, members = into.open_groups.get(slot, (-1, into.group_size))
+            if members >= into.group_size:  # the group is full: open the next one
                 group, members = numbering.next_group, 0
                 numbering.next_group += 1
-            self._open_groups[slot] = (group, members + 1)
+            into.open_groups[slot] = (group, members + 1)
             return start_record(
                 question,
                 index,
@@ -141,19 +210,24 @@ class ToolEnvironmentFactory:
                 else None
             ),
         )
-        if played is None or self.run.run_id is None:
+        if played is None:
             return
+        # A batch is the trainer's training or its evaluation: one run's episodes.
+        runs = {env.run_id for env in trainer.environments}
+        if len(runs) != 1 or None in runs:
+            return
+        (run_id,) = runs
         keys = tuple(key for key, _ in played)
-        if keys == self._scored:
+        if (run_id, keys) == self._scored:
             return
-        ids = self.store.episode_ids(self.run.run_id, keys)
+        ids = self.store.episode_ids(run_id, keys)
         if len(ids) != len(keys):
             return
         prompts = [prompt for _, prompt in played]
         scores = read_scores(trainer, PlayedBatch(prompts, [ids[k] for k in keys]))
         if scores:
-            self.store.record_trainer_scores(self.run.run_id, scores)
-            self._scored = keys
+            self.store.record_trainer_scores(run_id, scores)
+            self._scored = (run_id, keys)
 
     def callback(self, trainer: Any = None) -> Any:
         """A TrainerCallback: starts the run with the trainer's arguments, follows its global
@@ -170,14 +244,16 @@ class ToolEnvironmentFactory:
 
         class _Follow(TrainerCallback):
             def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
-                factory.num_generations = int(getattr(args, "num_generations", 1) or 1)
                 # A trainer resumed from a checkpoint has its step back by now.
-                factory.start(_settings_from_args(args, kw.get("model")), int(state.global_step))
+                factory.train_step = int(state.global_step)
+                factory.begin(args, kw.get("model"), int(state.global_step))
 
             def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 factory.train_step = int(state.global_step)
 
             def on_step_end(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
+                # The step is counted by now: an evaluation after it is of its weights.
+                factory.train_step = int(state.global_step)
                 scored()
 
             def on_evaluate(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
@@ -195,10 +271,13 @@ class SQLToolEnvironment(SQLTools):
 
     def __init__(self, factory: ToolEnvironmentFactory) -> None:
         self._factory = factory
-        self._env = SQLEnvironment(
-            dataset=factory.dataset, settings=factory.environment, sandbox=factory.sandbox
-        )
+        self._envs: dict[int, SQLEnvironment] = {}
+        """The environment of each run's questions (training's, and evaluation's)."""
+        self._sinks: dict[int, StoreSink] = {}
+        self._env: SQLEnvironment | None = None
         self._sink: StoreSink | None = None
+        self.run_id: int | None = None
+        """The run of the last episode begun."""
         self._episode: LiveEpisode | None = None
         self._recorded = True
         """Whether the episode's record is written (it ended, or none was begun)."""
@@ -217,11 +296,16 @@ class SQLToolEnvironment(SQLTools):
     def reset(self, **row: Any) -> str | None:
         """Open the row's question (`question_id`); returns the tables to add to the prompt."""
         self._end_episode()
-        question = self._factory.dataset.by_id(str(row["question_id"]))
-        run_id = self._factory.start()
-        if self._sink is None:
-            self._sink = self._factory.store.sink(run_id)
-        start = self._factory.assign(question)
+        factory = self._factory
+        run_id, dataset = factory.recording_into()
+        question = dataset.by_id(str(row["question_id"]))
+        if run_id not in self._envs:
+            self._envs[run_id] = SQLEnvironment(
+                dataset=dataset, settings=factory.environment, sandbox=factory.sandbox
+            )
+            self._sinks[run_id] = factory.store.sink(run_id)
+        self._env, self._sink, self.run_id = self._envs[run_id], self._sinks[run_id], run_id
+        start = factory.assign(question, run_id)
         # The trainer builds the model's prompt itself: the steps record none.
         self._episode = LiveEpisode(self._env, start, conversation=False)
         self._sink.write(IterationBatch(started=[start]))
@@ -233,7 +317,8 @@ class SQLToolEnvironment(SQLTools):
 
     def get_reward(self) -> float:
         """The episode's total reward (ends it when the model stopped without answering)."""
-        reward = self._env.state.total_reward if self._episode is not None else 0.0
+        env = self._env
+        reward = env.state.total_reward if self._episode is not None and env is not None else 0.0
         self._end_episode()
         return reward
 
@@ -260,8 +345,6 @@ def _fields(spec: RunSpec) -> dict[str, Any]:
 
 
 def _settings_from_args(args: Any, model: Any) -> Any:
-    from rollout_core.settings import TrainingSettings
-
     return TrainingSettings(
         model=model_name(model),
         learning_rate=float(args.learning_rate),

@@ -74,3 +74,10 @@ def make_benchmark(root: Path) -> tuple[Path, Path]:
         )
     )
     return questions, db_dir
+
+
+def held_out(questions: Path, ids: list[str], to: Path) -> Path:
+    """A questions file `to` of the benchmark's questions `ids` alone (an evaluation set
+    over the same databases)."""
+    to.write_text(json.dumps([q for q in json.loads(questions.read_text()) if q["id"] in ids]))
+    return to

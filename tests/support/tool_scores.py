@@ -46,6 +46,7 @@ def tool_trainer(
     rows: Any,
     environment_factory: Any,
     reward: Any = None,
+    eval_rows: Any = None,
     **args: Any,
 ) -> Any:
     """A GRPOTrainer on the tiny model with a chat template that renders tool calls (Qwen2.5's),
@@ -81,6 +82,7 @@ def tool_trainer(
             **{"max_steps": STEPS, "save_strategy": "no", "disable_tqdm": True, **args},
         ),
         train_dataset=rows,
+        eval_dataset=eval_rows,
         environment_factory=environment_factory,
     )
 

@@ -40,6 +40,7 @@ run_id: int = st.selectbox(
 )
 chosen_run = by_id[run_id]
 view.settings_caption(chosen_run)
+view.evaluation_link(chosen_run, runs)
 agents.show([chosen_run])
 live = chosen_run.status in lifecycle.ACTIVE
 if live:

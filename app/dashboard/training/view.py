@@ -31,6 +31,7 @@ from app.plural import counted
 from app.render import fmt_num, fmt_pct
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
+from rollout_core.settings import TrainingSettings
 from storage.read_models import EpisodeDetail, RunSummary
 from storage.training import PlayedAgain, TrainingEpisode
 
@@ -46,13 +47,17 @@ TRL_STEPS = (
 )
 
 
+def _training_settings(run: RunSummary) -> TrainingSettings | None:
+    try:
+        return RunSpec.from_stored(run.spec).training
+    except SpecError:
+        return None
+
+
 def settings_caption(run: RunSummary) -> None:
     """The trainer's settings in one line, when the run recorded them; for an import of TRL's
     completions files, how they number the steps."""
-    try:
-        training = RunSpec.from_stored(run.spec).training
-    except SpecError:
-        training = None
+    training = _training_settings(run)
     if training is None:
         if run.source_format == "trl":
             # Beside rollscope's recording of the same training, its curves sit a step apart.
@@ -67,6 +72,35 @@ def settings_caption(run: RunSummary) -> None:
             f"{training.temperature:g} · rewards: {rewards}"
         )
     )
+
+
+def evaluation_link(run: RunSummary, runs: Sequence[RunSummary]) -> None:
+    """Between a training run and the run of its trainer's evaluation rollouts, whichever is
+    shown: a line saying what an evaluation run is, and a link to the other."""
+    training = _training_settings(run)
+    evaluated = training.evaluation_of if training else None
+    if evaluated is not None:
+        st.caption(
+            escape_markdown(
+                f"The evaluation rollouts of training run {evaluated}: each step is an "
+                "evaluation of the weights trained that many steps, on the same questions."
+            )
+        )
+        other = next((r for r in runs if r.name == evaluated), None)
+        label = f"Training run {evaluated}"
+    else:
+        other = next(
+            (r for r in runs if (t := _training_settings(r)) and t.evaluation_of == run.name),
+            None,
+        )
+        label = f"Its evaluation: {other.name}" if other else ""
+    if other is not None:
+        st.page_link(
+            nav.TRAINING,
+            label=escape_markdown(label),
+            icon=":material/fact_check:",
+            query_params={nav.P_RUN: str(other.id)},
+        )
 
 
 def _why_no_steps(run: RunSummary) -> str:

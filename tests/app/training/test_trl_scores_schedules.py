@@ -1,7 +1,7 @@
 """The trainer's scores of recorded rollouts under TRL schedules other than one generation a
 step: a generation batch that serves two optimizer steps, and evaluation between them, whose
 batches the trainer scores in between (`app.training.trainer_scores`). Each batch's scores
-are in the store when the step or evaluation that played it ends."""
+are in the store when the step or evaluation that played it ends, in the run it went to."""
 
 from __future__ import annotations
 
@@ -93,9 +93,13 @@ def test_scores_pair_with_their_batches_across_steps_and_evaluation(
         # Each batch was recorded when the optimizer step or evaluation that played it ended,
         # not only once the trainer asked for the next one (a live run's newest step).
         assert scored_before_next_call == [True] * (len(calls) - 1)
-        episodes = store.list_episodes(EpisodeFilter(run_ids=(rollout.run_id,)), limit=500)
-        played = {e.id for e in episodes.items}
-        assert played == {i for c in calls for i in c["ids"]}
+        # Training rollouts in the training run, the evaluation's in a run of its own.
+        for run_id, training in ((rollout.run_id, True), (rollout.eval_run_id, False)):
+            assert run_id is not None
+            episodes = store.list_episodes(EpisodeFilter(run_ids=(run_id,)), limit=500)
+            mine = [i for c in calls if c["training"][0] is training for i in c["ids"]]
+            assert {e.id for e in episodes.items} == set(mine)
+        played = {i for c in calls for i in c["ids"]}
         origins = store.episode_origins(sorted(played))
         for call in calls:
             ids = call["ids"]
