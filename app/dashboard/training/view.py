@@ -352,6 +352,11 @@ def spaced(steps: list[int], most: int) -> list[int]:
 def question(run: RunSummary) -> None:
     """One question's episodes at its first, a middle and its last training step."""
     if not _has_steps(run):
+        if asked := params.get_str(nav.P_QUESTION):
+            params.notice(
+                f"{nav.P_QUESTION}={asked!r} in the link: this run's episodes carry no training "
+                "step, so no question is shown across training (its episodes are on Episodes)."
+            )
         return
     st.subheader("One question across training")
     progress = reads.progress_of(run)

@@ -147,6 +147,13 @@ def test_an_environment_servers_run_is_a_training_run_of_the_steps_its_clients_s
     at = open_page("training/page.py", run=str(evaluated))
     assert not at.warning, "an env run is a run the page takes"
     assert "its clients reset without `train_step`" in at.info[0].value
+    # A link naming a question of such a run is told why none is shown.
+    at = open_page("training/page.py", run=str(evaluated), question="q1")
+    warnings = [w.value.replace("\\", "") for w in at.warning]
+    assert warnings == [
+        "question='q1' in the link: this run's episodes carry no training step, so no question "
+        "is shown across training (its episodes are on Episodes)."
+    ]
 
 
 def _figures(at: AppTest) -> dict[str, dict[str, Any]]:
