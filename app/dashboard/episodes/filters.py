@@ -30,14 +30,16 @@ def show(run_names: dict[int, str]) -> None:
     """The filter form; each control reads and writes its query parameter."""
     known = set(run_names)
     with st.container(border=True):
-        c1, c2, c3, c4 = st.columns([2, 1, 1, 2])
-        c1.multiselect(
+        # A row of its own: a chip per run does not wrap, and in a column at 800 px the
+        # second run's chip was cut.
+        st.multiselect(
             "Runs",
             list(run_names),
             format_func=lambda i: run_names.get(i, str(i)),
             placeholder="all runs",
             **_bound("ep_runs", known),
         )
+        c2, c3, c4 = st.columns([1, 1, 2])
         # Short placeholders: in a narrow window these columns are too narrow for Streamlit's.
         c2.multiselect("Outcome", list(OUTCOMES), placeholder="any", **_bound("ep_outcomes", known))
         c2.multiselect(
