@@ -178,8 +178,15 @@ def reopen_run(
 
 def _changed_since(store: Store, run: RunSummary, plan: PlannedRun) -> str | None:
     """Why the run's questions file no longer holds what the run played (a question it
-    finished is gone from its questions, or reads another database, text or gold query);
-    None when it does. Played on, the run would mix two questions under one id."""
+    finished is gone from its questions, or reads another database, text or gold query) or
+    planned to play (its questions are more or fewer); None when it does. Played on, the run
+    would mix two questions under one id, or end as completed without some of its own."""
+    if run.episodes_planned is not None and plan.planned != run.episodes_planned:
+        return (
+            f"run {run.name!r} cannot be resumed: it planned {run.episodes_planned:,} episodes "
+            f"and its questions ({plan.spec.dataset}) give {plan.planned:,} now: the file "
+            "changed since; start a new run on it"
+        )
     questions = {q.id: q for q in plan.questions}
     for qid, (db_id, text, gold) in store.played_questions(run.id).items():
         q = questions.get(qid)

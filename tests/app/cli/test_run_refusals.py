@@ -5,6 +5,7 @@ infinite floats, counts past 32 bits, server flags without the openai policy).""
 from __future__ import annotations
 
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,49 @@ def test_resume_refuses_a_questions_file_that_changed_under_the_run(
         code, err = in_process(monkeypatch, capsys, *resume)
         assert code == 0, err
         assert store.get_run(1).status == "completed"  # type: ignore[union-attr]
+    finally:
+        store.close()
+
+
+def test_resume_refuses_a_questions_file_that_lost_a_question_the_run_has_yet_to_play(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Resumed, the run plays its questions file's questions again: one gone that the run had
+    # yet to play ended the run `completed` without it (40,000 of 48,000 planned).
+    import json
+
+    from tests.support.benchmark import make_benchmark
+
+    questions, db_dir = make_benchmark(tmp_path)
+    db = tmp_path / "store.db"
+    play = ("run", "--questions", questions, "--db-dir", db_dir, "--quiet")
+    code, err = in_process(monkeypatch, capsys, *play, "--name", "r", "--store", db)
+    assert code == 0, err
+    items = json.loads(questions.read_text())
+    unplayed = items[-1]["id"]
+    with sqlite3.connect(db) as conn:  # as a crash before its last question leaves it
+        conn.execute("PRAGMA foreign_keys = ON")  # the episode's steps go with it
+        conn.execute("DELETE FROM episodes WHERE question_id = ?", (unplayed,))
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+    original = questions.read_text()
+    questions.write_text(json.dumps(items[:-1]))
+    resume = ("run", "--resume", "r", "--store", db, "--quiet")
+    code, err = in_process(monkeypatch, capsys, *resume)
+    assert code == 2
+    assert (
+        f"run 'r' cannot be resumed: it planned {len(items)} episodes and its questions "
+        f"({questions}) give {len(items) - 1} now: the file changed since"
+    ) in " ".join(err.split())
+    store = Store(f"sqlite:///{db}")
+    try:
+        assert store.get_run(1).status == "failed"  # type: ignore[union-attr]
+        questions.write_text(original)
+        code, err = in_process(monkeypatch, capsys, *resume)
+        assert code == 0, err
+        assert store.get_run(1).status == "completed"  # type: ignore[union-attr]
+        with closing(sqlite3.connect(db)) as conn:
+            played = conn.execute("SELECT COUNT(DISTINCT question_id) FROM episodes").fetchone()
+        assert played == (len(items),)
     finally:
         store.close()
 
