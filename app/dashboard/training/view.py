@@ -95,12 +95,22 @@ def evaluation_link(run: RunSummary, runs: Sequence[RunSummary]) -> None:
         )
         label = f"Its evaluation: {other.name}" if other else ""
     if other is not None:
-        st.page_link(
-            nav.TRAINING,
-            label=escape_markdown(label),
+        # A button that rewrites the query, not a page link: a link to this same page showed
+        # the other run and left the browser's URL (and Copy link) on this one.
+        st.button(
+            escape_markdown(label),
             icon=":material/fact_check:",
-            query_params={nav.P_RUN: str(other.id)},
+            type="tertiary",
+            on_click=_open_run,
+            args=(other.id,),
+            key="tr_other_run",
         )
+
+
+def _open_run(run_id: int) -> None:
+    """Show another training run, its default question."""
+    params.write(nav.P_RUN, [str(run_id)])
+    params.forget("tr_question", nav.P_QUESTION)
 
 
 def _why_no_steps(run: RunSummary) -> str:

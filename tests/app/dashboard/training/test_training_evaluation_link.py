@@ -1,5 +1,5 @@
 """The Training page between a training run and the run of its trainer's evaluation rollouts:
-each says what the other is and links to it."""
+each says what the other is and opens it, the link following."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from streamlit.testing.v1 import AppTest
 
 from app.dashboard.settings import ENV_CHECKPOINT_ROOTS, ENV_READ_ONLY, ENV_STORE
 from rollout_core.records import IterationBatch
@@ -43,25 +44,28 @@ def runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, int
     return training, evaluation, other
 
 
-def _links(at: object) -> list[tuple[str, str]]:
-    return [
-        (e.proto.label.replace("\\", ""), e.proto.query_string)  # markdown escapes
-        for e in at.get("page_link")  # type: ignore[attr-defined]
-        if "training" in e.proto.page
-    ]
+def _other_run(at: AppTest) -> str | None:
+    """The label of the button to the other run, if the page shows one."""
+    found = [b for b in at.button if b.key == "tr_other_run"]
+    return found[0].label.replace("\\", "") if found else None  # markdown escapes
 
 
-def test_a_training_run_links_to_its_evaluation_and_back(runs: tuple[int, int, int]) -> None:
+def test_a_training_run_opens_its_evaluation_and_back(runs: tuple[int, int, int]) -> None:
     training, evaluation, other = runs
     at = open_page("training/page.py", run=str(training))
-    assert _links(at) == [("Its evaluation: grpo-eval", f"run={evaluation}")]
-
-    at = open_page("training/page.py", run=str(evaluation))
+    assert _other_run(at) == "Its evaluation: grpo-eval"
+    at.button(key="tr_other_run").click().run()
+    # The page and its link both name the evaluation run now.
+    assert at.selectbox[0].value == evaluation
+    assert at.query_params["run"] == str(evaluation)
     shown = texts(at).replace("\\", "")  # markdown escapes
     assert "The evaluation rollouts of training run grpo: each step is an evaluation" in shown
-    assert _links(at) == [("Training run grpo", f"run={training}")]
+    assert _other_run(at) == "Training run grpo"
+    at.button(key="tr_other_run").click().run()
+    assert at.selectbox[0].value == training
+    assert at.query_params["run"] == str(training)
 
     # A training run nobody evaluated says nothing of evaluation.
     at = open_page("training/page.py", run=str(other))
-    assert _links(at) == []
+    assert _other_run(at) is None
     assert "evaluation rollouts" not in texts(at)
