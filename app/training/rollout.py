@@ -157,6 +157,8 @@ class RolloutFunction:
         self.record_scores(trainer)
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = getattr(trainer.processing_class, "tokenizer", trainer.processing_class)
+        if self.run.run_id is None:
+            self._check_evaluation_prompts(trainer)
         training = bool(trainer.model.training)
         size = trainer.num_generations if training else trainer.num_generations_eval
         into = self._training if training else self._evaluation
@@ -225,6 +227,16 @@ class RolloutFunction:
         if not self._callback_added:
             trainer.add_callback(self.run.callback(scored=lambda: self.record_scores(trainer)))
             self._callback_added = True
+
+    def _check_evaluation_prompts(self, trainer: Any) -> None:
+        """Refuse, at the first rollout rather than at the first evaluation (hours in, maybe),
+        a trainer's eval set with a prompt of no question the evaluation run plays."""
+        sets = getattr(trainer, "eval_dataset", None)
+        if sets is None:
+            return
+        for data in sets.values() if isinstance(sets, dict) else [sets]:
+            if "prompt" in (getattr(data, "column_names", None) or ()):
+                self._questions(list(data["prompt"]), 1, self._evaluation)
 
     def _start_evaluation(
         self, trainer: Any, generation: GenerationSettings, info: Any, step: int

@@ -129,8 +129,20 @@ class ToolEnvironmentFactory:
         """Whether the trainer is evaluating (its model out of training mode)."""
         return self.model is not None and not bool(self.model.training)
 
-    def begin(self, args: Any, model: Any, at_step: int) -> None:
-        """The trainer begins (or resumes) at `at_step`: start the run with its arguments."""
+    def begin(self, args: Any, model: Any, at_step: int, eval_sets: Any = None) -> None:
+        """The trainer begins (or resumes) at `at_step`: start the run with its arguments.
+        `eval_sets`: the trainer's eval_dataset, whose rows must name the evaluation's
+        questions (refused here, before a step, rather than at the first evaluation)."""
+        for data in eval_sets.values() if isinstance(eval_sets, dict) else [eval_sets]:
+            if "question_id" in (getattr(data, "column_names", None) or ()):
+                asked = {str(q) for q in data["question_id"]}
+                if unknown := {q for q in asked if q not in self._evaluation.dataset}:
+                    raise ValueError(
+                        f"the trainer's eval set asks question {min(unknown)!r}, which the "
+                        f"evaluation's questions ({self._evaluation.dataset.name}) do not hold: "
+                        "give make_environment_factory the eval set's questions as "
+                        "eval_dataset= (or eval_questions=)"
+                    )
         self.model = model
         self._training.group_size = int(getattr(args, "num_generations", 1) or 1)
         evaluated = getattr(args, "num_generations_eval", None)
@@ -246,7 +258,8 @@ class ToolEnvironmentFactory:
             def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 # A trainer resumed from a checkpoint has its step back by now.
                 factory.train_step = int(state.global_step)
-                factory.begin(args, kw.get("model"), int(state.global_step))
+                eval_sets = getattr(trainer, "eval_dataset", None)
+                factory.begin(args, kw.get("model"), int(state.global_step), eval_sets)
 
             def on_step_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 factory.train_step = int(state.global_step)

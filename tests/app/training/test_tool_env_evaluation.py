@@ -73,3 +73,29 @@ def test_evaluation_tool_calls_are_a_run_of_their_own_at_the_step_evaluated(
 
 def _texts(ids: list[str]) -> set[str]:
     return {text for i, text, _ in QUESTIONS if i in ids}
+
+
+def test_an_eval_set_of_other_questions_is_refused_before_a_step(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    # Not told of the evaluation's questions, the environments failed at the first
+    # evaluation's reset; the callback says so as the trainer begins.
+    questions, db_dir = make_benchmark(tmp_path / "bench")
+    train_file = held_out(questions, TRAINED, tmp_path / "train.json")
+    eval_file = held_out(questions, EVALUATED, tmp_path / "eval.json")
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    factory = make_environment_factory(
+        questions=str(train_file), db_dir=str(db_dir), store=store, name="tools", step_budget=2
+    )
+    rows = training_dataset(questions=str(train_file), db_dir=str(db_dir), tools=True)
+    eval_rows = training_dataset(questions=str(eval_file), db_dir=str(db_dir), tools=True)
+    trainer = tool_trainer(
+        tiny_checkpoint, tmp_path / "out", rows, factory, eval_rows=eval_rows,
+        eval_strategy="steps", eval_steps=1, per_device_eval_batch_size=GROUP * 2,
+        num_generations_eval=GROUP,
+    )  # fmt: skip
+    trainer.add_callback(factory.callback(trainer))
+    with pytest.raises(ValueError, match="the trainer's eval set asks question 'q-avg', which"):
+        trainer.train()
+    assert store.list_runs() == []
+    store.close()

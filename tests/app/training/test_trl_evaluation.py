@@ -38,12 +38,16 @@ def _split(root: Path) -> None:
     held_out(questions, EVALUATED, root / "eval.json")
 
 
-def _rollout(root: Path, store: Store, name: str, *, resume: bool = False) -> RolloutFunction:
+def _rollout(
+    root: Path, store: Store, name: str, *, resume: bool = False, evaluated: bool = True
+) -> RolloutFunction:
+    """The rollout function, told of the evaluation's questions unless `evaluated` is False."""
     questions, db_dir = root / "questions.json", root / "database"
+    eval_set = {"eval_questions": str(root / "eval.json"), "eval_db_dir": str(db_dir)}
     return make_rollout_func(
         questions=str(questions), db_dir=str(db_dir), question_ids=TRAINED, store=store,
         name=name, step_budget=1, max_new_tokens=4, resume=resume,
-        eval_questions=str(root / "eval.json"), eval_db_dir=str(db_dir),
+        **(eval_set if evaluated else {}),
     )  # fmt: skip
 
 
@@ -189,4 +193,19 @@ def test_the_evaluations_name_and_questions_are_checked_before_training(tmp_path
     with pytest.raises(DatasetError, match=r"^the evaluation's questions: dataset not found"):
         make_rollout_func(dataset="demo:train", store=store, name="x", eval_dataset="nope:x")
     assert [r.name for r in store.list_runs()] == ["taken-eval"]
+    store.close()
+
+
+def test_an_eval_set_of_other_questions_is_refused_at_the_first_rollout(
+    tiny_checkpoint: Path, tmp_path: Path
+) -> None:
+    # Not told of the evaluation's questions, the rollout function found no question for
+    # its prompts at the first evaluation; it says so before the trainer trains a step.
+    _split(tmp_path)
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    rollout = _rollout(tmp_path, store, "unknown-eval", evaluated=False)
+    with pytest.raises(ValueError, match="matches no question of this rollout function's evalu"):
+        _train(tiny_checkpoint, tmp_path, rollout, spread_reward, max_steps=2)
+    assert store.list_runs() == []  # nothing recorded, nothing to clean up
+    assert not (tmp_path / "out" / "checkpoint-1").exists()  # no step trained
     store.close()
