@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.training.run import TrainingRun
+from app.training.run import TrainingRun, evaluation_spec
 from app.training.settings import model_name, training_settings
 from app.training.tokens import EpisodeTokens, TurnTokens
 from app.training.trainer_scores import PlayedBatch, read_scores
@@ -126,6 +126,8 @@ class RolloutFunction:
             list(eval_questions if eval_questions is not None else questions),
         )
         self._callback_added = False
+        self._started: RunSpec | None = None
+        """The training run's spec, with the trainer's arguments, once started."""
         self._unscored: tuple[int, PlayedBatch] | None = None
         """The last call's run and batch, until the trainer's scores of it are recorded."""
 
@@ -178,7 +180,7 @@ class RolloutFunction:
         if self.run.run_id is None:
             self._start(trainer, generation, policy.describe(), len(prompts))
         if into.run.run_id is None:
-            self._start_evaluation(trainer, generation, policy.describe(), step)
+            self._start_evaluation(trainer, policy.describe(), step)
         tasks = self._plan(questions, size, step, into.numbering)
         sink = _Recorder(self.store.sink(into.run_id), tokens)
         try:
@@ -222,6 +224,7 @@ class RolloutFunction:
             training=training_settings(trainer),
         )
         at_step = int(trainer.state.global_step)
+        self._started = spec
         _, numbering = self.run.start(spec, _planned(trainer, batch), info, at_step=at_step)
         self._training.numbering = numbering
         if not self._callback_added:
@@ -238,33 +241,16 @@ class RolloutFunction:
             if "prompt" in (getattr(data, "column_names", None) or ()):
                 self._questions(list(data["prompt"]), 1, self._evaluation)
 
-    def _start_evaluation(
-        self, trainer: Any, generation: GenerationSettings, info: Any, step: int
-    ) -> None:
+    def _start_evaluation(self, trainer: Any, info: Any, step: int) -> None:
         """Open the evaluation run at the trainer's first evaluation. Reopened (resumed), its
         episodes of this step and later are of evaluations this trainer plays again: those
         of the step a checkpoint was saved at came before the save, and are kept unless this
         trainer evaluates at its start."""
         into = self._evaluation
-        model = trainer.accelerator.unwrap_model(trainer.model)
-        name = model_name(model, type(model).__name__)
+        assert self._started is not None
         size = int(trainer.num_generations_eval)
-        spec = replace(
-            self.spec,
-            name=into.run.name,
-            dataset=into.dataset.name,
-            questions_path=str(into.dataset.questions_path),
-            db_dir=str(into.dataset.db_dir),
-            limit=None,
-            question_ids=None,
-            policy=f"hf:{name}",
-            checkpoint=name,
-            generation=generation,
-            samples=size,
-            training=replace(
-                training_settings(trainer), num_generations=size, evaluation_of=self.spec.name
-            ),
-        )
+        settings = self._started.training or training_settings(trainer)
+        spec = evaluation_spec(self._started, into.run.name, into.dataset, settings, size)
         _, into.numbering = into.run.start(spec, None, info, at_step=step)
 
     def _questions(

@@ -11,11 +11,14 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from app.batch import JobError
 from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
+from rollout_core.datasets import Dataset
 from rollout_core.records import PolicyInfo, RunSpec, RunStatus
+from rollout_core.settings import TrainingSettings
 from storage import lifecycle
 from storage.store import Store
 from storage.training import Counters, counters
@@ -24,6 +27,24 @@ from storage.training import Counters, counters
 def evaluation_name(name: str) -> str:
     """The run a training run's evaluation rollouts go to, unless named otherwise."""
     return f"{name}-eval"
+
+
+def evaluation_spec(
+    spec: RunSpec, name: str, dataset: Dataset, settings: TrainingSettings, size: int
+) -> RunSpec:
+    """The spec of run `name`, the evaluation of training run `spec`: its questions, its
+    groups of `size`, and the trainer's settings naming the run it evaluates."""
+    return replace(
+        spec,
+        name=name,
+        dataset=dataset.name,
+        questions_path=str(dataset.questions_path),
+        db_dir=str(dataset.db_dir),
+        limit=None,
+        question_ids=None,
+        samples=size,
+        training=replace(settings, num_generations=size, evaluation_of=spec.name),
+    )
 
 
 class TrainingRun:

@@ -12,10 +12,10 @@ a batch are the trainer's `environments`, in the order of its log.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from app.training.run import TrainingRun
+from app.training.run import TrainingRun, evaluation_spec
 from app.training.settings import model_name
 from app.training.tools import SQLTools
 from app.training.trainer_scores import (
@@ -173,15 +173,8 @@ class ToolEnvironmentFactory:
         with self._lock:
             if into.run.run_id is None:
                 settings = self._settings or TrainingSettings()
-                spec = replace(
-                    self._spec,
-                    name=into.run.name,
-                    dataset=into.dataset.name,
-                    questions_path=str(into.dataset.questions_path),
-                    db_dir=str(into.dataset.db_dir),
-                    training=replace(
-                        settings, num_generations=into.group_size, evaluation_of=self.run.name
-                    ),
+                spec = evaluation_spec(
+                    self._spec, into.run.name, into.dataset, settings, into.group_size
                 )
                 info = PolicyInfo(name="tools")
                 _, into.numbering = into.run.start(spec, None, info, at_step=self.train_step)

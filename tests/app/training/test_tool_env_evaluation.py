@@ -5,6 +5,7 @@ each at the step it evaluated; the training run holds training alone."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,6 +22,21 @@ TRAINED = ["q-count", "q-france"]
 EVALUATED = ["q-avg", "q-join"]
 
 
+def _evaluating_trainer(
+    tiny_checkpoint: Path, tmp_path: Path, factory: Any, rows: Any, eval_file: Path, db_dir: Path
+) -> Any:
+    """A tool-calling trainer on `rows` that evaluates on `eval_file`'s questions after each
+    step, the factory's callback added."""
+    eval_rows = training_dataset(questions=str(eval_file), db_dir=str(db_dir), tools=True)
+    trainer = tool_trainer(
+        tiny_checkpoint, tmp_path / "out", rows, factory, eval_rows=eval_rows,
+        eval_strategy="steps", eval_steps=1, per_device_eval_batch_size=GROUP * 2,
+        num_generations_eval=GROUP,
+    )  # fmt: skip
+    trainer.add_callback(factory.callback(trainer))
+    return trainer
+
+
 def test_evaluation_tool_calls_are_a_run_of_their_own_at_the_step_evaluated(
     tiny_checkpoint: Path, tmp_path: Path
 ) -> None:
@@ -35,13 +51,7 @@ def test_evaluation_tool_calls_are_a_run_of_their_own_at_the_step_evaluated(
     rows = training_dataset(
         questions=str(questions), db_dir=str(db_dir), question_ids=TRAINED, tools=True
     )
-    eval_rows = training_dataset(questions=str(eval_file), db_dir=str(db_dir), tools=True)
-    trainer = tool_trainer(
-        tiny_checkpoint, tmp_path / "out", rows, factory, eval_rows=eval_rows,
-        eval_strategy="steps", eval_steps=1, per_device_eval_batch_size=GROUP * 2,
-        num_generations_eval=GROUP,
-    )  # fmt: skip
-    trainer.add_callback(factory.callback(trainer))
+    trainer = _evaluating_trainer(tiny_checkpoint, tmp_path, factory, rows, eval_file, db_dir)
     with factory.run.recording():
         trainer.train()
     training, evaluation = factory.run, factory.run.evaluation
@@ -88,13 +98,7 @@ def test_an_eval_set_of_other_questions_is_refused_before_a_step(
         questions=str(train_file), db_dir=str(db_dir), store=store, name="tools", step_budget=2
     )
     rows = training_dataset(questions=str(train_file), db_dir=str(db_dir), tools=True)
-    eval_rows = training_dataset(questions=str(eval_file), db_dir=str(db_dir), tools=True)
-    trainer = tool_trainer(
-        tiny_checkpoint, tmp_path / "out", rows, factory, eval_rows=eval_rows,
-        eval_strategy="steps", eval_steps=1, per_device_eval_batch_size=GROUP * 2,
-        num_generations_eval=GROUP,
-    )  # fmt: skip
-    trainer.add_callback(factory.callback(trainer))
+    trainer = _evaluating_trainer(tiny_checkpoint, tmp_path, factory, rows, eval_file, db_dir)
     with pytest.raises(ValueError, match="the trainer's eval set asks question 'q-avg', which"):
         trainer.train()
     assert store.list_runs() == []
