@@ -123,6 +123,7 @@ class Recorder:
         dataset: str = "",
         resume: bool = False,
         resumed_at_step: int | None = None,
+        evaluation_of: str | None = None,
         correct_at: float = CORRECT_AT,
         flush_every: int = 256,
         flush_seconds: float = 1.0,
@@ -134,7 +135,9 @@ class Recorder:
         step), `batch` otherwise. `resumed_at_step`: with `resume`, the training step a loop
         resumed from a checkpoint begins at: the run's episodes of that step and later, which
         it plays again, are marked replaced (the Training page reads a step as its latest
-        play). `correct_at`: an episode given no `correct` is correct when
+        play). `evaluation_of`: for a `training` run of a loop's evaluation rollouts, the
+        name of the training run whose checkpoints it evaluates (the Training pages of the
+        two open each other). `correct_at`: an episode given no `correct` is correct when
         its reward is at least this. `retry_seconds`: how long a store that takes no write
         (a server restarting) is waited for before `episode()` refuses rollouts and `close()`
         gives up."""
@@ -154,6 +157,20 @@ class Recorder:
                 "resumed_at_step marks the steps a resumed trainer plays again: give it with "
                 "resume=True and kind='training'"
             )
+        if evaluation_of is not None:
+            if kind != "training":
+                raise RecorderError(
+                    "evaluation_of names the training run an evaluation's rollouts are of: "
+                    "give it with kind='training' (each episode at the step it evaluated)"
+                )
+            if not isinstance(evaluation_of, str):
+                raise RecorderError(
+                    f"evaluation_of is {_shown(evaluation_of)}: give the training run's name"
+                )
+            try:
+                evaluation_of = checked_run_name(evaluation_of)
+            except SpecError as exc:
+                raise RecorderError(f"evaluation_of: {exc}") from None
         every = _whole(flush_every, "flush_every")
         if every is None or every < 1:
             raise RecorderError(
@@ -175,6 +192,7 @@ class Recorder:
             db_dir="",
             kind=kind,
             checkpoint=model,
+            evaluation_of=evaluation_of,
         )
         self.run_id, reopened = self._open_run(spec, resume)
         if reopened and at_step is not None:

@@ -217,6 +217,9 @@ class RunSpec:
     """For a `fork` run: the recorded episodes it continues and from which step."""
     training: TrainingSettings | None = None
     """The trainer's arguments, for a `training` run."""
+    evaluation_of: str | None = None
+    """For the run of a trainer's evaluation rollouts: the name of the training run whose
+    checkpoints it evaluates (its episodes carry the step evaluated)."""
 
     def to_stored(self, *, played_here: bool = True) -> dict[str, Any]:
         """The JSON-able form kept in the store; `played_here` False for a run rollscope did

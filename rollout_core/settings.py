@@ -203,9 +203,6 @@ class TrainingSettings:
     seed: int = 0
     reward_funcs: tuple[str, ...] = ()
     """Names of the reward functions, in the trainer's order."""
-    evaluation_of: str | None = None
-    """On the run of a trainer's evaluation rollouts: the name of the training run whose
-    checkpoints it evaluates (its episodes carry the step evaluated)."""
 
     def __post_init__(self) -> None:
         check_numbers(self)

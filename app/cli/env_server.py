@@ -41,6 +41,13 @@ def env_server(
             help="Clients must send `Authorization: Bearer TOKEN`.",
         ),
     ] = None,
+    evaluation_of: Annotated[
+        str | None,
+        typer.Option(
+            help="The training run whose evaluation rollouts this server records (ServerTools' "
+            "eval_url); the Training pages of the two open each other."
+        ),
+    ] = None,
 ) -> None:
     """Serve the SQL environment over OpenEnv's WebSocket protocol; every session's episodes
     are recorded, step by step, in the run --name (an env run of that name that was
@@ -49,10 +56,15 @@ def env_server(
     from rollout_core.errors import RollscopeError
     from rollout_core.records import RunSpec
     from rollout_core.settings import EnvironmentSettings, SettingsError
-    from rollout_core.specs import resolve_dataset
+    from rollout_core.specs import checked_run_name, resolve_dataset
 
     if not name.strip():
         fail("give the run a name: --name RUN")
+    if evaluation_of is not None:
+        try:
+            evaluation_of = checked_run_name(evaluation_of)
+        except RollscopeError as exc:
+            fail(f"--evaluation-of: {exc}")
     if max_sessions < 1:
         fail(f"--max-sessions must be at least 1, got {max_sessions}")
     if not 1 <= workers <= MAX_WORKERS:
@@ -83,6 +95,7 @@ def env_server(
         db_dir=str(data.db_dir),
         environment=environment,
         kind="env",
+        evaluation_of=evaluation_of,
     )
     listener = bind(host, port)
     listener.set_inheritable(True)  # the workers serve on it

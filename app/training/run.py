@@ -43,7 +43,8 @@ def evaluation_spec(
         limit=None,
         question_ids=None,
         samples=size,
-        training=replace(settings, num_generations=size, evaluation_of=spec.name),
+        training=replace(settings, num_generations=size),
+        evaluation_of=spec.name,
     )
 
 

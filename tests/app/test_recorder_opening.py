@@ -150,3 +150,29 @@ def test_resumed_at_step_alone_or_not_a_number_is_refused(
     with pytest.raises(RecorderError, match=re.escape(said)):
         Recorder(_url(tmp_path), run="grpo", **kw)  # type: ignore[arg-type]
     assert not (tmp_path / "s.db").exists() or not Store(_url(tmp_path)).list_runs()
+
+
+def test_a_loops_evaluation_run_names_the_run_it_evaluates(tmp_path: Path) -> None:
+    from rollout_core.records import RunSpec
+
+    store = Store(_url(tmp_path))
+    with Recorder(store, run="grpo-eval", kind="training", evaluation_of=" grpo ") as rec:
+        rec.episode(question="Q?", turns=TURNS, reward=1.0, step=100)
+    found = store.get_run(rec.run_id)
+    assert found is not None and RunSpec.from_stored(found.spec).evaluation_of == "grpo"
+
+
+@pytest.mark.parametrize(
+    ("kw", "said"),
+    [
+        ({"evaluation_of": "grpo"}, "give it with kind='training'"),
+        ({"evaluation_of": 7, "kind": "training"}, "evaluation_of is 7"),
+        ({"evaluation_of": "  ", "kind": "training"}, "evaluation_of: the run name is empty"),
+    ],
+)
+def test_an_evaluation_of_no_training_run_is_refused(
+    tmp_path: Path, kw: dict[str, object], said: str
+) -> None:
+    with pytest.raises(RecorderError, match=re.escape(said)):
+        Recorder(_url(tmp_path), run="grpo-eval", **kw)  # type: ignore[arg-type]
+    assert not (tmp_path / "s.db").exists() or not Store(_url(tmp_path)).list_runs()

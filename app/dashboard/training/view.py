@@ -54,6 +54,12 @@ def _training_settings(run: RunSummary) -> TrainingSettings | None:
         return None
 
 
+def _evaluation_of(run: RunSummary) -> str | None:
+    """The training run `run` evaluates, as its spec names it."""
+    named = run.spec.get("evaluation_of") if isinstance(run.spec, dict) else None
+    return named if isinstance(named, str) else None
+
+
 def settings_caption(run: RunSummary) -> None:
     """The trainer's settings in one line, when the run recorded them; for an import of TRL's
     completions files, how they number the steps."""
@@ -77,8 +83,7 @@ def settings_caption(run: RunSummary) -> None:
 def evaluation_link(run: RunSummary, runs: Sequence[RunSummary]) -> None:
     """Between a training run and the run of its trainer's evaluation rollouts, whichever is
     shown: a line saying what an evaluation run is, and a link to the other."""
-    training = _training_settings(run)
-    evaluated = training.evaluation_of if training else None
+    evaluated = _evaluation_of(run)
     if evaluated is not None:
         st.caption(
             escape_markdown(
@@ -90,7 +95,7 @@ def evaluation_link(run: RunSummary, runs: Sequence[RunSummary]) -> None:
         label = f"Training run {evaluated}"
     else:
         other = next(
-            (r for r in runs if (t := _training_settings(r)) and t.evaluation_of == run.name),
+            (r for r in runs if _evaluation_of(r) == run.name),
             None,
         )
         label = f"Its evaluation: {other.name}" if other else ""

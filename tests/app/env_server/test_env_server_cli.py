@@ -12,6 +12,7 @@ import pytest
 from openenv.core.generic_client import GenericEnvClient
 
 from app.cli import main
+from rollout_core.records import RunSpec
 from storage.store import Store
 from tests.app.env_server.conftest import Bench, ServerProcess, env_spec
 from tests.app.env_server.test_env_sessions import ORACLE, episodes, play
@@ -24,7 +25,8 @@ def test_a_killed_server_started_again_goes_on_with_the_same_run(
 ) -> None:
     store_path = tmp_path / "store.db"
     args = ["--name", "env", "--questions", str(bench.questions), "--db-dir", str(bench.db_dir),
-            "--store", str(store_path), "--step-budget", "5"]  # fmt: skip
+            "--store", str(store_path), "--step-budget", "5",
+            "--evaluation-of", "grpo"]  # fmt: skip
     first = start_process(args)
     url = first.wait_serving()
     assert f"serving run 'env' (dataset {bench.questions}, store {store_path}) at " in (
@@ -50,6 +52,7 @@ def test_a_killed_server_started_again_goes_on_with_the_same_run(
 
     run = store.find_run("env")
     assert run is not None and run.status == "completed" and run.episodes_finished == 3
+    assert RunSpec.from_stored(run.spec).evaluation_of == "grpo"  # the Training pages' link
     found = sorted(episodes(store, run.id), key=lambda e: e.summary.sample_index)
     assert [(e.summary.sample_index, e.summary.outcome, len(e.steps)) for e in found] == [
         (0, "correct", 3),
@@ -106,6 +109,7 @@ def test_bad_flags_are_refused_in_one_line_before_any_store(
         # The server failed to start, in a traceback, where it encodes the header it expects.
         ([*data, "--token", "t\udcffk"], "--token must be ASCII letters, digits and punctuation"),
         ([*data, "--token", "two words"], "--token must be ASCII letters, digits and punctuation"),
+        ([*data, "--evaluation-of", " "], "--evaluation-of: the run name is empty"),
     ]
     for flags, message in cases:
         assert rollscope(monkeypatch, *base, *flags) == 2, flags

@@ -68,7 +68,7 @@ def test_evaluation_tool_calls_are_a_run_of_their_own_at_the_step_evaluated(
     run = store.get_run(evaluation.run_id)
     assert run is not None and (run.name, run.status) == ("tools-eval", "completed")
     spec = RunSpec.from_stored(run.spec)
-    assert spec.training is not None and spec.training.evaluation_of == "tools"
+    assert spec.evaluation_of == "tools"
     assert spec.questions_path == str(eval_file)
     evaluated = played(store_file, evaluation.run_id)
     assert {q for *_, q, _ in evaluated} == _texts(EVALUATED)

@@ -128,7 +128,7 @@ def test_evaluation_rollouts_are_a_run_of_their_own_at_the_step_evaluated(
     assert run is not None
     assert (run.name, run.kind, run.status) == ("evaluated-eval", "training", "completed")
     spec = RunSpec.from_stored(run.spec)
-    assert spec.training is not None and spec.training.evaluation_of == "evaluated"
+    assert spec.evaluation_of == "evaluated"
     assert spec.samples == spec.training.num_generations == GROUP
     assert spec.questions_path == str(tmp_path / "eval.json")
     evaluated = _played(store, rollout.eval_run_id)

@@ -18,8 +18,9 @@ from tests.support.records import finish, spec, start
 
 
 def _run(store: Store, name: str, evaluation_of: str | None, steps: range) -> int:
-    settings = TrainingSettings(model="tiny", num_generations=2, evaluation_of=evaluation_of)
-    run_id = store.create_run(spec(name, kind="training", training=settings), episodes_planned=None)
+    settings = TrainingSettings(model="tiny", num_generations=2)
+    made = spec(name, kind="training", training=settings, evaluation_of=evaluation_of)
+    run_id = store.create_run(made, episodes_planned=None)
     sink = store.sink(run_id)
     for sample, at in enumerate(steps):
         began = dataclasses.replace(start("q1", sample), train_step=at, group_index=sample)
