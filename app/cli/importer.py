@@ -64,6 +64,13 @@ def import_command(
             "least this."
         ),
     ] = 1.0,
+    evaluation_of: Annotated[
+        str | None,
+        _Opt(
+            help="The training run these rollouts evaluate (a trainer's validation files); "
+            "the Training pages of the two open each other."
+        ),
+    ] = None,
     poll: Annotated[float, _Opt(help="Seconds between looks for new files (--follow).")] = 1.0,
     quiet: Annotated[bool, _Opt(help="Print only the summary.")] = False,
 ) -> None:
@@ -88,6 +95,11 @@ def import_command(
         name = checked_run_name(name)
     except SpecError as exc:
         fail(str(exc))
+    if evaluation_of is not None:
+        try:
+            evaluation_of = checked_run_name(evaluation_of)
+        except SpecError as exc:
+            fail(f"--evaluation-of: {exc}")
     if questions is None and db_dir is not None:
         fail("--db-dir goes with --questions (the questions file whose databases it holds)")
     if not 0 < poll <= MAX_POLL_SECONDS:  # NaN too
@@ -97,7 +109,7 @@ def import_command(
     fmt = _format(path, format_name, follow, quiet)
     options = ImportOptions(
         path=path, name=name, strict=strict, questions=questions, db_dir=db_dir,
-        correct_at=correct_at,
+        correct_at=correct_at, evaluation_of=evaluation_of,
     )  # fmt: skip
     try:
         # Listed before the store is opened: a path with nothing to import makes no store.

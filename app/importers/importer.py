@@ -98,6 +98,8 @@ class ImportOptions:
     questions: str | None = None
     db_dir: str | None = None
     correct_at: float = CORRECT_AT
+    evaluation_of: str | None = None
+    """The training run the files' rollouts evaluate (a trainer's validation files)."""
 
 
 @dataclass(slots=True)
@@ -197,6 +199,7 @@ class Importer:
                 db_dir=str(dataset.db_dir) if dataset is not None else "",
                 kind="import",
                 checkpoint=self.fmt.checkpoint(self.root),
+                evaluation_of=self.options.evaluation_of,
             )
             self.run_id = self.store.create_run(
                 spec,

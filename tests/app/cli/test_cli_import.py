@@ -67,6 +67,25 @@ def test_import_then_runs_shows_the_run_and_its_source(tmp_path: Path) -> None:
     assert shown.stdout.splitlines()[1] == "Q?" and "gold SQL" not in shown.stdout
 
 
+def test_a_trainers_validation_files_import_as_the_evaluation_of_its_training(
+    tmp_path: Path,
+) -> None:
+    from rollout_core.records import RunSpec
+    from storage.store import Store
+
+    db = tmp_path / "s.db"
+    dump = _dump(tmp_path / "val")
+    bad = rollscope("import", dump, "--name", "v-val", "--store", db, "--evaluation-of", " ")
+    _one_line_error(bad, "--evaluation-of: the run name is empty")
+    assert not db.exists()
+    done = rollscope("import", dump, "--name", "v-val", "--store", db, "--evaluation-of", "v")
+    assert done.returncode == 0, done.stderr
+    store = Store(str(db))
+    found = store.run_named("v-val")
+    assert found is not None and RunSpec.from_stored(found.spec).evaluation_of == "v"
+    store.close()
+
+
 def test_runs_says_how_many_bad_lines_an_import_left_out(tmp_path: Path) -> None:
     db = tmp_path / "s.db"
     dump = _dump(tmp_path / "dump")
