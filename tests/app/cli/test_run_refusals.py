@@ -221,7 +221,7 @@ def test_resume_refuses_a_questions_file_that_lost_a_question_the_run_has_yet_to
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # Resumed, the run plays its questions file's questions again: one gone that the run had
-    # yet to play ended the run `completed` without it (40,000 of 48,000 planned).
+    # yet to play ended the run `completed` without it, fewer episodes than it planned.
     import json
 
     from tests.support.benchmark import make_benchmark
