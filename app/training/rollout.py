@@ -249,8 +249,7 @@ class RolloutFunction:
         into = self._evaluation
         assert self._started is not None
         size = int(trainer.num_generations_eval)
-        settings = self._started.training or training_settings(trainer)
-        spec = evaluation_spec(self._started, into.run.name, into.dataset, settings, size)
+        spec = evaluation_spec(self._started, into.run.name, into.dataset, size)
         _, into.numbering = into.run.start(spec, None, info, at_step=step)
 
     def _questions(

@@ -18,7 +18,6 @@ from app.batch import JobError
 from app.batch import _Heartbeat as Heartbeat  # the batch job's beat, reused as it is
 from rollout_core.datasets import Dataset
 from rollout_core.records import PolicyInfo, RunSpec, RunStatus
-from rollout_core.settings import TrainingSettings
 from storage import lifecycle
 from storage.store import Store
 from storage.training import Counters, counters
@@ -29,11 +28,10 @@ def evaluation_name(name: str) -> str:
     return f"{name}-eval"
 
 
-def evaluation_spec(
-    spec: RunSpec, name: str, dataset: Dataset, settings: TrainingSettings, size: int
-) -> RunSpec:
-    """The spec of run `name`, the evaluation of training run `spec`: its questions, its
-    groups of `size`, and the trainer's settings naming the run it evaluates."""
+def evaluation_spec(spec: RunSpec, name: str, dataset: Dataset, size: int) -> RunSpec:
+    """The spec of run `name`, the evaluation of training run `spec` (as started, with the
+    trainer's settings): its questions, its groups of `size`, the run it evaluates."""
+    training = spec.training
     return replace(
         spec,
         name=name,
@@ -43,7 +41,7 @@ def evaluation_spec(
         limit=None,
         question_ids=None,
         samples=size,
-        training=replace(settings, num_generations=size),
+        training=None if training is None else replace(training, num_generations=size),
         evaluation_of=spec.name,
     )
 

@@ -96,7 +96,8 @@ class ToolEnvironmentFactory:
         """The trained model (from the callback): evaluating while it is not in training mode."""
         self._training = _Recording(self.run, dataset)
         self._evaluation = _Recording(self.run.evaluation, eval_dataset or dataset)
-        self._settings: TrainingSettings | None = None
+        self._started: RunSpec | None = None
+        """The training run's spec as started (with the trainer's arguments, given them)."""
         self._scored: tuple[int | None, tuple[EpisodeKey, ...]] = (None, ())
         """The run and episodes of the last batch whose scores were recorded (a batch the
         trainer trains several optimizer steps on is recorded once)."""
@@ -144,11 +145,11 @@ class ToolEnvironmentFactory:
                         "eval_dataset= (or eval_questions=)"
                     )
         self.model = model
+        self.train_step = at_step
         self._training.group_size = int(getattr(args, "num_generations", 1) or 1)
         evaluated = getattr(args, "num_generations_eval", None)
         self._evaluation.group_size = int(evaluated or self._training.group_size)
-        self._settings = _settings_from_args(args, model)
-        self.start(self._settings, at_step)
+        self.start(_settings_from_args(args, model), at_step)
 
     def start(self, settings: Any = None, at_step: int | None = None) -> int:
         """The run's id, creating it on first use (`settings`: the trainer's arguments;
@@ -160,6 +161,7 @@ class ToolEnvironmentFactory:
                     spec = RunSpec(**{**_fields(spec), "training": settings})
                 info = PolicyInfo(name="tools")
                 _, self._training.numbering = self.run.start(spec, None, info, at_step=at_step)
+                self._started = spec
             assert self.run.run_id is not None
             return self.run.run_id
 
@@ -172,10 +174,8 @@ class ToolEnvironmentFactory:
         into = self._evaluation
         with self._lock:
             if into.run.run_id is None:
-                settings = self._settings or TrainingSettings()
-                spec = evaluation_spec(
-                    self._spec, into.run.name, into.dataset, settings, into.group_size
-                )
+                started = self._started or self._spec
+                spec = evaluation_spec(started, into.run.name, into.dataset, into.group_size)
                 info = PolicyInfo(name="tools")
                 _, into.numbering = into.run.start(spec, None, info, at_step=self.train_step)
             assert into.run.run_id is not None
@@ -250,7 +250,6 @@ class ToolEnvironmentFactory:
         class _Follow(TrainerCallback):
             def on_train_begin(self, args: Any, state: Any, control: Any, **kw: Any) -> None:
                 # A trainer resumed from a checkpoint has its step back by now.
-                factory.train_step = int(state.global_step)
                 eval_sets = getattr(trainer, "eval_dataset", None)
                 factory.begin(args, kw.get("model"), int(state.global_step), eval_sets)
 

@@ -31,7 +31,6 @@ from app.plural import counted
 from app.render import fmt_num, fmt_pct
 from rollout_core.errors import SpecError
 from rollout_core.records import RunSpec
-from rollout_core.settings import TrainingSettings
 from storage.read_models import EpisodeDetail, RunSummary
 from storage.training import PlayedAgain, TrainingEpisode
 
@@ -47,13 +46,6 @@ TRL_STEPS = (
 )
 
 
-def _training_settings(run: RunSummary) -> TrainingSettings | None:
-    try:
-        return RunSpec.from_stored(run.spec).training
-    except SpecError:
-        return None
-
-
 def _evaluation_of(run: RunSummary) -> str | None:
     """The training run `run` evaluates, as its spec names it."""
     named = run.spec.get("evaluation_of") if isinstance(run.spec, dict) else None
@@ -63,7 +55,10 @@ def _evaluation_of(run: RunSummary) -> str | None:
 def settings_caption(run: RunSummary) -> None:
     """The trainer's settings in one line, when the run recorded them; for an import of TRL's
     completions files, how they number the steps."""
-    training = _training_settings(run)
+    try:
+        training = RunSpec.from_stored(run.spec).training
+    except SpecError:
+        training = None
     if training is None:
         if run.source_format == "trl":
             # Beside rollscope's recording of the same training, its curves sit a step apart.
@@ -94,10 +89,7 @@ def evaluation_link(run: RunSummary, runs: Sequence[RunSummary]) -> None:
         other = next((r for r in runs if r.name == evaluated), None)
         label = f"Training run {evaluated}"
     else:
-        other = next(
-            (r for r in runs if _evaluation_of(r) == run.name),
-            None,
-        )
+        other = next((r for r in runs if _evaluation_of(r) == run.name), None)
         label = f"Its evaluation: {other.name}" if other else ""
     if other is not None:
         # A button that rewrites the query, not a page link: a link to this same page showed
