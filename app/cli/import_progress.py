@@ -1,5 +1,6 @@
-"""The progress bar of `rollscope import` on a terminal: the share of the files' bytes read,
-the episodes written so far and their rate, and the time left.
+"""The progress bar of `rollscope import` on a terminal: the share of the files' bytes read
+(a file being read counted by the share of its rows written), the episodes written so far
+and their rate, and the time left.
 
 A bar only where a person watches (stderr a terminal, not --quiet, not --follow, which has no
 end): a log or a pipe gets the files' lines alone, as before. The bar goes when the import
@@ -31,6 +32,10 @@ class ImportProgress:
         """`sizes`: the bytes of each file to import, by its path under the root (a result's
         `path`)."""
         self.sizes = sizes
+        self.shares: dict[str, float] = {}
+        """The share of each file's rows read (1 once it is read whole)."""
+        self.done = 0.0
+        """The bytes read: each file's size by its share."""
         self.episodes = 0
         self.files = 0
         self._began = time.monotonic()
@@ -55,15 +60,23 @@ class ImportProgress:
     def __exit__(self, *_: object) -> None:
         self._progress.stop()
 
-    def written(self, episodes: int) -> None:
-        """A batch of `episodes` is in the store."""
+    def written(self, episodes: int, path: str, share: float) -> None:
+        """A batch of `episodes` is in the store, the last of them from the file at `path`,
+        `share` of whose rows are read: one large file moves the bar as it is read."""
         self.episodes += episodes
-        self._progress.update(self._task, counts=self._counts())
+        self._read_to(path, share)
 
     def file_done(self, path: str) -> None:
         """The file at `path` (under the root) is read whole."""
         self.files += 1
-        self._progress.update(self._task, advance=self.sizes.get(path, 0), counts=self._counts())
+        self._read_to(path, 1.0)
+
+    def _read_to(self, path: str, share: float) -> None:
+        before = self.shares.get(path, 0.0)
+        if share > before:
+            self.shares[path] = share
+            self.done += self.sizes.get(path, 0) * (share - before)
+        self._progress.update(self._task, completed=self.done, counts=self._counts())
 
     def _counts(self) -> str:
         seconds = time.monotonic() - self._began

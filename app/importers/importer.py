@@ -141,7 +141,7 @@ class Importer:
         options: ImportOptions,
         *,
         on_note: Callable[[str], None] = lambda _: None,
-        on_written: Callable[[int], None] = lambda _: None,
+        on_written: Callable[[int, str, float], None] = lambda *_: None,
         problems_in_results: bool = False,
         checker: Checker | None = None,
     ) -> None:
@@ -153,8 +153,9 @@ class Importer:
         self.root = options.path.resolve()
         self.on_note = on_note
         self.on_written = on_written
-        """Told the episodes of each batch once they are in the store (a progress bar's
-        count): a large file's rows come in batches long before its result."""
+        """Told the episodes of each batch once they are in the store, the file its last row
+        is of, and the share of that file's rows read to it (a progress bar's): a large file's
+        rows come in batches long before its result."""
         self.problems_in_results = problems_in_results
         """A file's bad rows are left in its result's `problems`, not told through `on_note` as
         they are read: a caller that tells a folder of files in one line, once the group's
@@ -501,6 +502,7 @@ class Importer:
                 continue
             for rollout in row.rollouts:
                 self._add(batch, rollout, row, start.file_id, result, rewritten)
+            batch.at = (rel, min(row.line / taken.rows, 1.0) if taken.rows else 1.0)
             # After the row's last episode: a row's episodes are written together, or none.
             if len(batch.finished) >= BATCH_EPISODES:
                 batch.write()
@@ -693,9 +695,11 @@ class _Batch:
     """The episodes in hand, written whole through the run's sink; each counted to its file's
     result once written."""
 
-    def __init__(self, sink: StoreSink, on_written: Callable[[int], None]) -> None:
+    def __init__(self, sink: StoreSink, on_written: Callable[[int, str, float], None]) -> None:
         self.sink = sink
         self.on_written = on_written
+        self.at = ("", 0.0)
+        """The file of the last row added, and the share of its rows read to that row."""
         self.started: list[EpisodeStart] = []
         self.steps: list[StepRecord] = []
         self.finished: list[EpisodeRecord] = []
@@ -729,4 +733,4 @@ class _Batch:
             result.episodes += 1
         written = len(self.finished)
         self.started, self.steps, self.finished, self.results = [], [], [], []
-        self.on_written(written)
+        self.on_written(written, *self.at)
