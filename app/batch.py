@@ -24,7 +24,7 @@ from rollout_core.policies.base import Policy
 from rollout_core.policies.registry import make_policy
 from rollout_core.records import EpisodeKey, EpisodeRecord, PolicyInfo, RunSpec
 from rollout_core.runner import EpisodeTask, RunStats, plan_episodes, run_episodes
-from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored
+from rollout_core.specs import PlannedRun, RunRequest, build_spec, plan_stored, questions_digest
 from storage import lifecycle
 from storage.read_models import RunSummary
 from storage.store import DuplicateRunName, Store
@@ -179,8 +179,9 @@ def reopen_run(
 def _changed_since(store: Store, run: RunSummary, plan: PlannedRun) -> str | None:
     """Why the run's questions file no longer holds what the run played (a question it
     finished is gone from its questions, or reads another database, text or gold query) or
-    planned to play (its questions are more or fewer); None when it does. Played on, the run
-    would mix two questions under one id, or end as completed without some of its own."""
+    planned to play (its questions are more or fewer, or others: their digest on the spec);
+    None when it does. Played on, the run would mix two questions under one id, or end as
+    completed without some of its own."""
     if run.episodes_planned is not None and plan.planned != run.episodes_planned:
         return (
             f"run {run.name!r} cannot be resumed: it planned {run.episodes_planned:,} episodes "
@@ -199,6 +200,13 @@ def _changed_since(store: Store, run: RunSummary, plan: PlannedRun) -> str | Non
         return (
             f"run {run.name!r} cannot be resumed: question {qid!r}, which it played, {what} "
             f"({plan.spec.dataset}: the file changed since); start a new run on it"
+        )
+    planned = plan.spec.questions_sha256
+    if planned is not None and questions_digest(plan.questions) != planned:
+        return (
+            f"run {run.name!r} cannot be resumed: its questions ({plan.spec.dataset}) are not "
+            "the ones it planned to play (the file changed since: a question it has yet to "
+            "play was swapped or edited); start a new run on it"
         )
     return None
 

@@ -209,6 +209,10 @@ class RunSpec:
     """Number of questions taken from the dataset, from the start; None for all."""
     question_ids: tuple[str, ...] | None = None
     """Explicit question selection (overrides `limit` when given)."""
+    questions_sha256: str | None = None
+    """SHA-256 of the questions the run plays as its file gave them when the run was made
+    (`rollout_core.specs.questions_digest`): `--resume` refuses a file that now gives others.
+    None for a fork (it plays recorded episodes) and for runs made before it was kept."""
     checkpoint: str | None = None
     """Checkpoint path or model id, for model policies."""
     kind: RunKind = "batch"

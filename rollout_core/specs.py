@@ -8,6 +8,8 @@ row exists.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -175,6 +177,7 @@ def build_spec(req: RunRequest) -> PlannedRun:
         checkpoint=checkpoint,
         kind=req.kind,
         fork=req.fork,
+        questions_sha256=None if req.fork else questions_digest(questions),
     )
     plan = PlannedRun(spec, dataset, questions)
     if plan.planned > MAX_WHOLE:  # the store counts a run's episodes in 32 bits
@@ -197,6 +200,12 @@ def check_base_url(url: str) -> str:
             "name it with --api-key-env"
         )
     return url.strip().rstrip("/")
+
+
+def questions_digest(questions: Sequence[Question]) -> str:
+    """SHA-256 (hex) of the questions in order: each one's id, database, text and gold query."""
+    fields = [[q.id, q.db_id, q.question, q.gold_sql] for q in questions]
+    return hashlib.sha256(json.dumps(fields).encode()).hexdigest()
 
 
 def plan_stored(spec: RunSpec) -> PlannedRun:

@@ -24,13 +24,20 @@ T = TypeVar("T")
 _DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 
 
-PLAYED_ONLY = ("generation", "environment", "samples", "limit", "question_ids")
+PLAYED_ONLY = (
+    "generation",
+    "environment",
+    "samples",
+    "limit",
+    "question_ids",
+    "questions_sha256",
+)
 """A spec's fields that say how rollscope plays a run. A run it did not play (an import, a
 Recorder's) was generated with the trainer's settings, which its files do not give: its
 stored spec leaves these out rather than hold rollscope's defaults as if they were used."""
 
 
-GENERATED_HERE_ONLY = ("generation", "samples", "limit", "question_ids")
+GENERATED_HERE_ONLY = ("generation", "samples", "limit", "question_ids", "questions_sha256")
 """The fields of `PLAYED_ONLY` that say how rollscope generates: an environment server's run
 plays the SQL by its `environment` settings, while its clients generate as they choose."""
 

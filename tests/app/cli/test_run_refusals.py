@@ -350,3 +350,54 @@ def test_resume_takes_an_unchanged_file_whose_text_the_store_cleaned(
         conn.execute("UPDATE episodes SET outcome = NULL WHERE id = 2")
     code, err = in_process(monkeypatch, capsys, "run", "--resume", "r", "--store", db, "--quiet")
     assert code == 0, err
+
+
+@pytest.mark.parametrize("change", ["swapped", "edited"])
+def test_resume_refuses_a_question_it_has_yet_to_play_swapped_or_edited(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    change: str,
+) -> None:
+    # As many questions as before, so the plan's count is the run's: its questions' digest,
+    # kept on the spec, tells the file gives others.
+    import json
+
+    from tests.support.benchmark import make_benchmark
+
+    questions, db_dir = make_benchmark(tmp_path)
+    db = tmp_path / "store.db"
+    play = ("run", "--questions", questions, "--db-dir", db_dir, "--quiet")
+    code, err = in_process(monkeypatch, capsys, *play, "--name", "r", "--store", db)
+    assert code == 0, err
+    items = json.loads(questions.read_text())
+    unplayed = items[-1]["id"]
+    with sqlite3.connect(db) as conn:  # as a crash before its last question leaves it
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM episodes WHERE question_id = ?", (unplayed,))
+        conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+        [(digest,)] = conn.execute("SELECT json_extract(spec, '$.questions_sha256') FROM runs")
+    assert isinstance(digest, str) and len(digest) == 64
+    original = questions.read_text()
+    other = dict(items[-1])
+    if change == "swapped":
+        other["id"] = f"{unplayed}-new"
+    else:
+        other["question"] = other["question"] + " Answer in words."
+    questions.write_text(json.dumps([*items[:-1], other]))
+    resume = ("run", "--resume", "r", "--store", db, "--quiet")
+    code, err = in_process(monkeypatch, capsys, *resume)
+    assert code == 2
+    assert (
+        f"run 'r' cannot be resumed: its questions ({questions}) are not the ones it planned "
+        "to play (the file changed since"
+    ) in " ".join(err.split())
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("failed",)]
+        assert conn.execute("SELECT count(*) FROM episodes WHERE question_id LIKE ?",
+                            (f"{unplayed}%",)).fetchone() == (0,)  # fmt: skip
+    questions.write_text(original)
+    code, err = in_process(monkeypatch, capsys, *resume)
+    assert code == 0, err
+    with closing(sqlite3.connect(db)) as conn:
+        assert conn.execute("SELECT status FROM runs").fetchall() == [("completed",)]
