@@ -7,6 +7,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import closing
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -217,11 +218,11 @@ def test_resume_refuses_a_questions_file_that_changed_under_the_run(
         store.close()
 
 
-def test_resume_refuses_a_questions_file_that_lost_a_question_the_run_has_yet_to_play(
+def _stopped_before_its_last_question(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    # Resumed, the run plays its questions file's questions again: one gone that the run had
-    # yet to play ended the run `completed` without it, fewer episodes than it planned.
+) -> tuple[Path, Path, list[dict[str, Any]]]:
+    """Run `r` played on a small benchmark, as a crash before its last question leaves it:
+    its questions file, its store, and the file's questions."""
     import json
 
     from tests.support.benchmark import make_benchmark
@@ -232,11 +233,21 @@ def test_resume_refuses_a_questions_file_that_lost_a_question_the_run_has_yet_to
     code, err = in_process(monkeypatch, capsys, *play, "--name", "r", "--store", db)
     assert code == 0, err
     items = json.loads(questions.read_text())
-    unplayed = items[-1]["id"]
-    with sqlite3.connect(db) as conn:  # as a crash before its last question leaves it
+    with sqlite3.connect(db) as conn:
         conn.execute("PRAGMA foreign_keys = ON")  # the episode's steps go with it
-        conn.execute("DELETE FROM episodes WHERE question_id = ?", (unplayed,))
+        conn.execute("DELETE FROM episodes WHERE question_id = ?", (items[-1]["id"],))
         conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+    return questions, db, items
+
+
+def test_resume_refuses_a_questions_file_that_lost_a_question_the_run_has_yet_to_play(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Resumed, the run plays its questions file's questions again: one gone that the run had
+    # yet to play ended the run `completed` without it, fewer episodes than it planned.
+    import json
+
+    questions, db, items = _stopped_before_its_last_question(tmp_path, monkeypatch, capsys)
     original = questions.read_text()
     questions.write_text(json.dumps(items[:-1]))
     resume = ("run", "--resume", "r", "--store", db, "--quiet")
@@ -363,19 +374,9 @@ def test_resume_refuses_a_question_it_has_yet_to_play_swapped_or_edited(
     # kept on the spec, tells the file gives others.
     import json
 
-    from tests.support.benchmark import make_benchmark
-
-    questions, db_dir = make_benchmark(tmp_path)
-    db = tmp_path / "store.db"
-    play = ("run", "--questions", questions, "--db-dir", db_dir, "--quiet")
-    code, err = in_process(monkeypatch, capsys, *play, "--name", "r", "--store", db)
-    assert code == 0, err
-    items = json.loads(questions.read_text())
+    questions, db, items = _stopped_before_its_last_question(tmp_path, monkeypatch, capsys)
     unplayed = items[-1]["id"]
-    with sqlite3.connect(db) as conn:  # as a crash before its last question leaves it
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("DELETE FROM episodes WHERE question_id = ?", (unplayed,))
-        conn.execute("UPDATE runs SET status = 'failed' WHERE id = 1")
+    with closing(sqlite3.connect(db)) as conn:
         [(digest,)] = conn.execute("SELECT json_extract(spec, '$.questions_sha256') FROM runs")
     assert isinstance(digest, str) and len(digest) == 64
     original = questions.read_text()
