@@ -7,6 +7,7 @@ last tests run the command itself."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -179,11 +180,17 @@ def _demo(*args: str) -> list[str]:
     return [sys.executable, "-m", "app.cli", "demo", "--port", "{port}", "--serve", *args]
 
 
-def test_make_runs_dashboard_serves_while_the_demo_is_built(tmp_path: Path) -> None:
-    store = str(tmp_path / "s.db")
+def test_make_runs_dashboard_serves_while_the_demo_is_built(
+    tmp_path: Path, tiny_checkpoint: Path
+) -> None:
+    # A second `make run`: the checkpoints an earlier build trained are in its folder, and
+    # this build plays them (the training itself: test_demo_pipeline.py).
+    store, work = str(tmp_path / "s.db"), tmp_path / "w"
+    for step in (0, 100, 101):
+        shutil.copytree(tiny_checkpoint, work / "checkpoints" / f"checkpoint-{step}")
     # One torch thread: the suite runs a test file beside this one on the other core.
     small = ["--steps", "101", "--grpo-steps", "0", "--samples", "1", "--threads", "1"]
-    with _started(tmp_path, _demo("--store", store, "--dir", str(tmp_path / "w"), *small)) as run:
+    with _started(tmp_path, _demo("--store", store, "--dir", str(work), *small)) as run:
         wait_healthy(run.url, run.proc, run.log)
         assert "demo ready" not in run.said()
         with closing(Store(store, read_only=True)) as st:
@@ -191,6 +198,7 @@ def test_make_runs_dashboard_serves_while_the_demo_is_built(tmp_path: Path) -> N
         ready = f"dashboard: {run.url} (Ctrl-C stops it)"  # printed after "demo ready in N s"
         assert _until(lambda: ready in run.said(), 300), run.said()
         assert "demo ready in" in run.said().split(ready)[0].splitlines()[-1]
+        assert f"reusing checkpoints in {work / 'checkpoints'}" in run.said()
         time.sleep(1)
         assert port_open(run.port) and len(_children(run.proc.pid)) == 1
         with closing(Store(store, read_only=True)) as st:
