@@ -259,7 +259,8 @@ def show(run: RunSummary, question: str | None = None, steps: StepRange = (None,
         st.subheader("Questions by reward variance")
     if question is not None and training:
         st.caption(
-            f"The {counted(len(listed), 'group')} of question {question}; **open** one to see it."
+            f"The {counted(len(listed), 'group')} of question {question}{at}; **open** one to "
+            "see it."
         )
     elif len(listed) < found.total:
         st.caption(

@@ -126,4 +126,13 @@ elif reads.overview(run.id).largest < 2:
     # An import of one sample per question: no group to show, whatever the link asks.
     overview.show(run)
 else:
-    detail.show(run, GroupKey(question, group_index, at_step if stepped else None), stepped)
+    key = GroupKey(question, group_index, at_step if stepped else None)
+    if stepped and group_index is None and at_step is not None and not reads.group(run.id, key):
+        # A step without a number where the run's groups are numbered (a hand-made link): the
+        # question's group at that step, or its groups there to pick from.
+        at_that_step = reads.overview(run.id, question, (at_step, at_step)).groups
+        if len(at_that_step) > 1:
+            overview.show(run, question, (at_step, at_step))
+            st.stop()
+        key = at_that_step[0].key if at_that_step else key
+    detail.show(run, key, stepped)

@@ -391,3 +391,29 @@ def test_a_training_step_past_the_stores_integer_in_the_link_is_noted(
     warned = at.warning[0].value.replace("\\", "")  # markdown's escapes
     assert f"tmin='{'9' * 20}' in the link is not a training step; ignored." in warned
     assert _metrics(at)["groups"] == "3"  # every group of the run
+
+
+def test_a_step_without_its_group_number_opens_the_questions_group_at_that_step(
+    tmp_path: Path, serve_store: Callable[[str], None]
+) -> None:
+    # The overview's links name a numbered group by its number; a link naming the step alone
+    # said the question had no finished episode at a step where it has one group, or two.
+    # (`play_group`'s `at` is the training step and the group's number.)
+    url = str(tmp_path / "numbered.db")
+    store = Store(url)
+    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=9)
+    sink = store.sink(run_id)
+    play_group(sink, "q1", range(3), [1.0, 0.0, 0.0], (0, 0))
+    play_group(sink, "q1", range(3, 6), [1.0, 1.0, 0.0], (1, 1))
+    play_group(sink, "q1", range(6, 9), [0.0, 0.0, 0.0], (1, 2))
+    store.close()
+    serve_store(url)
+    at = open_page("groups/page.py", run=str(run_id), question="q1", at="0")
+    assert "Question q1, training step 0" in [h.value for h in at.subheader]
+    assert list(at.dataframe[0].value["sample"]) == [0, 1, 2]
+    at = open_page("groups/page.py", run=str(run_id), question="q1", at="1")
+    table = at.dataframe[0].value
+    assert list(table["training step"]) == [1, 1] and len(at.warning) == 0
+    assert "The 2 groups of question q1 at training step 1; **open** one" in texts(at)
+    at = open_page("groups/page.py", run=str(run_id), question="q1", at="7")
+    assert "has no finished episode of question q1 at training step 7" in at.warning[0].value
