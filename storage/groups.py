@@ -20,6 +20,8 @@ from sqlalchemy import ColumnElement, Select, case, func, literal, null, select
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from rollout_core import grpo
+from storage import float_sums
+from storage.float_sums import float_sum
 from storage.models import Episode
 from storage.read_models import GroupKey, GroupOverview, GroupStats
 
@@ -104,12 +106,16 @@ def overview(
     """
     training = is_training_run(session, run_id)
     # On the connection: a row per group, which the ORM would handle one by one for nothing.
-    query = stats_query(run_id, training)
-    if min_train_step is not None:
-        query = query.where(Episode.train_step >= min_train_step)
-    if max_train_step is not None:
-        query = query.where(Episode.train_step <= max_train_step)
-    rows = session.connection().execute(query).all()
+
+    def query(exact: bool) -> Select[Any]:
+        found = stats_query(run_id, training, exact=exact)
+        if min_train_step is not None:
+            found = found.where(Episode.train_step >= min_train_step)
+        if max_train_step is not None:
+            found = found.where(Episode.train_step <= max_train_step)
+        return found
+
+    rows = float_sums.rows(session, query)
     k = len(key_columns(training))
     qid_at = k - 1  # the question is the last key column
     source_of = grpo.signal_source
@@ -201,18 +207,18 @@ def advantage_columns(training: bool) -> tuple[ColumnElement[Any], ColumnElement
     return func.count(Episode.trainer_advantage), func.max(func.abs(Episode.trainer_advantage))
 
 
-def stats_query(run_id: int, training: bool) -> Select[Any]:
+def stats_query(run_id: int, training: bool, *, exact: bool = False) -> Select[Any]:
     """The GROUP BY of `overview`: a run's groups, `key_columns` first, then count, sum,
     sum of squares, min and max of the rewards, the correct episodes, and the trainer's
-    advantages (`advantage_columns`)."""
+    advantages (`advantage_columns`); `exact`: the sums as `float_sums.float_sum` makes them."""
     cols = key_columns(training)
     correct = func.sum(case((Episode.outcome == "correct", 1), else_=0))
     return (
         select(
             *cols,
             func.count(),
-            func.sum(Episode.reward),
-            func.sum(Episode.reward * Episode.reward),
+            float_sum(Episode.reward, exact=exact),
+            float_sum(Episode.reward, Episode.reward, exact=exact),
             func.min(Episode.reward),
             func.max(Episode.reward),
             correct,

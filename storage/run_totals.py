@@ -31,6 +31,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from rollout_core.records import ACTION_KINDS
 from storage.bulk_sql import executemany
+from storage.float_sums import saturating_add
 from storage.models import Episode, Run, RunCount
 
 _RUNS = cast(Table, Run.__table__)
@@ -164,7 +165,10 @@ def counted(conn: Connection, scope: Sequence[ColumnElement[bool]]) -> RunChange
 _ADD = (
     update(_RUNS)
     .where(_RUNS.c.id == bindparam("b_run"))
-    .values({name: _RUNS.c[name] + bindparam(f"b_{name}") for name in COLUMNS})
+    .values(
+        {name: _RUNS.c[name] + bindparam(f"b_{name}") for name in COLUMNS}
+        | {"reward_sum": saturating_add(_RUNS.c.reward_sum, bindparam("b_reward_sum"))}
+    )
 )
 
 

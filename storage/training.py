@@ -31,7 +31,8 @@ from sqlalchemy.orm import Session
 
 from rollout_core import grpo
 from rollout_core.records import Outcome
-from storage import groups, run_totals
+from storage import float_sums, groups, run_totals
+from storage.float_sums import float_sum
 from storage.models import Episode, EpisodeReward
 from storage.read_models import GroupKey, RunSummary
 from storage.replayed import latest_play, replaced_episodes
@@ -139,7 +140,7 @@ def training_steps(store: Store, run_id: int) -> list[TrainingStep]:
     with Session(store._engine) as session:
         # On the connection: a row per group, and the ORM's handling of each costs more than
         # the query's own.
-        rows = session.connection().execute(steps_query(run_id)).all()
+        rows = float_sums.rows(session, lambda exact: steps_query(run_id, exact=exact))
     out: list[TrainingStep] = []
     sums: _StepSums | None = None
     for row in rows:  # in step order: a step's groups are consecutive
@@ -157,27 +158,31 @@ def named_reward_steps(store: Store, run_id: int) -> list[NamedRewardStep]:
     """Each named reward's sum per training step over the run's finished episodes, in step
     and name order (TRL logs their means as `rewards/<name>/mean`)."""
     e, r = Episode, EpisodeReward
-    query = (
-        select(e.train_step, r.name, func.sum(r.value), func.count())
-        .join(r, r.episode_id == e.id)
-        .where(
-            e.run_id == run_id,
-            e.outcome.is_not(None),
-            e.train_step.is_not(None),
-            latest_play(run_id),
+
+    def query(exact: bool) -> Select[Any]:
+        return (
+            select(e.train_step, r.name, float_sum(r.value, exact=exact), func.count())
+            .join(r, r.episode_id == e.id)
+            .where(
+                e.run_id == run_id,
+                e.outcome.is_not(None),
+                e.train_step.is_not(None),
+                latest_play(run_id),
+            )
+            .group_by(e.train_step, r.name)
+            .order_by(e.train_step, r.name)
         )
-        .group_by(e.train_step, r.name)
-        .order_by(e.train_step, r.name)
-    )
+
     with Session(store._engine) as session:
-        rows = session.connection().execute(query).all()
+        rows = float_sums.rows(session, query)
     # train_step is never NULL here: the WHERE leaves those out.
     return [NamedRewardStep(cast(int, s), name, float(total), n) for s, name, total, n in rows]
 
 
-def steps_query(run_id: int) -> Select[Any]:
+def steps_query(run_id: int, *, exact: bool = False) -> Select[Any]:
     """`training_steps`' GROUP BY: a row per group, keyed as `storage.groups` keys a training
-    run's groups and in the training index's order, with the sums of its episodes."""
+    run's groups and in the training index's order, with the sums of its episodes (`exact`:
+    the float sums as `float_sums.float_sum` makes them)."""
     e = Episode
     correct = func.sum(case((e.outcome == "correct", 1), else_=0))
     key = groups.key_columns(training=True)
@@ -186,15 +191,15 @@ def steps_query(run_id: int) -> Select[Any]:
             *key,
             func.count(),
             correct,
-            func.sum(e.reward),
-            func.sum(e.reward * e.reward),
+            float_sum(e.reward, exact=exact),
+            float_sum(e.reward, e.reward, exact=exact),
             func.min(e.reward),
             func.max(e.reward),
             func.sum(e.steps),
             func.sum(e.unparsed_steps),
-            func.sum(e.mean_logprob * e.tokens_out),
+            float_sum(e.mean_logprob, e.tokens_out, exact=exact),
             func.sum(case((e.mean_logprob.is_not(None), e.tokens_out), else_=0)),
-            func.sum(e.mean_logprob),
+            float_sum(e.mean_logprob, exact=exact),
             func.count(e.mean_logprob),
             func.count(case((e.tokens_out.is_not(None), e.mean_logprob))),
             func.sum(e.tokens_out),
