@@ -2,12 +2,14 @@
 SQLite's arithmetic gives inf there, PostgreSQL's raises "value out of range: overflow".
 
 Reads sum in floats and, only on PostgreSQL's overflow, read again summing exact numerics
-(five times slower), whose totals past the range come back as inf; the run's running reward
-sum is added with a saturating `+`."""
+(much slower, so never first), whose totals past the range come back as inf; the run's
+running reward sum is added with a saturating `+`."""
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -26,16 +28,9 @@ NUMERIC_VALUE_OUT_OF_RANGE = "22003"
 def float_sum(*factors: Column, exact: bool = False) -> ColumnElement[Any]:
     """SUM of the factors' product, as a float; `exact`: summed as numerics, so no row or
     running total overflows on the way."""
-    if not exact:
-        product = factors[0]
-        for factor in factors[1:]:
-            product = product * factor
-        return func.sum(product)
-    numerics = [cast(f, Numeric) for f in factors]
-    product = numerics[0]
-    for factor in numerics[1:]:
-        product = product * factor
-    return type_coerce(func.sum(product), Float())
+    terms = [cast(f, Numeric) for f in factors] if exact else list(factors)
+    total = func.sum(functools.reduce(operator.mul, terms))
+    return type_coerce(total, Float()) if exact else total
 
 
 def rows(session: Session, query: Callable[[bool], Select[Any]]) -> Sequence[Row[*tuple[Any, ...]]]:

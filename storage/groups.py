@@ -105,7 +105,6 @@ def overview(
     tens of thousands of groups, and the dashboard's cache copies what it holds at every visit.
     """
     training = is_training_run(session, run_id)
-    # On the connection: a row per group, which the ORM would handle one by one for nothing.
 
     def query(exact: bool) -> Select[Any]:
         found = stats_query(run_id, training, exact=exact)
@@ -115,6 +114,7 @@ def overview(
             found = found.where(Episode.train_step <= max_train_step)
         return found
 
+    # On the connection: a row per group, which the ORM would handle one by one for nothing.
     rows = float_sums.rows(session, query)
     k = len(key_columns(training))
     qid_at = k - 1  # the question is the last key column
