@@ -172,19 +172,37 @@ def test_table_links_are_open_buttons_that_navigate_in_place(fx: AnalysisStore) 
 # -- a training run ------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def training_run(tmp_path: Path, serve_store: Callable[[str], None]) -> tuple[str, int]:
-    """A training run: q1 all right at step 0 and all wrong at step 1, q2 mixed at step 1."""
+Played = tuple[str, range, list[float], tuple[int, int]]
+"""A group as `play_group` writes it: question, samples, rewards, (training step, number)."""
+
+
+def _served_training(
+    tmp_path: Path, serve_store: Callable[[str], None], played: list[Played]
+) -> tuple[str, int]:
+    """A store of one training run of these groups, served; its URL and the run's id."""
     url = str(tmp_path / "training.db")
     store = Store(url)
     run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=9)
     sink = store.sink(run_id)
-    play_group(sink, "q1", range(3), [1.0, 1.0, 1.0], (0, 0))
-    play_group(sink, "q1", range(3, 6), [0.0, 0.0, 0.0], (1, 1))
-    play_group(sink, "q2", range(3), [1.0, 0.0, 0.0], (1, 2))
+    for group in played:
+        play_group(sink, *group)
     store.close()
     serve_store(url)
     return url, run_id
+
+
+@pytest.fixture
+def training_run(tmp_path: Path, serve_store: Callable[[str], None]) -> tuple[str, int]:
+    """A training run: q1 all right at step 0 and all wrong at step 1, q2 mixed at step 1."""
+    return _served_training(
+        tmp_path,
+        serve_store,
+        [
+            ("q1", range(3), [1.0, 1.0, 1.0], (0, 0)),
+            ("q1", range(3, 6), [0.0, 0.0, 0.0], (1, 1)),
+            ("q2", range(3), [1.0, 0.0, 0.0], (1, 2)),
+        ],
+    )
 
 
 def test_a_training_runs_groups_are_a_question_at_a_step(training_run: tuple[str, int]) -> None:
@@ -398,16 +416,15 @@ def test_a_step_without_its_group_number_opens_the_questions_group_at_that_step(
 ) -> None:
     # The overview's links name a numbered group by its number; a link naming the step alone
     # said the question had no finished episode at a step where it has one group, or two.
-    # (`play_group`'s `at` is the training step and the group's number.)
-    url = str(tmp_path / "numbered.db")
-    store = Store(url)
-    run_id = store.create_run(spec("grpo", kind="training"), episodes_planned=9)
-    sink = store.sink(run_id)
-    play_group(sink, "q1", range(3), [1.0, 0.0, 0.0], (0, 0))
-    play_group(sink, "q1", range(3, 6), [1.0, 1.0, 0.0], (1, 1))
-    play_group(sink, "q1", range(6, 9), [0.0, 0.0, 0.0], (1, 2))
-    store.close()
-    serve_store(url)
+    _, run_id = _served_training(
+        tmp_path,
+        serve_store,
+        [
+            ("q1", range(3), [1.0, 0.0, 0.0], (0, 0)),
+            ("q1", range(3, 6), [1.0, 1.0, 0.0], (1, 1)),
+            ("q1", range(6, 9), [0.0, 0.0, 0.0], (1, 2)),
+        ],
+    )
     at = open_page("groups/page.py", run=str(run_id), question="q1", at="0")
     assert "Question q1, training step 0" in [h.value for h in at.subheader]
     assert list(at.dataframe[0].value["sample"]) == [0, 1, 2]
