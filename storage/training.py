@@ -227,10 +227,12 @@ class _StepSums:
         "drawn",
         "flat",
         "groups",
+        "highest",
         "logprob",
         "logprob_episodes",
         "logprob_sum",
         "logprob_weighed",
+        "lowest",
         "n",
         "scored",
         "squares",
@@ -250,6 +252,7 @@ class _StepSums:
         self.steps = self.unparsed = self.scored = self.tokens = self.with_tokens = 0
         self.total = self.squares = self.std_sum = self.logprob = self.logprob_sum = 0.0
         self.logprob_episodes = self.logprob_weighed = 0
+        self.lowest, self.highest = math.inf, -math.inf
         self.by_source = dict.fromkeys(grpo.SIGNAL_SOURCES, 0)
         self.drawn: dict[str, DrawnQuestion] = {}
 
@@ -263,6 +266,7 @@ class _StepSums:
         self.correct += correct
         self.total += total
         self.squares += squares
+        self.lowest, self.highest = min(self.lowest, lowest), max(self.highest, highest)
         std = grpo.std_from_sums(n, total, squares, lowest, highest)
         if n > 1:  # a group of one has no std (TRL's is NaN): left out of the mean
             self.stds += 1
@@ -296,7 +300,12 @@ class _StepSums:
             groups=self.groups,
             accuracy=self.correct / n,
             reward=self.total / n,
-            reward_std=_std(n, self.total, self.squares),
+            # As a group's: 0 for equal rewards, inf where the sums overflow a float.
+            reward_std=(
+                grpo.std_from_sums(n, self.total, self.squares, self.lowest, self.highest)
+                if n > 1
+                else None
+            ),
             group_reward_std=self.std_sum / self.stds if self.stds else None,
             frac_reward_zero_std=self.flat / self.groups,
             unparsed_rate=self.unparsed / self.steps if self.steps else None,
@@ -313,13 +322,6 @@ class _StepSums:
         if self.logprob_weighed == self.logprob_episodes and self.scored:
             return self.logprob / self.scored
         return self.logprob_sum / self.logprob_episodes if self.logprob_episodes else None
-
-
-def _std(n: int, total: float, squares: float) -> float | None:
-    """Sample standard deviation from the count, sum and sum of squares (None below 2)."""
-    if n < 2:
-        return None
-    return math.sqrt(max(0.0, (squares - total * total / n) / (n - 1)))
 
 
 def training_questions(store: Store, run_id: int, *, limit: int = 5000) -> list[TrainingQuestion]:

@@ -53,6 +53,8 @@ def test_the_training_steps_of_huge_rewards_are_read(store: Store) -> None:
     steps = training.training_steps(store, run_id)
     assert [s.train_step for s in steps] == [0, 1]
     assert math.isinf(steps[0].reward) and steps[1].reward == 0.5
+    # The step's spread cannot be told from sums past the range: inf, as a group's, not 0.
+    assert math.isinf(steps[0].reward_std) and steps[1].reward_std == math.sqrt(0.5)
     named = training.named_reward_steps(store, run_id)
     sums = {(n.train_step, n.name): n.total for n in named}
     assert math.isinf(sums[(0, "exact")]) and sums[(1, "exact")] == 1.0

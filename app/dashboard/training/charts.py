@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from app.dashboard.components.colors import plotly_text
 from app.dashboard.groups.charts import SOURCE_COLORS
 from app.dashboard.groups.signal import SOURCE_LABELS
-from app.dashboard.training.curves import Curves, trend, trend_window
+from app.dashboard.training.curves import Curves, step_ranges, trend, trend_window
 from rollout_core.grpo import SIGNAL_SOURCES
 
 # The legend sits under the plot, so that a half-width chart keeps its width on a narrow
@@ -203,6 +203,33 @@ def _drag(marked: bool) -> dict[str, Any]:
     return {} if marked else {"dragmode": "select"}
 
 
+def series_values(curves: Curves, chart: Chart) -> list[tuple[str, list[float | None]]]:
+    """Each of the chart's quantities by its legend name, with its value at each point."""
+    return [(s.name, [getattr(p, s.attr) for p in curves.points]) for s in chart.series]
+
+
+def undrawn_note(curves: Curves, lines: Sequence[tuple[str, Sequence[float | None]]]) -> str:
+    """A line naming the points of `lines` (legend name, values) that are not finite numbers
+    (sums past a float's range): Plotly leaves them out without a word."""
+    parts = []
+    for name, values in lines:
+        at: dict[str, list[int]] = {}
+        for i, value in enumerate(values):
+            if value is not None and not math.isfinite(value):
+                at.setdefault(str(value), []).append(i)
+        parts += [f"{name} {value} at {_points_text(curves, i)}" for value, i in at.items()]
+    return f"Not drawn, as not a finite number: {'; '.join(parts)}." if parts else ""
+
+
+def _points_text(curves: Curves, indexes: Sequence[int]) -> str:
+    """'step 4', 'steps 4, 9' or, for averaged points, 'the points of steps 1–10, 21–30'."""
+    if curves.per_point == 1:
+        steps = [curves.points[i].train_step for i in indexes]
+        return f"step{'s' if len(steps) > 1 else ''} {step_ranges(steps)}"
+    spans = [f"{curves.firsts[i]}–{curves.points[i].train_step}" for i in indexes]
+    return f"the point{'s' if len(spans) > 1 else ''} of steps {', '.join(spans)}"
+
+
 def has_values(curves: Curves, chart: Chart) -> bool:
     """Whether any step has a value of the chart's quantities (an import's files hold no
     token log-probs or counts)."""
@@ -286,6 +313,11 @@ _NAMED_COLORS = ("#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#0072B2
                  "#7F7F7F")  # fmt: skip
 
 
+def drawn_rewards(rewards: dict[str, list[float | None]]) -> list[tuple[str, list[float | None]]]:
+    """The named rewards the chart draws: the first `NAMED_DRAWN` by name."""
+    return list(rewards.items())[:NAMED_DRAWN]
+
+
 def named_rewards_note(names: int) -> str:
     """What the named rewards' chart draws, under it."""
     note = (
@@ -305,7 +337,7 @@ def named_rewards_figure(curves: Curves, rewards: dict[str, list[float | None]])
     xs = [p.train_step for p in curves.points]
     markers = marked(curves)
     hover = _hover_data(curves, drawn=False)
-    drawn = list(rewards.items())[:NAMED_DRAWN]
+    drawn = drawn_rewards(rewards)
     for (name, ys), color in zip(drawn, _NAMED_COLORS, strict=False):
         fig.add_scatter(
             # A name is the file's or the trainer's text; Plotly reads a subset of HTML in it.

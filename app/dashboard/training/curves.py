@@ -155,6 +155,20 @@ def _averaged(run: Sequence[TrainingStep]) -> TrainingStep:
     )
 
 
+def step_ranges(steps: Sequence[int]) -> str:
+    """Ascending steps as runs of consecutive ones: 3–5, 8."""
+    parts: list[str] = []
+    start = prev = None
+    for step in [*steps, None]:
+        if step is not None and prev is not None and step == prev + 1:
+            prev = step
+            continue
+        if start is not None:
+            parts.append(f"{start}" if start == prev else f"{start}–{prev}")
+        start = prev = step
+    return ", ".join(parts)
+
+
 def trend_window(points: int) -> int:
     """Points a trend averages: a tenth of the curve, at least 3 (at most the curve)."""
     return max(1, min(points, max(3, points // 10)))
@@ -164,14 +178,16 @@ def trend(
     values: Sequence[float | None], weights: Sequence[int], window: int
 ) -> list[float | None]:
     """Each point's trailing mean over `window` points (its own included), weighted by
-    `weights` (episodes); None where the window holds no value."""
+    `weights` (episodes); None where the window holds no value. A value past a float's range
+    (inf) is left out, as the chart leaves its point out: kept, it made the whole window inf
+    or NaN, and the trend vanished over `window` points."""
     out: list[float | None] = []
     for i in range(len(values)):
         lo = max(0, i - window + 1)
         pairs = [
             (v, w)
             for v, w in zip(values[lo : i + 1], weights[lo : i + 1], strict=True)
-            if v is not None
+            if v is not None and math.isfinite(v)
         ]
         total = sum(w for _, w in pairs)
         if not total:

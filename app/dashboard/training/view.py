@@ -24,6 +24,7 @@ from app.dashboard.training.curves import (
     adds_to_reward,
     at_step,
     shown_steps,
+    step_ranges,
     steps_of_points,
 )
 from app.dashboard.training.flips import QuestionFlip
@@ -167,11 +168,24 @@ def curves(run_id: int) -> None:
     if left:
         st.caption(f"Not drawn, as this run's records hold none: {', '.join(left)}.")
     imported = run.source_format is not None
-    figures = [(charts.figure(found, c), (imported and c.imported_note) or c.note) for c in drawn]
+    figures = [
+        (
+            charts.figure(found, c),
+            _notes(
+                (imported and c.imported_note) or c.note,
+                charts.undrawn_note(found, charts.series_values(found, c)),
+            ),
+        )
+        for c in drawn
+    ]
     figures.insert(3, (charts.signal_figure(found), charts.SIGNAL_NOTE))
     if adds_to_reward(found, view.rewards):  # beside the reward: the parts a trainer logs
         named = charts.named_rewards_figure(found, view.rewards)
-        figures.insert(2, (named, charts.named_rewards_note(len(view.rewards))))
+        lines = charts.drawn_rewards(view.rewards)
+        note = _notes(
+            charts.named_rewards_note(len(view.rewards)), charts.undrawn_note(found, lines)
+        )
+        figures.insert(2, (named, note))
     # A row of two at a time: the notes under the charts differ in length, and two tall
     # columns let the charts beside each other drift apart.
     for start in range(0, len(figures), 2):
@@ -191,6 +205,11 @@ def curves(run_id: int) -> None:
     _open_picked_steps(run.id, found, [f"tr_{i}" for i in range(len(figures))])
 
 
+def _notes(*notes: str) -> str:
+    """A chart's notes in one caption, the empty ones left out."""
+    return " ".join(n for n in notes if n)
+
+
 def played_again_text(again: PlayedAgain) -> str:
     """What the page leaves out of a run whose steps were played again, in a line."""
     steps = step_ranges(again.steps)
@@ -201,20 +220,6 @@ def played_again_text(again: PlayedAgain) -> str:
         "those steps as last played; Episodes and GRPO groups keep both plays, the earlier one "
         "marked replaced."
     )
-
-
-def step_ranges(steps: Sequence[int]) -> str:
-    """Ascending steps as runs of consecutive ones: 3–5, 8."""
-    parts: list[str] = []
-    start = prev = None
-    for step in [*steps, None]:
-        if step is not None and prev is not None and step == prev + 1:
-            prev = step
-            continue
-        if start is not None:
-            parts.append(f"{start}" if start == prev else f"{start}–{prev}")
-        start = prev = step
-    return ", ".join(parts)
 
 
 def _open_picked_steps(run_id: int, found: Curves, keys: list[str]) -> None:

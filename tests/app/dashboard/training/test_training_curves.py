@@ -4,6 +4,7 @@ trend, and the steps a question is shown at."""
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import plotly.graph_objects as go
 import pytest
@@ -14,11 +15,11 @@ from app.dashboard.training.curves import (
     curves_of,
     named_reward_points,
     shown_steps,
+    step_ranges,
     steps_of_points,
     trend,
     trend_window,
 )
-from app.dashboard.training.view import step_ranges
 from storage.training import DrawnQuestion, NamedRewardStep, TrainingStep
 
 ACCURACY = next(c for c in charts.CHARTS if c.title == "Accuracy")
@@ -221,3 +222,24 @@ def test_one_named_reward_that_is_the_episode_reward_adds_nothing() -> None:
     assert adds_to_reward(curves, {"score": [0.0, 0.5, 0.0, 0.4]})
     assert adds_to_reward(curves, {"score": [0.0, 0.5, 0.0, None]})  # a step not scored yet
     assert not adds_to_reward(curves, {})
+
+
+def test_points_that_are_not_finite_numbers_are_named_and_left_out_of_the_trend() -> None:
+    steps = [_step(n, episodes=2, accuracy=0.5, logprob=None) for n in range(9)]
+    steps[2] = dataclasses.replace(steps[2], reward=math.inf)
+    steps[3] = dataclasses.replace(steps[3], reward=-math.inf)
+    steps[6] = dataclasses.replace(steps[6], reward=math.inf)
+    each = curves_of(steps)
+    note = charts.undrawn_note(each, charts.series_values(each, REWARD))
+    assert (
+        note
+        == "Not drawn, as not a finite number: reward inf at steps 2, 6; reward -inf at step 3."
+    )
+    # Averaged three steps a point, the points' spans are named.
+    averaged = curves_of(steps, max_points=3)
+    assert charts.undrawn_note(averaged, charts.series_values(averaged, REWARD)) == (
+        "Not drawn, as not a finite number: reward inf at the points of steps 0–2, 6–8; "
+        "reward -inf at the point of steps 3–5."
+    )
+    assert charts.undrawn_note(each, charts.series_values(each, ACCURACY)) == ""
+    assert trend([1.0, math.inf, 3.0, -math.inf], [1, 1, 1, 1], 3) == [1.0, 1.0, 2.0, 3.0]

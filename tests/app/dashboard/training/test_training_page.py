@@ -216,6 +216,38 @@ def test_the_std_metrics_say_what_they_are(env: TrainingStore) -> None:
     assert [d["y"][1] for d in signal] == [0.5, 0.0, 0.5]
 
 
+def test_a_step_whose_mean_reward_is_not_a_number_is_named_under_its_chart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Rewards whose sum passes a float's range: Plotly left the step's point out without a
+    # word, the trend vanished for three points, and the step's std read 0.
+    store = Store(str(tmp_path / "s.db"))
+    run_id = store.create_run(spec("penalised", kind="training"), episodes_planned=8)
+    sink = store.sink(run_id)
+    rewards = [(0.0, 1.0), (1.5e308, 1e308), (1.0, 1.0), (0.0, 1.0)]
+    for at, pair in enumerate(rewards):
+        for k, reward in enumerate(pair):
+            sample = 2 * at + k
+            sink.write(
+                IterationBatch(
+                    started=[start("q1", sample, train_step=at, group_index=at)],
+                    steps=[step("q1", sample, 1, done=True)],
+                    finished=[finish("q1", sample, "wrong", reward, 1)],
+                )
+            )
+    store.close()
+    monkeypatch.setenv(ENV_STORE, str(tmp_path / "s.db"))
+    monkeypatch.delenv(ENV_READ_ONLY, raising=False)
+    at = open_page("training/page.py", run=str(run_id))
+    captions = [c.value for c in at.caption]
+    assert "Not drawn, as not a finite number: reward inf at step 1." in " ".join(captions)
+    assert "Not drawn, as not a finite number: across the step (reward_std) inf at step 1;" in (
+        " ".join(captions)
+    )
+    trend = _figures(at)["Reward"]["data"][1]
+    assert trend["name"].startswith("trend") and trend["y"] == [0.5, 0.5, 0.75, 0.75]
+
+
 def test_the_questions_that_flipped_are_listed_with_counts(env: TrainingStore) -> None:
     at = open_page("training/page.py", run=str(env.run_id))
     metrics = {m.label: m.value for m in at.metric}
