@@ -24,7 +24,7 @@ from app.recorder import Recorder
 from storage.read_models import EpisodeDetail, EpisodeFilter, EpisodeSummary, StoredStep
 from storage.store import Store
 from tests.support.benchmark import make_benchmark
-from tests.support.cli import rollscope
+from tests.support.cli import in_process, rollscope
 from tests.support.export_memory import measure_export
 from tests.support.stores import late_answer, sized_run
 
@@ -454,11 +454,17 @@ def test_cli_exports_a_range_of_training_steps(
     ],
 )
 def test_cli_bad_input_is_one_line_and_writes_nothing(
-    runs: Runs, tmp_path: Path, args: list[str], message: str
+    runs: Runs,
+    tmp_path: Path,
+    args: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    res = rollscope("export", *args, "--store", runs.url, cwd=tmp_path)
-    assert res.returncode == 2, res.stdout
-    assert len(res.stderr.strip().splitlines()) == 1 and message in res.stderr, res.stderr
+    monkeypatch.chdir(tmp_path)
+    code, err = in_process(monkeypatch, capsys, "export", *args, "--store", runs.url)
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and message in err, err
     assert list(tmp_path.iterdir()) == []
 
 

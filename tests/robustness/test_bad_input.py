@@ -22,7 +22,7 @@ from storage.read_models import EpisodeFilter
 from storage.store import Store
 from tests.robustness.helpers import store_digest, table_counts
 from tests.support.benchmark import make_benchmark
-from tests.support.cli import rollscope
+from tests.support.cli import rollscope, rollscope_here
 from tests.support.stores import write_run
 
 
@@ -129,14 +129,17 @@ def test_broken_questions_or_databases(
     seeded: tuple[Path, Path, Path],
     store_copy: Path,
     tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     files = _bench_files(tmp_path, seeded)
     questions = files[questions_case] if questions_case else seeded[1]
     db_dir = files[db_case] if db_case else seeded[2]
     before = (store_digest(store_copy), table_counts(store_copy))
-    res = rollscope(
-        "run", "--questions", questions, "--db-dir", db_dir, "--store", store_copy, "--quiet"
-    )
+    res = rollscope_here(
+        monkeypatch, capsys,
+        "run", "--questions", questions, "--db-dir", db_dir, "--store", store_copy, "--quiet",
+    )  # fmt: skip
     _assert_one_line_failure(res, expected, store_copy, before)
 
 
@@ -164,14 +167,19 @@ FLAG_CASES = [
 
 @pytest.mark.parametrize(("args", "expected"), FLAG_CASES)
 def test_bad_flag_values(
-    args: list[str], expected: str, seeded: tuple[Path, Path, Path], store_copy: Path
+    args: list[str],
+    expected: str,
+    seeded: tuple[Path, Path, Path],
+    store_copy: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     _, questions, db_dir = seeded
     base = ["--questions", str(questions), "--db-dir", str(db_dir)]
     if any(a in args for a in ("--dataset", "--resume", "--run-id")):
         base = []
     before = (store_digest(store_copy), table_counts(store_copy))
-    res = rollscope("run", *base, *args, "--store", store_copy, "--quiet")
+    res = rollscope_here(monkeypatch, capsys, "run", *base, *args, "--store", store_copy, "--quiet")
     _assert_one_line_failure(res, expected, store_copy, before)
 
 

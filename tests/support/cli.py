@@ -51,12 +51,23 @@ def in_process(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str | Path
 ) -> tuple[int, str]:
     """The CLI's exit code and stderr, run in this process."""
+    done = rollscope_here(monkeypatch, capsys, *args)
+    return done.returncode, done.stderr
+
+
+def rollscope_here(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str | Path
+) -> subprocess.CompletedProcess[str]:
+    """The CLI run in this process, its exit code and output as `rollscope` gives them: for
+    the many refusals a file checks, each a second of interpreter start-up as a process."""
     from app import cli
 
-    monkeypatch.setattr(sys, "argv", ["rollscope", *map(str, args)])
+    argv = ["rollscope", *map(str, args)]
+    monkeypatch.setattr(sys, "argv", argv)
     with pytest.raises(SystemExit) as exited:
         cli.main()
-    return int(exited.value.code or 0), capsys.readouterr().err
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(argv, int(exited.value.code or 0), out.out, out.err)
 
 
 def rollscope_in_terminal(

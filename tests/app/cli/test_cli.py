@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.benchmark import make_benchmark
-from tests.support.cli import rollscope
+from tests.support.cli import rollscope, rollscope_here
 
 
 @pytest.fixture()
@@ -124,14 +124,20 @@ def test_hf_checkpoint_runs_into_sqlite(
     ],
 )
 def test_bad_input_is_one_line_and_leaves_no_run(
-    tmp_path: Path, bench: tuple[Path, Path], args: list[str], message: str
+    tmp_path: Path,
+    bench: tuple[Path, Path],
+    args: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     questions, db_dir = bench
     db = tmp_path / "s.db"
     base: list[str | Path] = ["--questions", questions, "--db-dir", db_dir]
     if args[0] == "--questions":
         base = []
-    res = rollscope("run", *base, *args, "--store", db, "--quiet", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)
+    res = rollscope_here(monkeypatch, capsys, "run", *base, *args, "--store", db, "--quiet")
     assert res.returncode == 2
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], res.stderr

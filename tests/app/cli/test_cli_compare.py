@@ -11,7 +11,7 @@ import pytest
 
 from rollout_core.records import IterationBatch, Outcome
 from storage.store import Store
-from tests.support.cli import rollscope
+from tests.support.cli import rollscope, rollscope_here
 from tests.support.records import finish, spec, start, step
 
 # (question, outcomes of its samples); ckpt-2000 also plays q6, which ckpt-1000 did not.
@@ -126,8 +126,14 @@ def test_training_steps_of_a_run_compare_as_checkpoints(store_path: Path) -> Non
         (["ckpt-1000", "other-set"], "other-set (#3) and the baseline ckpt-1000 (#1) share no"),
     ],
 )
-def test_bad_references_fail_in_one_line(store_path: Path, refs: list[str], message: str) -> None:
-    done = rollscope("compare", *refs, "--store", store_path)
+def test_bad_references_fail_in_one_line(
+    store_path: Path,
+    refs: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    done = rollscope_here(monkeypatch, capsys, "compare", *refs, "--store", store_path)
     assert done.returncode == 2
     assert done.stdout == ""
     assert message in " ".join(done.stderr.split())

@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.support.benchmark import make_benchmark
-from tests.support.cli import rollscope, rollscope_cmd
+from tests.support.cli import in_process, rollscope, rollscope_cmd, rollscope_here
 from tests.support.mounts import run_read_only
 
 
@@ -96,13 +96,18 @@ def test_fork_every_failed_episode_at_its_first_error(recorded: Path, tmp_path: 
     ],
 )
 def test_bad_fork_input_is_one_line_and_writes_nothing(
-    recorded: Path, tmp_path: Path, args: tuple[str, ...], message: str
+    recorded: Path,
+    tmp_path: Path,
+    args: tuple[str, ...],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     store = _copy(recorded, tmp_path)
-    res = rollscope("fork", *args, "--store", store)
-    assert res.returncode == 2, res.stdout + res.stderr
-    assert message in res.stderr
-    assert len(res.stderr.strip().splitlines()) == 1 and "Traceback" not in res.stderr
+    code, err = in_process(monkeypatch, capsys, "fork", *args, "--store", store)
+    assert code == 2, err
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert _rows(store, "SELECT count(*) FROM runs") == [(1,)]
 
 
@@ -151,10 +156,15 @@ def test_a_tag_that_looks_like_markup_is_printed_as_it_is(recorded: Path, tmp_pa
     ],
 )
 def test_bad_tag_input_is_one_line(
-    recorded: Path, tmp_path: Path, args: tuple[str, ...], message: str
+    recorded: Path,
+    tmp_path: Path,
+    args: tuple[str, ...],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     store = _copy(recorded, tmp_path)
-    res = rollscope("tag", *args, "--store", store)
+    res = rollscope_here(monkeypatch, capsys, "tag", *args, "--store", store)
     assert res.returncode == 2 and message in res.stderr
     assert len(res.stderr.strip().splitlines()) == 1
     assert _rows(store, "SELECT count(*) FROM annotations") == [(0,)]

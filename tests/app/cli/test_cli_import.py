@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import sqlite3
+import subprocess
 import sys
 from collections.abc import Callable
 from contextlib import closing
@@ -17,7 +18,7 @@ import pytest
 
 from tests.app.cli.test_cli import rollscope
 from tests.app.importers.writers import sql_prompt, sql_response, verl_dump
-from tests.support.cli import in_process, rollscope_in_terminal
+from tests.support.cli import in_process, rollscope_here, rollscope_in_terminal
 
 
 def _dump(root: Path) -> Path:
@@ -104,8 +105,14 @@ def test_runs_says_how_many_bad_lines_an_import_left_out(tmp_path: Path) -> None
     assert cells == {"played": "1/1", "v": "2"}
 
 
-def test_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
+def test_refusals_are_one_line_and_write_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = tmp_path / "s.db"
+
+    def refused(*args: str | Path) -> subprocess.CompletedProcess[str]:
+        return rollscope_here(monkeypatch, capsys, "import", *args)
+
     _one_line_error(
         rollscope("import", tmp_path / "nowhere", "--name", "x", "--store", db),
         "does not exist",
@@ -113,50 +120,50 @@ def test_refusals_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "notes.txt").write_text("hello")
     _one_line_error(
-        rollscope("import", tmp_path / "empty", "--name", "x", "--store", db),
+        refused(tmp_path / "empty", "--name", "x", "--store", db),
         "cannot tell the format of",
         "--format",
     )
     # A first line nested past the stack of Python's json: a RecursionError.
     (tmp_path / "deep.jsonl").write_text("[" * 5_000 + "]" * 5_000 + "\n")
     _one_line_error(
-        rollscope("import", tmp_path / "deep.jsonl", "--name", "x", "--store", db),
+        refused(tmp_path / "deep.jsonl", "--name", "x", "--store", db),
         "cannot tell the format of",
     )
     _one_line_error(
-        rollscope("import", tmp_path / "empty", "--name", "x", "--format", "csv", "--store", db),
+        refused(tmp_path / "empty", "--name", "x", "--format", "csv", "--store", db),
         "unknown format 'csv'",
     )
     _one_line_error(
-        rollscope("import", _dump(tmp_path / "d"), "--name", "x", "--db-dir", "db", "--store", db),
+        refused(_dump(tmp_path / "d"), "--name", "x", "--db-dir", "db", "--store", db),
         "--db-dir goes with --questions",
     )
     # A wait of NaN seconds returned at once (a busy loop); one past time_t, a traceback.
     for poll in ("nan", "inf", "0"):
         _one_line_error(
-            rollscope("import", tmp_path / "d", "--name", "x", "--follow", "--poll", poll,
-                      "--store", db),
+            refused(tmp_path / "d", "--name", "x", "--follow", "--poll", poll, "--store", db),
             "--poll must be above 0 and at most 3600 seconds",
-        )  # fmt: skip
+        )
     # No reward is at least NaN: every rollout would have read wrong.
     _one_line_error(
-        rollscope("import", tmp_path / "d", "--name", "x", "--correct-at", "nan", "--store", db),
+        refused(tmp_path / "d", "--name", "x", "--correct-at", "nan", "--store", db),
         "--correct-at must be a finite number",
     )
     # Listed, and the questions read, before a store is made.
     _one_line_error(
-        rollscope("import", tmp_path / "empty", "--name", "x", "--format", "verl", "--store", db),
+        refused(tmp_path / "empty", "--name", "x", "--format", "verl", "--store", db),
         "no verl rollout dump files in",
     )
     _one_line_error(
-        rollscope("import", tmp_path / "d", "--name", "x", "--questions", tmp_path / "none.json",
-                  "--store", db),
+        refused(
+            tmp_path / "d", "--name", "x", "--questions", tmp_path / "none.json", "--store", db
+        ),
         "dataset not found",
-    )  # fmt: skip
+    )
     # A pipe (`<(zcat ...)`): an import reads its files again, so it takes files alone.
     os.mkfifo(tmp_path / "pipe")
     _one_line_error(
-        rollscope("import", tmp_path / "pipe", "--name", "x", "--store", db),
+        refused(tmp_path / "pipe", "--name", "x", "--store", db),
         "is not a file or folder (a pipe?); write the rollouts to a file and import that",
     )
     assert not db.exists()
@@ -373,8 +380,6 @@ def test_a_file_that_cannot_be_read_is_called_that(tmp_path: Path) -> None:
 def test_follow_waits_for_a_folder_the_trainer_has_not_made_yet(tmp_path: Path) -> None:
     # verl makes its rollout folder with its first step's file: a follow started beside the
     # trainer waits for it, then imports what lands there.
-    import subprocess
-    import sys
     import threading
     import time
 
