@@ -7,12 +7,14 @@ ends of a long name; the full name is in the hover text.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
 
 from app.dashboard import analysis
 from app.dashboard.components.colors import hover_name, plot_label, run_color
+from app.dashboard.components.render import escape_markdown
 from storage.read_models import Distribution, RunSummary
 
 ACTION_MIX_KEYS = ("DESCRIBE", "SAMPLE", "QUERY", "ANSWER", "UNPARSED")
@@ -91,6 +93,18 @@ def mean_reward(runs: Sequence[RunSummary]) -> go.Figure:
         )
     )
     return _rows_layout(fig, "Mean episode reward", len(runs))
+
+
+def undrawn_rewards(runs: Sequence[RunSummary]) -> str:
+    """A line naming the runs whose mean reward is not a finite number (rewards summed past a
+    float's range), which the reward chart leaves out without a word; markdown, names escaped."""
+    names = [
+        f"{escape_markdown(f'{r.name} (#{r.id})')}: {r.mean_reward}"
+        for r in runs
+        if r.mean_reward is not None and not math.isfinite(r.mean_reward)
+    ]
+    listed = ", ".join(names)
+    return f"Mean episode reward leaves out, as not a finite number: {listed}." if names else ""
 
 
 def _quartiles(hist: Sequence[tuple[float, int]]) -> tuple[float, float, float, float, float]:

@@ -121,6 +121,8 @@ def _charts(runs: list[RunSummary], chosen: list[int]) -> None:
     if not shown:
         return
     st.caption(caption + " " + INTERVAL_NOTE)
+    if undrawn := charts.undrawn_rewards(shown):  # its chart would be empty without a word
+        st.caption(undrawn)
     by_id = {r.id: r for r in shown}
     dists = reads.run_distributions(tuple(r.id for r in shown))
     left, right = st.columns(2)

@@ -260,3 +260,21 @@ def test_the_table_counts_the_lines_an_import_skipped(empty_store: str, tmp_path
     details = open_page(None, run="1,2").dataframe[1].value.set_index("run")
     assert details.loc["imported #1", "source"] == f"verl: {tmp_path / 'dump'}"
     assert details.loc["played #2", "source"] == "rollscope"
+
+
+def test_a_run_whose_mean_reward_is_not_a_number_is_named_above_the_charts(
+    empty_store: str,
+) -> None:
+    # Rewards summed past a float's range: the chart drew no bar for it, and said nothing.
+    from app.recorder import Recorder
+
+    turns = [{"role": "user", "content": "Q?"}, {"role": "assistant", "content": "ANSWER 1"}]
+    store = Store(empty_store)
+    with Recorder(store, run="huge*r", kind="training") as rec:
+        for step in range(3):
+            for reward in (1.5e308, 1e308):
+                rec.episode(question="Q?", turns=turns, reward=reward, step=step)
+    store.close()
+    at = open_page(None)
+    said = "Mean episode reward leaves out, as not a finite number: huge\\*r \\(\\#1\\): inf."
+    assert said in [c.value for c in at.caption]
