@@ -222,7 +222,7 @@ def test_a_step_whose_mean_reward_is_not_a_number_is_named_under_its_chart(
     # Rewards whose sum passes a float's range: Plotly left the step's point out without a
     # word, the trend vanished for three points, and the step's std read 0.
     store = Store(str(tmp_path / "s.db"))
-    run_id = store.create_run(spec("penalised", kind="training"), episodes_planned=8)
+    run_id = store.create_run(spec("huge", kind="training"), episodes_planned=8)
     sink = store.sink(run_id)
     rewards = [(0.0, 1.0), (1.5e308, 1e308), (1.0, 1.0), (0.0, 1.0)]
     for at, pair in enumerate(rewards):
