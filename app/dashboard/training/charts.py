@@ -213,11 +213,11 @@ def undrawn_note(curves: Curves, lines: Sequence[tuple[str, Sequence[float | Non
     (sums past a float's range): Plotly leaves them out without a word."""
     parts = []
     for name, values in lines:
-        at: dict[str, list[int]] = {}
+        by_value: dict[str, list[int]] = {}  # inf, -inf, nan: each with its points
         for i, value in enumerate(values):
             if value is not None and not math.isfinite(value):
-                at.setdefault(str(value), []).append(i)
-        parts += [f"{name} {value} at {_points_text(curves, i)}" for value, i in at.items()]
+                by_value.setdefault(str(value), []).append(i)
+        parts += [f"{name} {v} at {_points_text(curves, ix)}" for v, ix in by_value.items()]
     return f"Not drawn, as not a finite number: {'; '.join(parts)}." if parts else ""
 
 
