@@ -59,7 +59,7 @@ def rollscope_here(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], *args: str | Path
 ) -> subprocess.CompletedProcess[str]:
     """The CLI run in this process, its exit code and output as `rollscope` gives them: for
-    the many refusals a file checks, each a second of interpreter start-up as a process."""
+    the many refusals a file checks, which would each pay the interpreter's start-up."""
     from app import cli
 
     argv = ["rollscope", *map(str, args)]

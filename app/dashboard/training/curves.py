@@ -179,8 +179,8 @@ def trend(
 ) -> list[float | None]:
     """Each point's trailing mean over `window` points (its own included), weighted by
     `weights` (episodes); None where the window holds no value. A value past a float's range
-    (inf) is left out, as the chart leaves its point out: kept, it made the whole window inf
-    or NaN, and the trend vanished over `window` points."""
+    (inf) is left out, as the chart leaves its point out: kept, it would make the whole
+    window inf or NaN, and the trend would vanish over `window` points."""
     out: list[float | None] = []
     for i in range(len(values)):
         lo = max(0, i - window + 1)
